@@ -1,0 +1,26 @@
+#pragma once
+// The kernel templates evo can search, as embedded text: the CUDA source NVRTC compiles and the
+// search space (genes, domains, constraints, launch formulas) that population/ reads.
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace evo {
+
+struct KernelTemplate {
+  std::string_view id;          // "fa_s512_v3"
+  std::string_view source;      // CUDA C++; includes nothing beyond the CUDA toolkit's headers
+  std::string_view space_json;  // see fa_s512_v3.space.json
+};
+
+// nullptr for an unknown id.
+const KernelTemplate* find_template(std::string_view id);
+std::vector<std::string> template_ids();
+
+// The float32 reference attention kernel used by the correctness gate.
+std::string_view reference_attention_source();
+
+// A stable 64-bit FNV-1a hash, hex; used for cache keys over template sources and genomes.
+std::string fnv1a_hex(std::string_view text);
+
+}  // namespace evo

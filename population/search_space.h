@@ -1,0 +1,74 @@
+#pragma once
+// A template's search space, read from its .space.json (kernel_templates/): genes and their
+// domains, derived values, named validity constraints, the kernel's name expression and launch
+// formulas. Expressions are integer arithmetic over genes, derived values, the problem (BATCH,
+// HEADS, SEQ_Q, SEQ_K, HEAD_DIM, CAUSAL) and the device (SMEM_LIMIT): + - * / %, comparisons,
+// && || !, parentheses, min(a,b), max(a,b).
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "genome.h"
+#include "shape.h"
+
+namespace evo {
+
+struct Gene {
+  std::string name;
+  std::vector<int64_t> values;
+  int64_t default_value = 0;
+  std::string doc;
+};
+
+struct LaunchConfig {
+  int64_t grid_x = 1, grid_y = 1, grid_z = 1;
+  int64_t threads = 0;
+  int64_t smem_bytes = 0;
+};
+
+class SearchSpace {
+ public:
+  // The space of a registered template; throws InputError("unknown seed 'x' (known: fa_s512_v3)").
+  static const SearchSpace& for_template(std::string_view template_id);
+  // Parses a .space.json text; throws InputError on malformed JSON or expressions.
+  static SearchSpace from_json(std::string_view json);
+
+  const std::string& id() const { return id_; }
+  const std::vector<Gene>& genes() const { return genes_; }
+  const std::vector<int>& head_dims() const { return head_dims_; }
+  Genome default_genome() const;
+
+  // Accepts "fa_s512_v3:BLOCK_M=32,..." or just "BLOCK_M=32,..."; genes not named take their
+  // default. Throws InputError for a malformed text, an unknown gene, a value outside its domain,
+  // or a template prefix that is not this space's.
+  Genome parse(std::string_view text) const;
+
+  // The first violated constraint's name ("kv_split_keeps_mma_k"), or nullopt if valid for this
+  // problem on a device with smem_limit bytes of shared memory per block.
+  std::optional<std::string> violated_constraint(const Genome& g, const ProblemShape& p,
+                                                 int64_t smem_limit) const;
+  // Value of every gene, derived value and problem variable, for name expressions and reports.
+  std::map<std::string, int64_t> variables(const Genome& g, const ProblemShape& p,
+                                           int64_t smem_limit) const;
+  LaunchConfig launch(const Genome& g, const ProblemShape& p) const;
+  // "evo::fa_s512_v3_kernel<0, 64, 32, 64, 4, 2, 1, 1>"
+  std::string kernel_name(const Genome& g, const ProblemShape& p) const;
+
+  // Number of genomes in the cartesian product of the domains, and the i-th of them
+  // (mixed radix, first gene slowest) for exhaustive search and sampling.
+  uint64_t size() const;
+  Genome at(uint64_t index) const;
+
+ private:
+  struct Impl;
+  std::string id_;
+  std::vector<Gene> genes_;
+  std::vector<int> head_dims_;
+  std::shared_ptr<const Impl> impl_;  // parsed expressions
+};
+
+}  // namespace evo

@@ -1,0 +1,30 @@
+#pragma once
+// One attention problem: [batch, heads, seq, head_dim], causal or not.
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace evo {
+
+struct ProblemShape {
+  int batch = 1;
+  int heads = 8;
+  int seq_q = 512;
+  int seq_k = 512;
+  int head_dim = 64;
+  bool causal = false;
+
+  // "1x8x512x64" (seq_k = seq_q), "1x8x512x1024x64" (seq_q, seq_k), optional suffix ":causal".
+  std::string text() const;
+  double flops() const;  // 4*B*H*Sq*Sk*D, halved for causal
+  friend bool operator==(const ProblemShape& a, const ProblemShape& b) {
+    return a.batch == b.batch && a.heads == b.heads && a.seq_q == b.seq_q && a.seq_k == b.seq_k &&
+           a.head_dim == b.head_dim && a.causal == b.causal;
+  }
+};
+
+// Throws InputError naming the problem: "malformed shape '1x8x512': expected BxHxSxD".
+// Every dimension must be in 1..2^20 and the tensor under 2^31 elements.
+ProblemShape parse_shape(std::string_view text, bool causal_default = false);
+
+}  // namespace evo

@@ -1,0 +1,55 @@
+#pragma once
+// Search strategies: given what a run has measured so far, propose the next generation.
+// Deterministic: the same history, generation and rng_seed give the same proposals, so a run is
+// reproducible and a coordinator restarted mid-run proposes nothing different.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "genome.h"
+#include "search_space.h"
+#include "shape.h"
+
+namespace evo {
+
+struct ScoredCandidate {
+  Genome genome;
+  std::optional<double> fitness_us;  // nullopt: failed a gate; lower is better
+};
+
+struct Offspring {
+  Genome genome;
+  std::string op;                    // "seed", "random", "exhaustive", "crossover", "mutation", "crossover+mutation"
+  std::vector<std::string> parents;  // parents' canonical genome texts
+};
+
+struct StrategyContext {
+  const SearchSpace* space = nullptr;
+  std::vector<ProblemShape> shapes;  // a genome must be valid for every shape
+  int64_t smem_limit = 227 * 1024;   // the target device's opt-in shared memory per block
+  uint64_t rng_seed = 1;
+  int top_k = 3;
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  // Proposes up to `population` valid genomes never seen in `history` (the run's every evaluated
+  // or proposed candidate) nor twice in the result. Generation 0 always holds the default genome.
+  // Returns fewer, or none, when the space is exhausted.
+  virtual std::vector<Offspring> next_generation(int generation,
+                                                 const std::vector<ScoredCandidate>& history,
+                                                 int population) = 0;
+};
+
+// "evolve" (tournament selection, crossover, mutation, elitism), "random", "exhaustive".
+// Throws InputError for an unknown name.
+std::unique_ptr<Strategy> make_strategy(std::string_view name, StrategyContext ctx);
+
+// The Top-K of a history: fitness order, failed candidates excluded, ties broken by genome text.
+std::vector<ScoredCandidate> top_k(const std::vector<ScoredCandidate>& history, int k);
+
+}  // namespace evo
