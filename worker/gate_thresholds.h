@@ -1,0 +1,28 @@
+#pragma once
+// Every threshold the gates apply, in one place. Change a number here, not at its use.
+#include <cstdint>
+
+namespace evo::gates {
+
+// Gate 2, resources: the timed build itself must not spill or keep arrays in local memory.
+inline constexpr int kMaxSpillBytes = 0;
+inline constexpr int kMaxStackFrameBytes = 0;
+
+// Gate 4, correctness against the float32 reference, fp16 inputs and output.
+inline constexpr double kFp16MaxRelL2Error = 2e-3;
+inline constexpr double kFp16MaxAbsError = 2e-2;
+inline constexpr int kRepeatedLaunches = 64;    // back-to-back launches before the re-check
+
+// Gate 5, timing with CUDA events.
+inline constexpr int kWarmupLaunches = 20;
+inline constexpr int kTimedLaunches = 200;
+inline constexpr int64_t kRotationBytes = 256ll << 20;  // input sets cycled so L2 cannot flatter
+
+// Process isolation.
+inline constexpr int kDefaultWatchdogMs = 10000;
+inline constexpr int kSanitizerWatchdogMs = 300000;
+
+// Elite admission: a second, independent measurement must agree within this fraction.
+inline constexpr double kConfirmationTolerance = 0.10;
+
+}  // namespace evo::gates
