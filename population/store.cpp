@@ -1,0 +1,670 @@
+#include "store.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+
+namespace evo {
+
+namespace {
+
+// Numbered migrations: entry i takes the schema from version i to i+1. Never edit one that has
+// shipped; append a new one.
+const char* const kMigrations[] = {
+    // 0 -> 1
+    R"sql(
+CREATE TABLE runs (
+  id TEXT PRIMARY KEY,
+  seed TEXT NOT NULL,
+  shapes TEXT NOT NULL,
+  generations INTEGER NOT NULL CHECK (generations > 0),
+  population INTEGER NOT NULL CHECK (population > 0),
+  top_k INTEGER NOT NULL CHECK (top_k > 0),
+  strategy TEXT NOT NULL,
+  rng_seed INTEGER NOT NULL,
+  device_class TEXT NOT NULL DEFAULT '',
+  state INTEGER NOT NULL,
+  created_ms INTEGER NOT NULL,
+  message TEXT NOT NULL DEFAULT '',
+  current_generation INTEGER NOT NULL DEFAULT 0,
+  smem_limit INTEGER NOT NULL
+);
+CREATE TABLE workers (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  device_class TEXT NOT NULL,
+  device BLOB NOT NULL,
+  registered_ms INTEGER NOT NULL,
+  last_seen_ms INTEGER NOT NULL
+);
+CREATE TABLE candidates (
+  id TEXT PRIMARY KEY,
+  run_id TEXT NOT NULL REFERENCES runs(id),
+  generation INTEGER NOT NULL,
+  seq INTEGER NOT NULL,
+  genome TEXT NOT NULL,
+  genome_hash TEXT NOT NULL,
+  op TEXT NOT NULL,
+  parents TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('queued', 'leased', 'done')),
+  confirmation INTEGER NOT NULL DEFAULT 0,
+  lease_id TEXT NOT NULL DEFAULT '',
+  lease_worker TEXT NOT NULL DEFAULT '',
+  lease_deadline_ms INTEGER NOT NULL DEFAULT 0,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  first_evaluation_id INTEGER,
+  first_worker TEXT NOT NULL DEFAULT '',
+  final_evaluation_id INTEGER,
+  final_status INTEGER NOT NULL DEFAULT 0,
+  fitness_us REAL,
+  spread_pct REAL NOT NULL DEFAULT 0,
+  elite_eligible INTEGER NOT NULL DEFAULT 0,
+  result_source TEXT NOT NULL DEFAULT '',
+  UNIQUE (run_id, seq),
+  UNIQUE (run_id, genome)
+);
+CREATE INDEX candidates_by_state ON candidates(run_id, state, seq);
+CREATE TABLE leases (
+  id TEXT PRIMARY KEY,
+  candidate_id TEXT NOT NULL REFERENCES candidates(id),
+  worker_id TEXT NOT NULL REFERENCES workers(id),
+  issued_ms INTEGER NOT NULL,
+  deadline_ms INTEGER NOT NULL,
+  confirmation INTEGER NOT NULL,
+  outcome TEXT NOT NULL CHECK (outcome IN ('active', 'expired', 'reported'))
+);
+CREATE INDEX leases_active ON leases(outcome, deadline_ms);
+CREATE TABLE evaluations (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  candidate_id TEXT NOT NULL REFERENCES candidates(id),
+  lease_id TEXT UNIQUE,
+  worker_id TEXT NOT NULL,
+  blob BLOB NOT NULL,
+  status INTEGER NOT NULL,
+  fitness_us REAL,
+  estimated INTEGER NOT NULL,
+  device_class TEXT NOT NULL,
+  is_confirmation INTEGER NOT NULL,
+  created_ms INTEGER NOT NULL
+);
+CREATE INDEX evaluations_by_status ON evaluations(status);
+CREATE INDEX evaluations_by_candidate ON evaluations(candidate_id);
+CREATE TABLE result_cache (
+  genome_hash TEXT NOT NULL,
+  device_class TEXT NOT NULL,
+  toolkit TEXT NOT NULL,
+  evaluation_id INTEGER NOT NULL REFERENCES evaluations(id),
+  fitness_us REAL,
+  spread_pct REAL NOT NULL,
+  confirmed INTEGER NOT NULL,
+  PRIMARY KEY (genome_hash, device_class, toolkit)
+);
+)sql",
+};
+constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
+static_assert(kMigrationCount == Store::kSchemaVersion, "one migration per schema version");
+
+std::string join(const std::vector<std::string>& parts, char sep) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i) out += sep;
+    out += parts[i];
+  }
+  return out;
+}
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  if (text.empty()) return out;
+  std::string part;
+  std::istringstream in(text);
+  while (std::getline(in, part, sep)) out.push_back(part);
+  return out;
+}
+
+CandidateState parse_state(const std::string& s) {
+  if (s == "leased") return CandidateState::kLeased;
+  if (s == "done") return CandidateState::kDone;
+  return CandidateState::kQueued;
+}
+
+const char* outcome_text(LeaseOutcome o) {
+  switch (o) {
+    case LeaseOutcome::kActive: return "active";
+    case LeaseOutcome::kExpired: return "expired";
+    case LeaseOutcome::kReported: return "reported";
+  }
+  return "active";
+}
+
+LeaseOutcome parse_outcome(const std::string& s) {
+  if (s == "expired") return LeaseOutcome::kExpired;
+  if (s == "reported") return LeaseOutcome::kReported;
+  return LeaseOutcome::kActive;
+}
+
+constexpr const char* kRunColumns =
+    "id, seed, shapes, generations, population, top_k, strategy, rng_seed, device_class, state, "
+    "created_ms, message, current_generation, smem_limit";
+
+RunRecord read_run(const SqliteStatement& s) {
+  RunRecord r;
+  r.id = s.column_text(0);
+  r.seed = s.column_text(1);
+  r.shapes = split(s.column_text(2), ',');
+  r.generations = static_cast<int>(s.column_int(3));
+  r.population = static_cast<int>(s.column_int(4));
+  r.top_k = static_cast<int>(s.column_int(5));
+  r.strategy = s.column_text(6);
+  r.rng_seed = static_cast<uint64_t>(s.column_int(7));
+  r.device_class = s.column_text(8);
+  r.state = static_cast<int>(s.column_int(9));
+  r.created_ms = s.column_int(10);
+  r.message = s.column_text(11);
+  r.current_generation = static_cast<int>(s.column_int(12));
+  r.smem_limit = s.column_int(13);
+  return r;
+}
+
+constexpr const char* kCandidateColumns =
+    "id, run_id, generation, seq, genome, genome_hash, op, parents, state, confirmation, lease_id, "
+    "lease_worker, lease_deadline_ms, attempts, first_evaluation_id, first_worker, "
+    "final_evaluation_id, final_status, fitness_us, spread_pct, elite_eligible, result_source";
+
+CandidateRecord read_candidate(const SqliteStatement& s) {
+  CandidateRecord c;
+  c.id = s.column_text(0);
+  c.run_id = s.column_text(1);
+  c.generation = static_cast<int>(s.column_int(2));
+  c.seq = static_cast<int>(s.column_int(3));
+  c.genome = s.column_text(4);
+  c.genome_hash = s.column_text(5);
+  c.op = s.column_text(6);
+  c.parents = s.column_text(7);
+  c.state = parse_state(s.column_text(8));
+  c.confirmation = s.column_int(9) != 0;
+  c.lease_id = s.column_text(10);
+  c.lease_worker = s.column_text(11);
+  c.lease_deadline_ms = s.column_int(12);
+  c.attempts = static_cast<int>(s.column_int(13));
+  if (!s.column_is_null(14)) c.first_evaluation_id = s.column_int(14);
+  c.first_worker = s.column_text(15);
+  if (!s.column_is_null(16)) c.final_evaluation_id = s.column_int(16);
+  c.final_status = static_cast<int>(s.column_int(17));
+  c.fitness_us = s.column_optional_double(18);
+  c.spread_pct = s.column_double(19);
+  c.elite_eligible = s.column_int(20) != 0;
+  c.result_source = s.column_text(21);
+  return c;
+}
+
+constexpr const char* kLeaseColumns =
+    "id, candidate_id, worker_id, issued_ms, deadline_ms, confirmation, outcome";
+
+LeaseRecord read_lease(const SqliteStatement& s) {
+  LeaseRecord l;
+  l.id = s.column_text(0);
+  l.candidate_id = s.column_text(1);
+  l.worker_id = s.column_text(2);
+  l.issued_ms = s.column_int(3);
+  l.deadline_ms = s.column_int(4);
+  l.confirmation = s.column_int(5) != 0;
+  l.outcome = parse_outcome(s.column_text(6));
+  return l;
+}
+
+EvaluationRecord read_evaluation(const SqliteStatement& s) {
+  EvaluationRecord e;
+  e.id = s.column_int(0);
+  e.candidate_id = s.column_text(1);
+  e.lease_id = s.column_text(2);
+  e.worker_id = s.column_text(3);
+  e.is_confirmation = s.column_int(4) != 0;
+  e.created_ms = s.column_int(5);
+  if (!e.evaluation.ParseFromString(s.column_blob(6)))
+    throw StoreError("evaluation " + std::to_string(e.id) + " does not parse");
+  return e;
+}
+
+bool directory_exists(const std::string& dir) {
+  struct stat st {};
+  return ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+}  // namespace
+
+const char* to_string(CandidateState s) {
+  switch (s) {
+    case CandidateState::kQueued: return "queued";
+    case CandidateState::kLeased: return "leased";
+    case CandidateState::kDone: return "done";
+  }
+  return "queued";
+}
+
+int64_t now_unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string toolkit_of(const v1::DeviceInfo& device) {
+  return "nvrtc " + device.nvrtc_version() + " / cuda " + device.cuda_version();
+}
+
+Store::Store(const std::string& path) {
+  auto slash = path.find_last_of('/');
+  std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  if (!directory_exists(dir))
+    throw StoreError("database directory '" + dir + "' does not exist (for --db " + path + ")");
+  db_ = std::make_unique<SqliteConnection>(path);
+  try {
+    // A file that is not a database fails on its first read, here.
+    db_->exec("PRAGMA busy_timeout = 5000");
+    db_->exec("PRAGMA journal_mode = WAL");
+    db_->exec("PRAGMA foreign_keys = ON");
+    // WAL with synchronous=FULL: a committed transaction survives a power cut, not only a SIGKILL.
+    db_->exec("PRAGMA synchronous = FULL");
+    migrate();
+  } catch (const StoreError& e) {
+    throw StoreError("cannot use database '" + path + "': " + e.what());
+  }
+}
+
+void Store::migrate() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  db_->exec("BEGIN IMMEDIATE");
+  try {
+    db_->exec("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)");
+    int version = 0;
+    {
+      auto s = db_->prepare("SELECT MAX(version) FROM schema_version");
+      if (s.step() && !s.column_is_null(0)) version = static_cast<int>(s.column_int(0));
+    }
+    if (version > kSchemaVersion)
+      throw StoreError("schema version " + std::to_string(version) + " is newer than this evod (" +
+                       std::to_string(kSchemaVersion) + ")");
+    for (int v = version; v < kSchemaVersion; ++v) {
+      db_->exec(kMigrations[v]);
+      db_->prepare("INSERT INTO schema_version (version) VALUES (?)").bind(1, v + 1).run();
+      spdlog::info("event=store_migrated to_version={}", v + 1);
+    }
+    db_->exec("COMMIT");
+  } catch (...) {
+    db_->exec("ROLLBACK");
+    throw;
+  }
+}
+
+int Store::schema_version() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto s = db_->prepare("SELECT MAX(version) FROM schema_version");
+  return s.step() ? static_cast<int>(s.column_int(0)) : 0;
+}
+
+std::string Store::journal_mode() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto s = db_->prepare("PRAGMA journal_mode");
+  return s.step() ? s.column_text(0) : std::string();
+}
+
+void Store::transaction(const std::function<void()>& fn) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  db_->exec("BEGIN IMMEDIATE");
+  try {
+    fn();
+    db_->exec("COMMIT");
+  } catch (...) {
+    try {
+      db_->exec("ROLLBACK");
+    } catch (const StoreError& e) {
+      spdlog::error("event=store_rollback_failed error=\"{}\"", e.what());
+    }
+    throw;
+  }
+}
+
+std::string Store::dump() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Table names are fixed here, never input; each is dumped in a stable order, every column.
+  static const char* const kQueries[] = {
+      "SELECT * FROM schema_version ORDER BY version",
+      "SELECT * FROM runs ORDER BY id",
+      "SELECT * FROM workers ORDER BY id",
+      "SELECT * FROM candidates ORDER BY id",
+      "SELECT * FROM leases ORDER BY id",
+      "SELECT * FROM evaluations ORDER BY id",
+      "SELECT * FROM result_cache ORDER BY genome_hash, device_class, toolkit",
+  };
+  std::string out;
+  for (const char* q : kQueries) {
+    out += q;
+    out += '\n';
+    auto s = db_->prepare(q);
+    int columns = s.column_count();
+    while (s.step()) {
+      for (int c = 0; c < columns; ++c) {
+        if (c) out += '|';
+        out += s.column_is_null(c) ? std::string("NULL") : s.column_blob(c);
+      }
+      out += '\n';
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- runs
+
+std::string Store::next_run_id() {
+  auto s = db_->prepare("SELECT COUNT(*) FROM runs");
+  s.step();
+  int64_t n = s.column_int(0) + 1;
+  for (;; ++n) {
+    char id[32];
+    std::snprintf(id, sizeof id, "run-%04lld", static_cast<long long>(n));
+    auto exists = db_->prepare("SELECT 1 FROM runs WHERE id = ?");
+    exists.bind(1, std::string(id));
+    if (!exists.step()) return id;
+  }
+}
+
+void Store::insert_run(const RunRecord& r) {
+  auto s = db_->prepare(
+      "INSERT INTO runs (id, seed, shapes, generations, population, top_k, strategy, rng_seed, "
+      "device_class, state, created_ms, message, current_generation, smem_limit) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  s.bind(1, r.id).bind(2, r.seed).bind(3, join(r.shapes, ',')).bind(4, r.generations)
+      .bind(5, r.population).bind(6, r.top_k).bind(7, r.strategy)
+      .bind(8, static_cast<int64_t>(r.rng_seed)).bind(9, r.device_class).bind(10, r.state)
+      .bind(11, r.created_ms).bind(12, r.message).bind(13, r.current_generation)
+      .bind(14, r.smem_limit);
+  s.run();
+}
+
+std::optional<RunRecord> Store::get_run(const std::string& id) {
+  auto s = db_->prepare(std::string("SELECT ") + kRunColumns + " FROM runs WHERE id = ?");
+  s.bind(1, id);
+  if (!s.step()) return std::nullopt;
+  return read_run(s);
+}
+
+std::optional<std::string> Store::newest_run_id() {
+  auto s = db_->prepare("SELECT id FROM runs ORDER BY created_ms DESC, id DESC LIMIT 1");
+  if (!s.step()) return std::nullopt;
+  return s.column_text(0);
+}
+
+std::vector<RunRecord> Store::list_runs() {
+  auto s = db_->prepare(std::string("SELECT ") + kRunColumns + " FROM runs ORDER BY created_ms, id");
+  std::vector<RunRecord> out;
+  while (s.step()) out.push_back(read_run(s));
+  return out;
+}
+
+std::vector<RunRecord> Store::active_runs() {
+  auto s = db_->prepare(std::string("SELECT ") + kRunColumns +
+                        " FROM runs WHERE state IN (?, ?) ORDER BY created_ms, id");
+  s.bind(1, static_cast<int>(v1::QUEUED)).bind(2, static_cast<int>(v1::RUNNING));
+  std::vector<RunRecord> out;
+  while (s.step()) out.push_back(read_run(s));
+  return out;
+}
+
+void Store::set_run_state(const std::string& id, int state, const std::string& message) {
+  db_->prepare("UPDATE runs SET state = ?, message = ? WHERE id = ?")
+      .bind(1, state).bind(2, message).bind(3, id).run();
+}
+
+void Store::set_run_device_class(const std::string& id, const std::string& device_class) {
+  db_->prepare("UPDATE runs SET device_class = ? WHERE id = ?").bind(1, device_class).bind(2, id).run();
+}
+
+void Store::set_run_generation(const std::string& id, int generation) {
+  db_->prepare("UPDATE runs SET current_generation = ? WHERE id = ?").bind(1, generation).bind(2, id).run();
+}
+
+// ---------------------------------------------------------------- candidates
+
+void Store::insert_candidate(const CandidateRecord& c) {
+  auto s = db_->prepare(
+      "INSERT INTO candidates (id, run_id, generation, seq, genome, genome_hash, op, parents, state) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued')");
+  s.bind(1, c.id).bind(2, c.run_id).bind(3, c.generation).bind(4, c.seq).bind(5, c.genome)
+      .bind(6, c.genome_hash).bind(7, c.op).bind(8, c.parents);
+  s.run();
+}
+
+std::optional<CandidateRecord> Store::get_candidate(const std::string& id) {
+  auto s = db_->prepare(std::string("SELECT ") + kCandidateColumns + " FROM candidates WHERE id = ?");
+  s.bind(1, id);
+  if (!s.step()) return std::nullopt;
+  return read_candidate(s);
+}
+
+std::vector<CandidateRecord> Store::candidates_of_run(const std::string& run_id) {
+  auto s = db_->prepare(std::string("SELECT ") + kCandidateColumns +
+                        " FROM candidates WHERE run_id = ? ORDER BY seq");
+  s.bind(1, run_id);
+  std::vector<CandidateRecord> out;
+  while (s.step()) out.push_back(read_candidate(s));
+  return out;
+}
+
+std::vector<CandidateRecord> Store::queued_candidates(const std::string& run_id) {
+  auto s = db_->prepare(std::string("SELECT ") + kCandidateColumns +
+                        " FROM candidates WHERE run_id = ? AND state = 'queued' ORDER BY seq");
+  s.bind(1, run_id);
+  std::vector<CandidateRecord> out;
+  while (s.step()) out.push_back(read_candidate(s));
+  return out;
+}
+
+int Store::count_candidates(const std::string& run_id, int generation, bool only_done) {
+  auto s = db_->prepare(
+      "SELECT COUNT(*) FROM candidates WHERE run_id = ? AND generation = ? AND (? = 0 OR state = 'done')");
+  s.bind(1, run_id).bind(2, generation).bind(3, only_done);
+  s.step();
+  return static_cast<int>(s.column_int(0));
+}
+
+void Store::set_candidate_leased(const std::string& id, const std::string& lease_id,
+                                 const std::string& worker_id, int64_t deadline_ms) {
+  db_->prepare(
+         "UPDATE candidates SET state = 'leased', lease_id = ?, lease_worker = ?, lease_deadline_ms = ? "
+         "WHERE id = ?")
+      .bind(1, lease_id).bind(2, worker_id).bind(3, deadline_ms).bind(4, id).run();
+}
+
+void Store::requeue_candidate(const std::string& id, bool lease_expired) {
+  db_->prepare(
+         "UPDATE candidates SET state = 'queued', lease_id = '', lease_worker = '', lease_deadline_ms = 0, "
+         "attempts = attempts + ? WHERE id = ?")
+      .bind(1, lease_expired ? 1 : 0).bind(2, id).run();
+}
+
+void Store::await_confirmation(const std::string& id, int64_t first_evaluation_id,
+                               const std::string& first_worker) {
+  db_->prepare(
+         "UPDATE candidates SET state = 'queued', confirmation = 1, lease_id = '', lease_worker = '', "
+         "lease_deadline_ms = 0, first_evaluation_id = ?, first_worker = ? WHERE id = ?")
+      .bind(1, first_evaluation_id).bind(2, first_worker).bind(3, id).run();
+}
+
+void Store::finish_candidate(const std::string& id, int64_t final_evaluation_id, int final_status,
+                             std::optional<double> fitness_us, double spread_pct, bool elite_eligible,
+                             const std::string& result_source) {
+  db_->prepare(
+         "UPDATE candidates SET state = 'done', lease_id = '', lease_worker = '', lease_deadline_ms = 0, "
+         "final_evaluation_id = ?, final_status = ?, fitness_us = ?, spread_pct = ?, elite_eligible = ?, "
+         "result_source = ? WHERE id = ?")
+      .bind(1, final_evaluation_id).bind(2, final_status).bind(3, fitness_us).bind(4, spread_pct)
+      .bind(5, elite_eligible).bind(6, result_source).bind(7, id).run();
+}
+
+// ---------------------------------------------------------------- leases
+
+void Store::insert_lease(const LeaseRecord& l) {
+  db_->prepare(
+         "INSERT INTO leases (id, candidate_id, worker_id, issued_ms, deadline_ms, confirmation, outcome) "
+         "VALUES (?, ?, ?, ?, ?, ?, ?)")
+      .bind(1, l.id).bind(2, l.candidate_id).bind(3, l.worker_id).bind(4, l.issued_ms)
+      .bind(5, l.deadline_ms).bind(6, l.confirmation).bind(7, outcome_text(l.outcome)).run();
+}
+
+std::optional<LeaseRecord> Store::get_lease(const std::string& id) {
+  auto s = db_->prepare(std::string("SELECT ") + kLeaseColumns + " FROM leases WHERE id = ?");
+  s.bind(1, id);
+  if (!s.step()) return std::nullopt;
+  return read_lease(s);
+}
+
+void Store::set_lease_deadline(const std::string& id, int64_t deadline_ms) {
+  db_->prepare("UPDATE leases SET deadline_ms = ? WHERE id = ?").bind(1, deadline_ms).bind(2, id).run();
+  db_->prepare("UPDATE candidates SET lease_deadline_ms = ? WHERE lease_id = ?")
+      .bind(1, deadline_ms).bind(2, id).run();
+}
+
+void Store::set_lease_outcome(const std::string& id, LeaseOutcome outcome) {
+  db_->prepare("UPDATE leases SET outcome = ? WHERE id = ?").bind(1, outcome_text(outcome)).bind(2, id).run();
+}
+
+std::vector<LeaseRecord> Store::expired_leases(int64_t now_ms) {
+  auto s = db_->prepare(std::string("SELECT ") + kLeaseColumns +
+                        " FROM leases WHERE outcome = 'active' AND deadline_ms < ? ORDER BY id");
+  s.bind(1, now_ms);
+  std::vector<LeaseRecord> out;
+  while (s.step()) out.push_back(read_lease(s));
+  return out;
+}
+
+std::vector<LeaseRecord> Store::active_leases_of_worker(const std::string& worker_id) {
+  auto s = db_->prepare(std::string("SELECT ") + kLeaseColumns +
+                        " FROM leases WHERE outcome = 'active' AND worker_id = ? ORDER BY id");
+  s.bind(1, worker_id);
+  std::vector<LeaseRecord> out;
+  while (s.step()) out.push_back(read_lease(s));
+  return out;
+}
+
+// ---------------------------------------------------------------- evaluations
+
+int64_t Store::insert_evaluation(const EvaluationRecord& e) {
+  std::string blob;
+  e.evaluation.SerializeToString(&blob);
+  auto s = db_->prepare(
+      "INSERT INTO evaluations (candidate_id, lease_id, worker_id, blob, status, fitness_us, estimated, "
+      "device_class, is_confirmation, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  s.bind(1, e.candidate_id);
+  if (e.lease_id.empty())
+    s.bind_null(2);
+  else
+    s.bind(2, e.lease_id);
+  std::optional<double> fitness;
+  if (e.evaluation.status() == v1::OK) fitness = e.evaluation.fitness_us();
+  s.bind(3, e.worker_id).bind_blob(4, blob).bind(5, static_cast<int>(e.evaluation.status()))
+      .bind(6, fitness).bind(7, e.evaluation.estimated()).bind(8, e.evaluation.device().device_class())
+      .bind(9, e.is_confirmation).bind(10, e.created_ms);
+  s.run();
+  return db_->last_insert_rowid();
+}
+
+std::optional<EvaluationRecord> Store::get_evaluation(int64_t id) {
+  auto s = db_->prepare(
+      "SELECT id, candidate_id, COALESCE(lease_id, ''), worker_id, is_confirmation, created_ms, blob "
+      "FROM evaluations WHERE id = ?");
+  s.bind(1, id);
+  if (!s.step()) return std::nullopt;
+  return read_evaluation(s);
+}
+
+std::optional<EvaluationRecord> Store::evaluation_by_lease(const std::string& lease_id) {
+  auto s = db_->prepare(
+      "SELECT id, candidate_id, COALESCE(lease_id, ''), worker_id, is_confirmation, created_ms, blob "
+      "FROM evaluations WHERE lease_id = ?");
+  s.bind(1, lease_id);
+  if (!s.step()) return std::nullopt;
+  return read_evaluation(s);
+}
+
+int Store::count_evaluations(const std::string& run_id) {
+  auto s = db_->prepare(
+      "SELECT COUNT(*) FROM evaluations e JOIN candidates c ON c.id = e.candidate_id WHERE c.run_id = ?");
+  s.bind(1, run_id);
+  s.step();
+  return static_cast<int>(s.column_int(0));
+}
+
+// ---------------------------------------------------------------- workers
+
+void Store::upsert_worker(const WorkerRecord& w) {
+  std::string blob;
+  w.device.SerializeToString(&blob);
+  db_->prepare(
+         "INSERT INTO workers (id, name, device_class, device, registered_ms, last_seen_ms) "
+         "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET name = excluded.name, "
+         "device_class = excluded.device_class, device = excluded.device, last_seen_ms = excluded.last_seen_ms")
+      .bind(1, w.id).bind(2, w.name).bind(3, w.device.device_class()).bind_blob(4, blob)
+      .bind(5, w.registered_ms).bind(6, w.last_seen_ms).run();
+}
+
+std::optional<WorkerRecord> Store::get_worker(const std::string& id) {
+  auto s = db_->prepare("SELECT id, name, device, registered_ms, last_seen_ms FROM workers WHERE id = ?");
+  s.bind(1, id);
+  if (!s.step()) return std::nullopt;
+  WorkerRecord w;
+  w.id = s.column_text(0);
+  w.name = s.column_text(1);
+  w.device.ParseFromString(s.column_blob(2));
+  w.registered_ms = s.column_int(3);
+  w.last_seen_ms = s.column_int(4);
+  return w;
+}
+
+void Store::touch_worker(const std::string& id, int64_t now_ms) {
+  db_->prepare("UPDATE workers SET last_seen_ms = ? WHERE id = ?").bind(1, now_ms).bind(2, id).run();
+}
+
+int Store::count_live_workers(const std::string& device_class, int64_t since_ms,
+                              const std::string& except_worker) {
+  auto s = db_->prepare(
+      "SELECT COUNT(*) FROM workers WHERE device_class = ? AND last_seen_ms >= ? AND id != ?");
+  s.bind(1, device_class).bind(2, since_ms).bind(3, except_worker);
+  s.step();
+  return static_cast<int>(s.column_int(0));
+}
+
+// ---------------------------------------------------------------- result cache
+
+std::optional<CacheEntry> Store::cache_get(const std::string& genome_hash, const std::string& device_class,
+                                           const std::string& toolkit) {
+  auto s = db_->prepare(
+      "SELECT evaluation_id, fitness_us, spread_pct, confirmed FROM result_cache "
+      "WHERE genome_hash = ? AND device_class = ? AND toolkit = ?");
+  s.bind(1, genome_hash).bind(2, device_class).bind(3, toolkit);
+  if (!s.step()) return std::nullopt;
+  CacheEntry e;
+  e.genome_hash = genome_hash;
+  e.device_class = device_class;
+  e.toolkit = toolkit;
+  e.evaluation_id = s.column_int(0);
+  e.fitness_us = s.column_optional_double(1);
+  e.spread_pct = s.column_double(2);
+  e.confirmed = s.column_int(3) != 0;
+  return e;
+}
+
+void Store::cache_put(const CacheEntry& e) {
+  // A later, confirmed result replaces an earlier unconfirmed one for the same key.
+  db_->prepare(
+         "INSERT INTO result_cache (genome_hash, device_class, toolkit, evaluation_id, fitness_us, "
+         "spread_pct, confirmed) VALUES (?, ?, ?, ?, ?, ?, ?) "
+         "ON CONFLICT(genome_hash, device_class, toolkit) DO UPDATE SET evaluation_id = excluded.evaluation_id, "
+         "fitness_us = excluded.fitness_us, spread_pct = excluded.spread_pct, confirmed = excluded.confirmed")
+      .bind(1, e.genome_hash).bind(2, e.device_class).bind(3, e.toolkit).bind(4, e.evaluation_id)
+      .bind(5, e.fitness_us).bind(6, e.spread_pct).bind(7, e.confirmed).run();
+}
+
+}  // namespace evo

@@ -1,0 +1,196 @@
+#pragma once
+// The SQLite store of evod: runs, candidates (with lineage and leases), evaluations, workers and
+// the result cache. All of the coordinator's state lives here, so that a coordinator killed at any
+// instant restarts from the file with nothing lost. WAL journal, busy_timeout, foreign keys on,
+// numbered migrations in `schema_version`. Every state change is one transaction (transaction());
+// every statement is prepared with bound parameters.
+//
+// The Store knows rows, not policy: which candidate to lease, when to breed, what enters the
+// elites is the coordinator's business (server/).
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "evo/evo.pb.h"
+#include "store_sqlite.h"
+
+namespace evo {
+
+struct RunRecord {
+  std::string id;
+  std::string seed;
+  std::vector<std::string> shapes;  // canonical shape texts ("1x8x512x64", "...:causal")
+  int generations = 0;
+  int population = 0;
+  int top_k = 0;
+  std::string strategy;
+  uint64_t rng_seed = 1;
+  std::string device_class;         // empty until the first worker that leases fixes it
+  int state = v1::QUEUED;           // v1::RunState
+  int64_t created_ms = 0;
+  std::string message;
+  int current_generation = 0;
+  int64_t smem_limit = 0;           // what the strategy checks genomes against
+};
+
+enum class CandidateState { kQueued, kLeased, kDone };
+const char* to_string(CandidateState s);
+
+struct CandidateRecord {
+  std::string id;
+  std::string run_id;
+  int generation = 0;
+  int seq = 0;                      // order of proposal within the run
+  std::string genome;               // canonical text
+  std::string genome_hash;
+  std::string op;                   // lineage: the operator that made it
+  std::string parents;              // lineage: parents' canonical texts, ';'-separated
+  CandidateState state = CandidateState::kQueued;
+  bool confirmation = false;        // waiting for (or holding) its second, confirming measurement
+  std::string lease_id;             // current lease, empty when none
+  std::string lease_worker;
+  int64_t lease_deadline_ms = 0;
+  int attempts = 0;                 // leases that expired unreported
+  std::optional<int64_t> first_evaluation_id;
+  std::string first_worker;         // who measured it first (a confirmation prefers another)
+  // Final result, once state is kDone.
+  std::optional<int64_t> final_evaluation_id;
+  int final_status = v1::EVAL_STATUS_UNSPECIFIED;
+  std::optional<double> fitness_us;  // nullopt: failed a gate
+  double spread_pct = 0;
+  bool elite_eligible = false;       // confirmed (or estimated): may appear among the elites
+  std::string result_source;         // "measured", "cache"
+};
+
+enum class LeaseOutcome { kActive, kExpired, kReported };
+
+struct LeaseRecord {
+  std::string id;
+  std::string candidate_id;
+  std::string worker_id;
+  int64_t issued_ms = 0;
+  int64_t deadline_ms = 0;
+  bool confirmation = false;
+  LeaseOutcome outcome = LeaseOutcome::kActive;
+};
+
+struct EvaluationRecord {
+  int64_t id = 0;
+  std::string candidate_id;
+  std::string lease_id;             // empty for a result copied from the cache
+  std::string worker_id;
+  bool is_confirmation = false;
+  int64_t created_ms = 0;
+  v1::Evaluation evaluation;
+};
+
+struct WorkerRecord {
+  std::string id;
+  std::string name;
+  v1::DeviceInfo device;
+  int64_t registered_ms = 0;
+  int64_t last_seen_ms = 0;
+};
+
+struct CacheEntry {
+  std::string genome_hash;
+  std::string device_class;
+  std::string toolkit;
+  int64_t evaluation_id = 0;
+  std::optional<double> fitness_us;
+  double spread_pct = 0;
+  bool confirmed = false;           // the fitness is a confirmed mean of two measurements
+};
+
+class Store {
+ public:
+  static constexpr int kSchemaVersion = 1;
+
+  // Opens or creates the database file and migrates it to kSchemaVersion. Throws StoreError with
+  // one line for people when the directory does not exist or the file is not a database.
+  explicit Store(const std::string& path);
+
+  int schema_version();
+  std::string journal_mode();
+
+  // Runs fn inside BEGIN IMMEDIATE ... COMMIT; any exception rolls everything back and is
+  // rethrown. Transactions are serialized by a mutex and do not nest.
+  void transaction(const std::function<void()>& fn);
+
+  // A deterministic text dump of every table, for tests that prove a bad input changed nothing.
+  std::string dump();
+
+  // ---- runs
+  std::string next_run_id();
+  void insert_run(const RunRecord& run);
+  std::optional<RunRecord> get_run(const std::string& id);
+  std::optional<std::string> newest_run_id();
+  std::vector<RunRecord> list_runs();
+  // Runs that hand out work: queued or running.
+  std::vector<RunRecord> active_runs();
+  void set_run_state(const std::string& id, int state, const std::string& message);
+  void set_run_device_class(const std::string& id, const std::string& device_class);
+  void set_run_generation(const std::string& id, int generation);
+
+  // ---- candidates
+  void insert_candidate(const CandidateRecord& c);
+  std::optional<CandidateRecord> get_candidate(const std::string& id);
+  std::vector<CandidateRecord> candidates_of_run(const std::string& run_id);  // seq order
+  std::vector<CandidateRecord> queued_candidates(const std::string& run_id);  // seq order
+  int count_candidates(const std::string& run_id, int generation, bool only_done);
+  void set_candidate_leased(const std::string& id, const std::string& lease_id,
+                            const std::string& worker_id, int64_t deadline_ms);
+  // Back to the queue after an unreported lease; attempts counts it when lease_expired.
+  void requeue_candidate(const std::string& id, bool lease_expired);
+  // First measurement of a would-be elite recorded; a confirmation is queued next.
+  void await_confirmation(const std::string& id, int64_t first_evaluation_id,
+                          const std::string& first_worker);
+  void finish_candidate(const std::string& id, int64_t final_evaluation_id, int final_status,
+                        std::optional<double> fitness_us, double spread_pct, bool elite_eligible,
+                        const std::string& result_source);
+
+  // ---- leases
+  void insert_lease(const LeaseRecord& lease);
+  std::optional<LeaseRecord> get_lease(const std::string& id);
+  void set_lease_deadline(const std::string& id, int64_t deadline_ms);
+  void set_lease_outcome(const std::string& id, LeaseOutcome outcome);
+  std::vector<LeaseRecord> expired_leases(int64_t now_ms);
+  std::vector<LeaseRecord> active_leases_of_worker(const std::string& worker_id);
+
+  // ---- evaluations
+  int64_t insert_evaluation(const EvaluationRecord& e);
+  std::optional<EvaluationRecord> get_evaluation(int64_t id);
+  std::optional<EvaluationRecord> evaluation_by_lease(const std::string& lease_id);
+  int count_evaluations(const std::string& run_id);
+
+  // ---- workers
+  void upsert_worker(const WorkerRecord& w);
+  std::optional<WorkerRecord> get_worker(const std::string& id);
+  void touch_worker(const std::string& id, int64_t now_ms);
+  // Other workers of a device class seen since since_ms (for confirmation placement).
+  int count_live_workers(const std::string& device_class, int64_t since_ms,
+                         const std::string& except_worker);
+
+  // ---- result cache: a genome measured on a device class with a toolkit is not measured again.
+  std::optional<CacheEntry> cache_get(const std::string& genome_hash, const std::string& device_class,
+                                      const std::string& toolkit);
+  void cache_put(const CacheEntry& entry);
+
+ private:
+  void migrate();
+
+  std::mutex mutex_;  // one transaction at a time on the one connection
+  std::unique_ptr<SqliteConnection> db_;
+};
+
+// The toolkit part of a result-cache key: NVRTC and CUDA runtime versions.
+std::string toolkit_of(const v1::DeviceInfo& device);
+
+// Milliseconds since the Unix epoch.
+int64_t now_unix_ms();
+
+}  // namespace evo
