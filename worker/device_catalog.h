@@ -1,0 +1,37 @@
+#pragma once
+// Per-architecture device figures for the model evaluator, which has no GPU to ask. Every number
+// is an assumption taken from the vendor's public data sheet of one representative card, not a
+// measurement; they exist so that estimates rank variants sensibly, not to predict microseconds.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace evo {
+
+struct DeviceModel {
+  std::string arch;             // "sm_90a"
+  std::string gpu_name;         // "model:H100-SXM"
+  int sm_count = 0;
+  int sm_clock_mhz = 0;         // boost clock
+  int mem_clock_mhz = 0;
+  int64_t smem_per_block_optin = 0;   // bytes a block may use after raising the attribute
+  int64_t smem_per_sm = 0;            // bytes of shared memory per SM (carve-out maximum)
+  int64_t smem_reserved_per_block = 0;  // the runtime keeps 1 KB per block on sm_80+
+  int regs_per_sm = 65536;
+  int max_threads_per_sm = 2048;
+  int max_blocks_per_sm = 32;
+  double mma_sync_tflops = 0;   // fp16 mma.sync, fp32 accumulate, dense, whole chip
+  double fp32_tflops = 0;       // non-tensor FP32 (softmax arithmetic)
+  double hbm_gbps = 0;
+  double l2_gbps = 0;           // K/V re-reads of a head mostly hit L2
+  int64_t l2_bytes = 0;
+  int64_t global_mem_bytes = 0;
+  double launch_overhead_us = 0;
+};
+
+// nullptr for an arch without a model. "sm_90" and "sm_90a" share Hopper's figures.
+const DeviceModel* find_device_model(std::string_view arch);
+// "sm_80, sm_89, sm_90, sm_90a", for error messages.
+std::string modeled_archs();
+
+}  // namespace evo

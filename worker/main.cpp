@@ -1,0 +1,48 @@
+// evo-worker: the GPU worker daemon (default), the one-shot `eval` command, and the hidden
+// `__child` entry the cuda evaluator re-executes itself as for process isolation.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "eval_command.h"
+#ifdef EVO_HAVE_CUDA_EVALUATOR
+#include "cuda/child_main.h"
+#endif
+#ifdef EVO_HAVE_DAEMON
+#include "daemon/worker_daemon.h"
+#endif
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: evo-worker [daemon options]      run the worker daemon (see evo-worker --help in a build with the daemon)
+       evo-worker eval [options]        evaluate one genome once (evo-worker eval --help)
+
+  -h, --help   this text
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace evo;  // the entry points live in evo::
+  const std::string command = argc > 1 ? argv[1] : "";
+  if (command == "eval") return run_eval_command(argc - 1, argv + 1);
+  if (command == "__child") {
+#ifdef EVO_HAVE_CUDA_EVALUATOR
+    return run_eval_child(argc - 1, argv + 1);
+#else
+    std::fprintf(stderr, "evo-worker: this build has no cuda evaluator\n");
+    return 2;
+#endif
+  }
+#ifdef EVO_HAVE_DAEMON
+  return run_worker_daemon(argc, argv);
+#else
+  if (command == "-h" || command == "--help") {
+    std::fputs(kUsage, stdout);
+    std::puts("This build has no daemon: only `evo-worker eval` is available.");
+    return 0;
+  }
+  std::fprintf(stderr, "evo-worker: this build has no daemon; use `evo-worker eval` (see --help)\n");
+  return 2;
+#endif
+}

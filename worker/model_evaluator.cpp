@@ -1,0 +1,172 @@
+#include "model_evaluator.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "errors.h"
+#include "kernel_compiler.h"
+#include "pre_launch_gates.h"
+
+namespace evo {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Resident blocks per SM: the tightest of registers (allocated per warp in units of 256),
+// shared memory (plus the runtime's per-block reserve), threads and the block limit.
+int blocks_per_sm(const DeviceModel& dev, int registers, int64_t smem_bytes, int threads) {
+  const int warps = std::max(1, threads / 32);
+  const int regs_per_warp = static_cast<int>(ceil_div(std::max(registers, 1) * 32, 256) * 256);
+  const int by_regs = dev.regs_per_sm / (regs_per_warp * warps);
+  const int64_t by_smem = dev.smem_per_sm / (smem_bytes + dev.smem_reserved_per_block);
+  const int by_threads = dev.max_threads_per_sm / std::max(threads, 1);
+  return static_cast<int>(
+      std::min<int64_t>({by_regs, by_smem, by_threads, dev.max_blocks_per_sm}));
+}
+
+}  // namespace
+
+KernelEstimate estimate_kernel(const DeviceModel& dev, const SearchSpace& space, const Genome& g,
+                               const ProblemShape& shape, const v1::ResourceReport& resources) {
+  const auto vars = space.variables(g, shape, dev.smem_per_block_optin);
+  const LaunchConfig launch = space.launch(g, shape);
+  const double block_m = static_cast<double>(vars.at("BLOCK_M"));
+  const double block_n = static_cast<double>(vars.at("BLOCK_N"));
+  const int warps = static_cast<int>(vars.at("WARPS"));
+  const int warps_kv = vars.count("WARPS_KV") ? static_cast<int>(vars.at("WARPS_KV")) : 1;
+  const bool pipelined = vars.at("STAGES") >= 2 && vars.at("CP_ASYNC") == 1;
+  const double d = shape.head_dim;
+
+  KernelEstimate est;
+  est.blocks_per_sm =
+      std::max(1, blocks_per_sm(dev, resources.registers(),
+                                resources.static_smem_bytes() + launch.smem_bytes,
+                                static_cast<int>(launch.threads)));
+  const int64_t grid = launch.grid_x * launch.grid_y * launch.grid_z;
+  const int64_t slots = int64_t{est.blocks_per_sm} * dev.sm_count;
+  est.waves = ceil_div(grid, slots);
+  // Blocks that share an SM in the busiest wave.
+  const int concurrent = static_cast<int>(std::min<int64_t>(est.blocks_per_sm, ceil_div(grid, dev.sm_count)));
+
+  // Work of one block. Causal blocks see on average half of the keys (plus the diagonal tile).
+  const double keys = shape.causal ? std::min<double>(shape.seq_k, (shape.seq_q + block_m) / 2.0)
+                                   : shape.seq_k;
+  const double kv_tiles = std::ceil(keys / block_n);
+  const double padded_keys = kv_tiles * block_n;                 // tails are computed, then masked
+  const double mma_flops = 4.0 * block_m * padded_keys * d;      // Q*K^T and P*V
+  const double softmax_flops = 8.0 * block_m * padded_keys;      // scale, max, exp, sum, rescale
+  const double bytes = 2.0 * (2.0 * block_m * d + 2.0 * padded_keys * d);  // Q,O once; K,V per block
+
+  // Per-SM rates. The tensor pipes of an SM's four sub-partitions need about two warps each
+  // issuing to hide mma latency; fewer resident warps leave them idle.
+  const double clock_hz = dev.sm_clock_mhz * 1e6;
+  const int resident_warps = concurrent * warps;
+  const double issue_efficiency = std::min(1.0, resident_warps / 8.0);
+  const double sm_mma = dev.mma_sync_tflops * 1e12 / dev.sm_count * issue_efficiency;
+  const double sm_fp32 = dev.fp32_tflops * 1e12 / dev.sm_count;
+  // K/V tiles of one head are re-read by each of its blocks: mostly L2 hits.
+  const double sm_bw = dev.l2_gbps * 1e9 / dev.sm_count;
+
+  const double t_compute = concurrent * (mma_flops / sm_mma + softmax_flops / sm_fp32);
+  const double t_memory = concurrent * bytes / sm_bw;
+  // cp.async with two or more stages overlaps the next tile's copy with this tile's math; without
+  // it the copy stalls the block, partly hidden by other resident blocks.
+  const double exposed = pipelined ? 0.1 : (concurrent > 1 ? 0.5 : 1.0);
+  const double t_overlap = std::max(t_compute, t_memory) + exposed * std::min(t_compute, t_memory);
+  // Two barriers per K/V tile (~200 cycles each) and the cross-warp merge when warps split keys.
+  const double t_sync = (kv_tiles * 2 * 200 + (warps_kv > 1 ? 600.0 * warps_kv : 0.0)) / clock_hz;
+
+  const double wave_s = t_overlap + t_sync;
+  est.us = dev.launch_overhead_us + est.waves * wave_s * 1e6;
+  return est;
+}
+
+namespace {
+
+class ModelEvaluator : public Evaluator {
+ public:
+  ModelEvaluator(const DeviceModel& dev, const EvaluatorOptions& options)
+      : dev_(dev), compiler_(options.cache_dir, dev.arch, options.compile_threads) {
+    info_.set_gpu_name(dev.gpu_name);
+    info_.set_arch(dev.arch);
+    info_.set_sm_count(dev.sm_count);
+    info_.set_sm_clock_mhz(dev.sm_clock_mhz);
+    info_.set_mem_clock_mhz(dev.mem_clock_mhz);
+    info_.set_nvrtc_version(KernelCompiler::nvrtc_version());
+    info_.set_smem_per_block_optin(dev.smem_per_block_optin);
+    info_.set_backend("model");
+    info_.set_device_class(dev.arch + "/model/estimated");
+    info_.set_l2_bytes(dev.l2_bytes);
+    info_.set_global_mem_bytes(dev.global_mem_bytes);
+  }
+
+  const v1::DeviceInfo& device() const override { return info_; }
+
+  void prefetch(const Genome& g, const std::vector<ProblemShape>& shapes) override {
+    try {
+      const SearchSpace& space = SearchSpace::for_template(g.template_id());
+      for (const auto& s : shapes)
+        if (!space.violated_constraint(g, s, dev_.smem_per_block_optin))
+          compiler_.compile_candidate_async(g, s);
+    } catch (const std::exception& e) {
+      spdlog::debug("candidate={} prefetch skipped: {}", g.hash(), e.what());
+    }
+  }
+
+  v1::Evaluation evaluate(const Genome& g, const std::vector<ProblemShape>& shapes,
+                          bool run_sanitizer) override {
+    v1::Evaluation eval;
+    eval.set_estimated(true);
+    *eval.mutable_device() = info_;
+    const auto kernels = run_pre_launch_gates(compiler_, g, shapes, dev_.smem_per_block_optin, eval);
+    if (!kernels) return eval;
+    for (const char* gate : {"correct", "timed", "sanitizer"})
+      add_gate(eval, gate, "skipped", "model evaluator");
+
+    const SearchSpace& space = SearchSpace::for_template(g.template_id());
+    double log_sum = 0;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const ProblemShape& s = shapes[i];
+      const KernelEstimate est = estimate_kernel(dev_, space, g, s, (*kernels)[i].resources);
+      auto* r = eval.add_shapes();
+      auto* shape = r->mutable_shape();
+      shape->set_batch(s.batch);
+      shape->set_heads(s.heads);
+      shape->set_seq_q(s.seq_q);
+      shape->set_seq_k(s.seq_k);
+      shape->set_head_dim(s.head_dim);
+      shape->set_causal(s.causal);
+      r->set_median_us(est.us);
+      r->set_p10_us(est.us);
+      r->set_p90_us(est.us);
+      r->set_tflops(s.flops() / (est.us * 1e-6) / 1e12);
+      log_sum += std::log(est.us);
+      spdlog::debug("candidate={} shape={} estimate {:.2f} us ({} blocks/SM, {} waves)", g.hash(),
+                    s.text(), est.us, est.blocks_per_sm, est.waves);
+    }
+    eval.set_fitness_us(std::exp(log_sum / shapes.size()));
+    eval.set_status(v1::OK);
+    spdlog::info("candidate={} genome={} estimated fitness {:.2f} us", g.hash(), g.text(),
+                 eval.fitness_us());
+    return eval;
+  }
+
+ private:
+  DeviceModel dev_;
+  KernelCompiler compiler_;
+  v1::DeviceInfo info_;
+};
+
+}  // namespace
+
+std::unique_ptr<Evaluator> make_model_evaluator(const EvaluatorOptions& options) {
+  const std::string arch = options.arch.empty() ? "sm_90a" : options.arch;
+  const DeviceModel* dev = find_device_model(arch);
+  if (!dev)
+    throw InputError("no device model for arch '" + arch + "' (modeled: " + modeled_archs() + ")");
+  return std::make_unique<ModelEvaluator>(*dev, options);
+}
+
+}  // namespace evo

@@ -1,0 +1,120 @@
+#include "pre_launch_gates.h"
+
+#include <spdlog/spdlog.h>
+
+#include <map>
+
+#include "errors.h"
+#include "resource_gate.h"
+#include "sass_check.h"
+#include "search_space.h"
+
+namespace evo {
+
+void add_gate(v1::Evaluation& eval, const std::string& gate, const std::string& verdict,
+              const std::string& detail) {
+  auto* v = eval.add_gates();
+  v->set_gate(gate);
+  v->set_verdict(verdict);
+  v->set_detail(detail);
+}
+
+namespace {
+
+std::optional<std::vector<CompiledKernel>> reject(v1::Evaluation& eval, v1::EvalStatus status,
+                                                  const std::string& gate,
+                                                  const std::string& message, const Genome& g) {
+  eval.set_status(status);
+  eval.set_message(message);
+  add_gate(eval, gate, "failed", message);
+  spdlog::info("candidate={} rejected at gate {}: {}", g.hash(), gate, message);
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::vector<CompiledKernel>> run_pre_launch_gates(
+    KernelCompiler& compiler, const Genome& g, const std::vector<ProblemShape>& shapes,
+    int64_t smem_limit, v1::Evaluation& eval) {
+  const SearchSpace* space = nullptr;
+  try {
+    space = &SearchSpace::for_template(g.template_id());
+  } catch (const std::exception& e) {
+    return reject(eval, v1::INVALID, "valid", e.what(), g);
+  }
+  if (shapes.empty()) return reject(eval, v1::INVALID, "valid", "no problem shape given", g);
+
+  // Gate 1: every shape, before any compile.
+  for (const auto& shape : shapes) {
+    std::optional<std::string> violated;
+    try {
+      violated = space->violated_constraint(g, shape, smem_limit);
+    } catch (const std::exception& e) {
+      return reject(eval, v1::INVALID, "valid", e.what(), g);
+    }
+    if (violated)
+      return reject(eval, v1::INVALID, "valid", "violates " + *violated + " at " + shape.text(), g);
+  }
+  add_gate(eval, "valid", "passed", "all constraints hold for " + std::to_string(shapes.size()) +
+                                        " shape(s)");
+
+  // Gate 2: start every distinct kernel's compile at once, so that they run in parallel.
+  std::map<std::string, std::shared_future<CompiledKernel>> pending;
+  for (const auto& shape : shapes) {
+    const std::string name = space->kernel_name(g, shape);
+    if (!pending.count(name)) pending.emplace(name, compiler.compile_candidate_async(g, shape));
+  }
+  std::vector<CompiledKernel> kernels;
+  double compile_ms = 0;
+  bool all_hits = true;
+  for (const auto& shape : shapes) {
+    CompiledKernel k;
+    try {
+      k = pending.at(space->kernel_name(g, shape)).get();
+    } catch (const CompileError& e) {
+      eval.mutable_resources()->set_ptxas_log(e.log());
+      return reject(eval, v1::COMPILE_ERROR, "compile", e.what(), g);
+    } catch (const std::exception& e) {
+      return reject(eval, v1::COMPILE_ERROR, "compile", e.what(), g);
+    }
+    const LaunchConfig launch = space->launch(g, shape);
+    k.resources.set_dynamic_smem_bytes(static_cast<int32_t>(launch.smem_bytes));
+    k.resources.set_threads_per_block(static_cast<int32_t>(launch.threads));
+    if (kernels.empty()) {
+      *eval.mutable_resources() = k.resources;
+      eval.set_compile_options(k.options);
+    }
+    compile_ms += k.compile_ms;
+    all_hits = all_hits && k.cache_hit;
+    if (auto why = resource_violation(k.resources, smem_limit)) {
+      *eval.mutable_resources() = k.resources;
+      eval.set_compile_ms(compile_ms);
+      eval.set_cache_hit(all_hits);
+      return reject(eval, v1::RESOURCE_REJECT, "compile", *why, g);
+    }
+    kernels.push_back(std::move(k));
+  }
+  eval.set_compile_ms(compile_ms);
+  eval.set_cache_hit(all_hits);
+  const auto& r = eval.resources();
+  add_gate(eval, "compile", "passed",
+           std::to_string(r.registers()) + " registers, " + std::to_string(r.stack_frame_bytes()) +
+               " bytes stack, " + std::to_string(r.spill_store_bytes()) + " bytes spilled, " +
+               std::to_string(r.static_smem_bytes() + r.dynamic_smem_bytes()) + " bytes smem" +
+               (all_hits ? " (cached)" : ""));
+
+  // Gate 3: the SASS of each distinct kernel.
+  std::map<std::string, SassVerdict> judged;
+  for (const auto& k : kernels) {
+    if (judged.count(k.lowered_name)) continue;
+    SassVerdict v = check_tensor_core_sass(k.cubin_path, k.lowered_name);
+    if (v.verdict == "failed")
+      return reject(eval, v1::RESOURCE_REJECT, "tensor_cores", v.detail + " (" + k.name_expression + ")", g);
+    judged.emplace(k.lowered_name, std::move(v));
+  }
+  const SassVerdict& first = judged.begin()->second;
+  add_gate(eval, "tensor_cores", first.verdict, first.detail);
+  return kernels;
+}
+
+}  // namespace evo

@@ -1,0 +1,28 @@
+#include "resource_gate.h"
+
+#include <algorithm>
+
+#include "gate_thresholds.h"
+
+namespace evo {
+
+std::optional<std::string> resource_violation(const v1::ResourceReport& r, int64_t smem_limit) {
+  const int spills = std::max(r.spill_store_bytes(), r.spill_load_bytes());
+  if (spills > gates::kMaxSpillBytes)
+    return "register spills " + std::to_string(r.spill_store_bytes()) + " bytes stored / " +
+           std::to_string(r.spill_load_bytes()) + " bytes loaded > limit " +
+           std::to_string(gates::kMaxSpillBytes) + " bytes";
+  if (r.stack_frame_bytes() > gates::kMaxStackFrameBytes)
+    return "stack frame " + std::to_string(r.stack_frame_bytes()) + " bytes > limit " +
+           std::to_string(gates::kMaxStackFrameBytes) +
+           " bytes (an array in local memory)";
+  const int64_t smem = int64_t{r.static_smem_bytes()} + r.dynamic_smem_bytes();
+  if (smem > smem_limit)
+    return "shared memory " + std::to_string(smem) + " bytes (" +
+           std::to_string(r.static_smem_bytes()) + " static + " +
+           std::to_string(r.dynamic_smem_bytes()) + " dynamic) > device limit " +
+           std::to_string(smem_limit) + " bytes";
+  return std::nullopt;
+}
+
+}  // namespace evo

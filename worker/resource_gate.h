@@ -1,0 +1,17 @@
+#pragma once
+// Gate 2's resource half: the ptxas figures of exactly the build that is timed. Spills or a stack
+// frame mean an array went to local memory (the seed kernel's WMMA-on-local-memory failure);
+// shared memory over the device's opt-in limit cannot launch.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "evo/evo.pb.h"
+
+namespace evo {
+
+// One line naming the figure and its limit ("stack frame 256 bytes > limit 0 bytes ..."), or
+// nullopt when the kernel passes. Shared memory counts static + dynamic_smem_bytes().
+std::optional<std::string> resource_violation(const v1::ResourceReport& r, int64_t smem_limit);
+
+}  // namespace evo

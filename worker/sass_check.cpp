@@ -1,0 +1,85 @@
+#include "sass_check.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+#include <sstream>
+
+namespace evo {
+namespace fs = std::filesystem;
+namespace {
+
+bool is_executable(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
+}
+
+// Single-quotes a path for /bin/sh.
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+}  // namespace
+
+std::optional<std::string> find_cuobjdump() {
+  if (const char* path = std::getenv("PATH")) {
+    std::istringstream dirs(path);
+    for (std::string dir; std::getline(dirs, dir, ':');)
+      if (!dir.empty() && is_executable(fs::path(dir) / "cuobjdump"))
+        return (fs::path(dir) / "cuobjdump").string();
+  }
+  const char* home = std::getenv("CUDA_HOME");
+  const fs::path candidate = fs::path(home && *home ? home : "/usr/local/cuda") / "bin" / "cuobjdump";
+  if (is_executable(candidate)) return candidate.string();
+  return std::nullopt;
+}
+
+std::optional<int> count_tensor_core_ops(std::string_view sass_listing,
+                                         std::string_view lowered_name) {
+  static const std::regex kFunction(R"(Function\s*:\s*(\S+))");
+  static const std::regex kTensorOp(R"(\b(HMMA|HGMMA)\b)");
+  std::istringstream in{std::string(sass_listing)};
+  bool inside = false, found = false;
+  int count = 0;
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, kFunction)) {
+      inside = m[1].str() == lowered_name;
+      found = found || inside;
+      continue;
+    }
+    if (inside && std::regex_search(line, kTensorOp)) ++count;
+  }
+  if (!found) return std::nullopt;
+  return count;
+}
+
+SassVerdict check_tensor_core_sass(const std::string& cubin_path, const std::string& lowered_name) {
+  const auto tool = find_cuobjdump();
+  if (!tool) return {"skipped", "cuobjdump not found in PATH or $CUDA_HOME/bin"};
+  const std::string cmd = shell_quote(*tool) + " --dump-sass " + shell_quote(cubin_path) + " 2>&1";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (!pipe) return {"skipped", "cannot run cuobjdump"};
+  std::string listing;
+  std::array<char, 4096> buf;
+  for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0;) listing.append(buf.data(), n);
+  const int status = ::pclose(pipe);
+  if (status != 0 || listing.empty()) {
+    spdlog::warn("cuobjdump failed on {} (status {})", cubin_path, status);
+    return {"skipped", "cuobjdump failed on the cubin"};
+  }
+  const auto count = count_tensor_core_ops(listing, lowered_name);
+  if (!count) return {"failed", "kernel " + lowered_name + " not found in the SASS listing"};
+  if (*count == 0) return {"failed", "no HMMA/HGMMA instruction in the SASS: tensor cores unused"};
+  return {"passed", std::to_string(*count) + " HMMA/HGMMA instructions in the SASS"};
+}
+
+}  // namespace evo

@@ -1,0 +1,27 @@
+#pragma once
+// Gate 3: does the kernel's SASS use the tensor cores (HMMA on sm_80+, HGMMA on sm_90a)? Read from
+// the cubin with cuobjdump, never inferred from compiler warnings. Without cuobjdump the verdict is
+// "skipped", never "passed".
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace evo {
+
+struct SassVerdict {
+  std::string verdict;  // "passed", "failed", "skipped"
+  std::string detail;
+};
+
+// cuobjdump in $PATH, else $CUDA_HOME/bin (default /usr/local/cuda/bin); nullopt if neither.
+std::optional<std::string> find_cuobjdump();
+
+// Counts HMMA/HGMMA instructions in the `Function : <lowered_name>` section of a
+// `cuobjdump --dump-sass` listing; nullopt when the listing has no such section.
+std::optional<int> count_tensor_core_ops(std::string_view sass_listing,
+                                         std::string_view lowered_name);
+
+// Runs cuobjdump on the cubin and judges the named kernel.
+SassVerdict check_tensor_core_sass(const std::string& cubin_path, const std::string& lowered_name);
+
+}  // namespace evo
