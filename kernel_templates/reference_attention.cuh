@@ -17,7 +17,7 @@ extern "C" __global__ void evo_reference_attention(const __half* __restrict__ q,
   float* orow = o + ((long long)bh * seq_q + row) * head_dim;
   const int last_key = causal ? min(row, seq_k - 1) : seq_k - 1;
 
-  float row_max = -INFINITY;
+  float row_max = __int_as_float(static_cast<int>(0xff800000u));  // -inf; NVRTC has no <math.h>
   for (int j = 0; j <= last_key; ++j) {
     float s = 0.f;
     for (int d = 0; d < head_dim; ++d)
@@ -30,7 +30,7 @@ extern "C" __global__ void evo_reference_attention(const __half* __restrict__ q,
     float s = 0.f;
     for (int d = 0; d < head_dim; ++d)
       s += __half2float(qr[d]) * __half2float(kb[(long long)j * head_dim + d]);
-    const float p = __expf(s * softmax_scale - row_max);
+    const float p = expf(s * softmax_scale - row_max);
     denom += p;
     for (int d = 0; d < head_dim; ++d) orow[d] += p * __half2float(vb[(long long)j * head_dim + d]);
   }
