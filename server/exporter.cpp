@@ -1,0 +1,368 @@
+// Source generation for the exported kernel. The layout of the emitted .cu:
+//   1. a header comment: what it is, which genome(s), how to build it;
+//   2. the kernel template's source, verbatim (it includes only CUDA toolkit headers);
+//   3. per genome, a struct VariantN<CAUSAL, HEAD_DIM> holding the genes, the derived values and
+//      the space's constraints as constexpr values, and a launch() that computes the grid, block
+//      and shared memory from the space's launch formulas. An invalid (genome, head dim) pair is
+//      never instantiated (if constexpr), so the kernel's own static checks never fire;
+//   4. the C entry point: argument checks first (no CUDA call, so a bad shape is refused even
+//      without a driver), then the variant pick, then the launch. It never synchronizes.
+#include "exporter.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "errors.h"
+#include "exporter_expr.h"
+#include "exporter_text.h"
+#include "template_registry.h"
+
+namespace evo {
+namespace {
+
+constexpr int64_t kSm90SmemOptin = 232448;  // 227 KiB: the opt-in limit per block on sm_90
+// Names whose value is known only at the call; everything else is a compile-time constant.
+const std::set<std::string> kRuntimeNames = {"BATCH", "HEADS", "SEQ_Q", "SEQ_K"};
+
+struct Formula {
+  std::string name;
+  CxxExpression expr;
+  bool runtime = false;  // reads a runtime name, directly or through a derived value
+};
+
+// The parts of a space JSON the exporter needs, with every formula checked and translated.
+struct SpaceForExport {
+  std::string id;
+  std::vector<std::string> gene_names;
+  std::vector<int> head_dims;
+  std::vector<Formula> derived;
+  std::vector<Formula> constraints;
+  std::map<std::string, Formula> launch;  // threads, grid_x, grid_y, grid_z, smem_bytes
+  std::string kernel_pattern;
+};
+
+SpaceForExport read_space(const KernelTemplate& t) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(t.space_json);
+  } catch (const std::exception& e) {
+    throw InputError("space of '" + std::string(t.id) + "' is not valid JSON: " + e.what());
+  }
+  SpaceForExport s;
+  s.id = std::string(t.id);
+  std::set<std::string> known = {"BATCH", "HEADS", "SEQ_Q", "SEQ_K", "HEAD_DIM", "CAUSAL",
+                                 "SMEM_LIMIT"};
+  std::set<std::string> runtime = kRuntimeNames;
+  auto reads_runtime = [&](const CxxExpression& e) {
+    for (const auto& n : e.names)
+      if (runtime.count(n)) return true;
+    return false;
+  };
+  try {
+    for (const auto& g : j.at("genes")) {
+      s.gene_names.push_back(g.at("name").get<std::string>());
+      known.insert(s.gene_names.back());
+    }
+    s.head_dims = j.at("head_dims").get<std::vector<int>>();
+    for (const auto& d : j.value("derived", nlohmann::json::array())) {
+      Formula f{d.at("name").get<std::string>(),
+                to_cxx_expression(d.at("expr").get<std::string>(), known, "derived value"), false};
+      f.runtime = reads_runtime(f.expr);
+      if (f.runtime) runtime.insert(f.name);
+      known.insert(f.name);
+      s.derived.push_back(std::move(f));
+    }
+    for (const auto& c : j.value("constraints", nlohmann::json::array())) {
+      Formula f{c.at("name").get<std::string>(),
+                to_cxx_expression(c.at("expr").get<std::string>(), known, "constraint"), false};
+      f.runtime = reads_runtime(f.expr);
+      s.constraints.push_back(std::move(f));
+    }
+    for (const char* key : {"threads", "grid_x", "grid_y", "grid_z", "smem_bytes"}) {
+      Formula f{key, to_cxx_expression(j.at("launch").at(key).get<std::string>(), known,
+                                       std::string("launch formula ") + key),
+                false};
+      s.launch.emplace(key, std::move(f));
+    }
+    s.kernel_pattern = j.at("kernel").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError("space of '" + s.id + "' lacks what the exporter needs: " + e.what());
+  }
+  return s;
+}
+
+// "evo::fa_s512_v3_kernel<{CAUSAL}, {HEAD_DIM}, {BLOCK_M}, ...>" with the genes baked in.
+std::string kernel_name(const SpaceForExport& s, const Genome& g) {
+  std::map<std::string, std::string> values = {{"CAUSAL", "CAUSAL_"}, {"HEAD_DIM", "HEAD_DIM_"}};
+  for (const auto& [name, value] : g.genes()) values[name] = std::to_string(value);
+  std::string out;
+  const std::string& p = s.kernel_pattern;
+  for (size_t i = 0; i < p.size();) {
+    if (p[i] != '{') {
+      out += p[i++];
+      continue;
+    }
+    const size_t close = p.find('}', i);
+    if (close == std::string::npos) throw InputError("kernel name pattern '" + p + "' has an unclosed '{'");
+    const std::string key = p.substr(i + 1, close - i - 1);
+    auto it = values.find(key);
+    if (it == values.end()) throw InputError("kernel name pattern '" + p + "' names unknown '" + key + "'");
+    out += it->second;
+    i = close + 1;
+  }
+  return out;
+}
+
+void check_genome(const SpaceForExport& s, const Genome& g) {
+  if (g.template_id() != s.id)
+    throw InputError("genome of template '" + g.template_id() + "' cannot be exported with '" + s.id + "'");
+  std::set<std::string> have;
+  for (const auto& [name, value] : g.genes()) {
+    if (std::find(s.gene_names.begin(), s.gene_names.end(), name) == s.gene_names.end())
+      throw InputError("genome has gene '" + name + "' that " + s.id + " does not know");
+    have.insert(name);
+  }
+  for (const auto& name : s.gene_names)
+    if (!have.count(name)) throw InputError("genome lacks gene '" + name + "' of " + s.id);
+}
+
+// Everything a (genome, CAUSAL, HEAD_DIM) instantiation knows at compile time.
+void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& g, size_t index,
+                  int64_t smem_limit) {
+  o << "// Variant " << index << ": " << export_text::genome(g) << "\n"
+    << "template <int CAUSAL_, int HEAD_DIM_>\n"
+    << "struct Variant" << index << " {\n"
+    << "  static constexpr long long CAUSAL = CAUSAL_;\n"
+    << "  static constexpr long long HEAD_DIM = HEAD_DIM_;\n"
+    << "  static constexpr long long SMEM_LIMIT = " << smem_limit << "LL;\n";
+  for (const auto& [name, value] : g.genes())
+    o << "  static constexpr long long " << name << " = " << value << "LL;\n";
+  for (const auto& d : s.derived)
+    if (!d.runtime) o << "  static constexpr long long " << d.name << " = " << d.expr.code << ";\n";
+  o << "  // The search space's constraints that do not depend on the call's shape.\n"
+    << "  static constexpr bool kValid = true";
+  for (const auto& c : s.constraints)
+    if (!c.runtime) o << "\n      && (" << c.expr.code << ")  /* " << c.name << " */";
+  o << ";\n\n"
+    << "  static int launch(const evo::FaParams& p, cudaStream_t stream) {\n"
+    << "    if constexpr (!kValid) {\n"
+    << "      (void)p; (void)stream;\n"
+    << "      return cudaErrorInvalidValue;\n"
+    << "    } else {\n"
+    << "      const long long BATCH = p.batch, HEADS = p.heads, SEQ_Q = p.seq_q, SEQ_K = p.seq_k;\n"
+    << "      (void)BATCH; (void)HEADS; (void)SEQ_Q; (void)SEQ_K;\n";
+  for (const auto& d : s.derived)
+    if (d.runtime) o << "      const long long " << d.name << " = " << d.expr.code << ";\n";
+  for (const auto& c : s.constraints)
+    if (c.runtime)
+      o << "      if (!(" << c.expr.code << ")) return cudaErrorInvalidValue;  // " << c.name << "\n";
+  o << "      const long long grid_x = " << s.launch.at("grid_x").expr.code << ";\n"
+    << "      const long long grid_y = " << s.launch.at("grid_y").expr.code << ";\n"
+    << "      const long long grid_z = " << s.launch.at("grid_z").expr.code << ";\n"
+    << "      const long long threads = " << s.launch.at("threads").expr.code << ";\n"
+    << "      const long long smem = " << s.launch.at("smem_bytes").expr.code << ";\n"
+    << "      if (grid_x < 1 || grid_x > 2147483647LL || grid_y < 1 || grid_y > 65535LL ||\n"
+    << "          grid_z < 1 || grid_z > 65535LL || threads < 1 || threads > 1024LL || smem < 0 ||\n"
+    << "          smem > SMEM_LIMIT)\n"
+    << "        return cudaErrorInvalidValue;\n"
+    << "      const auto kernel = " << kernel_name(s, g) << ";\n"
+    << "      if (smem > 48 * 1024) {\n"
+    << "        // Above 48 KB a kernel must opt in to dynamic shared memory; once per size suffices.\n"
+    << "        static std::atomic<long long> raised{0};\n"
+    << "        if (raised.load() < smem) {\n"
+    << "          const cudaError_t e = cudaFuncSetAttribute(\n"
+    << "              kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));\n"
+    << "          if (e != cudaSuccess) return e;\n"
+    << "          raised.store(smem);\n"
+    << "        }\n"
+    << "      }\n"
+    << "      kernel<<<dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y),\n"
+    << "                    static_cast<unsigned>(grid_z)),\n"
+    << "               dim3(static_cast<unsigned>(threads)), static_cast<size_t>(smem), stream>>>(p);\n"
+    << "      return cudaGetLastError();\n"
+    << "    }\n"
+    << "  }\n"
+    << "};\n\n";
+}
+
+void emit_dispatch(std::ostringstream& o, const SpaceForExport& s,
+                   const std::vector<ExportVariant>& variants) {
+  const size_t n = variants.size();
+  // serves(): which (variant, causal, head_dim) instantiations exist.
+  o << "static bool serves(int variant, int causal, int head_dim) {\n";
+  for (size_t v = 0; v < n; ++v)
+    for (int hd : s.head_dims)
+      for (int causal = 0; causal < 2; ++causal)
+        o << "  if (variant == " << v << " && causal == " << causal << " && head_dim == " << hd
+          << ") return Variant" << v << "<" << causal << ", " << hd << ">::kValid;\n";
+  o << "  return false;\n}\n\n";
+
+  o << "static int launch_variant(int variant, int causal, int head_dim, const evo::FaParams& p,\n"
+    << "                          cudaStream_t stream) {\n";
+  for (size_t v = 0; v < n; ++v)
+    for (int hd : s.head_dims)
+      for (int causal = 0; causal < 2; ++causal)
+        o << "  if (variant == " << v << " && causal == " << causal << " && head_dim == " << hd
+          << ") return Variant" << v << "<" << causal << ", " << hd << ">::launch(p, stream);\n";
+  o << "  return cudaErrorInvalidValue;\n}\n\n";
+
+  if (n == 1) {
+    o << "static int pick_variant(int, int, int, int, int head_dim, int causal) {\n"
+      << "  return serves(0, causal, head_dim) ? 0 : -1;\n}\n\n";
+    return;
+  }
+  o << "// Shape buckets: each exported shape and the variant that won it.\n"
+    << "struct Bucket { int batch, heads, seq_q, seq_k, head_dim, causal, variant; };\n"
+    << "static const Bucket kBuckets[] = {\n";
+  for (size_t v = 0; v < n; ++v)
+    for (const auto& sh : variants[v].shapes)
+      o << "  {" << sh.batch << ", " << sh.heads << ", " << sh.seq_q << ", " << sh.seq_k << ", "
+        << sh.head_dim << ", " << (sh.causal ? 1 : 0) << ", " << v << "},\n";
+  o << "};\n\n"
+    << "static int pick_variant(int batch, int heads, int seq_q, int seq_k, int head_dim, int causal) {\n"
+    << "  int nearest = -1;\n"
+    << "  double nearest_distance = 0.0;\n"
+    << "  for (const Bucket& b : kBuckets) {\n"
+    << "    if (b.head_dim != head_dim || b.causal != causal || !serves(b.variant, causal, head_dim))\n"
+    << "      continue;\n"
+    << "    if (b.batch == batch && b.heads == heads && b.seq_q == seq_q && b.seq_k == seq_k)\n"
+    << "      return b.variant;\n"
+    << "    // Nearest sequence length on a log scale: tiles that suit 512 suit 600 better than 4096.\n"
+    << "    const double distance = std::fabs(std::log(static_cast<double>(b.seq_k) / seq_k));\n"
+    << "    if (nearest < 0 || distance < nearest_distance) {\n"
+    << "      nearest = b.variant;\n"
+    << "      nearest_distance = distance;\n"
+    << "    }\n"
+    << "  }\n"
+    << "  if (nearest >= 0) return nearest;\n"
+    << "  for (int v = 0; v < " << n << "; ++v)\n"
+    << "    if (serves(v, causal, head_dim)) return v;\n"
+    << "  (void)batch; (void)heads; (void)seq_q;\n"
+    << "  return -1;\n}\n\n";
+}
+
+void emit_entry_point(std::ostringstream& o) {
+  o << "}  // namespace evo_export\n\n"
+    << "// q, k, v: [batch, heads, seq_q|seq_k, head_dim] contiguous fp16; o: [batch, heads, seq_q,\n"
+    << "// head_dim] fp16. Returns 0 (cudaSuccess) or the CUDA error / cudaErrorInvalidValue for a\n"
+    << "// shape this kernel cannot serve. Launches on `stream` and never synchronizes.\n"
+    << "extern \"C\" int evo_attention_forward(const void* q, const void* k, const void* v, void* o,\n"
+    << "                                     int batch, int heads, int seq_q, int seq_k, int head_dim,\n"
+    << "                                     float softmax_scale, int causal, cudaStream_t stream) {\n"
+    << "  // Every check here runs before any CUDA call: a bad call is refused even without a GPU.\n"
+    << "  if (q == nullptr || k == nullptr || v == nullptr || o == nullptr) return cudaErrorInvalidValue;\n"
+    << "  if (batch <= 0 || heads <= 0 || seq_q <= 0 || seq_k <= 0 || head_dim <= 0)\n"
+    << "    return cudaErrorInvalidValue;\n"
+    << "  if (causal != 0 && causal != 1) return cudaErrorInvalidValue;\n"
+    << "  // The causal mask aligns query i with key i; unequal lengths have no agreed meaning here.\n"
+    << "  if (causal == 1 && seq_q != seq_k) return cudaErrorInvalidValue;\n"
+    << "  if (!std::isfinite(softmax_scale)) return cudaErrorInvalidValue;\n"
+    << "  // The kernel indexes with 32-bit integers.\n"
+    << "  const long long longest = seq_q > seq_k ? seq_q : seq_k;\n"
+    << "  if (static_cast<long long>(batch) * heads * longest * head_dim > 2147483647LL)\n"
+    << "    return cudaErrorInvalidValue;\n"
+    << "  const int variant = evo_export::pick_variant(batch, heads, seq_q, seq_k, head_dim, causal);\n"
+    << "  if (variant < 0) return cudaErrorInvalidValue;  // no exported genome serves this head_dim\n"
+    << "  evo::FaParams p;\n"
+    << "  p.q = static_cast<const __half*>(q);\n"
+    << "  p.k = static_cast<const __half*>(k);\n"
+    << "  p.v = static_cast<const __half*>(v);\n"
+    << "  p.o = static_cast<__half*>(o);\n"
+    << "  p.batch = batch;\n"
+    << "  p.heads = heads;\n"
+    << "  p.seq_q = seq_q;\n"
+    << "  p.seq_k = seq_k;\n"
+    << "  p.softmax_scale = softmax_scale;\n"
+    << "  return evo_export::launch_variant(variant, causal, head_dim, p, stream);\n"
+    << "}\n";
+}
+
+// The template's source as a part of a larger file: a `#pragma once` there would only warn.
+std::string template_body(std::string_view source) {
+  std::istringstream in{std::string(source)};
+  std::string line, out;
+  while (std::getline(in, line)) {
+    if (line.rfind("#pragma once", 0) == 0) continue;
+    out += line + "\n";
+  }
+  return out;
+}
+
+int64_t smem_limit_for(const std::vector<ExportVariant>& variants, const ExportOptions& options) {
+  if (options.smem_limit > 0) return options.smem_limit;
+  int64_t limit = 0;
+  for (const auto& v : variants) {
+    const int64_t d = v.evidence.device().smem_per_block_optin();
+    if (d > 0 && (limit == 0 || d < limit)) limit = d;  // the tightest device that measured
+  }
+  return limit > 0 ? limit : kSm90SmemOptin;
+}
+
+std::string arch_of(const std::vector<ExportVariant>& variants) {
+  for (const auto& v : variants)
+    if (!v.evidence.device().arch().empty()) return v.evidence.device().arch();
+  return "sm_90a";
+}
+
+}  // namespace
+
+std::string exported_build_command(const std::string& cu_path, const std::string& so_path,
+                                   const std::string& arch) {
+  return "nvcc -O3 -shared -Xcompiler -fPIC -arch=" + arch + " -o " + so_path + " " + cu_path;
+}
+
+v1::ExportResponse export_dispatch_table(const std::vector<ExportVariant>& variants,
+                                         const ExportOptions& options) {
+  if (variants.empty()) throw InputError("nothing to export: no genome given");
+  const std::string& template_id = variants.front().genome.template_id();
+  const KernelTemplate* t = find_template(template_id);
+  if (t == nullptr) throw InputError("cannot export unknown template '" + template_id + "'");
+  const SpaceForExport space = read_space(*t);
+  for (const auto& v : variants) check_genome(space, v.genome);
+  const int64_t smem_limit = smem_limit_for(variants, options);
+  const std::string arch = arch_of(variants);
+
+  std::ostringstream o;
+  o << "// Generated by evo (evoctl export): the " << space.id << " attention kernel with "
+    << (variants.size() == 1 ? "the winning genome" : "a dispatch table of winning genomes")
+    << " baked in.\n"
+    << "// Self-contained: it includes only CUDA toolkit and C++ standard headers. Build:\n"
+    << "//   " << exported_build_command("kernel.cu", "libkernel.so", arch) << "\n"
+    << "// Call evo_attention_forward (bottom of this file) from any program, e.g. ctypes.\n";
+  for (const auto& v : variants)
+    o << "//   " << export_text::genome(v.genome) << (v.evidence.estimated() ? "  (ESTIMATED: chosen by the model evaluator, not measured)" : "")
+      << "\n";
+  o << "#include <atomic>\n#include <cmath>\n#include <cuda_fp16.h>\n#include <cuda_runtime.h>\n\n"
+    << "// ---------------------------------------------------------------- kernel template: "
+    << space.id << "\n"
+    << template_body(t->source) << "\n"
+    << "// ---------------------------------------------------------------- the exported variants\n"
+    << "namespace evo_export {\n\n"
+    << "constexpr long long evo_min(long long a, long long b) { return a < b ? a : b; }\n"
+    << "constexpr long long evo_max(long long a, long long b) { return a > b ? a : b; }\n\n";
+  for (size_t i = 0; i < variants.size(); ++i) emit_variant(o, space, variants[i].genome, i, smem_limit);
+  emit_dispatch(o, space, variants);
+  emit_entry_point(o);
+
+  v1::ExportResponse response;
+  response.set_source(o.str());
+  response.set_report(export_report(variants, arch));
+  std::string genomes;
+  for (const auto& v : variants) {
+    if (!genomes.empty()) genomes += ";";
+    genomes += export_text::genome(v.genome);
+  }
+  response.set_genome(genomes);
+  return response;
+}
+
+v1::ExportResponse export_standalone(const Genome& g, const std::vector<ProblemShape>& shapes,
+                                     const v1::Evaluation& evidence, const ExportOptions& options) {
+  return export_dispatch_table({ExportVariant{g, shapes, evidence}}, options);
+}
+
+}  // namespace evo

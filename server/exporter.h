@@ -1,0 +1,55 @@
+#pragma once
+// The exported kernel: a winning genome turned into ONE self-contained .cu that plain
+// `nvcc -shared -Xcompiler -fPIC -arch=sm_90a` builds, exposing the C entry point of DESIGN.md:
+//
+//   extern "C" int evo_attention_forward(const void* q, const void* k, const void* v, void* o,
+//                                        int batch, int heads, int seq_q, int seq_k, int head_dim,
+//                                        float softmax_scale, int causal, cudaStream_t stream);
+//
+// plus a markdown report of the evidence that crowned it. One genome gives a standalone kernel;
+// several genomes give a dispatch table (shape bucket -> genome) with the same entry point, for
+// shape suites whose winners differ. No gRPC here: messages only (evo_proto).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "evo/evo.pb.h"
+#include "genome.h"
+#include "shape.h"
+
+namespace evo {
+
+// One genome of an export and the shapes it serves: for a dispatch table, its bucket; for a
+// standalone export, the shapes it was measured on (they appear in the report).
+struct ExportVariant {
+  Genome genome;
+  std::vector<ProblemShape> shapes;
+  v1::Evaluation evidence;  // the evaluation that made it the winner (may be estimated)
+};
+
+struct ExportOptions {
+  // Shared memory per block the constraints are checked against. 0: the evidence's device
+  // (smem_per_block_optin), else the sm_90 opt-in limit of 227 KiB.
+  int64_t smem_limit = 0;
+};
+
+// The winner alone. Throws InputError for an unknown template, a genome whose genes do not match
+// its template's space, or a space whose formulas name something the exporter does not know.
+v1::ExportResponse export_standalone(const Genome& g, const std::vector<ProblemShape>& shapes,
+                                     const v1::Evaluation& evidence,
+                                     const ExportOptions& options = {});
+
+// Several winners behind one entry point. A call picks the variant whose bucket holds its exact
+// shape; else the nearest seq_k among the buckets of the same head_dim and causality; else the
+// first variant that serves the head_dim. All variants must share one template.
+v1::ExportResponse export_dispatch_table(const std::vector<ExportVariant>& variants,
+                                         const ExportOptions& options = {});
+
+// The command that builds an exported .cu into a shared library, for the report and the tests.
+std::string exported_build_command(const std::string& cu_path, const std::string& so_path,
+                                   const std::string& arch = "sm_90a");
+
+// The markdown evidence for an export (also part of the responses above).
+std::string export_report(const std::vector<ExportVariant>& variants, const std::string& arch);
+
+}  // namespace evo

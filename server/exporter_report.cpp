@@ -1,0 +1,127 @@
+// The markdown evidence beside an exported kernel: what was measured (or estimated), on what,
+// with which compiler options, so that a reader can judge the kernel without evo at hand.
+#include <cstdio>
+#include <sstream>
+
+#include "exporter.h"
+#include "exporter_text.h"
+
+namespace evo {
+namespace {
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string sci(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+std::string or_unknown(const std::string& s) { return s.empty() ? "unknown" : s; }
+
+std::string shape_text(const v1::Shape& s) {
+  ProblemShape p;
+  p.batch = s.batch();
+  p.heads = s.heads();
+  p.seq_q = s.seq_q();
+  p.seq_k = s.seq_k();
+  p.head_dim = s.head_dim();
+  p.causal = s.causal();
+  return export_text::shape(p);
+}
+
+const v1::GateVerdict* find_gate(const v1::Evaluation& e, const std::string& name) {
+  for (const auto& g : e.gates())
+    if (g.gate() == name) return &g;
+  return nullptr;
+}
+
+void report_variant(std::ostringstream& o, const ExportVariant& v, size_t index, size_t count) {
+  const v1::Evaluation& e = v.evidence;
+  if (count > 1) o << "## Variant " << index << "\n\n";
+  o << "Genome: `" << export_text::genome(v.genome) << "`\n\n";
+  if (!v.shapes.empty()) {
+    o << (count > 1 ? "Shape bucket: " : "Shapes: ");
+    for (size_t i = 0; i < v.shapes.size(); ++i) o << (i ? ", " : "") << "`" << export_text::shape(v.shapes[i]) << "`";
+    o << "\n\n";
+  }
+  o << "Status: " << v1::EvalStatus_Name(e.status());
+  if (!e.message().empty()) o << " (" << e.message() << ")";
+  o << (e.estimated() ? " — **ESTIMATED** by the model evaluator: no kernel ran" : " — measured") << "\n\n";
+
+  const auto& r = e.resources();
+  o << "### Resources (ptxas)\n\n"
+    << "| registers | spill stores B | spill loads B | stack frame B | static smem B | dynamic smem B | threads/block |\n"
+    << "| --- | --- | --- | --- | --- | --- | --- |\n"
+    << "| " << r.registers() << " | " << r.spill_store_bytes() << " | " << r.spill_load_bytes() << " | "
+    << r.stack_frame_bytes() << " | " << r.static_smem_bytes() << " | " << r.dynamic_smem_bytes() << " | "
+    << r.threads_per_block() << " |\n\n";
+
+  o << "### Gates\n\n";
+  if (e.gates().empty()) {
+    o << "No gate verdicts were recorded.\n\n";
+  } else {
+    o << "| gate | verdict | detail |\n| --- | --- | --- |\n";
+    for (const auto& g : e.gates()) o << "| " << g.gate() << " | " << g.verdict() << " | " << g.detail() << " |\n";
+    o << "\n";
+  }
+  const v1::GateVerdict* sanitizer = find_gate(e, "sanitizer");
+  o << "Sanitizer (memcheck, racecheck, initcheck, synccheck): "
+    << (sanitizer ? sanitizer->verdict() + (sanitizer->detail().empty() ? "" : " — " + sanitizer->detail())
+                  : std::string("not recorded"))
+    << "\n\n";
+
+  o << "### Per shape\n\n";
+  if (e.shapes().empty()) {
+    o << "No per-shape results were recorded.\n\n";
+  } else {
+    o << "| shape | median µs | p10 µs | p90 µs | TFLOP/s | rel L2 error | max abs error | non-finite | unwritten | repeats |\n"
+      << "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+    for (const auto& s : e.shapes())
+      o << "| " << shape_text(s.shape()) << " | " << fixed(s.median_us(), 2) << " | " << fixed(s.p10_us(), 2)
+        << " | " << fixed(s.p90_us(), 2) << " | " << fixed(s.tflops(), 2) << " | "
+        << (e.estimated() ? "n/a" : sci(s.rel_l2_error())) << " | " << (e.estimated() ? "n/a" : sci(s.max_abs_error()))
+        << " | " << s.nonfinite() << " | " << s.unwritten() << " | " << s.repeats() << " |\n";
+    o << "\n";
+  }
+  o << "Fitness (geometric mean of per-shape medians): " << fixed(e.fitness_us(), 2) << " µs"
+    << (e.estimated() ? " (ESTIMATED)" : "") << "\n\n";
+
+  const auto& d = e.device();
+  o << "### Device and toolkit\n\n"
+    << "- GPU: " << or_unknown(d.gpu_name()) << " (" << or_unknown(d.arch()) << ", " << d.sm_count() << " SMs, SM clock "
+    << d.sm_clock_mhz() << " MHz, memory clock " << d.mem_clock_mhz() << " MHz)\n"
+    << "- device class: " << or_unknown(d.device_class()) << ", backend: " << or_unknown(d.backend()) << "\n"
+    << "- driver " << or_unknown(d.driver_version()) << ", CUDA runtime " << or_unknown(d.cuda_version())
+    << ", NVRTC " << or_unknown(d.nvrtc_version()) << "\n"
+    << "- NVRTC options of the evaluated build: `" << or_unknown(e.compile_options()) << "`\n\n";
+}
+
+}  // namespace
+
+std::string export_report(const std::vector<ExportVariant>& variants, const std::string& arch) {
+  bool estimated = false;
+  for (const auto& v : variants) estimated = estimated || v.evidence.estimated();
+  std::ostringstream o;
+  o << "# evo export report\n\n";
+  if (estimated)
+    o << "> **ESTIMATED (model evaluator, no GPU).** The figures below are an analytical estimate from\n"
+      << "> real compiler resource reports; no kernel of this export was timed or checked for correctness\n"
+      << "> on a GPU. Measure before you trust them.\n\n";
+  o << "Template `" << (variants.empty() ? "" : variants.front().genome.template_id()) << "`, "
+    << variants.size() << (variants.size() == 1 ? " genome" : " genomes (a dispatch table: shape bucket -> genome)")
+    << ".\n\n"
+    << "Build: `" << exported_build_command("best.cu", "libbest.so", arch) << "`\n\n"
+    << "Entry point: `int evo_attention_forward(q, k, v, o, batch, heads, seq_q, seq_k, head_dim, "
+       "softmax_scale, causal, stream)` — returns cudaErrorInvalidValue for a shape it cannot serve "
+       "(head_dim the genome does not support, causal with seq_q != seq_k, null pointers, "
+       "non-positive dimensions); never synchronizes.\n\n";
+  for (size_t i = 0; i < variants.size(); ++i) report_variant(o, variants[i], i, variants.size());
+  return o.str();
+}
+
+}  // namespace evo

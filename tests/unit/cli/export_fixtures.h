@@ -1,0 +1,59 @@
+#pragma once
+// Shared inputs for the exporter tests: the template's default genome read from its own space
+// JSON (so the tests follow the space as it changes) and a plausible evaluation.
+#include <nlohmann/json.hpp>
+
+#include "evo/evo.pb.h"
+#include "genome.h"
+#include "shape.h"
+#include "template_registry.h"
+
+namespace evo::testing {
+
+inline Genome default_genome(const std::string& template_id = "fa_s512_v3") {
+  const auto j = nlohmann::json::parse(find_template(template_id)->space_json);
+  std::vector<std::pair<std::string, int64_t>> genes;
+  for (const auto& g : j.at("genes")) genes.emplace_back(g.at("name"), g.at("default").get<int64_t>());
+  return Genome(template_id, genes);
+}
+
+inline ProblemShape shape_1x8x512x64(bool causal = false) {
+  ProblemShape p;
+  p.causal = causal;
+  return p;
+}
+
+inline v1::Evaluation measured_evaluation(bool estimated) {
+  v1::Evaluation e;
+  e.set_status(v1::OK);
+  e.set_estimated(estimated);
+  e.set_fitness_us(7.25);
+  e.set_compile_options("--gpu-architecture=sm_90a -O3 --ptxas-options=-v");
+  auto* r = e.mutable_resources();
+  r->set_registers(96);
+  r->set_dynamic_smem_bytes(40960);
+  r->set_threads_per_block(128);
+  auto* g = e.add_gates();
+  g->set_gate("sanitizer");
+  g->set_verdict("passed");
+  g->set_detail("0 errors");
+  auto* s = e.add_shapes();
+  s->mutable_shape()->set_batch(1);
+  s->mutable_shape()->set_heads(8);
+  s->mutable_shape()->set_seq_q(512);
+  s->mutable_shape()->set_seq_k(512);
+  s->mutable_shape()->set_head_dim(64);
+  s->set_median_us(7.25);
+  s->set_p10_us(7.1);
+  s->set_p90_us(7.6);
+  s->set_tflops(74.1);
+  s->set_rel_l2_error(3.1e-4);
+  auto* d = e.mutable_device();
+  d->set_gpu_name("NVIDIA H100 80GB HBM3");
+  d->set_arch("sm_90a");
+  d->set_nvrtc_version("13.0");
+  d->set_smem_per_block_optin(232448);
+  return e;
+}
+
+}  // namespace evo::testing

@@ -1,0 +1,151 @@
+// The exporter's source and report, checked as text (no compiler needed).
+#include "exporter.h"
+
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "errors.h"
+#include "export_fixtures.h"
+#include "exporter_expr.h"
+
+namespace evo {
+namespace {
+
+using testing::default_genome;
+using testing::measured_evaluation;
+using testing::shape_1x8x512x64;
+
+TEST(Exporter, SourceExposesTheCEntryPointAndBakesInTheGenes) {
+  const Genome g = default_genome();
+  const auto r = export_standalone(g, {shape_1x8x512x64()}, measured_evaluation(false));
+  EXPECT_NE(r.source().find("extern \"C\" int evo_attention_forward(const void* q, const void* k, const void* v, void* o,"),
+            std::string::npos);
+  for (const auto& [name, value] : g.genes())
+    EXPECT_NE(r.source().find("static constexpr long long " + name + " = " + std::to_string(value) + "LL;"),
+              std::string::npos)
+        << name;
+  // The kernel name comes from the space's pattern with the genes substituted.
+  EXPECT_NE(r.source().find("evo::fa_s512_v3_kernel<CAUSAL_, HEAD_DIM_, " + std::to_string(g.genes()[0].second)),
+            std::string::npos);
+  // Both causal values and every head dim of the space are dispatched.
+  EXPECT_NE(r.source().find("Variant0<1, 128>::launch"), std::string::npos);
+  EXPECT_NE(r.source().find("Variant0<0, 64>::launch"), std::string::npos);
+  EXPECT_EQ(r.genome().rfind("fa_s512_v3:BLOCK_M=", 0), 0u);
+}
+
+TEST(Exporter, SourceIncludesOnlyToolkitAndStandardHeaders) {
+  const auto r = export_standalone(default_genome(), {shape_1x8x512x64()}, measured_evaluation(false));
+  std::regex include_line(R"(^\s*#\s*include\s*(.*)$)");
+  std::istringstream in(r.source());
+  std::string line;
+  int includes = 0;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (!std::regex_match(line, m, include_line)) continue;
+    ++includes;
+    EXPECT_EQ(m[1].str().front(), '<') << "a project header would make the export depend on evo: " << line;
+  }
+  EXPECT_GT(includes, 0);
+}
+
+TEST(Exporter, SourceNeverSynchronizes) {
+  const auto r = export_standalone(default_genome(), {shape_1x8x512x64()}, measured_evaluation(false));
+  EXPECT_EQ(r.source().find("Synchronize"), std::string::npos);
+}
+
+TEST(Exporter, LaunchUsesTheSpaceFormulas) {
+  const auto r = export_standalone(default_genome(), {shape_1x8x512x64()}, measured_evaluation(false));
+  EXPECT_NE(r.source().find("const long long grid_x = (SEQ_Q + BLOCK_M - 1LL) / BLOCK_M;"), std::string::npos);
+  EXPECT_NE(r.source().find("static constexpr long long WARPS_M = evo_min(WARPS, BLOCK_M / 16LL);"),
+            std::string::npos);
+  EXPECT_NE(r.source().find("cudaFuncAttributeMaxDynamicSharedMemorySize"), std::string::npos);
+}
+
+TEST(Exporter, ReportCarriesTheEvidence) {
+  const auto r = export_standalone(default_genome(), {shape_1x8x512x64()}, measured_evaluation(false));
+  for (const char* needle : {"NVIDIA H100 80GB HBM3", "--gpu-architecture=sm_90a -O3 --ptxas-options=-v",
+                             "| 96 |", "7.25", "7.10", "7.60", "74.10", "0.00031", "passed — 0 errors",
+                             "NVRTC 13.0", "nvcc -O3 -shared -Xcompiler -fPIC -arch=sm_90a", "1x8x512x64"})
+    EXPECT_NE(r.report().find(needle), std::string::npos) << needle;
+  EXPECT_EQ(r.report().find("ESTIMATED"), std::string::npos);
+}
+
+TEST(Exporter, EstimatedEvidenceIsSaidLoudly) {
+  const auto r = export_standalone(default_genome(), {shape_1x8x512x64()}, measured_evaluation(true));
+  EXPECT_NE(r.report().find("**ESTIMATED (model evaluator, no GPU).**"), std::string::npos);
+  EXPECT_NE(r.source().find("ESTIMATED"), std::string::npos);
+}
+
+TEST(Exporter, UnknownTemplateIsAnInputError) {
+  Genome g("no_such_kernel", {{"BLOCK_M", 32}});
+  EXPECT_THROW(export_standalone(g, {}, measured_evaluation(false)), InputError);
+}
+
+TEST(Exporter, GenomeMissingAGeneIsAnInputError) {
+  Genome g = default_genome();
+  auto genes = g.genes();
+  genes.pop_back();
+  try {
+    export_standalone(Genome(g.template_id(), genes), {}, measured_evaluation(false));
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("lacks gene"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Exporter, GenomeWithAForeignGeneIsAnInputError) {
+  Genome g = default_genome();
+  auto genes = g.genes();
+  genes.emplace_back("UNROLL", 2);
+  EXPECT_THROW(export_standalone(Genome(g.template_id(), genes), {}, measured_evaluation(false)), InputError);
+}
+
+TEST(Exporter, DispatchTableRoutesBucketsToTheirVariants) {
+  Genome a = default_genome();
+  auto genes = a.genes();
+  for (auto& [name, value] : genes)
+    if (name == "BLOCK_M") value = 64;
+  Genome b(a.template_id(), genes);
+  ProblemShape big;
+  big.batch = 16;
+  big.heads = 16;
+  const auto r = export_dispatch_table(
+      {{a, {shape_1x8x512x64()}, measured_evaluation(false)}, {b, {big}, measured_evaluation(false)}});
+  EXPECT_NE(r.source().find("struct Variant1"), std::string::npos);
+  EXPECT_NE(r.source().find("{1, 8, 512, 512, 64, 0, 0},"), std::string::npos);
+  EXPECT_NE(r.source().find("{16, 16, 512, 512, 64, 0, 1},"), std::string::npos);
+  EXPECT_NE(r.report().find("## Variant 1"), std::string::npos);
+  EXPECT_NE(r.genome().find(";"), std::string::npos);
+}
+
+TEST(Exporter, DispatchTableOfMixedTemplatesIsRefused) {
+  Genome other("other_template", default_genome().genes());
+  EXPECT_THROW(export_dispatch_table({{default_genome(), {}, measured_evaluation(false)},
+                                      {other, {}, measured_evaluation(false)}}),
+               InputError);
+  EXPECT_THROW(export_dispatch_table({}), InputError);
+}
+
+TEST(ExporterExpression, RenamesMinMaxAndWidensLiterals) {
+  const auto e = to_cxx_expression("max(A, min(B, 16))", {"A", "B"}, "formula");
+  EXPECT_EQ(e.code, "evo_max(A, evo_min(B, 16LL))");
+  EXPECT_EQ(e.names, (std::set<std::string>{"A", "B"}));
+}
+
+TEST(ExporterExpression, UnknownNameIsNamed) {
+  try {
+    to_cxx_expression("A * NOPE", {"A"}, "launch formula grid_x");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "launch formula grid_x 'A * NOPE': unknown name 'NOPE'");
+  }
+}
+
+TEST(ExporterExpression, StrayCharacterIsRefused) {
+  EXPECT_THROW(to_cxx_expression("A; system(1)", {"A"}, "formula"), InputError);
+  EXPECT_THROW(to_cxx_expression("  ", {}, "formula"), InputError);
+}
+
+}  // namespace
+}  // namespace evo
