@@ -1,0 +1,145 @@
+"""Turns measured rows into the printed tables and the JSON document. No torch here.
+
+A row is a plain dict:
+    {"shape": "1,8,512,64", "causal": false, "floors": {"compute_us", "memory_us", "floor_us"},
+     "kernels": {name: {"graph_us", "launch_us", "rel_l2", "note", "config"}}}
+A figure that could not be measured is None and prints as "n/a"; "note" says why.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+KERNELS = ("evolved", "cudnn", "flash", "triton")
+KERNEL_TITLES = {"evolved": "evolved", "cudnn": "cuDNN", "flash": "flash", "triton": "Triton"}
+SDPA_KERNELS = ("cudnn", "flash")
+METHODS = (("graph_us", "per-call median by CUDA-graph replay"),
+           ("launch_us", "per-launch median of event-timed single calls, L2 flushed before each"))
+REL_L2_LIMIT = 2e-3
+
+
+def rel_l2_ok(value) -> bool:
+    """Within the issue's tolerance; NaN (unwritten or poisoned output) is never ok."""
+    return value is not None and not math.isnan(value) and value <= REL_L2_LIMIT
+
+
+def fmt_us(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return f"{value:.1f}" if value >= 100 else f"{value:.2f}"
+
+
+def fmt_ratio(value) -> str:
+    return "n/a" if value is None else f"{value:.2f}x"
+
+
+def fmt_rel_l2(value) -> str:
+    if value is None:
+        return "n/a"
+    text = "nan" if math.isnan(value) else f"{value:.1e}"
+    return text if rel_l2_ok(value) else text + " FAIL"
+
+
+def _figure(row: dict, kernel: str, field: str):
+    return row.get("kernels", {}).get(kernel, {}).get(field)
+
+
+def ratios(row: dict, field: str) -> dict:
+    """evolved / faster SDPA backend and evolved / Triton for one timing method (None when unmeasured)."""
+    evolved = _figure(row, "evolved", field)
+    sdpa = [v for v in (_figure(row, k, field) for k in SDPA_KERNELS) if v is not None]
+    triton = _figure(row, "triton", field)
+    return {
+        "evolved_over_best_sdpa": evolved / min(sdpa) if evolved is not None and sdpa else None,
+        "evolved_over_triton": evolved / triton if evolved is not None and triton is not None else None,
+    }
+
+
+def render_table(headers: list[str], rows: list[list[str]]) -> str:
+    """A pipe table (valid Markdown) with columns padded to their widest cell."""
+    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows)] if rows else [len(h) for h in headers]
+    def line(cells):
+        return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"
+    out = [line(headers), "| " + " | ".join("-" * w for w in widths) + " |"]
+    out.extend(line(r) for r in rows)
+    return "\n".join(out)
+
+
+def timing_table(results: list[dict], field: str) -> str:
+    headers = ["B,H,S,D", "causal"] + [f"{KERNEL_TITLES[k]} µs" for k in KERNELS] + \
+              ["ev/best SDPA", "ev/Triton", "floor µs"]
+    rows = []
+    for row in results:
+        r = ratios(row, field)
+        rows.append([row["shape"], str(int(row["causal"]))] +
+                    [fmt_us(_figure(row, k, field)) for k in KERNELS] +
+                    [fmt_ratio(r["evolved_over_best_sdpa"]), fmt_ratio(r["evolved_over_triton"]),
+                     fmt_us(row.get("floors", {}).get("floor_us"))])
+    return render_table(headers, rows)
+
+
+def accuracy_table(results: list[dict]) -> str:
+    headers = ["B,H,S,D", "causal"] + [f"rel-L2 {KERNEL_TITLES[k]}" for k in KERNELS] + ["Triton winner", "notes"]
+    rows = []
+    for row in results:
+        notes = "; ".join(f"{KERNEL_TITLES[k]}: {_figure(row, k, 'note')}"
+                          for k in KERNELS if _figure(row, k, "note"))
+        rows.append([row["shape"], str(int(row["causal"]))] +
+                    [fmt_rel_l2(_figure(row, k, "rel_l2")) for k in KERNELS] +
+                    [_figure(row, "triton", "config") or "n/a", notes])
+    return render_table(headers, rows)
+
+
+def floors_table(results: list[dict]) -> str:
+    headers = ["B,H,S,D", "causal", "GFLOP", "MiB moved", "compute floor µs", "memory floor µs"]
+    rows = [[row["shape"], str(int(row["causal"])), f"{row['gflop']:.3f}", f"{row['mib']:.1f}",
+             fmt_us(row["floors"]["compute_us"]), fmt_us(row["floors"]["memory_us"])] for row in results]
+    return render_table(headers, rows)
+
+
+def header_lines(env: dict) -> list[str]:
+    return [
+        f"GPU: {env.get('gpu', 'n/a')} ({env.get('sm_count', '?')} SMs)",
+        f"torch {env.get('torch', 'n/a')} (CUDA {env.get('cuda', 'n/a')}), cuDNN {env.get('cudnn', 'n/a')}, "
+        f"Triton {env.get('triton', 'n/a')}",
+        f"measured rates: fp16 matmul {env.get('matmul_tflops', float('nan')):.1f} TFLOP/s, "
+        f"device copy {env.get('copy_gbps', float('nan')):.0f} GB/s",
+        f"empty kernel: {fmt_us(env.get('empty_graph_us'))} µs per call by graph replay, "
+        f"{fmt_us(env.get('empty_launch_us'))} µs per plain launch (event-timed)",
+    ]
+
+
+def render_report(env: dict, results: list[dict]) -> str:
+    parts = ["\n".join(header_lines(env)), ""]
+    for field, title in METHODS:
+        parts += [f"## {title} (µs)", timing_table(results, field), ""]
+    parts += ["## correctness vs float32 reference (limit %.0e) and Triton autotune winner" % REL_L2_LIMIT,
+              accuracy_table(results), "", "## floors per shape", floors_table(results)]
+    return "\n".join(parts) + "\n"
+
+
+def json_document(env: dict, results: list[dict]) -> dict:
+    """Everything printed plus the ratios, with NaN spelled as null so that any JSON reader accepts it."""
+    def clean(value):
+        if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+            return None
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+    rows = []
+    for row in results:
+        enriched = dict(row)
+        enriched["ratios"] = {field: ratios(row, field) for field, _ in METHODS}
+        enriched["accuracy_ok"] = {k: rel_l2_ok(_figure(row, k, "rel_l2"))
+                                   for k in KERNELS if _figure(row, k, "rel_l2") is not None}
+        rows.append(enriched)
+    return clean({"environment": env, "rel_l2_limit": REL_L2_LIMIT,
+                  "methods": {field: title for field, title in METHODS}, "results": rows})
+
+
+def write_json(path: str, env: dict, results: list[dict]) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(json_document(env, results), handle, indent=2, ensure_ascii=False)
+        handle.write("\n")

@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""Side-by-side: the evolved kernel (as exported) vs SDPA's cuDNN and flash backends vs autotuned Triton.
+
+    python3 bench/compare_sdpa.py --evolved LIB.so [--dispatch dispatch.json] [--shapes 1,8,512,64 ...]
+                                  [--causal both] [--json out.json] [--iters N]
+
+Every kernel gets the same fresh random inputs per shape, is checked against a float32 reference by
+relative L2 error, and is timed by CUDA-graph replay and per launch (see bench_timing.py and NOTES.md).
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import os
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_args import parse_args  # noqa: E402
+from bench_dispatch import DispatchError, DispatchTable, load_dispatch  # noqa: E402
+from bench_report import KERNELS, fmt_rel_l2, fmt_us, header_lines, render_report, write_json  # noqa: E402
+from bench_shapes import Shape, attention_bytes, attention_flops, floors_us  # noqa: E402
+
+NO_GPU = "no GPU: compare_sdpa needs a CUDA device"
+
+
+def first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0][:200] if text else type(err).__name__
+
+
+@dataclass
+class Candidate:
+    """One kernel under test for one problem: how to call it and what to check around the call."""
+    name: str
+    call: Callable | None
+    context: Callable = contextlib.nullcontext
+    poison: Callable | None = None         # fills the output with NaN so unwritten elements show
+    config: Callable | None = None         # describes the variant that ran (Triton's autotune winner)
+    unavailable: str = ""                  # why it cannot run at all for this problem
+    extra: dict = field(default_factory=dict)
+
+
+class EvolvedSet:
+    """Resolves the evolved library for a (shape, causal): dispatch entry first, then --evolved."""
+
+    def __init__(self, args, dispatch: DispatchTable | None):
+        from bench_build import DEFAULT_ARCH, build_shared
+        from evolved_lib import EvolvedLib
+        self._libs: dict[str, EvolvedLib] = {}
+        self._dispatch = dispatch
+        arch = args.arch or DEFAULT_ARCH
+
+        def built(source: str) -> str:
+            digest = hashlib.sha256(open(source, "rb").read()).hexdigest()[:10]
+            stem = os.path.splitext(os.path.basename(source))[0]
+            output = os.path.join(args.build_dir, f"{stem}-{digest}-{arch}.so")
+            if not os.path.exists(output):
+                print(f"building {source} -> {output} (nvcc -arch={arch})", flush=True)
+                build_shared(source, output, arch)
+            return output
+
+        self._default = None
+        if args.build_from:
+            self._default = EvolvedLib(built(args.build_from))
+        elif args.evolved:
+            self._default = EvolvedLib(args.evolved)
+        self._paths = {}
+        if dispatch is not None:
+            for entry in dispatch.entries():
+                path = built(entry.path) if entry.needs_build else entry.path
+                if path not in self._libs:
+                    self._libs[path] = EvolvedLib(path)
+                self._paths[(entry.shape, entry.causal)] = (path, entry.genome)
+
+    def lookup(self, shape: Shape, causal: bool):
+        """(library, genome, why-not)."""
+        if (shape, causal) in self._paths:
+            path, genome = self._paths[(shape, causal)]
+            return self._libs[path], genome, ""
+        if self._default is not None:
+            return self._default, "", ""
+        if self._dispatch is not None:
+            return None, "", "no dispatch entry for this shape"
+        return None, "", "no --evolved library given"
+
+
+def environment(torch, triton_version: str) -> dict:
+    props = torch.cuda.get_device_properties(0)
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return {"gpu": props.name, "sm_count": props.multi_processor_count, "torch": torch.__version__,
+            "cuda": torch.version.cuda, "cudnn": cudnn, "triton": triton_version}
+
+
+def make_candidates(torch, q, k, v, causal, scale, evolved, triton_mod) -> list[Candidate]:
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    def sdpa(backend):
+        return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+
+    cands = [Candidate("cudnn", sdpa(SDPBackend.CUDNN_ATTENTION),
+                       context=lambda: sdpa_kernel([SDPBackend.CUDNN_ATTENTION])),
+             Candidate("flash", sdpa(SDPBackend.FLASH_ATTENTION),
+                       context=lambda: sdpa_kernel([SDPBackend.FLASH_ATTENTION]))]
+    if triton_mod is None:
+        cands.append(Candidate("triton", None, unavailable="Triton not available"))
+    else:
+        out = torch.empty_like(q)
+        cands.append(Candidate("triton", lambda: triton_mod.triton_attention(q, k, v, causal, scale, out),
+                               config=triton_mod.winning_config))
+    lib, genome, why_not = evolved
+    if lib is None:
+        cands.append(Candidate("evolved", None, unavailable=why_not))
+    else:
+        o = torch.empty_like(q)
+
+        def run_evolved():
+            lib.forward(q, k, v, o, causal, scale)
+            return o
+        cands.append(Candidate("evolved", run_evolved, poison=lambda: o.fill_(float("nan")),
+                               config=lambda: genome or os.path.basename(lib.path)))
+    return cands   # evolved last: if it kills the CUDA context, the baselines of this shape are already in
+
+
+class ContextLost(RuntimeError):
+    pass
+
+
+def measure(torch, timing, cand: Candidate, ref, args, flusher) -> dict:
+    res = {"graph_us": None, "launch_us": None, "rel_l2": None, "note": cand.unavailable, "config": None}
+    if cand.call is None:
+        return res
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with cand.context():
+                if cand.poison:
+                    cand.poison()
+                out = cand.call()
+                torch.cuda.synchronize()
+                res["rel_l2"] = timing.rel_l2(out, ref)
+                if cand.config:
+                    res["config"] = cand.config()
+                res["launch_us"] = timing.per_launch_us(cand.call, args.iters, flusher)
+                try:
+                    res["graph_us"] = timing.graph_replay_us(cand.call, args.graph_calls, args.graph_replays)
+                except Exception as err:  # capture refused (e.g. a host sync inside): keep the other figures
+                    res["note"] = f"graph replay failed: {first_line(err)}"
+        except Exception as err:
+            reason = next((str(w.message).splitlines()[0][:160] for w in caught), "")
+            res["note"] = f"refused: {first_line(err)}" + (f" ({reason})" if reason else "")
+    try:
+        torch.cuda.synchronize()
+    except Exception as err:
+        raise ContextLost(f"CUDA context lost after {cand.name}: {first_line(err)}") from None
+    return res
+
+
+def measure_floor_inputs(torch, timing, device, args) -> dict:
+    env = {"matmul_tflops": timing.matmul_tflops(device), "copy_gbps": timing.copy_gbps(device)}
+    tiny = torch.zeros(1, device=device)
+    bump = lambda: tiny.add_(1)  # noqa: E731  one trivial kernel: the cost of a launch that does nothing
+    flusher = timing.L2Flusher(device)
+    env["empty_graph_us"] = timing.graph_replay_us(bump, args.graph_calls, args.graph_replays)
+    env["empty_launch_us"] = timing.per_launch_us(bump, args.iters, flusher)
+    return env
+
+
+def run(args, dispatch) -> int:
+    import torch
+    import bench_timing as timing
+    try:
+        import triton
+        import triton_fa
+        triton_version = triton.__version__
+    except Exception as err:  # the baselines still run; the table says Triton is missing
+        print(f"warning: Triton baseline disabled: {first_line(err)}", flush=True)
+        triton_fa, triton_version = None, "n/a"
+    if args.no_triton:
+        triton_fa = None
+    torch.backends.cuda.matmul.allow_tf32 = False   # the float32 reference must be float32
+    torch.backends.cudnn.allow_tf32 = False
+    device = torch.device("cuda", 0)
+
+    from bench_build import BuildError
+    from evolved_lib import EvolvedError
+    try:
+        evolved = EvolvedSet(args, dispatch)
+    except (BuildError, EvolvedError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+
+    env = environment(torch, triton_version)
+    env.update({"iters": args.iters, "graph_calls": args.graph_calls, "graph_replays": args.graph_replays,
+                "seed": args.seed, "argv": sys.argv[1:]})
+    props = torch.cuda.get_device_properties(device)
+    if triton_fa is not None:
+        triton_fa.set_smem_limit(getattr(props, "shared_memory_per_block_optin", 0) or 227 * 1024)
+        if args.triton_precompile_jobs > 0:
+            t0 = time.time()
+            problems = [(s.head_dim, c, s.seq) for s in args.shape_list for c in args.causal_list]
+            count, failures = triton_fa.precompile(problems, args.triton_precompile_jobs)
+            env["triton_precompile"] = {"configs": count, "failed": failures, "seconds": time.time() - t0}
+            print(f"Triton: pre-compiled {count} configs in {time.time() - t0:.1f} s with "
+                  f"{args.triton_precompile_jobs} processes ({len(failures)} did not compile)", flush=True)
+    env.update(measure_floor_inputs(torch, timing, device, args))
+    flusher = timing.L2Flusher(device)
+    env["l2_flush_bytes"] = flusher.nbytes
+    print("\n".join(header_lines(env)), flush=True)
+
+    results, status = [], 0
+    try:
+        for index, shape in enumerate(args.shape_list):
+            gen = torch.Generator(device=device).manual_seed(args.seed + index)
+            dims = (shape.batch, shape.heads, shape.seq, shape.head_dim)
+            q, k, v = (torch.randn(dims, generator=gen, device=device, dtype=torch.float16) for _ in range(3))
+            scale = 1.0 / math.sqrt(shape.head_dim)
+            for causal in args.causal_list:
+                ref = timing.reference_attention(q, k, v, causal, scale)
+                row = {"shape": shape.label, "causal": causal,
+                       "gflop": attention_flops(shape, causal) / 1e9, "mib": attention_bytes(shape) / 2 ** 20,
+                       "floors": floors_us(shape, causal, env["matmul_tflops"], env["copy_gbps"]),
+                       "kernels": {}}
+                results.append(row)
+                t0 = time.time()
+                for cand in make_candidates(torch, q, k, v, causal, scale, evolved.lookup(shape, causal),
+                                            triton_fa):
+                    res = measure(torch, timing, cand, ref, args, flusher)
+                    row["kernels"][cand.name] = res
+                    print(f"[{shape.label} causal={int(causal)}] {cand.name:7s} graph {fmt_us(res['graph_us']):>7s} µs"
+                          f"  launch {fmt_us(res['launch_us']):>7s} µs  rel-L2 {fmt_rel_l2(res['rel_l2'])}"
+                          f"{'  ' + res['config'] if res['config'] else ''}{'  ' + res['note'] if res['note'] else ''}",
+                          flush=True)
+                row["seconds"] = time.time() - t0
+                del ref
+            del q, k, v
+            torch.cuda.empty_cache()
+    except ContextLost as err:
+        print(f"fatal: {err}; the figures so far are reported below", flush=True)
+        status = 1
+    for row in results:   # keep the table's column order whatever ran
+        row["kernels"] = {k: row["kernels"][k] for k in KERNELS if k in row["kernels"]}
+    print("\n" + render_report(env, results), flush=True)
+    if args.json:
+        write_json(args.json, env, results)
+        print(f"wrote {args.json}", flush=True)
+    return status
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    dispatch = None
+    if args.dispatch:
+        try:
+            dispatch = load_dispatch(args.dispatch)
+        except DispatchError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+    try:
+        import torch
+    except ImportError:
+        print(NO_GPU + " (and PyTorch is not installed here)")
+        return 2
+    if not torch.cuda.is_available():
+        print(NO_GPU)
+        return 2
+    return run(args, dispatch)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
