@@ -1,0 +1,115 @@
+#include "coordinator_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include "errors.h"
+#include "exporter.h"
+#include "search_space.h"
+#include "shape.h"
+
+namespace evo {
+
+namespace {
+
+// Runs fn and maps every failure to one status with one line of message.
+template <typename Fn>
+grpc::Status guarded(const char* rpc, Fn&& fn) {
+  try {
+    fn();
+    return grpc::Status::OK;
+  } catch (const CoordinatorError& e) {
+    switch (e.code()) {
+      case CoordinatorError::Code::kInvalidArgument:
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, e.what());
+      case CoordinatorError::Code::kNotFound:
+        return grpc::Status(grpc::StatusCode::NOT_FOUND, e.what());
+      case CoordinatorError::Code::kFailedPrecondition:
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, e.what());
+    }
+    return grpc::Status(grpc::StatusCode::UNKNOWN, e.what());
+  } catch (const InputError& e) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, e.what());
+  } catch (const std::exception& e) {
+    spdlog::error("event=rpc_failed rpc={} error=\"{}\"", rpc, e.what());
+    return grpc::Status(grpc::StatusCode::INTERNAL, std::string(rpc) + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+void CoordinatorService::stop_streams() {
+  stopping_ = true;
+  coordinator_.wake_all();
+}
+
+grpc::Status CoordinatorService::RegisterWorker(grpc::ServerContext*, const v1::RegisterWorkerRequest* req,
+                                                v1::RegisterWorkerResponse* resp) {
+  return guarded("RegisterWorker", [&] { *resp = coordinator_.register_worker(*req); });
+}
+
+grpc::Status CoordinatorService::LeaseCandidates(grpc::ServerContext*, const v1::LeaseRequest* req,
+                                                 v1::LeaseResponse* resp) {
+  return guarded("LeaseCandidates", [&] { *resp = coordinator_.lease(*req); });
+}
+
+grpc::Status CoordinatorService::ReportResult(grpc::ServerContext*, const v1::ReportRequest* req,
+                                              v1::ReportResponse* resp) {
+  return guarded("ReportResult", [&] { *resp = coordinator_.report(*req); });
+}
+
+grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
+                                           v1::HeartbeatResponse* resp) {
+  return guarded("Heartbeat", [&] { *resp = coordinator_.heartbeat(*req); });
+}
+
+grpc::Status CoordinatorService::SubmitRun(grpc::ServerContext*, const v1::SubmitRunRequest* req, v1::Run* resp) {
+  return guarded("SubmitRun", [&] { *resp = coordinator_.submit(*req); });
+}
+
+grpc::Status CoordinatorService::GetRun(grpc::ServerContext*, const v1::RunRef* req, v1::RunStatus* resp) {
+  return guarded("GetRun", [&] { *resp = coordinator_.status(req->run_id()); });
+}
+
+grpc::Status CoordinatorService::WatchRun(grpc::ServerContext* ctx, const v1::RunRef* req,
+                                          grpc::ServerWriter<v1::RunStatus>* writer) {
+  return guarded("WatchRun", [&] {
+    while (!ctx->IsCancelled() && !stopping_) {
+      uint64_t seen = coordinator_.change_count();
+      v1::RunStatus st = coordinator_.status(req->run_id());
+      // Every change, and at least once a period (elapsed and ETA move even when nothing else does).
+      if (!writer->Write(st)) return;
+      auto state = st.run().state();
+      if (state == v1::DONE || state == v1::CANCELLED || state == v1::FAILED) return;
+      coordinator_.wait_for_change(seen, server::kWatchIntervalMs);
+    }
+  });
+}
+
+grpc::Status CoordinatorService::ListRuns(grpc::ServerContext*, const v1::ListRunsRequest*,
+                                          v1::ListRunsResponse* resp) {
+  return guarded("ListRuns", [&] { *resp = coordinator_.list_runs(); });
+}
+
+grpc::Status CoordinatorService::Leaderboard(grpc::ServerContext*, const v1::LeaderboardRequest* req,
+                                             v1::LeaderboardResponse* resp) {
+  return guarded("Leaderboard", [&] { *resp = coordinator_.leaderboard(*req); });
+}
+
+grpc::Status CoordinatorService::CancelRun(grpc::ServerContext*, const v1::RunRef* req, v1::Run* resp) {
+  return guarded("CancelRun", [&] { *resp = coordinator_.cancel(req->run_id()); });
+}
+
+grpc::Status CoordinatorService::ExportBest(grpc::ServerContext*, const v1::ExportRequest* req,
+                                            v1::ExportResponse* resp) {
+  return guarded("ExportBest", [&] {
+    Coordinator::Best best = coordinator_.best_of(req->run_id());
+    const SearchSpace& space = SearchSpace::for_template(best.run.seed);
+    std::vector<ProblemShape> shapes;
+    for (const auto& s : best.run.shapes) shapes.push_back(parse_shape(s));
+    *resp = export_standalone(space.parse(best.candidate.genome), shapes, best.evaluation.evaluation);
+    spdlog::info("event=exported run_id={} candidate_id={} genome={}", best.run.id, best.candidate.id,
+                 best.candidate.genome);
+  });
+}
+
+}  // namespace evo

@@ -1,0 +1,150 @@
+// evod: the coordinator daemon. `evod serve [--db evo.db] [--listen 127.0.0.1:50051]
+// [--lease-ttl-ms N] [-v]`. All state lives in the SQLite database: SIGKILL loses nothing, and
+// SIGTERM/SIGINT stop it gracefully (in-flight RPCs finish, watch streams end).
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <pthread.h>
+#include <string>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include "coordinator.h"
+#include "coordinator_service.h"
+#include "store.h"
+
+namespace {
+
+const char* const kUsage =
+    "usage: evod serve [--db PATH] [--listen HOST:PORT] [--lease-ttl-ms N] [-v]\n"
+    "\n"
+    "Runs the evo coordinator: keeps runs, candidates, leases and results in a SQLite database and\n"
+    "hands candidate kernels to evo-worker daemons over gRPC.\n"
+    "\n"
+    "  --db PATH           SQLite database file, created if missing; its directory must exist\n"
+    "                      (default: evo.db)\n"
+    "  --listen HOST:PORT  address to serve on (default: 127.0.0.1:50051, loopback only)\n"
+    "  --lease-ttl-ms N    how long a worker holds a candidate without a heartbeat before it is\n"
+    "                      handed out again (default: 30000)\n"
+    "  -v, --verbose       debug logging\n"
+    "  -h, --help          this text\n";
+
+struct Options {
+  std::string db = "evo.db";
+  std::string listen = "127.0.0.1:50051";
+  int lease_ttl_ms = evo::server::kDefaultLeaseTtlMs;
+  bool verbose = false;
+};
+
+int usage_error(const std::string& line) {
+  std::fprintf(stderr, "evod: %s\n(see evod --help)\n", line.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  if (argc < 2) return usage_error("missing command 'serve'");
+  std::string command = argv[1];
+  if (command == "-h" || command == "--help") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (command != "serve") return usage_error("unknown command '" + command + "'");
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const char* name) -> const char* {
+      if (i + 1 >= argc) return nullptr;
+      (void)name;
+      return argv[++i];
+    };
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "-v" || a == "--verbose") {
+      opt.verbose = true;
+    } else if (a == "--db") {
+      const char* v = value("--db");
+      if (!v) return usage_error("--db needs a path");
+      opt.db = v;
+    } else if (a == "--listen") {
+      const char* v = value("--listen");
+      if (!v) return usage_error("--listen needs HOST:PORT");
+      opt.listen = v;
+    } else if (a == "--lease-ttl-ms") {
+      const char* v = value("--lease-ttl-ms");
+      char* end = nullptr;
+      long n = v ? std::strtol(v, &end, 10) : 0;
+      if (!v || *end != '\0' || n <= 0 || n > 3600000)
+        return usage_error("--lease-ttl-ms needs a number of milliseconds in 1..3600000");
+      opt.lease_ttl_ms = static_cast<int>(n);
+    } else {
+      return usage_error("unknown option '" + a + "'");
+    }
+  }
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ evod %v");
+  spdlog::set_level(opt.verbose ? spdlog::level::debug : spdlog::level::info);
+
+  // Block the stop signals in every thread; one thread waits for them with sigwait.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  std::unique_ptr<evo::Store> store;
+  try {
+    store = std::make_unique<evo::Store>(opt.db);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "evod: %s\n", e.what());
+    return 1;
+  }
+  evo::CoordinatorOptions copt;
+  copt.lease_ttl_ms = opt.lease_ttl_ms;
+  evo::Coordinator coordinator(*store, copt);
+  evo::CoordinatorService service(coordinator);
+
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(opt.listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    std::fprintf(stderr, "evod: cannot listen on %s\n", opt.listen.c_str());
+    return 1;
+  }
+  spdlog::info("event=serving listen={} port={} db={} lease_ttl_ms={} schema_version={}", opt.listen, port, opt.db,
+               opt.lease_ttl_ms, store->schema_version());
+
+  std::atomic<bool> stopping{false};
+  // Leases that expired (a worker died mid-evaluation) go back to the queue.
+  std::thread sweeper([&] {
+    const auto period = std::chrono::milliseconds(std::clamp(opt.lease_ttl_ms / 4, 20, 1000));
+    while (!stopping) {
+      try {
+        coordinator.sweep_expired_leases();
+      } catch (const std::exception& e) {
+        spdlog::error("event=sweep_failed error=\"{}\"", e.what());
+      }
+      std::this_thread::sleep_for(period);
+    }
+  });
+  std::thread signal_waiter([&] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    spdlog::info("event=stopping signal={}", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    stopping = true;
+    service.stop_streams();
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  });
+
+  server->Wait();
+  stopping = true;
+  sweeper.join();
+  signal_waiter.join();
+  spdlog::info("event=stopped");
+  return 0;
+}

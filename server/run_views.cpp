@@ -1,0 +1,183 @@
+// The read side of the coordinator: run status, progress, the leaderboard and its lineage.
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "coordinator.h"
+#include "search_space.h"
+#include "shape.h"
+
+namespace evo {
+
+namespace {
+
+v1::Shape shape_proto(const std::string& text) {
+  ProblemShape p = parse_shape(text);
+  v1::Shape s;
+  s.set_batch(p.batch);
+  s.set_heads(p.heads);
+  s.set_seq_q(p.seq_q);
+  s.set_seq_k(p.seq_k);
+  s.set_head_dim(p.head_dim);
+  s.set_causal(p.causal);
+  return s;
+}
+
+// "crossover(run-0001-c0003, run-0001-c0007)": the operator and its parents' candidate ids.
+std::string lineage(const CandidateRecord& c, const std::map<std::string, std::string>& id_of_genome) {
+  std::string out = c.op + "(";
+  size_t start = 0;
+  bool first = true;
+  while (start < c.parents.size()) {
+    size_t end = c.parents.find(';', start);
+    if (end == std::string::npos) end = c.parents.size();
+    std::string genome = c.parents.substr(start, end - start);
+    auto it = id_of_genome.find(genome);
+    out += (first ? "" : ", ") + (it != id_of_genome.end() ? it->second : genome);
+    first = false;
+    start = end + 1;
+  }
+  return out + ")";
+}
+
+}  // namespace
+
+std::vector<CandidateRecord> elites_of(const std::vector<CandidateRecord>& candidates, int k) {
+  std::vector<CandidateRecord> out;
+  for (const auto& c : candidates)
+    if (c.state == CandidateState::kDone && c.elite_eligible && c.fitness_us) out.push_back(c);
+  std::sort(out.begin(), out.end(), [](const CandidateRecord& a, const CandidateRecord& b) {
+    if (*a.fitness_us != *b.fitness_us) return *a.fitness_us < *b.fitness_us;
+    return a.genome < b.genome;
+  });
+  if (static_cast<int>(out.size()) > k) out.resize(static_cast<size_t>(k));
+  return out;
+}
+
+v1::Run Coordinator::to_proto(const RunRecord& r) {
+  v1::Run run;
+  run.set_run_id(r.id);
+  run.set_seed(r.seed);
+  for (const auto& s : r.shapes) *run.add_shapes() = shape_proto(s);
+  run.set_generations(r.generations);
+  run.set_population(r.population);
+  run.set_top_k(r.top_k);
+  run.set_strategy(r.strategy);
+  run.set_rng_seed(r.rng_seed);
+  run.set_device_class(r.device_class);
+  run.set_state(static_cast<v1::RunState>(r.state));
+  run.set_created_unix_ms(r.created_ms);
+  run.set_message(r.message);
+  return run;
+}
+
+v1::RunStatus Coordinator::build_status(const RunRecord& run) {
+  v1::RunStatus st;
+  *st.mutable_run() = to_proto(run);
+  st.set_generation(run.current_generation);
+  auto candidates = store_.candidates_of_run(run.id);
+  int done = 0, failed = 0;
+  for (const auto& c : candidates) {
+    if (c.state != CandidateState::kDone) continue;
+    ++done;
+    if (!c.fitness_us) ++failed;
+  }
+  st.set_evaluations_done(done);
+  int planned = run.generations * run.population;
+  // A finished run (or an exhausted space) planned exactly what it did.
+  st.set_evaluations_total(run.state == v1::DONE ? done : std::max(planned, static_cast<int>(candidates.size())));
+  st.set_failed(failed);
+  auto elites = elites_of(candidates, 1);
+  if (!elites.empty()) {
+    st.set_best_us(*elites[0].fitness_us);
+    st.set_best_genome(elites[0].genome);
+  }
+  st.set_estimated(run.device_class.find("/estimated") != std::string::npos);
+  int64_t elapsed = std::max<int64_t>(0, options_.clock() - run.created_ms);
+  st.set_elapsed_ms(elapsed);
+  if (done > 0 && st.evaluations_total() > done)
+    st.set_eta_ms(static_cast<int64_t>(double(elapsed) / done * (st.evaluations_total() - done)));
+  return st;
+}
+
+v1::RunStatus Coordinator::status(const std::string& run_id) {
+  v1::RunStatus st;
+  store_.transaction([&] { st = build_status(require_run(run_id)); });
+  return st;
+}
+
+v1::ListRunsResponse Coordinator::list_runs() {
+  v1::ListRunsResponse resp;
+  store_.transaction([&] {
+    for (const auto& r : store_.list_runs()) *resp.add_runs() = build_status(r);
+  });
+  return resp;
+}
+
+v1::LeaderboardResponse Coordinator::leaderboard(const v1::LeaderboardRequest& req) {
+  if (req.top() < 0) throw CoordinatorError(CoordinatorError::Code::kInvalidArgument, "top must be positive");
+  v1::LeaderboardResponse resp;
+  store_.transaction([&] {
+    std::string run_id = req.run_id();
+    if (run_id.empty()) {
+      auto newest = store_.newest_run_id();
+      if (!newest) throw CoordinatorError(CoordinatorError::Code::kNotFound, "no runs yet");
+      run_id = *newest;
+    }
+    RunRecord run = require_run(run_id);
+    *resp.mutable_run() = to_proto(run);
+    auto candidates = store_.candidates_of_run(run.id);
+    std::map<std::string, std::string> id_of_genome;
+    for (const auto& c : candidates) id_of_genome[c.genome] = c.id;
+
+    // The seed genome (the space's default) is always in generation 0: the baseline for speedups.
+    const std::string seed_genome = SearchSpace::for_template(run.seed).default_genome().text();
+    double seed_us = 0;
+    for (const auto& c : candidates)
+      if (c.genome == seed_genome && c.state == CandidateState::kDone && c.fitness_us) seed_us = *c.fitness_us;
+    resp.set_seed_us(seed_us);
+
+    int top = req.top() == 0 ? 10 : req.top();
+    auto elites = elites_of(candidates, std::min(top, run.top_k));
+    int rank = 0;
+    for (const auto& c : elites) {
+      v1::Elite* e = resp.add_elites();
+      e->set_rank(++rank);
+      e->set_candidate_id(c.id);
+      e->set_genome(c.genome);
+      e->set_fitness_us(*c.fitness_us);
+      e->set_spread_pct(c.spread_pct);
+      e->set_speedup_vs_seed(seed_us > 0 ? seed_us / *c.fitness_us : 0);
+      e->set_parents(lineage(c, id_of_genome));
+      e->set_generation(c.generation);
+      if (c.final_evaluation_id) {
+        if (auto ev = store_.get_evaluation(*c.final_evaluation_id)) {
+          *e->mutable_evaluation() = ev->evaluation;
+          e->set_estimated(ev->evaluation.estimated());
+          // Per-shape TFLOP/s, rescaled from that measurement's time to the elite's (mean) fitness.
+          double sum = 0;
+          for (const auto& s : ev->evaluation.shapes()) sum += s.tflops();
+          if (ev->evaluation.shapes_size() > 0 && ev->evaluation.fitness_us() > 0)
+            e->set_tflops(sum / ev->evaluation.shapes_size() * ev->evaluation.fitness_us() / *c.fitness_us);
+        }
+      }
+    }
+  });
+  return resp;
+}
+
+Coordinator::Best Coordinator::best_of(const std::string& run_id) {
+  Best best;
+  store_.transaction([&] {
+    best.run = require_run(run_id);
+    auto elites = elites_of(store_.candidates_of_run(run_id), 1);
+    if (elites.empty())
+      throw CoordinatorError(CoordinatorError::Code::kFailedPrecondition,
+                             "run '" + run_id + "' has no confirmed elite yet");
+    best.candidate = elites[0];
+    best.evaluation = *store_.get_evaluation(*elites[0].final_evaluation_id);
+  });
+  return best;
+}
+
+}  // namespace evo

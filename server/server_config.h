@@ -1,0 +1,39 @@
+#pragma once
+// evod's policy numbers in one place. server/ must not depend on worker/, so the one threshold it
+// shares with the worker's gates is copied here: keep it equal to gates::kConfirmationTolerance in
+// worker/gate_thresholds.h.
+#include <cstdint>
+
+namespace evo::server {
+
+// Elite admission: the second, independent measurement must agree with the first within this
+// fraction of their mean, or the candidate does not enter the elites.
+inline constexpr double kConfirmationTolerance = 0.10;
+
+// Leases.
+inline constexpr int kDefaultLeaseTtlMs = 30000;
+inline constexpr int kMaxLeasesPerRequest = 16;
+// A candidate whose lease expired this many times unreported (it keeps killing workers) is
+// recorded as a crash instead of being handed out forever.
+inline constexpr int kMaxLeaseAttempts = 5;
+// A worker not seen for this many heartbeat intervals no longer counts as "another worker of the
+// class" when placing a confirmation.
+inline constexpr int kLiveWorkerHeartbeats = 3;
+
+// Run defaults (SubmitRunRequest fields left unset).
+inline constexpr int kDefaultGenerations = 5;
+inline constexpr int kDefaultPopulation = 16;
+inline constexpr int kDefaultTopK = 3;
+inline constexpr uint64_t kDefaultRngSeed = 1;
+inline constexpr const char* kDefaultShape = "1x8x512x64";
+inline constexpr const char* kDefaultStrategy = "evolve";
+// What the strategies check shared memory against (sm_90 opt-in per block); fixed per run so that a
+// run's genome sequence does not depend on which worker shows up first.
+inline constexpr int64_t kDefaultSmemLimit = 227 * 1024;
+inline constexpr int kMaxPopulation = 4096;
+inline constexpr int kMaxGenerations = 10000;
+
+// WatchRun sends a status at least this often even when nothing changed.
+inline constexpr int kWatchIntervalMs = 1000;
+
+}  // namespace evo::server
