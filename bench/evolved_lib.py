@@ -9,8 +9,6 @@ from __future__ import annotations
 import ctypes
 import os
 
-import torch
-
 
 class EvolvedError(RuntimeError):
     """The library cannot be loaded, lacks the entry point, or the call returned an error code."""
@@ -35,6 +33,7 @@ class EvolvedLib:
 
     def forward(self, q, k, v, o, causal: bool, scale: float) -> None:
         """Launches on torch's current stream (the capture stream inside a graph capture)."""
+        import torch  # here, not at the top, so that loading and symbol checks work without torch
         batch, heads, seq_q, head_dim = q.shape
         stream = torch.cuda.current_stream().cuda_stream
         rc = self._fn(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), batch, heads, seq_q, k.shape[2],

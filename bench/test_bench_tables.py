@@ -1,0 +1,271 @@
+"""Tests of everything in bench/ that runs without torch: python3 bench/test_bench_tables.py"""
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import io
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+from contextlib import redirect_stderr
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import bench_args  # noqa: E402
+import bench_build  # noqa: E402
+import bench_dispatch  # noqa: E402
+import bench_report  # noqa: E402
+import bench_shapes  # noqa: E402
+import triton_fa_space  # noqa: E402
+from evolved_lib import EvolvedError, EvolvedLib  # noqa: E402
+
+
+class ShapeParsing(unittest.TestCase):
+    def test_both_spellings(self):
+        self.assertEqual(bench_shapes.parse_shape("1,8,512,64"), bench_shapes.Shape(1, 8, 512, 64))
+        self.assertEqual(bench_shapes.parse_shape("2x16x4096x128").key, "2x16x4096x128")
+        self.assertEqual(bench_shapes.parse_shape(" 2x16x4096x128 ").label, "2,16,4096,128")
+
+    def test_rejects_malformed(self):
+        for bad in ("1,8,512", "1,8,512,64,1", "a,8,512,64", "1,-8,512,64", "0,8,512,64", "1,8,512,96", ""):
+            with self.assertRaises(bench_shapes.ShapeError, msg=bad):
+                bench_shapes.parse_shape(bad)
+
+    def test_causal(self):
+        self.assertEqual(bench_shapes.parse_causal("both"), [False, True])
+        self.assertEqual(bench_shapes.parse_causal("1"), [True])
+        self.assertEqual(bench_shapes.parse_causal("0"), [False])
+        with self.assertRaises(bench_shapes.ShapeError):
+            bench_shapes.parse_causal("maybe")
+
+
+class Floors(unittest.TestCase):
+    shape = bench_shapes.Shape(1, 8, 512, 64)
+
+    def test_issue_figures(self):
+        # issue 5: 1,8,512,64 moves 2 MiB and does 0.54 GFLOP
+        self.assertEqual(bench_shapes.attention_bytes(self.shape), 2 * 2 ** 20)
+        self.assertEqual(bench_shapes.attention_flops(self.shape, False), 536870912.0)
+        self.assertAlmostEqual(bench_shapes.attention_flops(self.shape, True), 536870912.0 * 513 / 1024)
+
+    def test_floor_is_the_larger_bound(self):
+        f = bench_shapes.floors_us(self.shape, False, matmul_tflops=500.0, copy_gbps=4000.0)
+        self.assertAlmostEqual(f["compute_us"], 536870912.0 / 500e12 * 1e6)
+        self.assertAlmostEqual(f["memory_us"], 2 * 2 ** 20 / 4000e9 * 1e6)
+        self.assertEqual(f["floor_us"], max(f["compute_us"], f["memory_us"]))
+        self.assertTrue(math.isnan(bench_shapes.floors_us(self.shape, False, 0.0, 1.0)["compute_us"]))
+
+
+class Dispatch(unittest.TestCase):
+    def test_resolves_relative_paths_and_looks_up(self):
+        doc = {"shapes": [{"shape": "1x8x512x64", "causal": False, "lib": "a.so", "genome": "g1"},
+                          {"shape": "1,8,512,64", "causal": 1, "cu": "/abs/b.cu"}]}
+        table = bench_dispatch.parse_dispatch(doc, "/base")
+        hit = table.lookup(bench_shapes.Shape(1, 8, 512, 64), False)
+        self.assertEqual((hit.path, hit.genome, hit.needs_build), ("/base/a.so", "g1", False))
+        self.assertTrue(table.lookup(bench_shapes.Shape(1, 8, 512, 64), True).needs_build)
+        self.assertIsNone(table.lookup(bench_shapes.Shape(2, 8, 512, 64), False))
+
+    def test_rejects_bad_entries(self):
+        cases = {
+            "no shapes": {"entries": []},
+            "shape": {"shapes": [{"shape": "1x8x512", "lib": "a.so"}]},
+            "lib": {"shapes": [{"shape": "1x8x512x64"}]},
+            "causal": {"shapes": [{"shape": "1x8x512x64", "lib": "a.so", "causal": "yes"}]},
+            "twice": {"shapes": [{"shape": "1x8x512x64", "lib": "a.so"}, {"shape": "1,8,512,64", "lib": "b.so"}]},
+        }
+        for what, doc in cases.items():
+            with self.assertRaises(bench_dispatch.DispatchError, msg=what) as ctx:
+                bench_dispatch.parse_dispatch(doc, "/base")
+            self.assertIn("dispatch", str(ctx.exception))
+
+    def test_load_errors_name_the_file(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "d.json")
+            with open(path, "w") as f:
+                f.write("{not json")
+            with self.assertRaisesRegex(bench_dispatch.DispatchError, "not valid JSON"):
+                bench_dispatch.load_dispatch(path)
+            with open(path, "w") as f:
+                json.dump({"shapes": [{"shape": "1x8x512x64", "lib": "k.so"}]}, f)
+            entry = bench_dispatch.load_dispatch(path).entries()[0]
+            self.assertEqual(entry.path, os.path.join(tmp, "k.so"))
+        with self.assertRaisesRegex(bench_dispatch.DispatchError, "not found"):
+            bench_dispatch.load_dispatch(os.path.join(HERE, "no-such-dispatch.json"))
+
+
+class Arguments(unittest.TestCase):
+    def parse_error(self, argv):
+        with redirect_stderr(io.StringIO()) as err, self.assertRaises(SystemExit) as ctx:
+            bench_args.parse_args(argv)
+        self.assertEqual(ctx.exception.code, 2)
+        return err.getvalue()
+
+    def test_defaults_are_the_issue_suite(self):
+        args = bench_args.parse_args([])
+        self.assertEqual([s.label for s in args.shape_list], list(bench_shapes.DEFAULT_SHAPES))
+        self.assertEqual(args.causal_list, [False, True])
+        self.assertIsNone(args.evolved)
+
+    def test_bad_values_end_in_one_error_line(self):
+        self.assertIn("bad shape '1,8,512,96'", self.parse_error(["--shapes", "1,8,512,96"]))
+        self.assertIn("bad --causal", self.parse_error(["--causal", "2"]))
+        self.assertIn("not both", self.parse_error(["--evolved", "a.so", "--build-from", "a.cu"]))
+        self.assertIn(">= 3", self.parse_error(["--iters", "1"]))
+
+
+def sample_row(**figures):
+    kernels = {name: {"graph_us": g, "launch_us": l, "rel_l2": e, "note": n, "config": c}
+               for name, (g, l, e, n, c) in figures.items()}
+    return {"shape": "1,8,512,64", "causal": False, "gflop": 0.537, "mib": 2.0,
+            "floors": {"compute_us": 1.1, "memory_us": 0.7, "floor_us": 1.1}, "kernels": kernels}
+
+
+class Report(unittest.TestCase):
+    row = sample_row(evolved=(4.0, 6.0, 1e-4, "", "fa_s512_v3:BLOCK_M=16"),
+                     cudnn=(8.0, 12.0, 2e-4, "", None),
+                     flash=(None, None, None, "refused: No available kernel", None),
+                     triton=(6.4, 9.0, 5e-3, "", "64x128, 4 warps, 3 stages"))
+
+    def test_ratios_use_the_faster_sdpa_that_ran(self):
+        r = bench_report.ratios(self.row, "graph_us")
+        self.assertAlmostEqual(r["evolved_over_best_sdpa"], 0.5)
+        self.assertAlmostEqual(r["evolved_over_triton"], 4.0 / 6.4)
+        missing = sample_row(cudnn=(8.0, 12.0, 1e-4, "", None))
+        self.assertEqual(bench_report.ratios(missing, "graph_us"),
+                         {"evolved_over_best_sdpa": None, "evolved_over_triton": None})
+
+    def test_rel_l2_flags(self):
+        self.assertTrue(bench_report.rel_l2_ok(2e-3))
+        self.assertFalse(bench_report.rel_l2_ok(2.1e-3))
+        self.assertFalse(bench_report.rel_l2_ok(float("nan")))
+        self.assertEqual(bench_report.fmt_rel_l2(float("nan")), "nan FAIL")
+        self.assertEqual(bench_report.fmt_rel_l2(None), "n/a")
+
+    def test_text_report(self):
+        text = bench_report.render_report({"gpu": "NVIDIA H100", "sm_count": 132, "matmul_tflops": 700.0,
+                                           "copy_gbps": 2900.0, "empty_graph_us": 0.68,
+                                           "empty_launch_us": 2.1}, [self.row])
+        self.assertIn("NVIDIA H100 (132 SMs)", text)
+        graph_line = [ln for ln in text.splitlines() if ln.startswith("| 1,8,512,64")][0]
+        self.assertIn("| 4.00 ", graph_line)
+        self.assertIn("| n/a ", graph_line)
+        self.assertIn("0.50x", graph_line)
+        self.assertIn("5.0e-03 FAIL", text)
+        self.assertIn("64x128, 4 warps, 3 stages", text)
+        self.assertIn("flash: refused: No available kernel", text)
+        self.assertIn("0.68 µs per call by graph replay", text)
+
+    def test_table_columns_line_up(self):
+        table = bench_report.render_table(["a", "long header"], [["wide cell here", "x"], ["y", "z"]])
+        self.assertEqual(len({len(line) for line in table.splitlines()}), 1)
+
+    def test_json_has_every_figure_and_no_nan(self):
+        row = sample_row(evolved=(4.0, float("nan"), float("nan"), "", None), cudnn=(8.0, 12.0, 2e-4, "", None))
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "out.json")
+            bench_report.write_json(path, {"gpu": "g"}, [row])
+            with open(path) as f:
+                doc = json.load(f)   # strict JSON: NaN would not round-trip through other readers
+        result = doc["results"][0]
+        self.assertEqual(result["kernels"]["evolved"]["graph_us"], 4.0)
+        self.assertIsNone(result["kernels"]["evolved"]["launch_us"])
+        self.assertEqual(result["ratios"]["graph_us"]["evolved_over_best_sdpa"], 0.5)
+        self.assertEqual(result["accuracy_ok"], {"evolved": False, "cudnn": True})
+        self.assertEqual(doc["rel_l2_limit"], 2e-3)
+
+
+class TritonSpace(unittest.TestCase):
+    def test_space_covers_the_issue(self):
+        full = triton_fa_space.full_space()
+        self.assertEqual(len(full), 72)
+        self.assertEqual({c.block_m for c in full}, {16, 32, 64, 128})
+        self.assertEqual({c.stages for c in full}, {2, 3})
+
+    def test_prunes_only_what_cannot_fit(self):
+        d64 = triton_fa_space.pruned_space(64)
+        self.assertIn(triton_fa_space.TileConfig(16, 128, 2, 2), d64)     # issue's causal winner
+        self.assertIn(triton_fa_space.TileConfig(64, 128, 4, 3), d64)     # issue's non-causal winner
+        self.assertNotIn(triton_fa_space.TileConfig(128, 128, 2, 2), d64)  # 384 fp32 per thread
+        self.assertGreaterEqual(len(d64), 48)
+        self.assertEqual(triton_fa_space.smem_bytes(triton_fa_space.TileConfig(64, 64, 4, 2), 64),
+                         2 * (64 * 64 + 4 * 64 * 64))
+        small = triton_fa_space.pruned_space(128, smem_limit=48 * 1024)
+        self.assertTrue(all(triton_fa_space.smem_bytes(c, 128) <= 48 * 1024 for c in small))
+        with self.assertRaises(ValueError):
+            triton_fa_space.pruned_space(128, smem_limit=1024)
+
+
+STUB_KERNEL = r"""
+#include <cuda_runtime.h>
+extern "C" int evo_attention_forward(const void* q, const void* k, const void* v, void* o, int batch,
+    int heads, int seq_q, int seq_k, int head_dim, float softmax_scale, int causal, cudaStream_t stream) {
+  // Checks arguments only: enough to prove the build flags and the ctypes calling convention.
+  if (head_dim != 64 && head_dim != 128) return (int)cudaErrorInvalidValue;
+  return (softmax_scale > 0.124f && softmax_scale < 0.126f && causal == 1 && seq_k == 512) ? 0 : 99;
+}
+"""
+
+
+class BuildAndLoad(unittest.TestCase):
+    def test_command_is_the_documented_build(self):
+        cmd = bench_build.nvcc_command("nvcc", "best.cu", "best.so")
+        for flag in ("-shared", "-fPIC", "-arch=sm_90a", "-O3"):
+            self.assertIn(flag, cmd)
+        self.assertEqual(cmd[-3:], ["-o", "best.so", "best.cu"])
+
+    def test_missing_source(self):
+        with self.assertRaisesRegex(bench_build.BuildError, "no such kernel source"):
+            bench_build.build_shared(os.path.join(HERE, "absent.cu"), "/tmp/absent.so")
+
+    def test_missing_library(self):
+        with self.assertRaisesRegex(EvolvedError, "not found"):
+            EvolvedLib(os.path.join(HERE, "absent.so"))
+
+    @unittest.skipUnless(shutil.which("nvcc") or os.path.exists("/usr/local/cuda/bin/nvcc"), "nvcc not installed")
+    def test_builds_loads_and_calls_through_ctypes(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            src, lib = os.path.join(tmp, "stub.cu"), os.path.join(tmp, "stub.so")
+            with open(src, "w") as f:
+                f.write(STUB_KERNEL)
+            bench_build.build_shared(src, lib)
+            fn = EvolvedLib(lib)._fn   # the same argtypes compare_sdpa uses, no GPU needed for this stub
+            self.assertEqual(fn(None, None, None, None, 1, 8, 512, 512, 64, ctypes.c_float(0.125), 1, None), 0)
+            self.assertEqual(fn(None, None, None, None, 1, 8, 512, 512, 96, ctypes.c_float(0.125), 1, None), 1)
+            with open(src, "w") as f:
+                f.write('extern "C" int some_other_entry() { return 0; }\n')
+            bench_build.build_shared(src, os.path.join(tmp, "other.so"))
+            with self.assertRaisesRegex(EvolvedError, "does not export evo_attention_forward"):
+                EvolvedLib(os.path.join(tmp, "other.so"))
+            with open(src, "w") as f:
+                f.write("this is not CUDA")
+            with self.assertRaisesRegex(bench_build.BuildError, "nvcc failed"):
+                bench_build.build_shared(src, os.path.join(tmp, "bad.so"))
+
+
+class NoGpuExit(unittest.TestCase):
+    @unittest.skipIf(importlib.util.find_spec("torch") is not None,
+                     "PyTorch is installed here: the run would start instead of stopping at the no-GPU line")
+    def test_one_line_and_status_2_without_torch_or_gpu(self):
+        proc = subprocess.run([sys.executable, os.path.join(HERE, "compare_sdpa.py"), "--shapes", "1,8,512,64"],
+                              capture_output=True, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+        self.assertEqual(len(proc.stdout.strip().splitlines()), 1)
+        self.assertTrue(proc.stdout.startswith("no GPU: compare_sdpa needs a CUDA device"))
+
+    def test_bad_dispatch_is_one_error_line(self):
+        proc = subprocess.run([sys.executable, os.path.join(HERE, "compare_sdpa.py"), "--dispatch",
+                               os.path.join(HERE, "no-such-dispatch.json")], capture_output=True, text=True)
+        self.assertEqual(proc.returncode, 2)
+        self.assertEqual(proc.stderr.strip().splitlines(), [f"error: dispatch file not found: "
+                                                            f"{os.path.join(HERE, 'no-such-dispatch.json')}"])
+
+
+if __name__ == "__main__":
+    unittest.main()
