@@ -57,6 +57,12 @@ class SearchSpace {
   LaunchConfig launch(const Genome& g, const ProblemShape& p) const;
   // "evo::fa_s512_v3_kernel<0, 64, 32, 64, 4, 2, 1, 1>"
   std::string kernel_name(const Genome& g, const ProblemShape& p) const;
+  // Floating-point operations one launch performs, from the space's "flops" expression (which may
+  // depend on the genome, e.g. for a kernel that skips masked blocks); ProblemShape::flops() where
+  // the space gives none. For TFLOP/s figures.
+  double flops(const Genome& g, const ProblemShape& p) const;
+  // The constraints' names in the order they are checked.
+  std::vector<std::string> constraint_names() const;
 
   // Number of genomes in the cartesian product of the domains, and the i-th of them
   // (mixed radix, first gene slowest) for exhaustive search and sampling.

@@ -32,6 +32,7 @@ struct StrategyContext {
   int64_t smem_limit = 227 * 1024;   // the target device's opt-in shared memory per block
   uint64_t rng_seed = 1;
   int top_k = 3;
+  std::string run_id;  // only for log lines
 };
 
 class Strategy {

@@ -1,0 +1,290 @@
+#include "expression.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <limits>
+#include <vector>
+
+#include "errors.h"
+
+namespace evo {
+
+struct Expression::Node {
+  enum class Kind { kLiteral, kIdentifier, kNegate, kNot, kBinary, kMin, kMax };
+  Kind kind = Kind::kLiteral;
+  int64_t value = 0;  // kLiteral
+  std::string name;   // kIdentifier; the operator's spelling for kBinary
+  std::shared_ptr<const Node> lhs, rhs;
+};
+
+namespace {
+
+using Node = Expression::Node;
+using NodePtr = std::shared_ptr<const Node>;
+
+NodePtr make(Node::Kind kind, NodePtr lhs = nullptr, NodePtr rhs = nullptr, std::string name = {}) {
+  auto n = std::make_shared<Node>();
+  n->kind = kind;
+  n->lhs = std::move(lhs);
+  n->rhs = std::move(rhs);
+  n->name = std::move(name);
+  return n;
+}
+
+// Recursive descent, one function per precedence level, lowest first:
+//   or: and ('||' and)*      and: eq ('&&' eq)*      eq: rel (('=='|'!=') rel)*
+//   rel: add (('<'|'<='|'>'|'>=') add)*   add: mul (('+'|'-') mul)*   mul: unary (('*'|'/'|'%') unary)*
+//   unary: ('-'|'!') unary | primary
+//   primary: literal | identifier | ('min'|'max') '(' or ',' or ')' | '(' or ')'
+class Parser {
+ public:
+  explicit Parser(std::string_view text) : text_(text) {}
+
+  NodePtr parse_all() {
+    NodePtr n = parse_or();
+    skip_space();
+    if (pos_ != text_.size()) fail("unexpected '" + std::string(1, text_[pos_]) + "'");
+    return n;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& why) const {
+    throw InputError("bad expression '" + std::string(text_) + "': " + why + " at position " +
+                     std::to_string(pos_));
+  }
+  void skip_space() {
+    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+  }
+  // Consumes `op` if it comes next (and is not the first half of a longer operator).
+  bool accept(std::string_view op) {
+    skip_space();
+    if (text_.substr(pos_, op.size()) != op) return false;
+    if (op.size() == 1 && (op == "<" || op == ">" || op == "!") && pos_ + 1 < text_.size() &&
+        text_[pos_ + 1] == '=')
+      return false;
+    pos_ += op.size();
+    return true;
+  }
+  void expect(std::string_view op) {
+    if (!accept(op)) fail("expected '" + std::string(op) + "'");
+  }
+
+  NodePtr parse_or() {
+    NodePtr n = parse_and();
+    while (accept("||")) n = make(Node::Kind::kBinary, n, parse_and(), "||");
+    return n;
+  }
+  NodePtr parse_and() {
+    NodePtr n = parse_eq();
+    while (accept("&&")) n = make(Node::Kind::kBinary, n, parse_eq(), "&&");
+    return n;
+  }
+  NodePtr parse_eq() {
+    NodePtr n = parse_rel();
+    while (true) {
+      if (accept("=="))
+        n = make(Node::Kind::kBinary, n, parse_rel(), "==");
+      else if (accept("!="))
+        n = make(Node::Kind::kBinary, n, parse_rel(), "!=");
+      else
+        return n;
+    }
+  }
+  NodePtr parse_rel() {
+    NodePtr n = parse_add();
+    while (true) {
+      std::string op;
+      for (const char* o : {"<=", ">=", "<", ">"})
+        if (accept(o)) {
+          op = o;
+          break;
+        }
+      if (op.empty()) return n;
+      n = make(Node::Kind::kBinary, n, parse_add(), op);
+    }
+  }
+  NodePtr parse_add() {
+    NodePtr n = parse_mul();
+    while (true) {
+      if (accept("+"))
+        n = make(Node::Kind::kBinary, n, parse_mul(), "+");
+      else if (accept("-"))
+        n = make(Node::Kind::kBinary, n, parse_mul(), "-");
+      else
+        return n;
+    }
+  }
+  NodePtr parse_mul() {
+    NodePtr n = parse_unary();
+    while (true) {
+      std::string op;
+      for (const char* o : {"*", "/", "%"})
+        if (accept(o)) {
+          op = o;
+          break;
+        }
+      if (op.empty()) return n;
+      n = make(Node::Kind::kBinary, n, parse_unary(), op);
+    }
+  }
+  NodePtr parse_unary() {
+    // Bounds the recursion so that a hostile text cannot overflow the stack.
+    if (++depth_ > kMaxDepth) fail("nested too deeply");
+    NodePtr n;
+    if (accept("-"))
+      n = make(Node::Kind::kNegate, parse_unary());
+    else if (accept("!"))
+      n = make(Node::Kind::kNot, parse_unary());
+    else
+      n = parse_primary();
+    --depth_;
+    return n;
+  }
+  NodePtr parse_primary() {
+    skip_space();
+    if (pos_ >= text_.size()) fail("unexpected end");
+    const char c = text_[pos_];
+    if (accept("(")) {
+      NodePtr n = parse_or();
+      expect(")");
+      return n;
+    }
+    if (std::isdigit(static_cast<unsigned char>(c))) {
+      size_t end = pos_;
+      while (end < text_.size() && std::isdigit(static_cast<unsigned char>(text_[end]))) ++end;
+      auto n = std::make_shared<Node>();
+      auto [p, ec] = std::from_chars(text_.data() + pos_, text_.data() + end, n->value);
+      if (ec != std::errc()) fail("literal out of int64 range");
+      pos_ = end;
+      if (pos_ < text_.size() && (std::isalpha(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_'))
+        fail("unexpected '" + std::string(1, text_[pos_]) + "'");
+      return n;
+    }
+    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      size_t end = pos_;
+      while (end < text_.size() &&
+             (std::isalnum(static_cast<unsigned char>(text_[end])) || text_[end] == '_'))
+        ++end;
+      std::string name(text_.substr(pos_, end - pos_));
+      pos_ = end;
+      if ((name == "min" || name == "max") && accept("(")) {
+        NodePtr a = parse_or();
+        expect(",");
+        NodePtr b = parse_or();
+        expect(")");
+        return make(name == "min" ? Node::Kind::kMin : Node::Kind::kMax, a, b);
+      }
+      if (accept("(")) fail("unknown function '" + name + "' (functions: min, max)");
+      return make(Node::Kind::kIdentifier, nullptr, nullptr, name);
+    }
+    fail("unexpected '" + std::string(1, c) + "'");
+  }
+
+  static constexpr int kMaxDepth = 200;
+  std::string_view text_;
+  size_t pos_ = 0;
+  int depth_ = 0;
+};
+
+class Evaluator {
+ public:
+  Evaluator(const std::string& text, const std::map<std::string, int64_t>& vars)
+      : text_(text), vars_(vars) {}
+
+  int64_t eval(const Node& n) const {
+    switch (n.kind) {
+      case Node::Kind::kLiteral:
+        return n.value;
+      case Node::Kind::kIdentifier: {
+        auto it = vars_.find(n.name);
+        if (it == vars_.end()) fail("unknown identifier '" + n.name + "'");
+        return it->second;
+      }
+      case Node::Kind::kNegate: {
+        int64_t v = eval(*n.lhs), r = 0;
+        if (__builtin_sub_overflow(int64_t{0}, v, &r)) fail("integer overflow");
+        return r;
+      }
+      case Node::Kind::kNot:
+        return eval(*n.lhs) == 0 ? 1 : 0;
+      case Node::Kind::kMin:
+        return std::min(eval(*n.lhs), eval(*n.rhs));
+      case Node::Kind::kMax:
+        return std::max(eval(*n.lhs), eval(*n.rhs));
+      case Node::Kind::kBinary:
+        return binary(n);
+    }
+    fail("corrupt expression tree");
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& why) const {
+    throw InputError(why + " in '" + text_ + "'");
+  }
+
+  int64_t binary(const Node& n) const {
+    const std::string& op = n.name;
+    // Short-circuit so that "X != 0 && Y / X > 2" is safe, as in C++.
+    if (op == "&&") return eval(*n.lhs) != 0 && eval(*n.rhs) != 0 ? 1 : 0;
+    if (op == "||") return eval(*n.lhs) != 0 || eval(*n.rhs) != 0 ? 1 : 0;
+    const int64_t a = eval(*n.lhs), b = eval(*n.rhs);
+    int64_t r = 0;
+    if (op == "+") {
+      if (__builtin_add_overflow(a, b, &r)) fail("integer overflow");
+      return r;
+    }
+    if (op == "-") {
+      if (__builtin_sub_overflow(a, b, &r)) fail("integer overflow");
+      return r;
+    }
+    if (op == "*") {
+      if (__builtin_mul_overflow(a, b, &r)) fail("integer overflow");
+      return r;
+    }
+    if (op == "/" || op == "%") {
+      if (b == 0) fail("division by zero");
+      if (a == std::numeric_limits<int64_t>::min() && b == -1) fail("integer overflow");
+      return op == "/" ? a / b : a % b;
+    }
+    if (op == "<") return a < b;
+    if (op == "<=") return a <= b;
+    if (op == ">") return a > b;
+    if (op == ">=") return a >= b;
+    if (op == "==") return a == b;
+    if (op == "!=") return a != b;
+    fail("unknown operator '" + op + "'");
+  }
+
+  const std::string& text_;
+  const std::map<std::string, int64_t>& vars_;
+};
+
+void collect(const Node* n, std::set<std::string>& out) {
+  if (!n) return;
+  if (n->kind == Node::Kind::kIdentifier) out.insert(n->name);
+  collect(n->lhs.get(), out);
+  collect(n->rhs.get(), out);
+}
+
+}  // namespace
+
+Expression Expression::parse(std::string_view text) {
+  Expression e;
+  e.text_ = std::string(text);
+  e.root_ = Parser(e.text_).parse_all();
+  return e;
+}
+
+int64_t Expression::eval(const std::map<std::string, int64_t>& vars) const {
+  if (!root_) throw InputError("evaluating an empty expression");
+  return Evaluator(text_, vars).eval(*root_);
+}
+
+std::set<std::string> Expression::identifiers() const {
+  std::set<std::string> out;
+  collect(root_.get(), out);
+  return out;
+}
+
+}  // namespace evo

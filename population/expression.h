@@ -1,0 +1,35 @@
+#pragma once
+// Integer expressions of a search space (.space.json): int64 literals, identifiers, + - * / %,
+// unary - and !, < <= > >= == !=, && || (short-circuit), parentheses, min(a,b), max(a,b).
+// Comparisons and logic yield 0 or 1; / and % truncate as in C++ (the kernel computes the same way).
+// Parsed once when a space loads; evaluated many times against a variable map.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+
+namespace evo {
+
+class Expression {
+ public:
+  // Throws InputError naming the expression and the position of the first thing it cannot read.
+  static Expression parse(std::string_view text);
+
+  // Throws InputError for an identifier missing from `vars`, a division by zero or an int64
+  // overflow, naming the expression.
+  int64_t eval(const std::map<std::string, int64_t>& vars) const;
+
+  // Every identifier the expression reads (min/max excluded), to validate a space at load.
+  std::set<std::string> identifiers() const;
+  const std::string& text() const { return text_; }
+
+  struct Node;  // defined in expression.cpp
+
+ private:
+  std::string text_;
+  std::shared_ptr<const Node> root_;  // immutable once parsed: copies share it
+};
+
+}  // namespace evo

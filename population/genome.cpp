@@ -1,0 +1,39 @@
+#include "genome.h"
+
+#include <stdexcept>
+
+#include "template_registry.h"
+
+namespace evo {
+
+int64_t Genome::get(const std::string& name) const {
+  for (const auto& [n, v] : genes_)
+    if (n == name) return v;
+  throw std::out_of_range("genome " + text() + " has no gene '" + name + "'");
+}
+
+void Genome::set(const std::string& name, int64_t value) {
+  for (auto& [n, v] : genes_)
+    if (n == name) {
+      v = value;
+      return;
+    }
+  throw std::out_of_range("genome " + text() + " has no gene '" + name + "'");
+}
+
+std::string Genome::genes_text() const {
+  std::string t;
+  for (const auto& [n, v] : genes_) {
+    if (!t.empty()) t += ',';
+    t += n;
+    t += '=';
+    t += std::to_string(v);
+  }
+  return t;
+}
+
+std::string Genome::text() const { return template_id_ + ":" + genes_text(); }
+
+std::string Genome::hash() const { return fnv1a_hex(text()); }
+
+}  // namespace evo

@@ -1,0 +1,370 @@
+#include "search_space.h"
+
+#include <cctype>
+#include <charconv>
+#include <limits>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "errors.h"
+#include "expression.h"
+#include "template_registry.h"
+
+namespace evo {
+
+using json = nlohmann::json;
+
+struct SearchSpace::Impl {
+  struct Named {
+    std::string name;
+    Expression expr;
+  };
+  std::vector<Named> derived;      // evaluated in order; each may read the ones before it
+  std::vector<Named> constraints;  // checked in order; the first that is 0 is reported
+  std::string kernel_pattern;      // "{NAME}" placeholders
+  Expression threads, grid_x, grid_y, grid_z, smem_bytes;
+  std::optional<Expression> flops;
+};
+
+namespace {
+
+// The problem and device variables every expression may read.
+const char* const kProblemVariables[] = {"BATCH",    "HEADS",  "SEQ_Q",     "SEQ_K",
+                                         "HEAD_DIM", "CAUSAL", "SMEM_LIMIT"};
+
+[[noreturn]] void bad_space(const std::string& why) {
+  throw InputError("bad search space: " + why);
+}
+
+const json& field(const json& obj, const char* key, const std::string& where) {
+  if (!obj.is_object()) bad_space(where + " must be an object");
+  auto it = obj.find(key);
+  if (it == obj.end()) bad_space(where + " lacks \"" + key + "\"");
+  return *it;
+}
+
+std::string string_field(const json& obj, const char* key, const std::string& where) {
+  const json& v = field(obj, key, where);
+  if (!v.is_string() || v.get<std::string>().empty())
+    bad_space(where + "." + key + " must be a non-empty string");
+  return v.get<std::string>();
+}
+
+int64_t int_value(const json& v, const std::string& where) {
+  if (!v.is_number_integer()) bad_space(where + " must be an integer");
+  return v.get<int64_t>();
+}
+
+bool is_identifier(const std::string& s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  return true;
+}
+
+// Parses an expression and checks that it reads only names defined before it.
+Expression checked_expression(const json& v, const std::string& where,
+                              const std::set<std::string>& known) {
+  if (!v.is_string()) bad_space(where + " must be an expression string");
+  Expression e;
+  try {
+    e = Expression::parse(v.get<std::string>());
+  } catch (const InputError& err) {
+    bad_space(where + ": " + err.what());
+  }
+  for (const auto& id : e.identifiers())
+    if (!known.count(id)) bad_space(where + " reads unknown identifier '" + id + "'");
+  return e;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+std::string join_values(const std::vector<int64_t>& values) {
+  std::string t = "{";
+  for (size_t i = 0; i < values.size(); ++i) t += (i ? ", " : "") + std::to_string(values[i]);
+  return t + "}";
+}
+
+// Every {NAME} in the pattern, in order; throws for unbalanced braces.
+std::vector<std::string> placeholders(const std::string& pattern) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '}') bad_space("kernel pattern '" + pattern + "' has an unmatched '}'");
+    if (pattern[i] != '{') continue;
+    size_t close = pattern.find('}', i);
+    if (close == std::string::npos) bad_space("kernel pattern '" + pattern + "' has an unclosed '{'");
+    names.push_back(pattern.substr(i + 1, close - i - 1));
+    i = close;
+  }
+  return names;
+}
+
+}  // namespace
+
+SearchSpace SearchSpace::from_json(std::string_view text) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    bad_space(std::string("not valid JSON (") + e.what() + ")");
+  }
+  if (!doc.is_object()) bad_space("the document must be a JSON object");
+
+  SearchSpace space;
+  auto impl = std::make_shared<Impl>();
+  space.id_ = string_field(doc, "template", "space");
+  if (!is_identifier(space.id_)) bad_space("template id '" + space.id_ + "' is not an identifier");
+
+  const json& dims = field(doc, "head_dims", "space");
+  if (!dims.is_array() || dims.empty()) bad_space("head_dims must be a non-empty array");
+  for (const auto& d : dims) {
+    int64_t v = int_value(d, "head_dims[]");
+    if (v < 1 || v > 1024) bad_space("head_dims value " + std::to_string(v) + " is not in 1..1024");
+    space.head_dims_.push_back(static_cast<int>(v));
+  }
+
+  std::set<std::string> known(std::begin(kProblemVariables), std::end(kProblemVariables));
+  auto define = [&](const std::string& name, const std::string& where) {
+    if (!is_identifier(name)) bad_space(where + " name '" + name + "' is not an identifier");
+    if (name == "min" || name == "max") bad_space(where + " name '" + name + "' is reserved");
+    if (!known.insert(name).second) bad_space(where + " name '" + name + "' is defined twice");
+  };
+
+  const json& genes = field(doc, "genes", "space");
+  if (!genes.is_array() || genes.empty()) bad_space("genes must be a non-empty array");
+  unsigned __int128 size = 1;
+  for (size_t i = 0; i < genes.size(); ++i) {
+    const std::string where = "genes[" + std::to_string(i) + "]";
+    Gene g;
+    g.name = string_field(genes[i], "name", where);
+    define(g.name, "gene");
+    const json& values = field(genes[i], "values", where);
+    if (!values.is_array() || values.empty()) bad_space(where + ".values must be a non-empty array");
+    std::set<int64_t> seen;
+    for (const auto& v : values) {
+      g.values.push_back(int_value(v, where + ".values[]"));
+      if (!seen.insert(g.values.back()).second)
+        bad_space("gene " + g.name + " lists " + std::to_string(g.values.back()) + " twice");
+    }
+    g.default_value = int_value(field(genes[i], "default", where), where + ".default");
+    if (!seen.count(g.default_value))
+      bad_space("gene " + g.name + " default " + std::to_string(g.default_value) +
+                " is outside its domain " + join_values(g.values));
+    if (auto doc_it = genes[i].find("doc"); doc_it != genes[i].end() && doc_it->is_string())
+      g.doc = doc_it->get<std::string>();
+    size *= g.values.size();
+    if (size > std::numeric_limits<uint64_t>::max() / 2) bad_space("the space has too many genomes");
+    space.genes_.push_back(std::move(g));
+  }
+
+  if (auto it = doc.find("derived"); it != doc.end()) {
+    if (!it->is_array()) bad_space("derived must be an array");
+    for (size_t i = 0; i < it->size(); ++i) {
+      const std::string where = "derived[" + std::to_string(i) + "]";
+      std::string name = string_field((*it)[i], "name", where);
+      Expression e = checked_expression(field((*it)[i], "expr", where), where + " (" + name + ")", known);
+      define(name, "derived value");
+      impl->derived.push_back({name, e});
+    }
+  }
+
+  const json& constraints = field(doc, "constraints", "space");
+  if (!constraints.is_array()) bad_space("constraints must be an array");
+  std::set<std::string> constraint_names;
+  for (size_t i = 0; i < constraints.size(); ++i) {
+    const std::string where = "constraints[" + std::to_string(i) + "]";
+    std::string name = string_field(constraints[i], "name", where);
+    if (!constraint_names.insert(name).second) bad_space("constraint '" + name + "' is defined twice");
+    impl->constraints.push_back(
+        {name, checked_expression(field(constraints[i], "expr", where), "constraint " + name, known)});
+  }
+
+  impl->kernel_pattern = string_field(doc, "kernel", "space");
+  for (const auto& name : placeholders(impl->kernel_pattern))
+    if (!known.count(name))
+      bad_space("kernel pattern reads unknown placeholder '{" + name + "}'");
+
+  const json& launch = field(doc, "launch", "space");
+  auto launch_expr = [&](const char* key) {
+    return checked_expression(field(launch, key, "launch"), std::string("launch.") + key, known);
+  };
+  impl->threads = launch_expr("threads");
+  impl->grid_x = launch_expr("grid_x");
+  impl->grid_y = launch_expr("grid_y");
+  impl->grid_z = launch_expr("grid_z");
+  impl->smem_bytes = launch_expr("smem_bytes");
+
+  if (auto it = doc.find("flops"); it != doc.end()) impl->flops = checked_expression(*it, "flops", known);
+
+  space.impl_ = std::move(impl);
+  return space;
+}
+
+const SearchSpace& SearchSpace::for_template(std::string_view template_id) {
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<const SearchSpace>, std::less<>> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = cache.find(template_id); it != cache.end()) return *it->second;
+  const KernelTemplate* t = find_template(template_id);
+  if (!t) {
+    std::string known;
+    for (const auto& id : template_ids()) known += (known.empty() ? "" : ", ") + id;
+    throw InputError("unknown seed '" + std::string(template_id) + "' (known: " + known + ")");
+  }
+  auto space = std::make_unique<const SearchSpace>(from_json(t->space_json));
+  const SearchSpace& ref = *space;
+  cache.emplace(std::string(template_id), std::move(space));
+  return ref;
+}
+
+Genome SearchSpace::default_genome() const {
+  std::vector<std::pair<std::string, int64_t>> genes;
+  for (const auto& g : genes_) genes.emplace_back(g.name, g.default_value);
+  return Genome(id_, std::move(genes));
+}
+
+Genome SearchSpace::parse(std::string_view text) const {
+  const std::string whole(text);
+  std::string_view body = trim(text);
+  if (auto colon = body.find(':'); colon != std::string_view::npos) {
+    std::string_view template_id = trim(body.substr(0, colon));
+    if (template_id != id_)
+      throw InputError("genome is for template '" + std::string(template_id) + "', not '" + id_ + "'");
+    body = trim(body.substr(colon + 1));
+  }
+  Genome genome = default_genome();
+  if (body.empty()) return genome;  // every gene at its default
+
+  const auto malformed = [&]() {
+    return InputError("malformed genome '" + whole + "': expected NAME=VALUE,...");
+  };
+  std::set<std::string> given;
+  size_t start = 0;
+  while (start <= body.size()) {
+    size_t comma = body.find(',', start);
+    std::string_view item = body.substr(start, comma == std::string_view::npos ? comma : comma - start);
+    start = comma == std::string_view::npos ? body.size() + 1 : comma + 1;
+
+    size_t eq = item.find('=');
+    if (eq == std::string_view::npos) throw malformed();
+    std::string name(trim(item.substr(0, eq)));
+    std::string_view value_text = trim(item.substr(eq + 1));
+    int64_t value = 0;
+    auto [end, ec] = std::from_chars(value_text.data(), value_text.data() + value_text.size(), value);
+    if (name.empty() || value_text.empty() || ec != std::errc() ||
+        end != value_text.data() + value_text.size())
+      throw malformed();
+
+    const Gene* gene = nullptr;
+    for (const auto& g : genes_)
+      if (g.name == name) gene = &g;
+    if (!gene) {
+      std::string names;
+      for (const auto& g : genes_) names += (names.empty() ? "" : ", ") + g.name;
+      throw InputError("unknown gene '" + name + "' (genes: " + names + ")");
+    }
+    if (!given.insert(name).second)
+      throw InputError("gene '" + name + "' is given twice in genome '" + whole + "'");
+    bool in_domain = false;
+    for (int64_t v : gene->values) in_domain = in_domain || v == value;
+    if (!in_domain)
+      throw InputError(name + "=" + std::to_string(value) + " is outside its domain " +
+                       join_values(gene->values));
+    genome.set(name, value);
+  }
+  return genome;
+}
+
+std::map<std::string, int64_t> SearchSpace::variables(const Genome& g, const ProblemShape& p,
+                                                      int64_t smem_limit) const {
+  bool fits = g.template_id() == id_ && g.genes().size() == genes_.size();
+  for (size_t i = 0; fits && i < genes_.size(); ++i) fits = g.genes()[i].first == genes_[i].name;
+  if (!fits) throw InputError("genome '" + g.text() + "' does not fit the " + id_ + " search space");
+
+  std::map<std::string, int64_t> vars(g.genes().begin(), g.genes().end());
+  vars["BATCH"] = p.batch;
+  vars["HEADS"] = p.heads;
+  vars["SEQ_Q"] = p.seq_q;
+  vars["SEQ_K"] = p.seq_k;
+  vars["HEAD_DIM"] = p.head_dim;
+  vars["CAUSAL"] = p.causal ? 1 : 0;
+  vars["SMEM_LIMIT"] = smem_limit;
+  for (const auto& d : impl_->derived) vars[d.name] = d.expr.eval(vars);
+  return vars;
+}
+
+std::optional<std::string> SearchSpace::violated_constraint(const Genome& g, const ProblemShape& p,
+                                                            int64_t smem_limit) const {
+  const auto vars = variables(g, p, smem_limit);
+  for (const auto& c : impl_->constraints)
+    if (c.expr.eval(vars) == 0) return c.name;
+  return std::nullopt;
+}
+
+std::vector<std::string> SearchSpace::constraint_names() const {
+  std::vector<std::string> names;
+  for (const auto& c : impl_->constraints) names.push_back(c.name);
+  return names;
+}
+
+// Launch formulas describe the kernel, not the device: SMEM_LIMIT reads as "no limit" here.
+LaunchConfig SearchSpace::launch(const Genome& g, const ProblemShape& p) const {
+  const auto vars = variables(g, p, std::numeric_limits<int32_t>::max());
+  LaunchConfig l;
+  l.threads = impl_->threads.eval(vars);
+  l.grid_x = impl_->grid_x.eval(vars);
+  l.grid_y = impl_->grid_y.eval(vars);
+  l.grid_z = impl_->grid_z.eval(vars);
+  l.smem_bytes = impl_->smem_bytes.eval(vars);
+  return l;
+}
+
+std::string SearchSpace::kernel_name(const Genome& g, const ProblemShape& p) const {
+  const auto vars = variables(g, p, std::numeric_limits<int32_t>::max());
+  const std::string& pattern = impl_->kernel_pattern;
+  std::string name;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '{') {
+      name += pattern[i];
+      continue;
+    }
+    size_t close = pattern.find('}', i);  // balanced: checked at load
+    name += std::to_string(vars.at(pattern.substr(i + 1, close - i - 1)));
+    i = close;
+  }
+  return name;
+}
+
+double SearchSpace::flops(const Genome& g, const ProblemShape& p) const {
+  if (!impl_->flops) return p.flops();
+  return static_cast<double>(impl_->flops->eval(variables(g, p, std::numeric_limits<int32_t>::max())));
+}
+
+uint64_t SearchSpace::size() const {
+  uint64_t n = 1;
+  for (const auto& g : genes_) n *= g.values.size();  // bounded at load
+  return n;
+}
+
+Genome SearchSpace::at(uint64_t index) const {
+  if (index >= size())
+    throw std::out_of_range("genome index " + std::to_string(index) + " >= space size " +
+                            std::to_string(size()));
+  std::vector<std::pair<std::string, int64_t>> genes(genes_.size());
+  // Mixed radix, last gene fastest.
+  for (size_t i = genes_.size(); i-- > 0;) {
+    const auto& values = genes_[i].values;
+    genes[i] = {genes_[i].name, values[index % values.size()]};
+    index /= values.size();
+  }
+  return Genome(id_, std::move(genes));
+}
+
+}  // namespace evo

@@ -1,0 +1,105 @@
+#include "shape.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdint>
+
+#include "errors.h"
+
+namespace evo {
+namespace {
+
+constexpr int64_t kMaxDim = int64_t{1} << 20;
+constexpr int64_t kMaxElements = int64_t{1} << 31;
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+[[noreturn]] void fail(std::string_view text, const std::string& why) {
+  throw InputError("malformed shape '" + std::string(text) + "': " + why);
+}
+
+// One dimension: decimal digits only (no sign, no spaces), 1..2^20.
+int parse_dim(std::string_view whole, std::string_view part, const char* what) {
+  if (part.empty()) fail(whole, std::string("empty ") + what);
+  for (char c : part)
+    if (!std::isdigit(static_cast<unsigned char>(c)))
+      fail(whole, std::string(what) + " '" + std::string(part) + "' is not a positive integer");
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+  if (ec != std::errc() || end != part.data() + part.size() || v > kMaxDim)
+    fail(whole, std::string(what) + " " + std::string(part) + " exceeds 2^20 (1048576)");
+  if (v < 1) fail(whole, std::string(what) + " must be at least 1");
+  return static_cast<int>(v);
+}
+
+// Elements of a [b, h, s, d] tensor, or kMaxElements once it reaches that (no overflow: each
+// factor is at most 2^20 and the running product stays under 2^31 before each multiply).
+int64_t elements(int64_t b, int64_t h, int64_t s, int64_t d) {
+  int64_t n = 1;
+  for (int64_t f : {b, h, s, d}) {
+    n *= f;
+    if (n >= kMaxElements) return kMaxElements;
+  }
+  return n;
+}
+
+}  // namespace
+
+std::string ProblemShape::text() const {
+  std::string t = std::to_string(batch) + "x" + std::to_string(heads) + "x" + std::to_string(seq_q);
+  if (seq_k != seq_q) t += "x" + std::to_string(seq_k);
+  t += "x" + std::to_string(head_dim);
+  if (causal) t += ":causal";
+  return t;
+}
+
+double ProblemShape::flops() const {
+  double f = 4.0 * batch * heads * static_cast<double>(seq_q) * seq_k * head_dim;
+  return causal ? f / 2 : f;
+}
+
+ProblemShape parse_shape(std::string_view text, bool causal_default) {
+  const std::string_view whole = text;
+  text = trim(text);
+  ProblemShape shape;
+  shape.causal = causal_default;
+
+  if (auto colon = text.find(':'); colon != std::string_view::npos) {
+    std::string_view suffix = text.substr(colon + 1);
+    if (suffix == "causal")
+      shape.causal = true;
+    else if (suffix == "nc")
+      shape.causal = false;
+    else
+      fail(whole, "unknown suffix ':" + std::string(suffix) + "' (expected ':causal' or ':nc')");
+    text = text.substr(0, colon);
+  }
+
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  while (true) {
+    size_t x = text.find('x', start);
+    parts.push_back(text.substr(start, x == std::string_view::npos ? x : x - start));
+    if (x == std::string_view::npos) break;
+    start = x + 1;
+  }
+  if (parts.size() != 4 && parts.size() != 5) fail(whole, "expected BxHxSxD or BxHxSqxSkxD");
+
+  shape.batch = parse_dim(whole, parts[0], "batch");
+  shape.heads = parse_dim(whole, parts[1], "heads");
+  shape.seq_q = parse_dim(whole, parts[2], parts.size() == 4 ? "seq" : "seq_q");
+  shape.seq_k = parts.size() == 4 ? shape.seq_q : parse_dim(whole, parts[3], "seq_k");
+  shape.head_dim = parse_dim(whole, parts.back(), "head_dim");
+
+  const int64_t longest = std::max(shape.seq_q, shape.seq_k);
+  if (elements(shape.batch, shape.heads, longest, shape.head_dim) >= kMaxElements)
+    fail(whole, "a tensor of this shape has 2^31 elements or more");
+  return shape;
+}
+
+}  // namespace evo

@@ -1,0 +1,226 @@
+#include "strategy.h"
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+
+#include <spdlog/spdlog.h>
+
+#include "errors.h"
+#include "rng.h"
+#include "variation.h"
+
+namespace evo {
+namespace {
+
+constexpr int kTournamentSize = 3;
+constexpr uint64_t kCrossoverOneIn = 10;  // crossover for 9 of 10 children with distinct parents
+// Past this many genomes, random top-up stops enumerating the space for its last unseen genomes.
+constexpr uint64_t kEnumerableSize = uint64_t{1} << 20;
+
+bool by_fitness_then_text(const ScoredCandidate& a, const ScoredCandidate& b) {
+  if (*a.fitness_us != *b.fitness_us) return *a.fitness_us < *b.fitness_us;
+  return a.genome.text() < b.genome.text();
+}
+
+// One generation's proposals under construction: what is already known (history and this
+// generation) and what is accepted so far.
+class Batch {
+ public:
+  Batch(const std::vector<ScoredCandidate>& history, int population)
+      : population_(std::max(population, 0)) {
+    for (const auto& c : history) seen_.insert(c.genome.text());
+  }
+  int capacity() const { return population_; }
+  bool full() const { return static_cast<int>(out_.size()) >= population_; }
+  bool seen(const Genome& g) const { return seen_.count(g.text()) > 0; }
+  void add(Offspring o) {
+    seen_.insert(o.genome.text());
+    out_.push_back(std::move(o));
+  }
+  size_t count(std::string_view op) const {
+    return std::count_if(out_.begin(), out_.end(), [&](const Offspring& o) { return o.op == op; });
+  }
+  std::vector<Offspring> take() { return std::move(out_); }
+
+ private:
+  int population_;
+  std::set<std::string> seen_;
+  std::vector<Offspring> out_;
+};
+
+class StrategyBase : public Strategy {
+ public:
+  explicit StrategyBase(StrategyContext ctx) : ctx_(std::move(ctx)) {
+    if (!ctx_.space) throw std::invalid_argument("a strategy needs a search space");
+    if (ctx_.shapes.empty()) ctx_.shapes.push_back(ProblemShape{});
+  }
+
+ protected:
+  const SearchSpace& space() const { return *ctx_.space; }
+
+  // Valid for every shape of the run on the target device.
+  bool valid(const Genome& g) const {
+    try {
+      for (const auto& shape : ctx_.shapes)
+        if (space().violated_constraint(g, shape, ctx_.smem_limit)) return false;
+      return true;
+    } catch (const InputError&) {  // e.g. a formula that divides by zero for this shape
+      return false;
+    }
+  }
+
+  // Adds g if it is valid and new; true if added.
+  bool offer(Batch& batch, Offspring o) const {
+    if (batch.full() || batch.seen(o.genome) || !valid(o.genome)) return false;
+    batch.add(std::move(o));
+    return true;
+  }
+
+  // The default genome leads generation 0 (and any later one that lacks it, after a restart).
+  void add_seed(Batch& batch) const { offer(batch, {space().default_genome(), "seed", {}}); }
+
+  // Random valid unseen genomes until the batch is full: rejection sampling first; if that
+  // stalls (a nearly exhausted space), a random pick among the remaining ones.
+  void fill_random(Batch& batch, DeterministicRng& rng) const {
+    const uint64_t n = space().size();
+    for (int attempt = 0; attempt < 256 + 32 * batch.capacity() && !batch.full(); ++attempt)
+      offer(batch, {space().at(rng.below(n)), "random", {}});
+    if (batch.full() || n > kEnumerableSize) return;
+    std::vector<uint64_t> left;
+    for (uint64_t i = 0; i < n; ++i) {
+      Genome g = space().at(i);
+      if (!batch.seen(g) && valid(g)) left.push_back(i);
+    }
+    for (size_t k = 0; k < left.size() && !batch.full(); ++k) {
+      std::swap(left[k], left[k + rng.below(left.size() - k)]);
+      offer(batch, {space().at(left[k]), "random", {}});
+    }
+  }
+
+  void log_generation(const char* strategy, int generation, const Batch& batch, size_t total) const {
+    spdlog::debug("run={} strategy={} generation={} proposed={} seed={} random={}", ctx_.run_id,
+                  strategy, generation, total, batch.count("seed"), batch.count("random"));
+  }
+
+  StrategyContext ctx_;
+};
+
+class RandomStrategy : public StrategyBase {
+ public:
+  using StrategyBase::StrategyBase;
+  std::vector<Offspring> next_generation(int generation, const std::vector<ScoredCandidate>& history,
+                                         int population) override {
+    DeterministicRng rng(ctx_.rng_seed, static_cast<uint64_t>(generation));
+    Batch batch(history, population);
+    add_seed(batch);
+    fill_random(batch, rng);
+    auto out = batch.take();
+    log_generation("random", generation, batch, out.size());
+    return out;
+  }
+};
+
+class ExhaustiveStrategy : public StrategyBase {
+ public:
+  using StrategyBase::StrategyBase;
+  std::vector<Offspring> next_generation(int generation, const std::vector<ScoredCandidate>& history,
+                                         int population) override {
+    Batch batch(history, population);
+    add_seed(batch);
+    for (uint64_t i = 0, n = space().size(); i < n && !batch.full(); ++i)
+      offer(batch, {space().at(i), "exhaustive", {}});
+    auto out = batch.take();
+    log_generation("exhaustive", generation, batch, out.size());
+    return out;
+  }
+};
+
+class EvolveStrategy : public StrategyBase {
+ public:
+  using StrategyBase::StrategyBase;
+  std::vector<Offspring> next_generation(int generation, const std::vector<ScoredCandidate>& history,
+                                         int population) override {
+    DeterministicRng rng(ctx_.rng_seed, static_cast<uint64_t>(generation));
+    Batch batch(history, population);
+    add_seed(batch);
+    const auto pool = breeding_pool(history);
+    int attempts = 0;
+    if (generation > 0 && !pool.empty()) {
+      const int max_attempts = 256 + 64 * std::max(population, 0);
+      while (!batch.full() && attempts++ < max_attempts) offer(batch, breed(pool, rng));
+    }
+    if (!batch.full() && generation > 0 && !pool.empty())
+      spdlog::info("run={} strategy=evolve generation={} breeding stalled after {} attempts; "
+                   "topping up with random genomes",
+                   ctx_.run_id, generation, attempts);
+    // Generation 0, a history with no success yet, or a stall: random valid genomes.
+    fill_random(batch, rng);
+    auto out = batch.take();
+    log_generation("evolve", generation, batch, out.size());
+    return out;
+  }
+
+ private:
+  // Measured candidates of this space, best first, each genome once. Sorting makes the
+  // proposals independent of the order in which the history was loaded.
+  std::vector<ScoredCandidate> breeding_pool(const std::vector<ScoredCandidate>& history) const {
+    std::vector<ScoredCandidate> pool;
+    for (const auto& c : history)
+      if (c.fitness_us && fits_space(c.genome)) pool.push_back(c);
+    std::sort(pool.begin(), pool.end(), by_fitness_then_text);
+    std::set<std::string> kept;
+    pool.erase(std::remove_if(pool.begin(), pool.end(),
+                              [&](const ScoredCandidate& c) { return !kept.insert(c.genome.text()).second; }),
+               pool.end());
+    return pool;
+  }
+
+  bool fits_space(const Genome& g) const {
+    const auto& genes = space().genes();
+    if (g.template_id() != space().id() || g.genes().size() != genes.size()) return false;
+    for (size_t i = 0; i < genes.size(); ++i)
+      if (g.genes()[i].first != genes[i].name) return false;
+    return true;
+  }
+
+  Offspring breed(const std::vector<ScoredCandidate>& pool, DeterministicRng& rng) const {
+    const Genome& a = tournament(pool, kTournamentSize, rng).genome;
+    const Genome* b = &tournament(pool, kTournamentSize, rng).genome;
+    for (int t = 0; t < 4 && pool.size() > 1 && *b == a; ++t) b = &tournament(pool, kTournamentSize, rng).genome;
+
+    const bool crossed = *b != a && !rng.one_in(kCrossoverOneIn);
+    Offspring child{crossed ? uniform_crossover(a, *b, rng) : a, "", {a.text()}};
+    if (crossed) child.parents.push_back(b->text());
+    // A child identical to a parent is already known: it must mutate to be worth proposing.
+    const bool copy_of_parent = child.genome == a || child.genome == *b;
+    const bool mutated = mutate(child.genome, space(), rng, copy_of_parent);
+    child.op = crossed && mutated ? "crossover+mutation" : crossed ? "crossover" : "mutation";
+    return child;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_strategy(std::string_view name, StrategyContext ctx) {
+  if (name == "evolve") return std::make_unique<EvolveStrategy>(std::move(ctx));
+  if (name == "random") return std::make_unique<RandomStrategy>(std::move(ctx));
+  if (name == "exhaustive") return std::make_unique<ExhaustiveStrategy>(std::move(ctx));
+  throw InputError("unknown strategy '" + std::string(name) + "' (known: evolve, random, exhaustive)");
+}
+
+std::vector<ScoredCandidate> top_k(const std::vector<ScoredCandidate>& history, int k) {
+  std::vector<ScoredCandidate> measured;
+  for (const auto& c : history)
+    if (c.fitness_us) measured.push_back(c);
+  std::sort(measured.begin(), measured.end(), by_fitness_then_text);
+  std::vector<ScoredCandidate> best;
+  std::set<std::string> kept;
+  for (auto& c : measured) {
+    if (static_cast<int>(best.size()) >= k) break;
+    if (kept.insert(c.genome.text()).second) best.push_back(std::move(c));
+  }
+  return best;
+}
+
+}  // namespace evo

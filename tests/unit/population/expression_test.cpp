@@ -1,0 +1,120 @@
+#include <gtest/gtest.h>
+
+#include "errors.h"
+#include "expression.h"
+
+namespace evo {
+namespace {
+
+int64_t eval(const std::string& text, const std::map<std::string, int64_t>& vars = {}) {
+  return Expression::parse(text).eval(vars);
+}
+
+std::string error_of(const std::string& text, const std::map<std::string, int64_t>& vars = {}) {
+  try {
+    eval(text, vars);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(ExpressionTest, Precedence) {
+  EXPECT_EQ(eval("2 + 3 * 4"), 14);
+  EXPECT_EQ(eval("(2 + 3) * 4"), 20);
+  EXPECT_EQ(eval("10 - 4 - 3"), 3);  // left associative
+  EXPECT_EQ(eval("100 / 10 / 5"), 2);
+  EXPECT_EQ(eval("7 % 4 * 2"), 6);
+  EXPECT_EQ(eval("1 + 2 < 4"), 1);
+  EXPECT_EQ(eval("1 < 2 == 1"), 1);   // relational binds tighter than equality
+  EXPECT_EQ(eval("0 || 1 && 0"), 0);  // && binds tighter than ||
+  EXPECT_EQ(eval("1 || 0 && 0"), 1);
+  EXPECT_EQ(eval("-2 * -3"), 6);
+  EXPECT_EQ(eval("!0 + 1"), 2);
+  EXPECT_EQ(eval("!(3 > 2)"), 0);
+  EXPECT_EQ(eval("- -5"), 5);
+}
+
+TEST(ExpressionTest, ComparisonsYieldZeroOrOne) {
+  EXPECT_EQ(eval("3 < 5"), 1);
+  EXPECT_EQ(eval("5 <= 5"), 1);
+  EXPECT_EQ(eval("5 > 5"), 0);
+  EXPECT_EQ(eval("5 >= 6"), 0);
+  EXPECT_EQ(eval("4 == 4"), 1);
+  EXPECT_EQ(eval("4 != 4"), 0);
+  EXPECT_EQ(eval("7 && 9"), 1);
+  EXPECT_EQ(eval("0 || 9"), 1);
+}
+
+TEST(ExpressionTest, TruncatingDivisionLikeCpp) {
+  EXPECT_EQ(eval("-7 / 2"), -3);
+  EXPECT_EQ(eval("-7 % 2"), -1);
+  EXPECT_EQ(eval("(512 + 32 - 1) / 32"), 16);
+}
+
+TEST(ExpressionTest, VariablesAndFunctions) {
+  std::map<std::string, int64_t> v{{"WARPS", 4}, {"BLOCK_M", 32}, {"x_1", 3}};
+  EXPECT_EQ(eval("min(WARPS, BLOCK_M / 16)", v), 2);
+  EXPECT_EQ(eval("max(WARPS, BLOCK_M / 16) * x_1", v), 12);
+  EXPECT_EQ(eval("min(max(1, 5), 3)", v), 3);
+  EXPECT_EQ(eval("9223372036854775807"), INT64_MAX);
+}
+
+TEST(ExpressionTest, ShortCircuitAvoidsDivisionByZero) {
+  EXPECT_EQ(eval("X != 0 && 10 / X > 1", {{"X", 0}}), 0);
+  EXPECT_EQ(eval("X == 0 || 10 / X > 1", {{"X", 0}}), 1);
+}
+
+TEST(ExpressionTest, IdentifiersAreListed) {
+  auto ids = Expression::parse("min(A, B) + A * C").identifiers();
+  EXPECT_EQ(ids, (std::set<std::string>{"A", "B", "C"}));
+}
+
+TEST(ExpressionTest, EvaluationErrorsNameTheExpression) {
+  EXPECT_EQ(error_of("4 / (X - 2)", {{"X", 2}}), "division by zero in '4 / (X - 2)'");
+  EXPECT_EQ(error_of("4 % 0"), "division by zero in '4 % 0'");
+  EXPECT_EQ(error_of("A + FOO", {{"A", 1}}), "unknown identifier 'FOO' in 'A + FOO'");
+  EXPECT_EQ(error_of("9223372036854775807 + 1"), "integer overflow in '9223372036854775807 + 1'");
+  EXPECT_EQ(error_of("X * X", {{"X", int64_t{1} << 40}}), "integer overflow in 'X * X'");
+  EXPECT_EQ(error_of("-X", {{"X", INT64_MIN}}), "integer overflow in '-X'");
+  EXPECT_EQ(error_of("X / -1", {{"X", INT64_MIN}}), "integer overflow in 'X / -1'");
+}
+
+TEST(ExpressionTest, SyntaxErrorsNameExpressionAndPosition) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"", "unexpected end"},
+      {"1 +", "unexpected end"},
+      {"(1 + 2", "expected ')'"},
+      {"1 + 2)", "unexpected ')'"},
+      {"1 = 2", "unexpected '='"},
+      {"1 & 2", "unexpected '&'"},
+      {"1 | 2", "unexpected '|'"},
+      {"min(1)", "expected ','"},
+      {"min(1, 2", "expected ')'"},
+      {"pow(2, 3)", "unknown function 'pow'"},
+      {"2x", "unexpected 'x'"},
+      {"1 2", "unexpected '2'"},
+      {"99999999999999999999", "literal out of int64 range"},
+      {"$", "unexpected '$'"},
+  };
+  for (const auto& [text, message] : cases) {
+    try {
+      Expression::parse(text);
+      ADD_FAILURE() << "accepted '" << text << "'";
+    } catch (const InputError& e) {
+      std::string what = e.what();
+      EXPECT_NE(what.find(message), std::string::npos) << text << " -> " << what;
+      EXPECT_NE(what.find("bad expression '" + std::string(text) + "'"), std::string::npos) << what;
+      EXPECT_NE(what.find("at position"), std::string::npos) << what;
+    }
+  }
+}
+
+TEST(ExpressionTest, DeepNestingIsAnErrorNotACrash) {
+  EXPECT_THROW(Expression::parse(std::string(100000, '-') + "1"), InputError);
+  EXPECT_THROW(Expression::parse(std::string(100000, '(') + "1"), InputError);
+  EXPECT_EQ(eval(std::string(50, '(') + "1" + std::string(50, ')')), 1);
+}
+
+}  // namespace
+}  // namespace evo

@@ -1,0 +1,272 @@
+#include <gtest/gtest.h>
+
+#include <set>
+#include <thread>
+
+#include "errors.h"
+#include "search_space.h"
+#include "template_registry.h"
+
+namespace evo {
+namespace {
+
+const SearchSpace& space() { return SearchSpace::for_template("fa_s512_v3"); }
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(SearchSpaceTest, LoadsTheRealSpace) {
+  const SearchSpace& s = space();
+  EXPECT_EQ(s.id(), "fa_s512_v3");
+  ASSERT_EQ(s.genes().size(), 6u);
+  EXPECT_EQ(s.genes()[0].name, "BLOCK_M");
+  EXPECT_EQ(s.genes()[0].values, (std::vector<int64_t>{16, 32, 64, 128}));
+  EXPECT_EQ(s.genes()[0].default_value, 32);
+  EXPECT_FALSE(s.genes()[0].doc.empty());
+  EXPECT_EQ(s.head_dims(), (std::vector<int>{64, 128}));
+  uint64_t product = 1;
+  for (const auto& g : s.genes()) product *= g.values.size();
+  EXPECT_EQ(s.size(), product);
+  EXPECT_EQ(s.constraint_names(),
+            (std::vector<std::string>{"block_m_multiple_of_mma_m", "warps_divide_evenly",
+                                      "kv_split_keeps_mma_k", "pipeline_needs_cp_async",
+                                      "shared_memory_fits_device", "supported_head_dim"}));
+}
+
+TEST(SearchSpaceTest, ForTemplateCachesOneInstanceAcrossThreads) {
+  std::vector<const SearchSpace*> seen(8);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) threads.emplace_back([&, i] { seen[i] = &space(); });
+  for (auto& t : threads) t.join();
+  for (auto* p : seen) EXPECT_EQ(p, &space());
+}
+
+TEST(SearchSpaceTest, UnknownSeed) {
+  EXPECT_EQ(error_of([] { SearchSpace::for_template("fa_nope"); }),
+            "unknown seed 'fa_nope' (known: fa_s512_v3)");
+}
+
+TEST(SearchSpaceTest, LaunchOfDefaultGenome) {
+  const ProblemShape p = parse_shape("1x8x512x64");
+  const LaunchConfig l = space().launch(space().default_genome(), p);
+  EXPECT_EQ(l.grid_x, 16);
+  EXPECT_EQ(l.grid_y, 8);
+  EXPECT_EQ(l.grid_z, 1);
+  EXPECT_EQ(l.threads, 128);
+  // SMEM_MAIN = 2 * HEAD_DIM * (BLOCK_M + 2 * STAGES * BLOCK_N) beats SMEM_MERGE = 4*2*32*66.
+  EXPECT_EQ(l.smem_bytes, 2 * 64 * (32 + 2 * 2 * 64));
+  // Ragged length: the last block is partial.
+  EXPECT_EQ(space().launch(space().default_genome(), parse_shape("2x4x1000x64")).grid_x, 32);
+  EXPECT_EQ(space().launch(space().default_genome(), parse_shape("2x4x1000x64")).grid_y, 8);
+}
+
+TEST(SearchSpaceTest, MergeBufferCanDominateSharedMemory) {
+  // BLOCK_M=64, WARPS=8, BLOCK_N=32, STAGES=1: WARPS_M=4, WARPS_KV=2, merge 4*2*64*66 > main.
+  Genome g = space().parse("BLOCK_M=64,BLOCK_N=32,WARPS=8,STAGES=1,CP_ASYNC=0");
+  EXPECT_EQ(space().launch(g, parse_shape("1x8x512x64")).smem_bytes, 4 * 2 * 64 * 66);
+  auto vars = space().variables(g, parse_shape("1x8x512x64"), 1000);
+  EXPECT_EQ(vars.at("WARPS_M"), 4);
+  EXPECT_EQ(vars.at("WARPS_KV"), 2);
+  EXPECT_EQ(vars.at("SMEM_LIMIT"), 1000);
+  EXPECT_EQ(vars.at("HEAD_DIM"), 64);
+}
+
+TEST(SearchSpaceTest, KernelName) {
+  EXPECT_EQ(space().kernel_name(space().default_genome(), parse_shape("1x8x512x64")),
+            "evo::fa_s512_v3_kernel<0, 64, 32, 64, 4, 2, 1, 1>");
+  EXPECT_EQ(space().kernel_name(space().parse("BLOCK_M=128,SWIZZLE=0"), parse_shape("1x8x512x128:causal")),
+            "evo::fa_s512_v3_kernel<1, 128, 128, 64, 4, 2, 1, 0>");
+}
+
+TEST(SearchSpaceTest, FlopsFromTheSpace) {
+  EXPECT_DOUBLE_EQ(space().flops(space().default_genome(), parse_shape("1x8x512x64")),
+                   4.0 * 8 * 512 * 512 * 64);
+  EXPECT_DOUBLE_EQ(space().flops(space().default_genome(), parse_shape("1x8x512x64:causal")),
+                   2.0 * 8 * 512 * 512 * 64);
+}
+
+TEST(SearchSpaceTest, SizeAndAtCoverEveryGenomeOnce) {
+  std::set<std::string> texts;
+  for (uint64_t i = 0; i < space().size(); ++i) {
+    Genome g = space().at(i);
+    for (const auto& gene : space().genes()) {
+      const auto& v = gene.values;
+      EXPECT_NE(std::find(v.begin(), v.end(), g.get(gene.name)), v.end());
+    }
+    texts.insert(g.text());
+  }
+  EXPECT_EQ(texts.size(), space().size());
+  // First gene slowest, last fastest.
+  EXPECT_EQ(space().at(0).genes_text(), "BLOCK_M=16,BLOCK_N=32,WARPS=1,STAGES=1,CP_ASYNC=0,SWIZZLE=0");
+  EXPECT_EQ(space().at(1).genes_text(), "BLOCK_M=16,BLOCK_N=32,WARPS=1,STAGES=1,CP_ASYNC=0,SWIZZLE=1");
+  Genome last = space().at(space().size() - 1);
+  for (const auto& gene : space().genes()) EXPECT_EQ(last.get(gene.name), gene.values.back());
+  EXPECT_THROW(space().at(space().size()), std::out_of_range);
+}
+
+TEST(SearchSpaceTest, DefaultGenomeIsValid) {
+  EXPECT_EQ(space().violated_constraint(space().default_genome(), parse_shape("1x8x512x64"), 227 * 1024),
+            std::nullopt);
+}
+
+// Each constraint of the real space, violated by a genome built for it.
+TEST(SearchSpaceTest, EveryConstraintRejectsItsViolation) {
+  const ProblemShape p = parse_shape("1x8x512x64");
+  const int64_t limit = 227 * 1024;
+  auto with = [](std::vector<std::pair<std::string, int64_t>> changes) {
+    Genome g = space().default_genome();
+    for (const auto& [n, v] : changes) g.set(n, v);
+    return g;
+  };
+  auto violated = [&](const Genome& g, const ProblemShape& shape, int64_t smem) {
+    return space().violated_constraint(g, shape, smem).value_or("(valid)");
+  };
+  // Out of the domain on purpose: the constraint must still catch it.
+  EXPECT_EQ(violated(with({{"BLOCK_M", 40}}), p, limit), "block_m_multiple_of_mma_m");
+  // BLOCK_M=48 with 2 warps: WARPS_M=2 but 48 rows are not 2 whole 16-row tiles each.
+  EXPECT_EQ(violated(with({{"BLOCK_M", 48}, {"WARPS", 2}}), p, limit), "warps_divide_evenly");
+  // 16 rows, 8 warps: 8-way key split of 32 keys leaves 4 keys per warp.
+  EXPECT_EQ(violated(with({{"BLOCK_M", 16}, {"WARPS", 8}, {"BLOCK_N", 32}}), p, limit),
+            "kv_split_keeps_mma_k");
+  EXPECT_EQ(violated(with({{"STAGES", 2}, {"CP_ASYNC", 0}}), p, limit), "pipeline_needs_cp_async");
+  EXPECT_EQ(violated(space().default_genome(), p, 36863), "shared_memory_fits_device");
+  EXPECT_EQ(violated(space().default_genome(), p, 36864), "(valid)");
+  EXPECT_EQ(violated(with({{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"STAGES", 3}}),
+                     parse_shape("1x8x512x128"), 99 * 1024),
+            "shared_memory_fits_device");
+  EXPECT_EQ(violated(space().default_genome(), parse_shape("1x8x512x96"), limit), "supported_head_dim");
+}
+
+// The space's formulas, written out by hand in C++, must agree with the expression evaluator on
+// every genome of the space (fa_s512_v3's formulas as of this test; update both together).
+bool hand_valid(const Genome& g, const ProblemShape& p, int64_t smem_limit) {
+  const int64_t bm = g.get("BLOCK_M"), bn = g.get("BLOCK_N"), w = g.get("WARPS"), st = g.get("STAGES"),
+                cp = g.get("CP_ASYNC"), d = p.head_dim;
+  const int64_t wm = std::min(w, bm / 16), wkv = w / wm;
+  const int64_t smem = std::max(2 * d * (bm + 2 * st * bn), (wkv > 1) * 4 * wkv * bm * (d + 2));
+  return bm % 16 == 0 && w % wm == 0 && bm % (16 * wm) == 0 && (bn / wkv) % 16 == 0 &&
+         (st == 1 || cp == 1) && smem <= smem_limit && (d == 64 || d == 128);
+}
+
+TEST(SearchSpaceTest, ValidityAgreesWithHandWrittenFormulas) {
+  int valid = 0;
+  for (const char* shape : {"1x8x512x64", "2x4x1000x128:causal"}) {
+    for (int64_t limit : {48 * 1024, 100 * 1024, 227 * 1024}) {
+      for (uint64_t i = 0; i < space().size(); ++i) {
+        const Genome g = space().at(i);
+        const bool ok = !space().violated_constraint(g, parse_shape(shape), limit);
+        EXPECT_EQ(ok, hand_valid(g, parse_shape(shape), limit)) << g.text() << " " << shape << " " << limit;
+        valid += ok;
+      }
+    }
+  }
+  EXPECT_GT(valid, 0);
+}
+
+TEST(SearchSpaceTest, ParseAcceptsPrefixSpacesAndDefaults) {
+  Genome g = space().parse(" fa_s512_v3 : BLOCK_M = 64 , WARPS=8 ");
+  EXPECT_EQ(g.text(), "fa_s512_v3:BLOCK_M=64,BLOCK_N=64,WARPS=8,STAGES=2,CP_ASYNC=1,SWIZZLE=1");
+  EXPECT_EQ(space().parse("SWIZZLE=0,BLOCK_M=16").genes_text(),
+            "BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=0");
+  EXPECT_EQ(space().parse(""), space().default_genome());
+  EXPECT_EQ(space().parse("fa_s512_v3:"), space().default_genome());
+}
+
+TEST(SearchSpaceTest, ParseErrors) {
+  auto parse_error = [](const std::string& t) { return error_of([&] { space().parse(t); }); };
+  EXPECT_EQ(parse_error("FOO=1"),
+            "unknown gene 'FOO' (genes: BLOCK_M, BLOCK_N, WARPS, STAGES, CP_ASYNC, SWIZZLE)");
+  EXPECT_EQ(parse_error("BLOCK_M=48"), "BLOCK_M=48 is outside its domain {16, 32, 64, 128}");
+  EXPECT_EQ(parse_error("BLOCK_M=-16"), "BLOCK_M=-16 is outside its domain {16, 32, 64, 128}");
+  for (const char* bad : {"BLOCK_M", "BLOCK_M=", "=32", "BLOCK_M=32,", ",BLOCK_M=32", "BLOCK_M=32,,WARPS=4",
+                          "BLOCK_M=3 2", "BLOCK_M=0x20", "BLOCK_M=32;WARPS=4", "BLOCK_M=99999999999999999999"})
+    EXPECT_EQ(parse_error(bad), "malformed genome '" + std::string(bad) + "': expected NAME=VALUE,...");
+  EXPECT_EQ(parse_error("other:BLOCK_M=32"), "genome is for template 'other', not 'fa_s512_v3'");
+  EXPECT_EQ(parse_error("BLOCK_M=32,BLOCK_M=64"),
+            "gene 'BLOCK_M' is given twice in genome 'BLOCK_M=32,BLOCK_M=64'");
+}
+
+TEST(SearchSpaceTest, GenomeOfAnotherShapeIsRejectedByQueries) {
+  Genome alien("fa_s512_v3", {{"BLOCK_M", 32}});
+  EXPECT_THROW(space().violated_constraint(alien, ProblemShape{}, 1 << 20), InputError);
+  EXPECT_THROW(space().launch(Genome("other", space().default_genome().genes()), ProblemShape{}),
+               InputError);
+}
+
+// --- from_json over malformed variants of a small valid space ---
+
+const char kSmallSpace[] = R"({
+  "template": "tiny",
+  "head_dims": [64],
+  "genes": [
+    {"name": "A", "values": [1, 2, 4], "default": 2},
+    {"name": "B", "values": [0, 1], "default": 0}
+  ],
+  "derived": [{"name": "AB", "expr": "A * 10 + B"}],
+  "constraints": [{"name": "small", "expr": "AB < 40"}],
+  "kernel": "k<{A}, {B}, {HEAD_DIM}>",
+  "launch": {"threads": "A * 32", "grid_x": "SEQ_Q / 64", "grid_y": "BATCH * HEADS", "grid_z": "1",
+             "smem_bytes": "AB"}
+})";
+
+std::string with_replaced(const std::string& from, const std::string& to) {
+  std::string s = kSmallSpace;
+  auto pos = s.find(from);
+  EXPECT_NE(pos, std::string::npos) << from;
+  return s.replace(pos, from.size(), to);
+}
+
+TEST(SearchSpaceJsonTest, SmallSpaceLoadsAndWorks) {
+  SearchSpace s = SearchSpace::from_json(kSmallSpace);
+  EXPECT_EQ(s.size(), 6u);
+  EXPECT_EQ(s.kernel_name(s.parse("A=4,B=1"), ProblemShape{}), "k<4, 1, 64>");
+  EXPECT_EQ(s.violated_constraint(s.parse("A=4,B=1"), ProblemShape{}, 0), "small");
+  EXPECT_EQ(s.violated_constraint(s.parse("A=2,B=1"), ProblemShape{}, 0), std::nullopt);
+  EXPECT_EQ(s.launch(s.parse("A=4"), ProblemShape{}).threads, 128);
+  // No "flops": the shape's own count.
+  EXPECT_DOUBLE_EQ(s.flops(s.default_genome(), ProblemShape{}), ProblemShape{}.flops());
+}
+
+TEST(SearchSpaceJsonTest, RejectsMalformedVariants) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{not json", "not valid JSON"},
+      {"[1, 2]", "must be a JSON object"},
+      {with_replaced(R"("template": "tiny",)", ""), "lacks \"template\""},
+      {with_replaced(R"("template": "tiny")", R"("template": 7)"), "template must be a non-empty string"},
+      {with_replaced(R"("head_dims": [64])", R"("head_dims": [])"), "head_dims must be a non-empty array"},
+      {with_replaced(R"("head_dims": [64])", R"("head_dims": [0])"), "head_dims value 0"},
+      {with_replaced(R"({"name": "B", "values": [0, 1], "default": 0})", R"({"name": "A", "values": [0, 1], "default": 0})"),
+       "gene name 'A' is defined twice"},
+      {with_replaced(R"("default": 2})", R"("default": 3})"), "gene A default 3 is outside its domain {1, 2, 4}"},
+      {with_replaced(R"("values": [1, 2, 4])", R"("values": [])"), "genes[0].values must be a non-empty array"},
+      {with_replaced(R"("values": [1, 2, 4])", R"("values": [1, 2, 2])"), "gene A lists 2 twice"},
+      {with_replaced(R"("values": [1, 2, 4])", R"("values": [1, 2.5, 4])"), "must be an integer"},
+      {with_replaced(R"({"name": "A",)", R"({"name": "A-1",)"), "is not an identifier"},
+      {with_replaced(R"({"name": "A",)", R"({"name": "SEQ_Q",)"), "gene name 'SEQ_Q' is defined twice"},
+      {with_replaced(R"("name": "AB")", R"("name": "B")"), "derived value name 'B' is defined twice"},
+      {with_replaced(R"("AB < 40")", R"("AB < ")"), "constraint small: bad expression 'AB < '"},
+      {with_replaced(R"("AB < 40")", R"("AC < 40")"), "constraint small reads unknown identifier 'AC'"},
+      {with_replaced(R"("A * 10 + B")", R"("A * 10 + AB")"), "reads unknown identifier 'AB'"},
+      {with_replaced(R"({HEAD_DIM})", R"({HEADDIM})"), "unknown placeholder '{HEADDIM}'"},
+      {with_replaced(R"({HEAD_DIM}>)", R"({HEAD_DIM>)"), "unclosed '{'"},
+      {with_replaced(R"("grid_z": "1",)", ""), "launch lacks \"grid_z\""},
+      {with_replaced(R"("genes": [)", R"("genes": 5, "x": [)"), "genes must be a non-empty array"},
+      {with_replaced(R"("constraints": [{"name": "small", "expr": "AB < 40"}])",
+                     R"("constraints": [{"name": "small", "expr": "1"}, {"name": "small", "expr": "1"}])"),
+       "constraint 'small' is defined twice"},
+  };
+  for (const auto& [json, message] : cases) {
+    std::string what = error_of([&] { SearchSpace::from_json(json); });
+    EXPECT_NE(what.find(message), std::string::npos) << "expected '" << message << "', got: " << what;
+    EXPECT_EQ(what.rfind("bad search space: ", 0), 0u) << what;
+  }
+}
+
+}  // namespace
+}  // namespace evo

@@ -1,0 +1,93 @@
+#include <gtest/gtest.h>
+
+#include "errors.h"
+#include "shape.h"
+
+namespace evo {
+namespace {
+
+TEST(ShapeTest, ParsesFourDimensionsWithEqualSequences) {
+  ProblemShape s = parse_shape("2x16x1000x128");
+  EXPECT_EQ(s.batch, 2);
+  EXPECT_EQ(s.heads, 16);
+  EXPECT_EQ(s.seq_q, 1000);
+  EXPECT_EQ(s.seq_k, 1000);
+  EXPECT_EQ(s.head_dim, 128);
+  EXPECT_FALSE(s.causal);
+}
+
+TEST(ShapeTest, ParsesSeparateQueryAndKeyLengths) {
+  ProblemShape s = parse_shape("1x8x512x1024x64");
+  EXPECT_EQ(s.seq_q, 512);
+  EXPECT_EQ(s.seq_k, 1024);
+  EXPECT_EQ(s.head_dim, 64);
+}
+
+TEST(ShapeTest, CausalSuffixAndDefault) {
+  EXPECT_TRUE(parse_shape("1x8x512x64:causal").causal);
+  EXPECT_FALSE(parse_shape("1x8x512x64:nc", true).causal);
+  EXPECT_TRUE(parse_shape("1x8x512x64", true).causal);
+  EXPECT_FALSE(parse_shape("1x8x512x64", false).causal);
+  EXPECT_TRUE(parse_shape("  1x8x512x64:causal ").causal);
+}
+
+TEST(ShapeTest, TextRoundTrips) {
+  for (const char* t : {"1x8x512x64", "1x8x512x1024x64:causal", "3x5x7x9:causal", "1x1x1x1"}) {
+    ProblemShape s = parse_shape(t);
+    EXPECT_EQ(s.text(), t);
+    EXPECT_EQ(parse_shape(s.text()), s);
+  }
+}
+
+TEST(ShapeTest, FlopsHalvedForCausal) {
+  EXPECT_DOUBLE_EQ(parse_shape("1x8x512x64").flops(), 4.0 * 8 * 512 * 512 * 64);
+  EXPECT_DOUBLE_EQ(parse_shape("1x8x512x256x64:causal").flops(), 2.0 * 8 * 512 * 256 * 64);
+}
+
+// Each malformed form, with a piece of the message it must carry.
+TEST(ShapeTest, RejectsEveryMalformedForm) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"", "expected BxHxSxD"},
+      {"1x8x512", "expected BxHxSxD"},
+      {"1x8x512x64x64x2", "expected BxHxSxD"},
+      {"1x8x512x", "empty head_dim"},
+      {"x8x512x64", "empty batch"},
+      {"1xx512x64", "empty heads"},
+      {"1x8xabcx64", "'abc' is not a positive integer"},
+      {"1x8x-512x64", "is not a positive integer"},
+      {"1x8x+512x64", "is not a positive integer"},
+      {"1x8x5 12x64", "is not a positive integer"},
+      {"1x8x512.5x64", "is not a positive integer"},
+      {"0x8x512x64", "batch must be at least 1"},
+      {"1x0x512x64", "heads must be at least 1"},
+      {"1x8x512x0x64", "seq_k must be at least 1"},
+      {"1x8x1048577x64", "exceeds 2^20"},
+      {"1x8x99999999999999999999x64", "exceeds 2^20"},
+      {"1x8x512x64:causual", "unknown suffix ':causual'"},
+      {"1x8x512x64:", "unknown suffix"},
+      {"1X8X512X64", "expected BxHxSxD"},
+      {"1024x1024x2048x1", "2^31 elements"},   // exactly 2^31
+      {"1x1x1x4096x524288", "2^31 elements"},  // the key tensor is the large one
+  };
+  for (const auto& [text, message] : cases) {
+    try {
+      parse_shape(text);
+      ADD_FAILURE() << "accepted '" << text << "'";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos)
+          << "'" << text << "' -> " << e.what();
+      EXPECT_NE(std::string(e.what()).find("malformed shape '" + std::string(text) + "'"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST(ShapeTest, AcceptsTheLargestAllowedTensor) {
+  // 2^31 - 2^20 elements: just under the limit.
+  EXPECT_NO_THROW(parse_shape("1x2047x1024x1024"));
+  EXPECT_NO_THROW(parse_shape("1x1x1048576x1"));
+}
+
+}  // namespace
+}  // namespace evo

@@ -1,0 +1,219 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "errors.h"
+#include "strategy.h"
+
+namespace evo {
+namespace {
+
+const SearchSpace& space() { return SearchSpace::for_template("fa_s512_v3"); }
+
+StrategyContext context(uint64_t seed) {
+  StrategyContext ctx;
+  ctx.space = &space();
+  ctx.shapes = {parse_shape("1x8x512x64"), parse_shape("1x8x1000x64:causal")};
+  ctx.rng_seed = seed;
+  return ctx;
+}
+
+bool valid_for(const StrategyContext& ctx, const Genome& g) {
+  for (const auto& s : ctx.shapes)
+    if (ctx.space->violated_constraint(g, s, ctx.smem_limit)) return false;
+  return true;
+}
+
+// A synthetic landscape with one optimum far from the default genome: the distance, in domain
+// steps, from BLOCK_M=128, BLOCK_N=32, WARPS=8, STAGES=3, CP_ASYNC=1, SWIZZLE=0.
+double synthetic_us(const Genome& g) {
+  const std::pair<const char*, int64_t> target[] = {{"BLOCK_M", 128}, {"BLOCK_N", 32}, {"WARPS", 8},
+                                                    {"STAGES", 3},    {"CP_ASYNC", 1}, {"SWIZZLE", 0}};
+  double d = 0;
+  for (const auto& [name, want] : target) {
+    for (const auto& gene : space().genes()) {
+      if (gene.name != name) continue;
+      auto pos = [&](int64_t v) { return std::find(gene.values.begin(), gene.values.end(), v) - gene.values.begin(); };
+      d += std::abs(static_cast<double>(pos(g.get(name)) - pos(want)));
+    }
+  }
+  return 10.0 + d;
+}
+
+// Runs `generations` generations, scoring with synthetic_us, and returns the whole history.
+std::vector<ScoredCandidate> run(std::string_view name, uint64_t seed, int generations, int population,
+                                 std::vector<std::vector<Offspring>>* per_generation = nullptr) {
+  auto strategy = make_strategy(name, context(seed));
+  std::vector<ScoredCandidate> history;
+  for (int gen = 0; gen < generations; ++gen) {
+    auto next = strategy->next_generation(gen, history, population);
+    if (per_generation) per_generation->push_back(next);
+    for (const auto& o : next) history.push_back({o.genome, synthetic_us(o.genome)});
+  }
+  return history;
+}
+
+std::vector<std::string> texts(const std::vector<ScoredCandidate>& h) {
+  std::vector<std::string> t;
+  for (const auto& c : h) t.push_back(c.genome.text());
+  return t;
+}
+
+TEST(StrategyTest, UnknownNameIsAnInputError) {
+  try {
+    make_strategy("annealing", context(1));
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "unknown strategy 'annealing' (known: evolve, random, exhaustive)");
+  }
+}
+
+TEST(StrategyTest, GenerationZeroLeadsWithTheDefaultGenome) {
+  for (const char* name : {"evolve", "random", "exhaustive"}) {
+    auto gen0 = make_strategy(name, context(3))->next_generation(0, {}, 6);
+    ASSERT_EQ(gen0.size(), 6u) << name;
+    EXPECT_EQ(gen0[0].genome, space().default_genome()) << name;
+    EXPECT_EQ(gen0[0].op, "seed") << name;
+    for (size_t i = 1; i < gen0.size(); ++i)
+      EXPECT_EQ(gen0[i].op, std::string(name) == "exhaustive" ? "exhaustive" : "random") << name;
+  }
+}
+
+TEST(StrategyTest, SameSeedSameSequenceDifferentSeedDifferent) {
+  for (const char* name : {"evolve", "random"}) {
+    EXPECT_EQ(texts(run(name, 42, 5, 8)), texts(run(name, 42, 5, 8))) << name;
+    EXPECT_NE(texts(run(name, 42, 5, 8)), texts(run(name, 43, 5, 8))) << name;
+  }
+}
+
+TEST(StrategyTest, ProposalsDoNotDependOnHistoryOrder) {
+  auto history = run("evolve", 9, 3, 8);
+  auto a = make_strategy("evolve", context(9))->next_generation(3, history, 8);
+  std::reverse(history.begin(), history.end());
+  auto b = make_strategy("evolve", context(9))->next_generation(3, history, 8);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].genome, b[i].genome);
+}
+
+TEST(StrategyTest, NoDuplicatesAndAllValid) {
+  for (const char* name : {"evolve", "random", "exhaustive"}) {
+    auto history = run(name, 5, 8, 10);
+    const auto all = texts(history);
+    std::set<std::string> unique(all.begin(), all.end());
+    EXPECT_EQ(unique.size(), history.size()) << name;
+    EXPECT_EQ(history.size(), 80u) << name;
+    for (const auto& c : history) EXPECT_TRUE(valid_for(context(5), c.genome)) << name << " " << c.genome.text();
+  }
+}
+
+TEST(StrategyTest, NeverReproposesAGenomeFromHistory) {
+  std::vector<ScoredCandidate> history = {{space().default_genome(), 5.0},
+                                          {space().parse("BLOCK_M=64"), std::nullopt}};
+  auto next = make_strategy("evolve", context(2))->next_generation(0, history, 20);
+  for (const auto& o : next) {
+    EXPECT_NE(o.genome, space().default_genome());
+    EXPECT_NE(o.genome, space().parse("BLOCK_M=64"));
+  }
+}
+
+TEST(StrategyTest, EvolveRecordsOperatorsAndParents) {
+  std::vector<std::vector<Offspring>> gens;
+  auto history = run("evolve", 11, 4, 10, &gens);
+  std::set<std::string> known;
+  for (const auto& o : gens[0]) known.insert(o.genome.text());
+  int bred = 0;
+  for (size_t g = 1; g < gens.size(); ++g) {
+    for (const auto& o : gens[g]) {
+      if (o.op == "random" || o.op == "seed") continue;
+      ++bred;
+      EXPECT_TRUE(o.op == "crossover" || o.op == "mutation" || o.op == "crossover+mutation") << o.op;
+      EXPECT_EQ(o.parents.size(), o.op == "mutation" ? 1u : 2u) << o.op;
+      for (const auto& p : o.parents) EXPECT_TRUE(known.count(p)) << "parent " << p << " not evaluated before";
+    }
+    for (const auto& o : gens[g]) known.insert(o.genome.text());
+  }
+  EXPECT_GT(bred, 20);
+}
+
+TEST(StrategyTest, EvolveImprovesOnGenerationZero) {
+  int improved = 0;
+  double evolve_total = 0, random_total = 0;
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    auto history = run("evolve", seed, 6, 8);
+    double gen0_best = 1e9, best = 1e9;
+    for (size_t i = 0; i < history.size(); ++i) {
+      if (i < 8) gen0_best = std::min(gen0_best, *history[i].fitness_us);
+      best = std::min(best, *history[i].fitness_us);
+    }
+    improved += best < gen0_best;
+    evolve_total += best;
+    random_total += top_k(run("random", seed, 6, 8), 1).at(0).fitness_us.value();
+  }
+  EXPECT_GE(improved, 8);
+  EXPECT_LT(evolve_total, random_total);  // selection beats blind sampling on the same budget
+}
+
+TEST(StrategyTest, ExhaustiveEnumeratesEveryValidGenomeExactlyOnce) {
+  auto ctx = context(1);
+  std::set<std::string> expected;
+  for (uint64_t i = 0; i < space().size(); ++i)
+    if (valid_for(ctx, space().at(i))) expected.insert(space().at(i).text());
+  ASSERT_GT(expected.size(), 100u);
+
+  auto strategy = make_strategy("exhaustive", ctx);
+  std::vector<ScoredCandidate> history;
+  for (int gen = 0; gen < 1000; ++gen) {
+    auto next = strategy->next_generation(gen, history, 37);
+    if (next.empty()) break;
+    for (const auto& o : next) history.push_back({o.genome, std::nullopt});
+  }
+  const auto all = texts(history);
+  std::set<std::string> got(all.begin(), all.end());
+  EXPECT_EQ(history.size(), expected.size());
+  EXPECT_EQ(got, expected);
+}
+
+TEST(StrategyTest, RandomAndEvolveDrainASmallSpaceThenStop) {
+  for (const char* name : {"random", "evolve"}) {
+    auto ctx = context(7);
+    ctx.smem_limit = 20 * 1024;  // few genomes fit
+    std::set<std::string> valid;
+    for (uint64_t i = 0; i < space().size(); ++i)
+      if (valid_for(ctx, space().at(i))) valid.insert(space().at(i).text());
+    auto strategy = make_strategy(name, ctx);
+    std::vector<ScoredCandidate> history;
+    for (int gen = 0; gen < 50; ++gen)
+      for (const auto& o : strategy->next_generation(gen, history, 5))
+        history.push_back({o.genome, synthetic_us(o.genome)});
+    const auto all = texts(history);
+    std::set<std::string> got(all.begin(), all.end());
+    EXPECT_EQ(got, valid) << name;
+    EXPECT_EQ(history.size(), valid.size()) << name;
+  }
+}
+
+TEST(StrategyTest, EvolveWithOnlyFailuresFallsBackToRandom) {
+  std::vector<ScoredCandidate> history = {{space().default_genome(), std::nullopt}};
+  auto next = make_strategy("evolve", context(4))->next_generation(1, history, 5);
+  ASSERT_EQ(next.size(), 5u);
+  for (const auto& o : next) EXPECT_EQ(o.op, "random");
+}
+
+TEST(StrategyTest, TopKOrdersByFitnessExcludesFailuresBreaksTiesByText) {
+  Genome a = space().parse("BLOCK_M=16"), b = space().parse("BLOCK_M=64"), c = space().parse("BLOCK_M=128");
+  std::vector<ScoredCandidate> h = {{c, 3.0}, {a, std::nullopt}, {b, 3.0}, {space().default_genome(), 1.0},
+                                    {space().default_genome(), 2.0}};
+  auto best = top_k(h, 3);
+  ASSERT_EQ(best.size(), 3u);
+  EXPECT_EQ(best[0].genome, space().default_genome());
+  EXPECT_EQ(*best[0].fitness_us, 1.0);
+  EXPECT_EQ(best[1].genome, c);  // "BLOCK_M=128" < "BLOCK_M=64" as text
+  EXPECT_EQ(best[2].genome, b);
+  EXPECT_EQ(top_k(h, 10).size(), 3u);  // one entry per genome, failures excluded
+  EXPECT_TRUE(top_k(h, 0).empty());
+}
+
+}  // namespace
+}  // namespace evo
