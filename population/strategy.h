@@ -28,7 +28,7 @@ struct Offspring {
 
 struct StrategyContext {
   const SearchSpace* space = nullptr;
-  std::vector<ProblemShape> shapes;  // a genome must be valid for every shape
+  std::vector<ProblemShape> shapes;  // a genome must be valid for every shape; empty: 1x8x512x64
   int64_t smem_limit = 227 * 1024;   // the target device's opt-in shared memory per block
   uint64_t rng_seed = 1;
   int top_k = 3;

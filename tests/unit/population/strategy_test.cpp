@@ -217,3 +217,65 @@ TEST(StrategyTest, TopKOrdersByFitnessExcludesFailuresBreaksTiesByText) {
 
 }  // namespace
 }  // namespace evo
+
+namespace evo {
+namespace {
+
+// 64^3 = 262144 genomes of which the constraint admits 3: rejection sampling cannot find them in
+// its bounded attempts, so random top-up must fall back to enumerating what is left. A = 2 makes
+// the constraint divide by zero: such a genome counts as invalid and must not stop the strategy.
+SearchSpace sparse_space() {
+  std::string values;
+  for (int i = 0; i < 64; ++i) values += (i ? ", " : "") + std::to_string(i);
+  const std::string gene = R"(", "values": [)" + values + R"(], "default": 0})";
+  return SearchSpace::from_json(R"({"template": "sparse", "head_dims": [64], "genes": [
+      {"name": "A)" + gene + R"(, {"name": "B)" + gene + R"(, {"name": "C)" + gene + R"(],
+    "constraints": [{"name": "few", "expr": "100 / (A - 2) != 0 && B == 7 && C < 3"}],
+    "kernel": "k<{A}>",
+    "launch": {"threads": "32", "grid_x": "1", "grid_y": "1", "grid_z": "1", "smem_bytes": "0"}})");
+}
+
+TEST(StrategySparseSpaceTest, RandomAndEvolveFindTheLastValidGenomes) {
+  const SearchSpace space = sparse_space();
+  ASSERT_EQ(space.size(), 262144u);
+  for (const char* name : {"random", "evolve"}) {
+    StrategyContext ctx;
+    ctx.space = &space;
+    auto strategy = make_strategy(name, ctx);
+    std::vector<ScoredCandidate> history;
+    for (int gen = 0; gen < 3; ++gen)
+      for (const auto& o : strategy->next_generation(gen, history, 10))
+        history.push_back({o.genome, 1.0 + o.genome.get("C")});
+    std::set<std::string> got;
+    for (const auto& c : history) got.insert(c.genome.genes_text());
+    // The default (A=0) and A=2 (division by zero) are out; A in 0..1 or 3..63 with B=7, C<3 is in.
+    EXPECT_EQ(history.size(), 10u * 3) << name;
+    for (const auto& c : history) {
+      EXPECT_NE(c.genome.get("A"), 2) << name;
+      EXPECT_EQ(c.genome.get("B"), 7) << name;
+      EXPECT_LT(c.genome.get("C"), 3) << name;
+    }
+    EXPECT_EQ(got.size(), history.size()) << name;
+  }
+}
+
+TEST(StrategySparseSpaceTest, SpaceTooLargeToIndexIsRejected) {
+  std::string genes;
+  for (int g = 0; g < 8; ++g) {
+    std::string values;
+    for (int i = 0; i < 256; ++i) values += (i ? "," : "") + std::to_string(i);
+    genes += std::string(g ? "," : "") + R"({"name": "G)" + std::to_string(g) + R"(", "values": [)" + values +
+             R"(], "default": 0})";
+  }
+  try {
+    SearchSpace::from_json(R"({"template": "huge", "head_dims": [64], "genes": [)" + genes +
+                           R"(], "constraints": [], "kernel": "k",
+        "launch": {"threads": "32", "grid_x": "1", "grid_y": "1", "grid_z": "1", "smem_bytes": "0"}})");
+    FAIL() << "accepted a space of 2^64 genomes";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "bad search space: the space has too many genomes");
+  }
+}
+
+}  // namespace
+}  // namespace evo
