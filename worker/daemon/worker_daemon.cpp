@@ -1,0 +1,367 @@
+#include "worker_daemon.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <mutex>
+#include <pthread.h>
+#include <set>
+#include <string>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "coordinator_link.h"
+#include "evaluator.h"
+#include "search_space.h"
+#include "shape.h"
+
+namespace evo {
+
+namespace {
+
+const char* const kUsage =
+    "usage: evo-worker [--coordinator HOST:PORT] [--gpu N] [--backend cuda|model] [--name NAME]\n"
+    "                  [--max-inflight N] [-v]\n"
+    "       evo-worker eval [options]     evaluate one genome once (evo-worker eval --help)\n"
+    "\n"
+    "Runs the worker daemon: registers with evod, leases candidate kernels, compiles the next ones\n"
+    "while the current one is evaluated, and reports each result.\n"
+    "\n"
+    "  --coordinator HOST:PORT  evod's address (default: 127.0.0.1:50051)\n"
+    "  --gpu N                  CUDA device index (default: 0)\n"
+    "  --backend cuda|model     cuda measures on the GPU; model needs no GPU and reports estimated\n"
+    "                           results (default: cuda)\n"
+    "  --name NAME              shown to people (default: HOSTNAME:gpuN)\n"
+    "  --max-inflight N         leases held at once: one evaluated, the rest compiling (default: 2)\n"
+    "  -v, --verbose            debug logging\n"
+    "  -h, --help               this text\n"
+    "The compile cache is $EVO_CACHE_DIR (else ~/.cache/evo).\n";
+
+struct DaemonOptions {
+  std::string coordinator = "127.0.0.1:50051";
+  int gpu = 0;
+  std::string backend = "cuda";
+  std::string name;
+  int max_inflight = 2;
+  bool verbose = false;
+};
+
+int usage_error(const std::string& line) {
+  std::fprintf(stderr, "evo-worker: %s\n(see evo-worker --help)\n", line.c_str());
+  return 2;
+}
+
+bool parse_int(const char* text, int lo, int hi, int* out) {
+  if (!text) return false;
+  char* end = nullptr;
+  long v = std::strtol(text, &end, 10);
+  if (*text == '\0' || *end != '\0' || v < lo || v > hi) return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+
+// Returns -1 when the daemon should run, else an exit status.
+int parse_args(int argc, char** argv, DaemonOptions* opt) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    const char* next = i + 1 < argc ? argv[i + 1] : nullptr;
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "-v" || a == "--verbose") {
+      opt->verbose = true;
+    } else if (a == "--coordinator") {
+      if (!next || !*next) return usage_error("--coordinator needs HOST:PORT");
+      opt->coordinator = argv[++i];
+    } else if (a == "--gpu") {
+      if (!parse_int(next, 0, 1023, &opt->gpu)) return usage_error("--gpu needs a device index 0..1023");
+      ++i;
+    } else if (a == "--backend") {
+      if (!next || (std::string(next) != "cuda" && std::string(next) != "model"))
+        return usage_error("--backend must be cuda or model");
+      opt->backend = argv[++i];
+    } else if (a == "--name") {
+      if (!next || !*next) return usage_error("--name needs a name");
+      opt->name = argv[++i];
+    } else if (a == "--max-inflight") {
+      if (!parse_int(next, 1, 64, &opt->max_inflight)) return usage_error("--max-inflight needs a number in 1..64");
+      ++i;
+    } else {
+      return usage_error("unknown option '" + a + "'");
+    }
+  }
+  if (opt->name.empty()) {
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    opt->name = std::string(host) + ":gpu" + std::to_string(opt->gpu);
+  }
+  return -1;
+}
+
+ProblemShape from_proto(const v1::Shape& s) {
+  ProblemShape p;
+  p.batch = s.batch();
+  p.heads = s.heads();
+  p.seq_q = s.seq_q();
+  p.seq_k = s.seq_k();
+  p.head_dim = s.head_dim();
+  p.causal = s.causal();
+  return p;
+}
+
+// A lease with its genome parsed (or the reason it would not parse).
+struct Work {
+  v1::Lease lease;
+  Genome genome;
+  std::vector<ProblemShape> shapes;
+  std::string parse_error;
+};
+
+Work prepare(const v1::Lease& lease) {
+  Work w;
+  w.lease = lease;
+  for (const auto& s : lease.shapes()) w.shapes.push_back(from_proto(s));
+  try {
+    auto colon = lease.genome().find(':');
+    std::string template_id = lease.genome().substr(0, colon == std::string::npos ? 0 : colon);
+    w.genome = SearchSpace::for_template(template_id).parse(lease.genome());
+  } catch (const std::exception& e) {
+    w.parse_error = e.what();
+  }
+  return w;
+}
+
+// The leases this worker holds: what heartbeats extend, and those evod said expired.
+class HeldLeases {
+ public:
+  void add(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    held_.insert(id);
+  }
+  void remove(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    held_.erase(id);
+    expired_.erase(id);
+  }
+  std::vector<std::string> ids() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return {held_.begin(), held_.end()};
+  }
+  void expire(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (held_.erase(id)) expired_.insert(id);
+  }
+  bool expired(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return expired_.count(id) > 0;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::set<std::string> held_;
+  std::set<std::string> expired_;
+};
+
+class WorkerDaemon {
+ public:
+  WorkerDaemon(const DaemonOptions& opt, Evaluator& evaluator, std::atomic<bool>& stop)
+      : opt_(opt), evaluator_(evaluator), stop_(stop), link_(opt.coordinator, stop) {}
+
+  int run() {
+    if (!register_self()) return stop_ ? 0 : 1;
+    std::thread beats([this] { heartbeat_loop(); });
+    std::deque<Work> queue;
+    while (!stop_) {
+      fill(queue);
+      if (queue.empty()) {
+        link_.sleep_for(retry_after_ms_);
+        continue;
+      }
+      Work w = std::move(queue.front());
+      queue.pop_front();
+      evaluate_and_report(w);
+    }
+    // Leases still queued are dropped: evod hands them out again when they expire.
+    for (const auto& w : queue) {
+      spdlog::info("event=lease_dropped run_id={} candidate_id={} lease_id={} reason=stopping", w.lease.run_id(),
+                   w.lease.candidate_id(), w.lease.lease_id());
+      held_.remove(w.lease.lease_id());
+    }
+    link_.wake();
+    beats.join();
+    spdlog::info("event=worker_stopped worker_id={}", worker_id_);
+    return 0;
+  }
+
+  void wake() { link_.wake(); }
+
+ private:
+  bool register_self() {
+    v1::RegisterWorkerRequest req;
+    req.set_name(opt_.name);
+    *req.mutable_device() = evaluator_.device();
+    auto resp = link_.register_worker(req);
+    if (!resp) return false;
+    worker_id_ = resp->worker_id();
+    heartbeat_ms_ = std::max(50, resp->heartbeat_interval_ms());
+    spdlog::info("event=worker_registered worker_id={} name={} device_class=\"{}\" heartbeat_ms={}", worker_id_,
+                 opt_.name, evaluator_.device().device_class(), heartbeat_ms_);
+    return true;
+  }
+
+  // Tops the local queue up to max_inflight leases and starts compiling every new one, so the
+  // compiler works on the next candidates while the current one is evaluated.
+  void fill(std::deque<Work>& queue) {
+    int want = opt_.max_inflight - static_cast<int>(queue.size());
+    if (want <= 0) return;
+    v1::LeaseRequest req;
+    req.set_worker_id(worker_id_);
+    req.set_max_candidates(want);
+    grpc::Status error;
+    auto resp = link_.lease(req, &error);
+    if (!resp) {
+      if (error.error_code() == grpc::StatusCode::NOT_FOUND) {
+        // evod does not know us (a fresh database): register again.
+        spdlog::warn("event=worker_unknown worker_id={} error=\"{}\" registering again", worker_id_,
+                     error.error_message());
+        register_self();
+      } else if (!stop_) {
+        spdlog::error("event=lease_failed worker_id={} error=\"{}\"", worker_id_, error.error_message());
+        link_.sleep_for(1000);
+      }
+      return;
+    }
+    retry_after_ms_ = resp->retry_after_ms() > 0 ? resp->retry_after_ms() : 200;
+    for (const auto& lease : resp->leases()) {
+      held_.add(lease.lease_id());
+      Work w = prepare(lease);
+      spdlog::info("event=leased run_id={} candidate_id={} lease_id={} confirmation={} genome={}", lease.run_id(),
+                   lease.candidate_id(), lease.lease_id(), lease.confirmation(), lease.genome());
+      if (w.parse_error.empty()) evaluator_.prefetch(w.genome, w.shapes);
+      queue.push_back(std::move(w));
+    }
+  }
+
+  void evaluate_and_report(const Work& w) {
+    const auto& lease = w.lease;
+    if (held_.expired(lease.lease_id())) {
+      spdlog::warn("event=lease_dropped run_id={} candidate_id={} lease_id={} reason=expired", lease.run_id(),
+                   lease.candidate_id(), lease.lease_id());
+      held_.remove(lease.lease_id());
+      return;
+    }
+    v1::Evaluation e;
+    if (!w.parse_error.empty()) {
+      e.set_status(v1::INVALID);
+      e.set_message(w.parse_error);
+    } else {
+      // The sanitizer gate runs on confirmations: those are the candidates about to enter the elites.
+      e = evaluator_.evaluate(w.genome, w.shapes, lease.confirmation());
+    }
+    if (!e.has_device()) *e.mutable_device() = evaluator_.device();
+    spdlog::info("event=evaluated run_id={} candidate_id={} lease_id={} status={} fitness_us={:.3f} message=\"{}\"",
+                 lease.run_id(), lease.candidate_id(), lease.lease_id(), v1::EvalStatus_Name(e.status()),
+                 e.fitness_us(), e.message());
+    v1::ReportRequest req;
+    req.set_worker_id(worker_id_);
+    req.set_lease_id(lease.lease_id());
+    *req.mutable_evaluation() = e;
+    grpc::Status error;
+    auto resp = link_.report(req, &error);
+    if (!resp)
+      spdlog::warn("event=report_rejected run_id={} candidate_id={} lease_id={} code={} error=\"{}\"", lease.run_id(),
+                   lease.candidate_id(), lease.lease_id(), static_cast<int>(error.error_code()),
+                   error.error_message());
+    else if (resp->duplicate())
+      spdlog::info("event=report_duplicate run_id={} candidate_id={} lease_id={}", lease.run_id(),
+                   lease.candidate_id(), lease.lease_id());
+    held_.remove(lease.lease_id());
+  }
+
+  void heartbeat_loop() {
+    while (!stop_) {
+      link_.sleep_for(heartbeat_ms_);
+      if (stop_) break;
+      auto ids = held_.ids();
+      v1::HeartbeatRequest req;
+      req.set_worker_id(worker_id_);
+      for (const auto& id : ids) req.add_lease_ids(id);
+      grpc::Status error;
+      auto resp = link_.heartbeat(req, &error);
+      if (!resp) {
+        spdlog::debug("event=heartbeat_failed worker_id={} error=\"{}\"", worker_id_, error.error_message());
+        continue;
+      }
+      for (const auto& id : resp->expired_lease_ids()) {
+        spdlog::warn("event=lease_expired worker_id={} lease_id={}", worker_id_, id);
+        held_.expire(id);
+      }
+    }
+  }
+
+  const DaemonOptions& opt_;
+  Evaluator& evaluator_;
+  std::atomic<bool>& stop_;
+  CoordinatorLink link_;
+  HeldLeases held_;
+  std::string worker_id_;
+  int heartbeat_ms_ = 1000;
+  int retry_after_ms_ = 200;
+};
+
+}  // namespace
+
+int run_worker_daemon(int argc, char** argv) {
+  DaemonOptions opt;
+  if (int rc = parse_args(argc, argv, &opt); rc >= 0) return rc;
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ evo-worker %v");
+  spdlog::set_level(opt.verbose ? spdlog::level::debug : spdlog::level::info);
+
+  // Block the stop signals before any thread starts; one thread waits for them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  std::unique_ptr<Evaluator> evaluator;
+  try {
+    EvaluatorOptions eo;
+    eo.backend = opt.backend;
+    eo.gpu = opt.gpu;
+    evaluator = make_evaluator(eo);
+  } catch (const std::exception& e) {
+    std::string line = e.what();
+    if (opt.backend == "cuda" && line.find("--backend model") == std::string::npos)
+      line += " (without a GPU, use --backend model)";
+    std::fprintf(stderr, "evo-worker: %s\n", line.c_str());
+    return 1;
+  }
+
+  std::atomic<bool> stop{false};
+  WorkerDaemon daemon(opt, *evaluator, stop);
+  std::thread signal_waiter([&] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    if (sig == SIGTERM || sig == SIGINT) {
+      spdlog::info("event=stopping signal={} (finishing the current evaluation)", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+      stop = true;
+      daemon.wake();
+    }
+  });
+  int rc = daemon.run();
+  if (!stop) {
+    // run() returned on its own (registration refused): release the waiter thread.
+    stop = true;
+    pthread_kill(signal_waiter.native_handle(), SIGTERM);
+  }
+  signal_waiter.join();
+  return rc;
+}
+
+}  // namespace evo
