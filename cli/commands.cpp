@@ -1,0 +1,201 @@
+// evoctl's commands: each is one or two calls to evod and a print. Errors from evod become one
+// line "evoctl: <CODE>: <message>" and exit status 1.
+#include <grpcpp/grpcpp.h>
+#include <google/protobuf/util/json_util.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+
+#include "evo/evo.grpc.pb.h"
+#include "evoctl.h"
+#include "format.h"
+#include "options.h"
+
+namespace evo::cli {
+namespace {
+
+using Stub = v1::Coordinator::Stub;
+constexpr auto kCallDeadline = std::chrono::seconds(30);
+
+// A failure already explained in one line.
+struct Failure {
+  std::string line;
+};
+
+void check(const grpc::Status& s) {
+  if (!s.ok()) throw Failure{grpc_code_name(s.error_code()) + ": " + s.error_message()};
+}
+
+std::unique_ptr<grpc::ClientContext> call_context() {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() + kCallDeadline);
+  return ctx;
+}
+
+std::string to_json(const google::protobuf::Message& m) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  const auto status = google::protobuf::util::MessageToJsonString(m, &json, options);
+  if (!status.ok()) throw Failure{"INTERNAL: cannot print evod's answer as JSON: " + std::string(status.message())};
+  return json;
+}
+
+// Follows a run until it ends; returns the exit status (1 if it failed).
+int watch(Stub& stub, const std::string& run_id, std::ostream& out, bool tty) {
+  grpc::ClientContext ctx;  // no deadline: a run may take hours
+  v1::RunRef ref;
+  ref.set_run_id(run_id);
+  auto reader = stub.WatchRun(&ctx, ref);
+  v1::RunStatus s;
+  bool finished = false;
+  std::string last_key;
+  while (reader->Read(&s)) {
+    if (tty) {
+      out << "\r\033[K" << progress_line(s, true) << std::flush;
+    } else {
+      // A new line only when something but the clock changed.
+      const std::string key = std::to_string(s.generation()) + "/" + std::to_string(s.evaluations_done()) + "/" +
+                              std::to_string(s.best_us()) + "/" + std::to_string(s.run().state());
+      if (key != last_key) out << progress_line(s, false) << "\n" << std::flush;
+      last_key = key;
+    }
+    if (is_final(s.run().state())) {
+      finished = true;
+      ctx.TryCancel();  // we have what we came for; do not wait for evod to close the stream
+      break;
+    }
+  }
+  if (tty) out << "\n";
+  const grpc::Status status = reader->Finish();
+  if (!finished) {
+    check(status);
+    throw Failure{"UNAVAILABLE: the watch ended before run " + run_id + " finished (did evod stop?)"};
+  }
+  out << final_line(s) << "\n";
+  return s.run().state() == v1::FAILED ? 1 : 0;
+}
+
+int submit(Stub& stub, const Options& o, std::ostream& out, bool tty) {
+  v1::SubmitRunRequest req;
+  req.set_seed(o.submit.seed);
+  for (const auto& s : o.submit.shapes) req.add_shapes(s);
+  req.set_causal(o.submit.causal);
+  req.set_generations(o.submit.generations);
+  req.set_population(o.submit.population);
+  req.set_top_k(o.submit.top_k);
+  req.set_strategy(o.submit.strategy);
+  if (o.submit.rng_seed_set) req.set_rng_seed(o.submit.rng_seed);
+  req.set_device_class(o.submit.device_class);
+  v1::Run run;
+  check(stub.SubmitRun(call_context().get(), req, &run));
+  out << run.run_id() << "\n" << std::flush;  // alone on its line: RUN=$(evoctl submit ...)
+  return o.watch ? watch(stub, run.run_id(), out, tty) : 0;
+}
+
+int status(Stub& stub, const Options& o, std::ostream& out, bool tty) {
+  if (o.watch) return watch(stub, o.run_id, out, tty);
+  v1::RunRef ref;
+  ref.set_run_id(o.run_id);
+  v1::RunStatus s;
+  check(stub.GetRun(call_context().get(), ref, &s));
+  out << status_summary(s);
+  return s.run().state() == v1::FAILED ? 1 : 0;
+}
+
+int leaderboard(Stub& stub, const Options& o, std::ostream& out) {
+  v1::LeaderboardRequest req;
+  req.set_run_id(o.run_id);
+  req.set_top(o.top);
+  v1::LeaderboardResponse r;
+  check(stub.Leaderboard(call_context().get(), req, &r));
+  out << (o.json ? to_json(r) + "\n" : leaderboard_table(r));
+  return 0;
+}
+
+int runs(Stub& stub, const Options& o, std::ostream& out) {
+  v1::ListRunsResponse r;
+  check(stub.ListRuns(call_context().get(), v1::ListRunsRequest(), &r));
+  out << (o.json ? to_json(r) + "\n" : runs_table(r));
+  return 0;
+}
+
+int cancel(Stub& stub, const Options& o, std::ostream& out) {
+  v1::RunRef ref;
+  ref.set_run_id(o.run_id);
+  v1::Run run;
+  check(stub.CancelRun(call_context().get(), ref, &run));
+  out << "run " << run.run_id() << ": " << state_name(run.state()) << "\n";
+  return 0;
+}
+
+// best.cu -> best.report.md; anything else gets .report.md appended.
+std::string report_path(const std::string& out) {
+  const std::string ext = ".cu";
+  if (out.size() > ext.size() && out.compare(out.size() - ext.size(), ext.size(), ext) == 0)
+    return out.substr(0, out.size() - ext.size()) + ".report.md";
+  return out + ".report.md";
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (f) f << text;
+  if (!f || !f.flush()) throw Failure{"cannot write " + path + ": " + std::strerror(errno)};
+}
+
+int export_best(Stub& stub, const Options& o, std::ostream& out) {
+  v1::ExportRequest req;
+  req.set_run_id(o.run_id);
+  v1::ExportResponse r;
+  check(stub.ExportBest(call_context().get(), req, &r));
+  const std::string report = report_path(o.out);
+  write_file(o.out, r.source());
+  write_file(report, r.report());
+  out << "wrote " << o.out << " (" << r.genome() << ") and " << report << "\n"
+      << "build: nvcc -O3 -shared -Xcompiler -fPIC -arch=sm_90a -o libbest.so " << o.out << "\n";
+  if (r.report().find("ESTIMATED") != std::string::npos)
+    out << "ESTIMATED: this winner was chosen by the model evaluator, not measured on a GPU\n";
+  return 0;
+}
+
+}  // namespace
+
+int run_evoctl(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+               const Environment& env) {
+  Options o;
+  try {
+    o = parse_options(args, env.coordinator);
+  } catch (const UsageError& e) {
+    err << "evoctl: " << e.what() << "\n";
+    return 2;
+  }
+  if (o.help) {
+    out << help_text(o.command);
+    return 0;
+  }
+  auto channel = grpc::CreateChannel(o.coordinator, grpc::InsecureChannelCredentials());
+  if (!channel->WaitForConnected(std::chrono::system_clock::now() +
+                                 std::chrono::milliseconds(env.connect_timeout_ms))) {
+    err << "evoctl: cannot reach evod at " << o.coordinator << " (is it running?)\n";
+    return 1;
+  }
+  auto stub = v1::Coordinator::NewStub(channel);
+  try {
+    if (o.command == "submit") return submit(*stub, o, out, env.stdout_is_tty);
+    if (o.command == "status") return status(*stub, o, out, env.stdout_is_tty);
+    if (o.command == "leaderboard") return leaderboard(*stub, o, out);
+    if (o.command == "runs") return runs(*stub, o, out);
+    if (o.command == "cancel") return cancel(*stub, o, out);
+    if (o.command == "export") return export_best(*stub, o, out);
+  } catch (const Failure& f) {
+    out << std::flush;
+    err << "evoctl: " << f.line << "\n";
+    return 1;
+  }
+  err << "evoctl: unknown command '" << o.command << "'\n";
+  return 2;
+}
+
+}  // namespace evo::cli

@@ -1,0 +1,20 @@
+#pragma once
+// evoctl as a function, so that tests drive it exactly as main does.
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace evo::cli {
+
+struct Environment {
+  bool stdout_is_tty = false;       // live progress bar vs. plain lines
+  std::string coordinator;          // $EVO_COORDINATOR, or empty
+  int connect_timeout_ms = 5000;    // how long to wait for evod before "cannot reach"
+};
+
+// args excludes the program name. Returns the exit status: 0 ok, 1 evod refused, failed or could
+// not be reached (one line on err), 2 usage error (one line on err).
+int run_evoctl(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+               const Environment& env);
+
+}  // namespace evo::cli

@@ -1,0 +1,188 @@
+#include "format.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+#include <vector>
+
+namespace evo::cli {
+namespace {
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+// The genes without the template prefix: the table's header names the template once.
+std::string genes_only(const std::string& genome) {
+  const size_t colon = genome.find(':');
+  return colon == std::string::npos ? genome : genome.substr(colon + 1);
+}
+
+std::string shapes_text(const v1::Run& run) {
+  std::string out;
+  for (const auto& s : run.shapes()) {
+    if (!out.empty()) out += ",";
+    out += std::to_string(s.batch()) + "x" + std::to_string(s.heads()) + "x" + std::to_string(s.seq_q());
+    if (s.seq_k() != s.seq_q()) out += "x" + std::to_string(s.seq_k());
+    out += "x" + std::to_string(s.head_dim());
+    if (s.causal()) out += ":causal";
+  }
+  return out;
+}
+
+std::string sanitizer_verdict(const v1::Evaluation& e) {
+  for (const auto& g : e.gates())
+    if (g.gate() == "sanitizer") return g.verdict();
+  return "-";
+}
+
+// Columns padded to their widest cell; the first row is the header.
+std::string render(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  auto display_width = [](const std::string& s) {
+    size_t n = 0;
+    for (unsigned char c : s) n += (c & 0xC0) != 0x80;  // count UTF-8 code points (µ)
+    return n;
+  };
+  for (const auto& row : rows)
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (width.size() <= i) width.push_back(0);
+      width[i] = std::max(width[i], display_width(row[i]));
+    }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(width[i] - display_width(row[i]) + 2, ' ');
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+int shown_generation(const v1::RunStatus& s) {
+  const int total = s.run().generations();
+  const int g = is_final(s.run().state()) ? total : s.generation() + 1;
+  return std::min(std::max(g, 0), total);
+}
+
+}  // namespace
+
+std::string format_duration(int64_t ms) {
+  if (ms < 0) return "--:--";
+  const int64_t total = ms / 1000;
+  const int64_t h = total / 3600, m = (total / 60) % 60, s = total % 60;
+  char buf[64];
+  if (h > 0) std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", (long long)h, (long long)m, (long long)s);
+  else std::snprintf(buf, sizeof buf, "%lld:%02lld", (long long)m, (long long)s);
+  return buf;
+}
+
+std::string state_name(v1::RunState s) {
+  switch (s) {
+    case v1::QUEUED: return "QUEUED";
+    case v1::RUNNING: return "RUNNING";
+    case v1::DONE: return "DONE";
+    case v1::CANCELLED: return "CANCELLED";
+    case v1::FAILED: return "FAILED";
+    default: return "UNKNOWN";
+  }
+}
+
+bool is_final(v1::RunState s) { return s == v1::DONE || s == v1::CANCELLED || s == v1::FAILED; }
+
+std::string progress_line(const v1::RunStatus& s, bool bar) {
+  std::string out;
+  const int done = s.evaluations_done(), total = s.evaluations_total();
+  if (bar) {
+    constexpr int kWidth = 24;
+    const int filled = total > 0 ? std::min(kWidth, done * kWidth / total) : 0;
+    out += "[" + std::string(filled, '#') + std::string(kWidth - filled, '.') + "] ";
+  }
+  out += "gen " + std::to_string(shown_generation(s)) + "/" + std::to_string(s.run().generations());
+  out += "  evals " + std::to_string(done) + "/" + std::to_string(total);
+  out += "  best " + (s.best_us() > 0 ? fixed(s.best_us(), 2) + " µs" : std::string("-"));
+  out += "  elapsed " + format_duration(s.elapsed_ms());
+  out += "  ETA " + (is_final(s.run().state()) ? std::string("0:00") : format_duration(s.eta_ms() > 0 ? s.eta_ms() : -1));
+  if (s.failed() > 0) out += "  failed " + std::to_string(s.failed());
+  if (s.estimated()) out += "  ESTIMATED";
+  return out;
+}
+
+std::string status_summary(const v1::RunStatus& s) {
+  const v1::Run& r = s.run();
+  std::ostringstream o;
+  o << "run " << r.run_id() << ": " << state_name(r.state()) << (r.message().empty() ? "" : " (" + r.message() + ")")
+    << "\n"
+    << "  seed " << r.seed() << ", shapes " << shapes_text(r) << ", strategy " << r.strategy() << ", rng seed "
+    << r.rng_seed() << ", top-k " << r.top_k() << "\n"
+    << "  device class " << (r.device_class().empty() ? "(not fixed yet)" : r.device_class()) << "\n"
+    << "  " << progress_line(s, false) << "\n";
+  if (!s.best_genome().empty()) o << "  best " << s.best_genome() << "\n";
+  if (s.estimated()) o << "  ESTIMATED (model evaluator, no GPU): times are estimates, not measurements\n";
+  return o.str();
+}
+
+std::string final_line(const v1::RunStatus& s) {
+  std::string out = "run " + s.run().run_id() + " " + state_name(s.run().state());
+  if (s.best_us() > 0) out += ": best " + fixed(s.best_us(), 2) + " µs " + s.best_genome();
+  if (!s.run().message().empty()) out += " (" + s.run().message() + ")";
+  if (s.estimated()) out += " [ESTIMATED]";
+  return out;
+}
+
+std::string leaderboard_table(const v1::LeaderboardResponse& r) {
+  bool estimated = false;
+  for (const auto& e : r.elites()) estimated = estimated || e.estimated();
+  std::ostringstream o;
+  if (estimated)
+    o << "!!! ESTIMATED (model evaluator, no GPU): these times are estimates, not measurements !!!\n";
+  o << "run " << r.run().run_id() << "  " << r.run().seed() << "  " << shapes_text(r.run()) << "  "
+    << state_name(r.run().state()) << "  device class "
+    << (r.run().device_class().empty() ? "-" : r.run().device_class()) << "\n";
+  o << "seed genome: " << (r.seed_us() > 0 ? fixed(r.seed_us(), 2) + " µs" : std::string("not measured")) << "\n";
+  if (r.elites().empty()) {
+    o << "no elites yet\n";
+    return o.str();
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"rank", "genome", "µs", "spread", "TFLOP/s", "speedup", "regs", "smem", "spills", "sanitizer"}};
+  for (const auto& e : r.elites()) {
+    const auto& res = e.evaluation().resources();
+    rows.push_back({std::to_string(e.rank()), genes_only(e.genome()), fixed(e.fitness_us(), 2),
+                    fixed(e.spread_pct(), 1) + "%", fixed(e.tflops(), 1),
+                    e.speedup_vs_seed() > 0 ? fixed(e.speedup_vs_seed(), 2) + "x" : "-",
+                    std::to_string(res.registers()),
+                    std::to_string(res.static_smem_bytes() + res.dynamic_smem_bytes()),
+                    std::to_string(res.spill_store_bytes() + res.spill_load_bytes()),
+                    sanitizer_verdict(e.evaluation())});
+  }
+  o << render(rows);
+  return o.str();
+}
+
+std::string runs_table(const v1::ListRunsResponse& r) {
+  if (r.runs().empty()) return "no runs\n";
+  std::vector<std::vector<std::string>> rows = {
+      {"run", "seed", "shapes", "state", "gen", "evals", "best µs", "estimated"}};
+  for (const auto& s : r.runs())
+    rows.push_back({s.run().run_id(), s.run().seed(), shapes_text(s.run()), state_name(s.run().state()),
+                    std::to_string(shown_generation(s)) + "/" + std::to_string(s.run().generations()),
+                    std::to_string(s.evaluations_done()) + "/" + std::to_string(s.evaluations_total()),
+                    s.best_us() > 0 ? fixed(s.best_us(), 2) : "-", s.estimated() ? "yes" : "no"});
+  return render(rows);
+}
+
+std::string grpc_code_name(int code) {
+  static const char* kNames[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
+                                 "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+                                 "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
+                                 "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
+  if (code >= 0 && code < static_cast<int>(sizeof kNames / sizeof kNames[0])) return kNames[code];
+  return "CODE_" + std::to_string(code);
+}
+
+}  // namespace evo::cli

@@ -1,0 +1,32 @@
+#pragma once
+// What evoctl prints, as pure functions of evod's answers, so that tests can read them.
+#include <cstdint>
+#include <string>
+
+#include "evo/evo.pb.h"
+
+namespace evo::cli {
+
+// "0:07", "12:30", "1:02:03"; "--:--" when unknown (negative).
+std::string format_duration(int64_t ms);
+// "DONE", "RUNNING", ...
+std::string state_name(v1::RunState s);
+bool is_final(v1::RunState s);
+
+// One progress line: "[#####.....] gen 2/5  evals 40/80  best 7.25 µs  elapsed 0:12  ETA 0:18".
+// With bar=false (not a terminal) the same facts without the bar.
+std::string progress_line(const v1::RunStatus& s, bool bar);
+// The multi-line answer of `evoctl status RUN`.
+std::string status_summary(const v1::RunStatus& s);
+// The final line after a watch: state, best time and genome.
+std::string final_line(const v1::RunStatus& s);
+
+// The table of `evoctl leaderboard`, headed loudly when the figures are estimates.
+std::string leaderboard_table(const v1::LeaderboardResponse& r);
+// The table of `evoctl runs`.
+std::string runs_table(const v1::ListRunsResponse& r);
+
+// "evoctl: NOT_FOUND: unknown run 'r9'" for a gRPC status code number and message.
+std::string grpc_code_name(int code);
+
+}  // namespace evo::cli

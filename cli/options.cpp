@@ -1,0 +1,161 @@
+#include "options.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <map>
+#include <set>
+
+namespace evo::cli {
+namespace {
+
+const std::set<std::string> kCommands = {"submit", "status", "leaderboard", "runs", "cancel", "export"};
+
+int64_t parse_integer(const std::string& flag, const std::string& text, int64_t min, int64_t max) {
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || v < min || v > max)
+    throw UsageError(flag + " expects an integer in " + std::to_string(min) + ".." + std::to_string(max) +
+                     ", got '" + text + "'");
+  return v;
+}
+
+uint64_t parse_unsigned(const std::string& flag, const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || text[0] == '-' || *end != '\0' || errno == ERANGE)
+    throw UsageError(flag + " expects a non-negative integer, got '" + text + "'");
+  return v;
+}
+
+// Walks the arguments; flags may come before or after the command and its positional argument.
+class Parser {
+ public:
+  explicit Parser(const std::vector<std::string>& args) : args_(args) {}
+  bool done() const { return i_ >= args_.size(); }
+  const std::string& next() { return args_[i_++]; }
+  std::string value_of(const std::string& flag) {
+    if (done()) throw UsageError(flag + " needs a value");
+    return next();
+  }
+
+ private:
+  const std::vector<std::string>& args_;
+  size_t i_ = 0;
+};
+
+}  // namespace
+
+Options parse_options(const std::vector<std::string>& args, const std::string& coordinator_default) {
+  Options o;
+  if (!coordinator_default.empty()) o.coordinator = coordinator_default;
+  Parser p(args);
+  std::vector<std::string> positional;
+  // Which flags each command accepts; a flag elsewhere is a usage error, not silently ignored.
+  std::vector<std::pair<std::string, std::string>> flags_seen;  // flag, command at the time
+  while (!p.done()) {
+    const std::string a = p.next();
+    if (a == "-h" || a == "--help") {
+      o.help = true;
+    } else if (a == "--coordinator") {
+      o.coordinator = p.value_of(a);
+    } else if (a.rfind("--", 0) == 0) {
+      flags_seen.emplace_back(a, o.command);
+      if (a == "--watch") o.watch = true;
+      else if (a == "--json") o.json = true;
+      else if (a == "--causal") o.submit.causal = true;
+      else if (a == "--top") o.top = static_cast<int32_t>(parse_integer(a, p.value_of(a), 1, 1000));
+      else if (a == "--out") o.out = p.value_of(a);
+      else if (a == "--seed") o.submit.seed = p.value_of(a);
+      else if (a == "--shape") o.submit.shapes.push_back(p.value_of(a));
+      else if (a == "--generations") o.submit.generations = static_cast<int32_t>(parse_integer(a, p.value_of(a), 1, 100000));
+      else if (a == "--population") o.submit.population = static_cast<int32_t>(parse_integer(a, p.value_of(a), 1, 100000));
+      else if (a == "--top-k") o.submit.top_k = static_cast<int32_t>(parse_integer(a, p.value_of(a), 1, 1000));
+      else if (a == "--strategy") {
+        o.submit.strategy = p.value_of(a);
+        if (o.submit.strategy != "evolve" && o.submit.strategy != "random" && o.submit.strategy != "exhaustive")
+          throw UsageError("--strategy expects evolve, random or exhaustive, got '" + o.submit.strategy + "'");
+      } else if (a == "--rng-seed") {
+        o.submit.rng_seed = parse_unsigned(a, p.value_of(a));
+        o.submit.rng_seed_set = true;
+      } else if (a == "--device-class") o.submit.device_class = p.value_of(a);
+      else throw UsageError("unknown option '" + a + "'");
+    } else if (o.command.empty()) {
+      if (!kCommands.count(a)) throw UsageError("unknown command '" + a + "' (commands: submit, status, leaderboard, runs, cancel, export)");
+      o.command = a;
+    } else {
+      positional.push_back(a);
+    }
+  }
+  if (o.help) return o;
+  if (o.command.empty()) throw UsageError("no command given (try evoctl --help)");
+
+  static const std::map<std::string, std::set<std::string>> kAllowed = {
+      {"submit", {"--seed", "--shape", "--causal", "--generations", "--population", "--top-k", "--strategy",
+                  "--rng-seed", "--device-class", "--watch"}},
+      {"status", {"--watch"}},
+      {"leaderboard", {"--top", "--json"}},
+      {"runs", {"--json"}},
+      {"cancel", {}},
+      {"export", {"--out"}},
+  };
+  for (const auto& [flag, _] : flags_seen)
+    if (!kAllowed.at(o.command).count(flag)) throw UsageError(o.command + " does not take " + flag);
+
+  const bool needs_run = o.command == "status" || o.command == "cancel" || o.command == "export";
+  const size_t max_positional = (o.command == "submit" || o.command == "runs") ? 0 : 1;
+  if (positional.size() > max_positional)
+    throw UsageError(o.command + ": unexpected argument '" + positional[max_positional] + "'");
+  if (!positional.empty()) o.run_id = positional[0];
+  if (needs_run && o.run_id.empty()) throw UsageError(o.command + " needs a run id (see evoctl runs)");
+  if (o.command == "submit" && o.submit.seed.empty()) throw UsageError("submit needs --seed (e.g. --seed fa_s512_v3)");
+  if (o.command == "export" && o.out.empty()) throw UsageError("export needs --out FILE.cu");
+  return o;
+}
+
+std::string help_text(const std::string& command) {
+  if (command == "submit")
+    return "usage: evoctl submit --seed TEMPLATE [--shape BxHxSxD[:causal] ...] [--causal]\n"
+           "                     [--generations N] [--population P] [--top-k K]\n"
+           "                     [--strategy evolve|random|exhaustive] [--rng-seed S]\n"
+           "                     [--device-class CLASS] [--watch]\n"
+           "Starts a tuning run and prints its id. Defaults come from evod: shape 1x8x512x64,\n"
+           "5 generations of 16, top-k 3, strategy evolve, rng seed 1, the device class of the first\n"
+           "worker that leases. --causal applies to every shape given without a suffix; a shape may\n"
+           "name seq_q and seq_k apart as BxHxSqxSkxD. --watch follows the run like status --watch.\n";
+  if (command == "status")
+    return "usage: evoctl status RUN [--watch]\n"
+           "Prints the run's state, generation, evaluations, best time and genome. --watch follows it\n"
+           "until it ends: a live progress bar on a terminal, one line per change otherwise.\n"
+           "Exit status 1 if the run failed.\n";
+  if (command == "leaderboard")
+    return "usage: evoctl leaderboard [RUN] [--top N] [--json]\n"
+           "The run's elites (default: the newest run), best first: rank, genome, median µs, spread\n"
+           "between its two measurements, TFLOP/s, speedup over the seed genome, and the gate\n"
+           "evidence (registers, shared memory, spills, sanitizer). Estimated runs say so in the\n"
+           "header. --json prints evod's answer as JSON.\n";
+  if (command == "runs")
+    return "usage: evoctl runs [--json]\nLists every run with its state and progress.\n";
+  if (command == "cancel")
+    return "usage: evoctl cancel RUN\nCancels a queued or running run; its results so far are kept.\n";
+  if (command == "export")
+    return "usage: evoctl export RUN --out FILE.cu\n"
+           "Writes the run's winner as one self-contained CUDA file exposing evo_attention_forward\n"
+           "(build: nvcc -shared -Xcompiler -fPIC -arch=sm_90a) and, beside it, FILE.report.md with\n"
+           "its evidence: resources, errors, sanitizer, timings, device, compile options.\n";
+  return "usage: evoctl [--coordinator ADDR] COMMAND [ARGS] [--help]\n"
+         "Drives evod, the evo tuning coordinator (ADDR default 127.0.0.1:50051, or $EVO_COORDINATOR).\n"
+         "commands:\n"
+         "  submit --seed TEMPLATE [...]   start a run, print its id\n"
+         "  status RUN [--watch]           progress of a run\n"
+         "  leaderboard [RUN] [--top N] [--json]\n"
+         "                                 the run's elites with their evidence\n"
+         "  runs [--json]                  list runs\n"
+         "  cancel RUN                     stop a run\n"
+         "  export RUN --out FILE.cu       the winner as a standalone kernel + FILE.report.md\n"
+         "Exit status: 0 ok, 1 evod refused or failed (or cannot be reached), 2 usage error.\n"
+         "evoctl COMMAND --help tells more.\n";
+}
+
+}  // namespace evo::cli

@@ -1,0 +1,50 @@
+#pragma once
+// evoctl's command line: `evoctl [--coordinator ADDR] COMMAND [ARGS]`, parsed into one struct.
+// A usage error throws UsageError with one line; main turns it into exit status 2.
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace evo::cli {
+
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+constexpr const char* kDefaultCoordinator = "127.0.0.1:50051";
+
+struct SubmitOptions {
+  std::string seed;
+  std::vector<std::string> shapes;  // sent as typed: evod parses and validates them
+  bool causal = false;
+  int32_t generations = 0;          // 0: evod's default
+  int32_t population = 0;
+  int32_t top_k = 0;
+  std::string strategy;             // empty: evod's default (evolve)
+  uint64_t rng_seed = 0;
+  bool rng_seed_set = false;
+  std::string device_class;
+};
+
+struct Options {
+  std::string coordinator = kDefaultCoordinator;
+  std::string command;              // submit, status, leaderboard, runs, cancel, export
+  bool help = false;                // print the help of `command` (or the overview) and exit 0
+  std::string run_id;
+  bool watch = false;
+  bool json = false;
+  int32_t top = 10;
+  std::string out;                  // export --out
+  SubmitOptions submit;
+};
+
+// `coordinator_default` comes from $EVO_COORDINATOR when set.
+Options parse_options(const std::vector<std::string>& args, const std::string& coordinator_default);
+
+// The help text of a command ("" for the overview).
+std::string help_text(const std::string& command);
+
+}  // namespace evo::cli
