@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from bench_shapes import DEFAULT_SHAPES, Shape, parse_causal, parse_shape
 
@@ -22,7 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--graph-calls", type=int, default=20, help="calls captured in one CUDA graph")
     parser.add_argument("--graph-replays", type=int, default=15, help="timed replays of that graph")
     parser.add_argument("--no-triton", action="store_true", help="skip the Triton baseline")
-    parser.add_argument("--triton-precompile-jobs", type=int, default=8,
+    parser.add_argument("--triton-precompile-jobs", type=int, default=max(1, min(12, (os.cpu_count() or 4) - 2)),
                         help="processes that compile Triton configs ahead of autotuning (0: compile serially)")
     parser.add_argument("--seed", type=int, default=0, help="input RNG seed (inputs are fresh per shape)")
     return parser

@@ -5,14 +5,19 @@
     Inputs stay the same across the captured calls, so small shapes run from a warm L2 - this is the
     steady state of a model that calls attention layer after layer, minus the host.
 (b) per launch: one call between two CUDA events, preceded by an L2 flush (a memset of twice the L2
-    size). The flush keeps the GPU busy while the host enqueues the events and the call, so the figure
-    is the GPU time of one launch from a cold L2, without host overhead; median over `iters` samples.
+    size) and a ~50 us spin kernel. Those keep the GPU busy while the host enqueues the events and the
+    call (Triton's and SDPA's Python dispatch take tens of microseconds), so the figure is the GPU time
+    of one launch from a cold L2, without host overhead; median over `iters` samples.
 """
 from __future__ import annotations
 
 import statistics
 
 import torch
+
+
+# torch.cuda._sleep spins this many GPU clock cycles: about 50-70 us at Hopper's 1.5-2 GHz.
+_BUSY_CYCLES = 100_000
 
 
 class L2Flusher:
@@ -24,6 +29,8 @@ class L2Flusher:
 
     def flush(self) -> None:
         self._buffer.zero_()
+        if hasattr(torch.cuda, "_sleep"):
+            torch.cuda._sleep(_BUSY_CYCLES)
 
 
 def _events(n: int):
