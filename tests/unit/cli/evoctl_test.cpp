@@ -1,0 +1,177 @@
+// evoctl end to end against an in-process fake evod: what it prints, its exit status, its errors.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "evoctl.h"
+#include "fake_coordinator.h"
+
+namespace evo::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int exit_status;
+  std::string out, err;
+};
+
+class Evoctl : public ::testing::Test {
+ protected:
+  Result run(std::vector<std::string> args, bool tty = false) {
+    std::ostringstream out, err;
+    Environment env;
+    env.stdout_is_tty = tty;
+    env.coordinator = server_.address();
+    env.connect_timeout_ms = 2000;
+    const int rc = run_evoctl(args, out, err, env);
+    return {rc, out.str(), err.str()};
+  }
+  testing::FakeCoordinatorServer server_;
+};
+
+TEST_F(Evoctl, SubmitPrintsTheRunIdAloneAndSendsTheOptions) {
+  const auto r = run({"submit", "--seed", "fa_s512_v3", "--shape", "2x8x512x64:causal", "--shape", "1x4x1000x64",
+                      "--generations", "3", "--population", "8", "--top-k", "2", "--strategy", "random",
+                      "--rng-seed", "42", "--device-class", "sm_90a/H100", "--causal"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_EQ(r.out, "r1\n");
+  const auto& req = server_.service.last_submit;
+  EXPECT_EQ(req.shapes_size(), 2);
+  EXPECT_EQ(req.shapes(0), "2x8x512x64:causal");
+  EXPECT_EQ(req.generations(), 3);
+  EXPECT_EQ(req.population(), 8);
+  EXPECT_EQ(req.top_k(), 2);
+  EXPECT_EQ(req.strategy(), "random");
+  EXPECT_EQ(req.rng_seed(), 42u);
+  EXPECT_EQ(req.device_class(), "sm_90a/H100");
+  EXPECT_TRUE(req.causal());
+}
+
+TEST_F(Evoctl, EvodRefusalIsOneLineWithItsCode) {
+  const auto r = run({"submit", "--seed", "nope"});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_EQ(r.err, "evoctl: INVALID_ARGUMENT: unknown seed 'nope'\n");
+  const auto s = run({"status", "r9"});
+  EXPECT_EQ(s.exit_status, 1);
+  EXPECT_EQ(s.err, "evoctl: NOT_FOUND: unknown run 'r9'\n");
+}
+
+TEST_F(Evoctl, UnreachableEvodIsNamed) {
+  std::ostringstream out, err;
+  Environment env;
+  env.coordinator = "127.0.0.1:1";  // nothing listens on port 1
+  env.connect_timeout_ms = 500;
+  EXPECT_EQ(run_evoctl({"runs"}, out, err, env), 1);
+  EXPECT_EQ(err.str(), "evoctl: cannot reach evod at 127.0.0.1:1 (is it running?)\n");
+}
+
+TEST_F(Evoctl, UsageErrorsExitTwoWithOneLine) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {}, {"frobnicate"}, {"submit"}, {"status"}, {"export", "r1"}, {"submit", "--seed", "x", "--population", "0"},
+           {"submit", "--seed", "x", "--strategy", "greedy"}, {"leaderboard", "--top", "-3"}, {"cancel", "r1", "r2"},
+           {"status", "r1", "--json"}, {"runs", "--bogus"}, {"submit", "--seed"}}) {
+    const auto r = run(args);
+    EXPECT_EQ(r.exit_status, 2) << ::testing::PrintToString(args);
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(r.err.rfind("evoctl: ", 0), 0u) << r.err;
+  }
+}
+
+TEST_F(Evoctl, HelpEverywhereExitsZero) {
+  for (const char* cmd : {"submit", "status", "leaderboard", "runs", "cancel", "export"}) {
+    const auto r = run({cmd, "--help"});
+    EXPECT_EQ(r.exit_status, 0);
+    EXPECT_NE(r.out.find(std::string("usage: evoctl ") + cmd), std::string::npos) << r.out;
+  }
+  EXPECT_NE(run({"--help"}).out.find("commands:"), std::string::npos);
+}
+
+TEST_F(Evoctl, StatusSummarises) {
+  const auto r = run({"status", "r1"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_NE(r.out.find("run r1: RUNNING"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gen 3/3  evals 40/48  best 5.00 µs"), std::string::npos) << r.out;
+}
+
+TEST_F(Evoctl, WatchPrintsALinePerChangeWhenNotATerminal) {
+  const auto r = run({"status", "r1", "--watch"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 4) << r.out;  // 3 distinct states + final line
+  EXPECT_NE(r.out.find("gen 1/3  evals 0/48"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("run r1 DONE: best 5.00 µs"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('\r'), std::string::npos);
+}
+
+TEST_F(Evoctl, WatchDrawsABarOnATerminal) {
+  const auto r = run({"status", "r1", "--watch"}, true);
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_NE(r.out.find("\r\033[K[########"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ETA 0:32"), std::string::npos) << r.out;
+}
+
+TEST_F(Evoctl, WatchThatEndsBeforeTheRunIsAnError) {
+  server_.service.watch_ends_early = true;
+  const auto r = run({"status", "r1", "--watch"});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_NE(r.err.find("the watch ended before run r1 finished"), std::string::npos) << r.err;
+}
+
+TEST_F(Evoctl, SubmitWatchFollowsTheNewRun) {
+  const auto r = run({"submit", "--seed", "fa_s512_v3", "--watch"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("r1\n", 0), 0u);
+  EXPECT_NE(r.out.find("run r1 DONE"), std::string::npos);
+}
+
+TEST_F(Evoctl, LeaderboardShowsEvidenceAndSaysEstimatedLoudly) {
+  auto r = run({"leaderboard"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_EQ(r.out.find("ESTIMATED"), std::string::npos);
+  EXPECT_NE(r.out.find("seed genome: 10.00 µs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank  genome"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1  5.00"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2.00x"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("passed"), std::string::npos) << r.out;
+  server_.service.estimated = true;
+  r = run({"leaderboard", "r1"});
+  EXPECT_EQ(r.out.rfind("!!! ESTIMATED (model evaluator, no GPU)", 0), 0u) << r.out;
+  EXPECT_EQ(run({"leaderboard", "r9"}).err, "evoctl: NOT_FOUND: unknown run 'r9'\n");
+}
+
+TEST_F(Evoctl, LeaderboardJsonIsEvodsAnswer) {
+  const auto r = run({"leaderboard", "--json"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_EQ(r.out.front(), '{');
+  EXPECT_NE(r.out.find("\"seedUs\": 10"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"speedupVsSeed\": 2"), std::string::npos) << r.out;
+}
+
+TEST_F(Evoctl, RunsAndCancel) {
+  auto r = run({"runs"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_NE(r.out.find("r1   fa_s512_v3  1x8x512x64  DONE"), std::string::npos) << r.out;
+  r = run({"cancel", "r1"});
+  EXPECT_EQ(r.out, "run r1: CANCELLED\n");
+  EXPECT_EQ(run({"cancel", "r7"}).exit_status, 1);
+}
+
+TEST_F(Evoctl, ExportWritesTheKernelAndTheReportBesideIt) {
+  const fs::path dir = fs::temp_directory_path() / ("evoctl_export_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto r = run({"export", "r1", "--out", (dir / "best.cu").string()});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  std::ifstream cu(dir / "best.cu"), md(dir / "best.report.md");
+  std::string cu_text((std::istreambuf_iterator<char>(cu)), {}), md_text((std::istreambuf_iterator<char>(md)), {});
+  EXPECT_EQ(cu_text, "// kernel source\n");
+  EXPECT_EQ(md_text, "# report\n");
+  const auto bad = run({"export", "r1", "--out", (dir / "no_such_dir" / "best.cu").string()});
+  EXPECT_EQ(bad.exit_status, 1);
+  EXPECT_NE(bad.err.find("evoctl: cannot write"), std::string::npos) << bad.err;
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace evo::cli

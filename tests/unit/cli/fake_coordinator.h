@@ -1,0 +1,128 @@
+#pragma once
+// An in-process Coordinator that answers evoctl's calls from fixed data, on a loopback port, so
+// that the CLI tests see real gRPC status codes and streams without evod.
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "evo/evo.grpc.pb.h"
+
+namespace evo::testing {
+
+class FakeCoordinator final : public v1::Coordinator::Service {
+ public:
+  bool estimated = false;
+  v1::SubmitRunRequest last_submit;
+  bool watch_ends_early = false;  // the stream closes before the run is final
+
+  grpc::Status SubmitRun(grpc::ServerContext*, const v1::SubmitRunRequest* req, v1::Run* run) override {
+    if (req->seed() != "fa_s512_v3") return {grpc::StatusCode::INVALID_ARGUMENT, "unknown seed '" + req->seed() + "'"};
+    last_submit = *req;
+    *run = make_run(v1::QUEUED);
+    return grpc::Status::OK;
+  }
+  grpc::Status GetRun(grpc::ServerContext*, const v1::RunRef* ref, v1::RunStatus* s) override {
+    if (ref->run_id() != "r1") return {grpc::StatusCode::NOT_FOUND, "unknown run '" + ref->run_id() + "'"};
+    *s = make_status(2, 40, v1::RUNNING);
+    return grpc::Status::OK;
+  }
+  grpc::Status WatchRun(grpc::ServerContext*, const v1::RunRef* ref,
+                        grpc::ServerWriter<v1::RunStatus>* w) override {
+    if (ref->run_id() != "r1") return {grpc::StatusCode::NOT_FOUND, "unknown run '" + ref->run_id() + "'"};
+    w->Write(make_status(0, 0, v1::RUNNING));
+    w->Write(make_status(0, 0, v1::RUNNING));  // same progress: no new plain line
+    w->Write(make_status(1, 16, v1::RUNNING));
+    if (!watch_ends_early) w->Write(make_status(2, 48, v1::DONE));
+    return grpc::Status::OK;
+  }
+  grpc::Status ListRuns(grpc::ServerContext*, const v1::ListRunsRequest*, v1::ListRunsResponse* r) override {
+    *r->add_runs() = make_status(2, 48, v1::DONE);
+    return grpc::Status::OK;
+  }
+  grpc::Status Leaderboard(grpc::ServerContext*, const v1::LeaderboardRequest* req,
+                           v1::LeaderboardResponse* r) override {
+    if (!req->run_id().empty() && req->run_id() != "r1")
+      return {grpc::StatusCode::NOT_FOUND, "unknown run '" + req->run_id() + "'"};
+    *r->mutable_run() = make_run(v1::DONE);
+    r->set_seed_us(10.0);
+    for (int i = 1; i <= 2; ++i) {
+      auto* e = r->add_elites();
+      e->set_rank(i);
+      e->set_genome("fa_s512_v3:BLOCK_M=" + std::to_string(16 * i) + ",BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1");
+      e->set_fitness_us(5.0 * i);
+      e->set_spread_pct(1.5);
+      e->set_tflops(100.0 / i);
+      e->set_speedup_vs_seed(10.0 / (5.0 * i));
+      e->set_estimated(estimated);
+      e->mutable_evaluation()->mutable_resources()->set_registers(90 + i);
+      e->mutable_evaluation()->mutable_resources()->set_dynamic_smem_bytes(40960);
+      auto* g = e->mutable_evaluation()->add_gates();
+      g->set_gate("sanitizer");
+      g->set_verdict("passed");
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status CancelRun(grpc::ServerContext*, const v1::RunRef* ref, v1::Run* run) override {
+    if (ref->run_id() != "r1") return {grpc::StatusCode::NOT_FOUND, "unknown run '" + ref->run_id() + "'"};
+    *run = make_run(v1::CANCELLED);
+    return grpc::Status::OK;
+  }
+  grpc::Status ExportBest(grpc::ServerContext*, const v1::ExportRequest* req, v1::ExportResponse* r) override {
+    if (req->run_id() != "r1") return {grpc::StatusCode::NOT_FOUND, "unknown run '" + req->run_id() + "'"};
+    r->set_source("// kernel source\n");
+    r->set_report("# report\n");
+    r->set_genome("fa_s512_v3:BLOCK_M=32");
+    return grpc::Status::OK;
+  }
+
+  static v1::Run make_run(v1::RunState state) {
+    v1::Run run;
+    run.set_run_id("r1");
+    run.set_seed("fa_s512_v3");
+    run.set_generations(3);
+    run.set_population(16);
+    run.set_strategy("evolve");
+    run.set_state(state);
+    auto* s = run.add_shapes();
+    s->set_batch(1);
+    s->set_heads(8);
+    s->set_seq_q(512);
+    s->set_seq_k(512);
+    s->set_head_dim(64);
+    return run;
+  }
+  v1::RunStatus make_status(int generation, int done, v1::RunState state) const {
+    v1::RunStatus s;
+    *s.mutable_run() = make_run(state);
+    s.set_generation(generation);
+    s.set_evaluations_done(done);
+    s.set_evaluations_total(48);
+    s.set_best_us(done > 0 ? 5.0 : 0.0);
+    s.set_best_genome(done > 0 ? "fa_s512_v3:BLOCK_M=16" : "");
+    s.set_elapsed_ms(1000 * done);
+    s.set_eta_ms(1000 * (48 - done));
+    s.set_estimated(estimated);
+    return s;
+  }
+};
+
+// Runs a FakeCoordinator on 127.0.0.1:<free port> for the lifetime of the object.
+class FakeCoordinatorServer {
+ public:
+  FakeCoordinatorServer() {
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    b.RegisterService(&service);
+    server_ = b.BuildAndStart();
+  }
+  ~FakeCoordinatorServer() { server_->Shutdown(); }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  FakeCoordinator service;
+
+ private:
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+}  // namespace evo::testing

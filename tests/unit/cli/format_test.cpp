@@ -1,0 +1,39 @@
+#include "format.h"
+
+#include <gtest/gtest.h>
+
+namespace evo::cli {
+namespace {
+
+TEST(Format, Durations) {
+  EXPECT_EQ(format_duration(0), "0:00");
+  EXPECT_EQ(format_duration(7'900), "0:07");
+  EXPECT_EQ(format_duration(750'000), "12:30");
+  EXPECT_EQ(format_duration(3'723'000), "1:02:03");
+  EXPECT_EQ(format_duration(-1), "--:--");
+}
+
+TEST(Format, ProgressBarFillsWithEvaluations) {
+  v1::RunStatus s;
+  s.mutable_run()->set_generations(4);
+  s.mutable_run()->set_state(v1::RUNNING);
+  s.set_generation(1);
+  s.set_evaluations_done(12);
+  s.set_evaluations_total(48);
+  const std::string line = progress_line(s, true);
+  EXPECT_EQ(line.substr(0, 26), "[######..................]");
+  EXPECT_NE(line.find("gen 2/4  evals 12/48  best -"), std::string::npos) << line;
+  EXPECT_NE(line.find("ETA --:--"), std::string::npos) << line;  // no estimate yet
+  s.mutable_run()->set_state(v1::DONE);
+  EXPECT_NE(progress_line(s, false).find("gen 4/4"), std::string::npos);
+}
+
+TEST(Format, GrpcCodeNames) {
+  EXPECT_EQ(grpc_code_name(3), "INVALID_ARGUMENT");
+  EXPECT_EQ(grpc_code_name(9), "FAILED_PRECONDITION");
+  EXPECT_EQ(grpc_code_name(16), "UNAUTHENTICATED");
+  EXPECT_EQ(grpc_code_name(99), "CODE_99");
+}
+
+}  // namespace
+}  // namespace evo::cli
