@@ -19,12 +19,30 @@ struct FaParams {
   __half* o;
   int batch, heads, seq_q, seq_k;
   float softmax_scale;  // multiplies q.k before the softmax
+  // SPLIT_KV > 1 only: zero-initialised once, reused by every launch on one stream (the last
+  // block of each row tile resets its counter). Layout in SplitWorkspace below.
+  void* workspace;
+};
+
+// The split-KV workspace: an arrival counter per row tile (padded to 256 bytes), then for every
+// split and query row its log2-sum-exp, then its normalised fp32 output row. The space's
+// "workspace_bytes" formula gives the same size.
+struct SplitWorkspace {
+  unsigned* counters;
+  float* lse;  // [split][batch*heads][seq_q]
+  float* out;  // [split][batch*heads][seq_q][head_dim]
+  __device__ SplitWorkspace(void* base, int row_tiles, long long partial_rows) {
+    const long long counter_bytes = (4ll * row_tiles + 255) / 256 * 256;
+    counters = static_cast<unsigned*>(base);
+    lse = reinterpret_cast<float*>(static_cast<char*>(base) + counter_bytes);
+    out = lse + partial_rows;
+  }
 };
 
 namespace fa {
 
 template <int CAUSAL_, int HEAD_DIM_, int BLOCK_M_, int BLOCK_N_, int WARPS_, int STAGES_,
-          int CP_ASYNC_, int SWIZZLE_>
+          int CP_ASYNC_, int SWIZZLE_, int SPLIT_KV_>
 struct KernelTraits {
   static constexpr bool kCausal = CAUSAL_ != 0;
   static constexpr int kHeadDim = HEAD_DIM_;
@@ -34,6 +52,7 @@ struct KernelTraits {
   static constexpr int kStages = STAGES_;
   static constexpr bool kCpAsync = CP_ASYNC_ != 0;
   static constexpr bool kSwizzle = SWIZZLE_ != 0;
+  static constexpr int kSplitKV = SPLIT_KV_;
 
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kWarpsM = kWarps < kBlockM / 16 ? kWarps : kBlockM / 16;
@@ -63,6 +82,7 @@ struct KernelTraits {
   static_assert(kKeysPerWarp % 16 == 0, "each warp's keys must be whole k16 steps of P*V");
   static_assert(kStages >= 1 && kStages <= 4, "STAGES in 1..4");
   static_assert(kStages == 1 || kCpAsync, "a pipeline deeper than 1 needs cp.async");
+  static_assert(kSplitKV >= 1 && kSplitKV <= 16, "SPLIT_KV in 1..16");
 };
 
 // ---------------------------------------------------------------- PTX wrappers
@@ -157,10 +177,8 @@ __device__ __forceinline__ void load_tile(__half* tile, const __half* src, int r
 
 // ---------------------------------------------------------------- the kernel
 
-template <int CAUSAL, int HEAD_DIM, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES,
-          int CP_ASYNC, int SWIZZLE>
+template <class T>
 __device__ __forceinline__ void forward(const FaParams& p) {
-  using T = KernelTraits<CAUSAL, HEAD_DIM, BLOCK_M, BLOCK_N, WARPS, STAGES, CP_ASYNC, SWIZZLE>;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __half* q_tile = reinterpret_cast<__half*>(smem_raw);
   __half* k_tiles = q_tile + T::kQElems;
@@ -192,7 +210,12 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 
   // Keys this block needs: all of them, or (causal) up to its last row's diagonal.
   const int kv_end = T::kCausal ? min(p.seq_k, m0 + T::kBlockM) : p.seq_k;
-  const int n_tiles = (kv_end + T::kBlockN - 1) / T::kBlockN;
+  const int all_tiles = (kv_end + T::kBlockN - 1) / T::kBlockN;
+  // With SPLIT_KV, block z takes its share of those tiles; the last block to finish merges.
+  const int tiles_per_split = (all_tiles + T::kSplitKV - 1) / T::kSplitKV;
+  const int first_tile = T::kSplitKV > 1 ? (int)blockIdx.z * tiles_per_split : 0;
+  const int n_tiles = T::kSplitKV > 1 ? max(0, min(all_tiles - first_tile, tiles_per_split))
+                                      : all_tiles;
   const float scale_log2 = p.softmax_scale * 1.4426950408889634f;
 
   // ---- prologue: Q, then the first STAGES-1 K/V tiles, each its own cp.async group.
@@ -202,8 +225,9 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 #pragma unroll
     for (int s = 0; s < T::kStages - 1; ++s) {
       if (s < n_tiles) {
-        load_tile<T, T::kBlockN>(k_tiles + s * T::kKVElems, k, s * T::kBlockN, p.seq_k);
-        load_tile<T, T::kBlockN>(v_tiles + s * T::kKVElems, v, s * T::kBlockN, p.seq_k);
+        const int n0 = (first_tile + s) * T::kBlockN;
+        load_tile<T, T::kBlockN>(k_tiles + s * T::kKVElems, k, n0, p.seq_k);
+        load_tile<T, T::kBlockN>(v_tiles + s * T::kKVElems, v, n0, p.seq_k);
       }
       cp_async_commit();
     }
@@ -241,23 +265,24 @@ __device__ __forceinline__ void forward(const FaParams& p) {
       const int ahead = t + T::kStages - 1;
       if (T::kStages > 1 && ahead < n_tiles) {
         const int s = ahead % T::kStages;
-        load_tile<T, T::kBlockN>(k_tiles + s * T::kKVElems, k, ahead * T::kBlockN, p.seq_k);
-        load_tile<T, T::kBlockN>(v_tiles + s * T::kKVElems, v, ahead * T::kBlockN, p.seq_k);
+        const int n_ahead = (first_tile + ahead) * T::kBlockN;
+        load_tile<T, T::kBlockN>(k_tiles + s * T::kKVElems, k, n_ahead, p.seq_k);
+        load_tile<T, T::kBlockN>(v_tiles + s * T::kKVElems, v, n_ahead, p.seq_k);
       } else if (T::kStages == 1) {
-        load_tile<T, T::kBlockN>(k_tiles, k, t * T::kBlockN, p.seq_k);
-        load_tile<T, T::kBlockN>(v_tiles, v, t * T::kBlockN, p.seq_k);
+        load_tile<T, T::kBlockN>(k_tiles, k, (first_tile + t) * T::kBlockN, p.seq_k);
+        load_tile<T, T::kBlockN>(v_tiles, v, (first_tile + t) * T::kBlockN, p.seq_k);
       }
       cp_async_commit();
       cp_async_wait<T::kStages - 1>();
     } else {
-      load_tile<T, T::kBlockN>(k_tiles, k, t * T::kBlockN, p.seq_k);
-      load_tile<T, T::kBlockN>(v_tiles, v, t * T::kBlockN, p.seq_k);
+      load_tile<T, T::kBlockN>(k_tiles, k, (first_tile + t) * T::kBlockN, p.seq_k);
+      load_tile<T, T::kBlockN>(v_tiles, v, (first_tile + t) * T::kBlockN, p.seq_k);
     }
     __syncthreads();
 
     const __half* k_tile = k_tiles + stage * T::kKVElems;
     const __half* v_tile = v_tiles + stage * T::kKVElems;
-    const int n0 = t * T::kBlockN;
+    const int n0 = (first_tile + t) * T::kBlockN;
 
     // ---- S = Q K^T for this warp's rows and keys.
     float s[T::kMTiles][T::kSTiles][4];
@@ -366,7 +391,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
       row_sum[mt][h] = l;
     }
 
-  if constexpr (T::kWarpsKV == 1) {
+  if constexpr (T::kWarpsKV == 1 && T::kSplitKV == 1) {
     // Normalise, stage the fp16 tile in shared memory, then copy out in 16-byte rows.
     __half* o_tile = reinterpret_cast<__half*>(smem_raw);
 #pragma unroll
@@ -395,10 +420,43 @@ __device__ __forceinline__ void forward(const FaParams& p) {
         *reinterpret_cast<uint4*>(o + (long long)(m0 + row) * T::kHeadDim + col) =
             *reinterpret_cast<const uint4*>(o_tile + tile_offset<T>(row, col));
     }
+    return;
+  }
+
+  // The general epilogue: every (row, column pair) of the block's output is emitted once with
+  // its unnormalised value, running max and sum -- straight to fp16 output, or (SPLIT_KV) as
+  // this split's partial result for the last block to merge.
+  const long long bh_rows = bh * p.seq_q;
+  SplitWorkspace ws(p.workspace, gridDim.x * gridDim.y, (long long)T::kSplitKV * gridDim.y * p.seq_q);
+  auto emit = [&](int row, int col, float o0, float o1, float mx, float l) {
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    if constexpr (T::kSplitKV == 1) {
+      *reinterpret_cast<__half2*>(o + (long long)(m0 + row) * T::kHeadDim + col) =
+          __floats2half2_rn(o0 * inv, o1 * inv);
+    } else {
+      const long long prow = (long long)blockIdx.z * gridDim.y * p.seq_q + bh_rows + m0 + row;
+      *reinterpret_cast<float2*>(ws.out + prow * T::kHeadDim + col) = make_float2(o0 * inv, o1 * inv);
+      if (col == 0) ws.lse[prow] = l > 0.f ? mx + __log2f(l) : neg_inf();
+    }
+  };
+
+  if constexpr (T::kWarpsKV == 1) {
+#pragma unroll
+    for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row_w + mt * 16 + (lane >> 2) + 8 * h;
+        if (m0 + row >= p.seq_q) continue;
+#pragma unroll
+        for (int nt = 0; nt < T::kOTiles; ++nt)
+          emit(row, nt * 8 + (lane & 3) * 2, acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1],
+               row_max[mt][h], row_sum[mt][h]);
+      }
   } else {
     // Each key group writes its unnormalised partial output, max and sum; then all threads
-    // merge the groups element by element and write fp16 out.
+    // merge the groups element by element.
     float* merge = reinterpret_cast<float*>(smem_raw);
+    __syncthreads();  // a split with no tiles skips the loop's barriers; Q may still be in use
 #pragma unroll
     for (int mt = 0; mt < T::kMTiles; ++mt)
 #pragma unroll
@@ -436,6 +494,44 @@ __device__ __forceinline__ void forward(const FaParams& p) {
         o0 += src[col] * w;
         o1 += src[col + 1] * w;
       }
+      emit(row, col, o0, o1, mx, l);
+    }
+  }
+
+  if constexpr (T::kSplitKV > 1) {
+    // The last of the SPLIT_KV blocks of this row tile to arrive merges all their partials.
+    __shared__ unsigned last_block;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      unsigned* counter = ws.counters + blockIdx.y * gridDim.x + blockIdx.x;
+      last_block = atomicAdd(counter, 1u) == T::kSplitKV - 1;
+      if (last_block) *counter = 0;  // ready for the next launch on this workspace
+    }
+    __syncthreads();
+    if (!last_block) return;
+    __threadfence();
+    const long long split_rows = (long long)gridDim.y * p.seq_q;
+    constexpr int kPairs = T::kBlockM * T::kHeadDim / 2;
+    for (int e = threadIdx.x; e < kPairs; e += T::kThreads) {
+      const int row = (2 * e) / T::kHeadDim;
+      const int col = (2 * e) % T::kHeadDim;
+      if (m0 + row >= p.seq_q) continue;
+      const long long prow = bh_rows + m0 + row;
+      float mx = neg_inf();
+#pragma unroll
+      for (int z = 0; z < T::kSplitKV; ++z) mx = fmaxf(mx, __ldcg(ws.lse + z * split_rows + prow));
+      const float base = mx == neg_inf() ? 0.f : mx;
+      float l = 0.f, o0 = 0.f, o1 = 0.f;
+#pragma unroll
+      for (int z = 0; z < T::kSplitKV; ++z) {
+        const float w = fast_exp2(__ldcg(ws.lse + z * split_rows + prow) - base);
+        const float2 x = __ldcg(reinterpret_cast<const float2*>(
+            ws.out + (z * split_rows + prow) * T::kHeadDim + col));
+        l += w;
+        o0 += w * x.x;
+        o1 += w * x.y;
+      }
       const float inv = l > 0.f ? 1.f / l : 0.f;
       *reinterpret_cast<__half2*>(o + (long long)(m0 + row) * T::kHeadDim + col) =
           __floats2half2_rn(o0 * inv, o1 * inv);
@@ -446,10 +542,11 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 }  // namespace fa
 
 template <int CAUSAL, int HEAD_DIM, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, int CP_ASYNC,
-          int SWIZZLE>
+          int SWIZZLE, int SPLIT_KV>
 __global__ void __launch_bounds__(WARPS * 32)
     fa_s512_v3_kernel(const FaParams p) {
-  fa::forward<CAUSAL, HEAD_DIM, BLOCK_M, BLOCK_N, WARPS, STAGES, CP_ASYNC, SWIZZLE>(p);
+  fa::forward<fa::KernelTraits<CAUSAL, HEAD_DIM, BLOCK_M, BLOCK_N, WARPS, STAGES, CP_ASYNC, SWIZZLE,
+                               SPLIT_KV>>(p);
 }
 
 }  // namespace evo

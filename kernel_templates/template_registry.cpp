@@ -29,7 +29,7 @@ std::vector<std::string> template_ids() {
 std::string_view reference_attention_source() { return kReferenceAttentionSource; }
 
 std::string fnv1a_hex(std::string_view text) {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = 14695981039346656037ull;
   for (unsigned char c : text) {
     h ^= c;
     h *= 1099511628211ull;
