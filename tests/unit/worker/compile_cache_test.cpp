@@ -1,0 +1,112 @@
+#include "compile_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <thread>
+#include <vector>
+
+#include "test_support.h"
+
+namespace evo {
+namespace {
+
+CacheEntry sample_entry() {
+  CacheEntry e;
+  e.lowered_name = "_Z6kernelPf";
+  e.name_expression = "kernel";
+  e.options = "--gpu-architecture=sm_90a -std=c++17";
+  e.resources.set_registers(40);
+  e.resources.set_stack_frame_bytes(0);
+  e.resources.set_static_smem_bytes(512);
+  e.resources.set_ptxas_log("ptxas info    : Used 40 registers\n");
+  return e;
+}
+
+TEST(CompileCache, KeyChangesWithEveryInput) {
+  const auto base = CompileCache::key("src", "k<1>", "sm_90a", "13.0", "-O3");
+  EXPECT_EQ(base, CompileCache::key("src", "k<1>", "sm_90a", "13.0", "-O3"));
+  EXPECT_NE(base, CompileCache::key("src2", "k<1>", "sm_90a", "13.0", "-O3"));
+  EXPECT_NE(base, CompileCache::key("src", "k<2>", "sm_90a", "13.0", "-O3"));
+  EXPECT_NE(base, CompileCache::key("src", "k<1>", "sm_80", "13.0", "-O3"));
+  EXPECT_NE(base, CompileCache::key("src", "k<1>", "sm_90a", "12.8", "-O3"));
+  EXPECT_NE(base, CompileCache::key("src", "k<1>", "sm_90a", "13.0", "-O2"));
+}
+
+TEST(CompileCache, MissThenHitRoundTrips) {
+  test::TempDir dir;
+  CompileCache cache(dir.path());
+  EXPECT_FALSE(cache.load("abc"));
+  cache.store("abc", "CUBINBYTES", sample_entry());
+  auto hit = cache.load("abc");
+  ASSERT_TRUE(hit);
+  EXPECT_EQ(hit->lowered_name, "_Z6kernelPf");
+  EXPECT_EQ(hit->options, "--gpu-architecture=sm_90a -std=c++17");
+  EXPECT_EQ(hit->resources.registers(), 40);
+  EXPECT_EQ(hit->resources.static_smem_bytes(), 512);
+  EXPECT_EQ(test::read_text(hit->cubin_path), "CUBINBYTES");
+}
+
+TEST(CompileCache, CorruptSidecarIsAMiss) {
+  test::TempDir dir;
+  CompileCache cache(dir.path());
+  cache.store("abc", "CUBINBYTES", sample_entry());
+  test::write_text(cache.sidecar_path("abc"), "{\"lowered_name\": \"_Z6ker");  // cut short
+  EXPECT_FALSE(cache.load("abc"));
+}
+
+TEST(CompileCache, CubinThatDoesNotMatchItsSidecarIsAMiss) {
+  test::TempDir dir;
+  CompileCache cache(dir.path());
+  cache.store("abc", "CUBINBYTES", sample_entry());
+  test::write_text(cache.cubin_path("abc"), "CUBINBYTEZ");  // same size, other bytes
+  EXPECT_FALSE(cache.load("abc"));
+  test::write_text(cache.cubin_path("abc"), "CUBIN");  // truncated
+  EXPECT_FALSE(cache.load("abc"));
+  std::filesystem::remove(cache.cubin_path("abc"));
+  EXPECT_FALSE(cache.load("abc"));
+}
+
+TEST(CompileCache, ConcurrentWritersNeverExposeHalfAFile) {
+  test::TempDir dir;
+  CompileCache cache(dir.path());
+  const std::string cubin(1 << 20, 'x');  // large enough that a torn write would show
+  std::atomic<bool> stop{false};
+  std::atomic<int> torn{0}, hits{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 4; ++w)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 20; ++i) cache.store("shared", cubin, sample_entry());
+    });
+  std::thread reader([&] {
+    while (!stop) {
+      if (auto e = cache.load("shared")) {
+        ++hits;
+        if (test::read_text(e->cubin_path).size() != cubin.size()) ++torn;
+      }
+    }
+  });
+  for (auto& t : threads) t.join();
+  stop = true;
+  reader.join();
+  EXPECT_EQ(torn.load(), 0);
+  EXPECT_TRUE(cache.load("shared"));
+  // No temp file is left behind.
+  for (const auto& f : std::filesystem::directory_iterator(dir.path()))
+    EXPECT_EQ(f.path().string().find(".tmp."), std::string::npos) << f.path();
+}
+
+TEST(CompileCache, UncreatableDirectoryIsOneClearError) {
+  test::TempDir dir;
+  test::write_text(dir.path() + "/file", "x");
+  try {
+    CompileCache cache(dir.path() + "/file/sub");
+    FAIL() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot create compile cache directory"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace evo

@@ -1,0 +1,158 @@
+// NVRTC runs here without a GPU: these compile real (small) kernels for real architectures.
+#include "kernel_compiler.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "errors.h"
+#include "template_registry.h"
+#include "test_support.h"
+
+namespace evo {
+namespace {
+
+// A kernel whose local array is indexed by a run-time value: it must get a stack frame.
+constexpr const char* kLocalArraySource = R"(
+namespace t {
+template <int N>
+__global__ void local_array(float* o) {
+  float a[N];
+  for (int i = 0; i < N; ++i) a[i] = o[i * threadIdx.x];
+  o[threadIdx.x] = a[(int)o[0] % N];
+}
+}  // namespace t
+)";
+
+constexpr const char* kRegisterOnlySource = R"(
+extern "C" __global__ void axpy(float a, const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+)";
+
+TEST(KernelCompiler, CompilesANameExpressionAndReadsItsResources) {
+  test::TempDir dir;
+  KernelCompiler compiler(dir.path(), "sm_90a", 2);
+  CompiledKernel k = compiler.compile("local_array", kLocalArraySource, "t::local_array<32>");
+  EXPECT_EQ(k.lowered_name, "_ZN1t11local_arrayILi32EEEvPf");
+  EXPECT_GT(k.resources.registers(), 0);
+  EXPECT_GE(k.resources.stack_frame_bytes(), 128);  // 32 floats in local memory
+  EXPECT_FALSE(k.cache_hit);
+  EXPECT_NE(k.options.find("--gpu-architecture=sm_90a"), std::string::npos);
+  EXPECT_NE(k.options.find("--ptxas-options=-v"), std::string::npos);
+  EXPECT_EQ(k.options.find("-G"), std::string::npos);
+  EXPECT_EQ(k.options.find("-lineinfo"), std::string::npos);
+  EXPECT_GT(test::read_text(k.cubin_path).size(), 100u);
+}
+
+TEST(KernelCompiler, SecondCompileIsACacheHitEvenInANewCompiler) {
+  test::TempDir dir;
+  CompiledKernel first, second;
+  {
+    KernelCompiler compiler(dir.path(), "sm_80", 1);
+    first = compiler.compile("axpy", kRegisterOnlySource, "axpy");
+  }
+  KernelCompiler compiler(dir.path(), "sm_80", 1);
+  second = compiler.compile("axpy", kRegisterOnlySource, "axpy");
+  EXPECT_FALSE(first.cache_hit);
+  EXPECT_TRUE(second.cache_hit);
+  EXPECT_EQ(second.compile_ms, 0);
+  EXPECT_EQ(first.lowered_name, "axpy");
+  EXPECT_EQ(first.resources.registers(), second.resources.registers());
+  EXPECT_EQ(first.resources.stack_frame_bytes(), 0);
+  // Another arch is another key.
+  KernelCompiler other(dir.path(), "sm_90a", 1);
+  EXPECT_FALSE(other.compile("axpy", kRegisterOnlySource, "axpy").cache_hit);
+}
+
+TEST(KernelCompiler, CorruptCacheEntryIsRecompiled) {
+  test::TempDir dir;
+  KernelCompiler compiler(dir.path(), "sm_80", 1);
+  CompiledKernel k = compiler.compile("axpy", kRegisterOnlySource, "axpy");
+  test::write_text(k.cubin_path, "garbage");
+  CompiledKernel again = compiler.compile("axpy", kRegisterOnlySource, "axpy");
+  EXPECT_FALSE(again.cache_hit);
+  EXPECT_GT(test::read_text(again.cubin_path).size(), 100u);
+}
+
+TEST(KernelCompiler, SourceErrorIsACompileErrorWithTheLog) {
+  test::TempDir dir;
+  KernelCompiler compiler(dir.path(), "sm_90a", 1);
+  try {
+    compiler.compile("broken", "__global__ void k() { undeclared_thing(); }", "k");
+    FAIL() << "expected CompileError";
+  } catch (const CompileError& e) {
+    EXPECT_NE(std::string(e.what()).find("undeclared_thing"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "one line";
+    EXPECT_NE(e.log().find("error"), std::string::npos);
+  }
+}
+
+TEST(KernelCompiler, AsyncRequestsForOneKeyCompileOnce) {
+  test::TempDir dir;
+  KernelCompiler compiler(dir.path(), "sm_90a", 4);
+  std::vector<std::shared_future<CompiledKernel>> futures;
+  for (int i = 0; i < 6; ++i)
+    futures.push_back(compiler.compile_async("local_array", kLocalArraySource, "t::local_array<16>"));
+  // And different keys in parallel with it.
+  auto other = compiler.compile_async("local_array", kLocalArraySource, "t::local_array<8>");
+  int fresh = 0;
+  for (auto& f : futures) fresh += f.get().cache_hit ? 0 : 1;
+  // Requests that arrived while the first was in flight share its result; any later one finds
+  // the disk cache. Either way NVRTC ran exactly once for this key.
+  EXPECT_GE(fresh, 1);
+  double ms = -1;
+  for (auto& f : futures)
+    if (!f.get().cache_hit) {
+      if (ms < 0) ms = f.get().compile_ms;
+      EXPECT_EQ(f.get().compile_ms, ms) << "a second NVRTC run happened";
+    }
+  EXPECT_EQ(other.get().lowered_name, "_ZN1t11local_arrayILi8EEEvPf");
+}
+
+TEST(KernelCompiler, CompilesTheReferenceAttentionKernel) {
+  test::TempDir dir;
+  KernelCompiler compiler(dir.path(), "sm_90a", 1);
+  CompiledKernel k = compiler.compile("reference_attention",
+                                      std::string(reference_attention_source()),
+                                      "evo_reference_attention");
+  EXPECT_EQ(k.lowered_name, "evo_reference_attention");
+  EXPECT_GT(k.resources.registers(), 0);
+}
+
+TEST(KernelCompiler, BadArchIsAnInputError) {
+  test::TempDir dir;
+  EXPECT_THROW(KernelCompiler(dir.path(), "compute_90", 1), InputError);
+  EXPECT_THROW(KernelCompiler(dir.path(), "sm90", 1), InputError);
+}
+
+TEST(KernelCompiler, MissingCudaHeadersSayToSetCudaHome) {
+  test::TempDir dir;
+  const char* old = std::getenv("CUDA_HOME");
+  const std::string saved = old ? old : "";
+  ::setenv("CUDA_HOME", dir.path().c_str(), 1);
+  try {
+    KernelCompiler compiler(dir.path(), "sm_90a", 1);
+    ADD_FAILURE() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("set CUDA_HOME"), std::string::npos) << e.what();
+  }
+  if (old) ::setenv("CUDA_HOME", saved.c_str(), 1); else ::unsetenv("CUDA_HOME");
+}
+
+TEST(KernelCompiler, DefaultCacheDirFollowsTheEnvironment) {
+  const char* old = std::getenv("EVO_CACHE_DIR");
+  const std::string saved = old ? old : "";
+  ::setenv("EVO_CACHE_DIR", "/somewhere/evo", 1);
+  EXPECT_EQ(KernelCompiler::default_cache_dir(), "/somewhere/evo");
+  ::unsetenv("EVO_CACHE_DIR");
+  ::setenv("XDG_CACHE_HOME", "/xdg", 1);
+  EXPECT_EQ(KernelCompiler::default_cache_dir(), "/xdg/evo");
+  ::unsetenv("XDG_CACHE_HOME");
+  if (old) ::setenv("EVO_CACHE_DIR", saved.c_str(), 1);
+}
+
+}  // namespace
+}  // namespace evo

@@ -1,0 +1,118 @@
+#include "model_evaluator.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+
+#include "errors.h"
+#include "template_registry.h"
+#include "test_support.h"
+
+namespace evo {
+namespace {
+
+const SearchSpace& space() { return SearchSpace::for_template("fa_s512_v3"); }
+const DeviceModel& h100() { return *find_device_model("sm_90a"); }
+
+v1::ResourceReport resources(int registers) {
+  v1::ResourceReport r;
+  r.set_registers(registers);
+  return r;
+}
+
+ProblemShape shape(int batch, int heads, int seq, int d = 64, bool causal = false) {
+  ProblemShape s;
+  s.batch = batch, s.heads = heads, s.seq_q = s.seq_k = seq, s.head_dim = d, s.causal = causal;
+  return s;
+}
+
+TEST(ModelEstimate, MoreRegistersMeanLessOccupancyAndNoSpeedup) {
+  const Genome g = space().parse("BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=2");
+  const auto big = shape(8, 16, 2048);
+  const auto lean = estimate_kernel(h100(), space(), g, big, resources(64));
+  const auto fat = estimate_kernel(h100(), space(), g, big, resources(255));
+  EXPECT_GT(lean.blocks_per_sm, fat.blocks_per_sm);
+  EXPECT_LT(lean.waves, fat.waves);
+  EXPECT_LT(lean.us, fat.us);
+}
+
+TEST(ModelEstimate, MoreWavesTakeLonger) {
+  const Genome g = space().default_genome();
+  const auto one = estimate_kernel(h100(), space(), g, shape(1, 8, 512), resources(96));
+  const auto many = estimate_kernel(h100(), space(), g, shape(16, 16, 512), resources(96));
+  EXPECT_EQ(one.waves, 1);
+  EXPECT_GT(many.waves, one.waves);
+  EXPECT_GT(many.us, one.us);
+}
+
+TEST(ModelEstimate, PipelinedCopiesBeatSynchronousOnes) {
+  const auto s = shape(4, 16, 1024);
+  const auto piped = estimate_kernel(h100(), space(), space().parse("STAGES=2,CP_ASYNC=1"), s, resources(96));
+  const auto sync = estimate_kernel(h100(), space(), space().parse("STAGES=1,CP_ASYNC=0"), s, resources(96));
+  EXPECT_LT(piped.us, sync.us);
+}
+
+TEST(ModelEstimate, IsNotAConstantOverTheSpace) {
+  const auto s = shape(1, 8, 512);
+  std::set<double> seen;
+  for (const char* text : {"BLOCK_M=16,WARPS=1", "BLOCK_M=32,WARPS=2", "BLOCK_M=64,WARPS=4",
+                           "BLOCK_M=128,WARPS=8,BLOCK_N=32"})
+    seen.insert(estimate_kernel(h100(), space(), space().parse(text), s, resources(96)).us);
+  EXPECT_EQ(seen.size(), 4u);
+}
+
+TEST(ModelEvaluator, UnknownArchIsAnInputError) {
+  EvaluatorOptions o;
+  o.backend = "model";
+  o.arch = "sm_75";
+  EXPECT_THROW(make_model_evaluator(o), InputError);
+}
+
+TEST(ModelEvaluator, InvalidGenomeIsRejectedBeforeAnyCompile) {
+  test::TempDir dir;
+  EvaluatorOptions o;
+  o.backend = "model";
+  o.cache_dir = dir.path();
+  auto ev = make_model_evaluator(o);
+  const auto e = ev->evaluate(space().parse("BLOCK_M=16,WARPS=8,BLOCK_N=64"), {shape(1, 8, 512)}, false);
+  EXPECT_EQ(e.status(), v1::INVALID);
+  EXPECT_NE(e.message().find("violates kv_split_keeps_mma_k"), std::string::npos) << e.message();
+  EXPECT_TRUE(e.estimated());
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << "nothing may be compiled";
+}
+
+// Needs the real fa_s512_v3 kernel (the template registry embeds it at build time).
+TEST(ModelEvaluator, CompilesRanksAndMarksEstimated) {
+  if (find_template("fa_s512_v3")->source.size() < 200)
+    GTEST_SKIP() << "fa_s512_v3.cuh is still a placeholder";
+  test::TempDir dir;
+  EvaluatorOptions o;
+  o.backend = "model";
+  o.cache_dir = dir.path();
+  auto ev = make_model_evaluator(o);
+  EXPECT_EQ(ev->device().backend(), "model");
+  EXPECT_EQ(ev->device().device_class(), "sm_90a/model/estimated");
+  const auto s = shape(1, 8, 512);
+  const auto a = ev->evaluate(space().default_genome(), {s, shape(2, 8, 512, 64, true)}, false);
+  ASSERT_EQ(a.status(), v1::OK) << a.message();
+  EXPECT_TRUE(a.estimated());
+  EXPECT_GT(a.resources().registers(), 0);
+  ASSERT_EQ(a.shapes_size(), 2);
+  EXPECT_GT(a.shapes(0).median_us(), 0);
+  EXPECT_EQ(a.shapes(0).p10_us(), a.shapes(0).median_us());
+  EXPECT_GT(a.shapes(0).tflops(), 0);
+  EXPECT_GT(a.fitness_us(), 0);
+  int skipped = 0;
+  for (const auto& g : a.gates())
+    if (g.verdict() == "skipped" && g.detail() == "model evaluator") ++skipped;
+  EXPECT_EQ(skipped, 3);  // correct, timed, sanitizer
+  const auto b = ev->evaluate(space().parse("BLOCK_M=128,BLOCK_N=32,WARPS=8,STAGES=1,CP_ASYNC=0"), {s}, false);
+  ASSERT_EQ(b.status(), v1::OK) << b.message();
+  EXPECT_NE(a.shapes(0).median_us(), b.shapes(0).median_us());
+  // The same request again is served from the compile cache.
+  EXPECT_TRUE(ev->evaluate(space().default_genome(), {s}, false).cache_hit());
+}
+
+}  // namespace
+}  // namespace evo

@@ -1,0 +1,83 @@
+#include "sass_check.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+
+#include "test_support.h"
+
+namespace evo {
+namespace {
+
+// The shape of a `cuobjdump --dump-sass` listing: one "Function :" header per kernel.
+constexpr const char* kListing = R"(
+	code for sm_90a
+		Function : _ZN3evo4mathEv
+	.headerflags	@"EF_CUDA_TEXMODE_UNIFIED EF_CUDA_64BIT_ADDRESS EF_CUDA_SM90 EF_CUDA_VIRTUAL_SM(EF_CUDA_SM90)"
+        /*0000*/                   LDC R1, c[0x0][0x28] ;
+        /*0010*/                   FFMA R2, R3, R4, R5 ;
+        /*0020*/                   EXIT ;
+		..........
+
+		Function : _ZN3evo6tensorEv
+	.headerflags	@"EF_CUDA_TEXMODE_UNIFIED EF_CUDA_64BIT_ADDRESS EF_CUDA_SM90 EF_CUDA_VIRTUAL_SM(EF_CUDA_SM90)"
+        /*0000*/                   LDSM.16.M88.4 R4, [R2] ;
+        /*0010*/                   HMMA.16816.F32 R8, R4, R12, R8 ;
+        /*0020*/                   HMMA.16816.F32 R16, R4, R14, R16 ;
+        /*0030*/                   EXIT ;
+)";
+
+TEST(SassCheck, CountsTensorOpsOfTheNamedKernelOnly) {
+  EXPECT_EQ(count_tensor_core_ops(kListing, "_ZN3evo6tensorEv"), 2);
+  EXPECT_EQ(count_tensor_core_ops(kListing, "_ZN3evo4mathEv"), 0);
+  EXPECT_FALSE(count_tensor_core_ops(kListing, "_ZN3evo7missingEv"));
+}
+
+TEST(SassCheck, HgmmaCounts) {
+  const std::string listing =
+      "\t\tFunction : k\n        /*0000*/  HGMMA.64x64x16.F32 gdesc[UR4], RZ, !UPT ;\n";
+  EXPECT_EQ(count_tensor_core_ops(listing, "k"), 1);
+}
+
+// Runs check_tensor_core_sass against a stand-in cuobjdump that prints kListing.
+class FakeCuobjdump : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    saved_path_ = std::getenv("PATH") ? std::getenv("PATH") : "";
+    saved_cuda_ = std::getenv("CUDA_HOME") ? std::getenv("CUDA_HOME") : "";
+    listing_ = dir_.path() + "/listing.txt";
+    test::write_text(listing_, kListing);
+    const std::string tool = dir_.path() + "/cuobjdump";
+    test::write_text(tool, "#!/bin/sh\ncat '" + listing_ + "'\n");
+    ::chmod(tool.c_str(), 0755);
+  }
+  void TearDown() override {
+    ::setenv("PATH", saved_path_.c_str(), 1);
+    if (saved_cuda_.empty()) ::unsetenv("CUDA_HOME"); else ::setenv("CUDA_HOME", saved_cuda_.c_str(), 1);
+  }
+  test::TempDir dir_, empty_;
+  std::string saved_path_, saved_cuda_, listing_;
+};
+
+TEST_F(FakeCuobjdump, PassesAndFailsFromTheListing) {
+  ::setenv("PATH", (dir_.path() + ":" + saved_path_).c_str(), 1);
+  ASSERT_EQ(find_cuobjdump(), dir_.path() + "/cuobjdump");
+  auto pass = check_tensor_core_sass("unused.cubin", "_ZN3evo6tensorEv");
+  EXPECT_EQ(pass.verdict, "passed") << pass.detail;
+  auto fail = check_tensor_core_sass("unused.cubin", "_ZN3evo4mathEv");
+  EXPECT_EQ(fail.verdict, "failed");
+  EXPECT_NE(fail.detail.find("HMMA"), std::string::npos);
+}
+
+TEST_F(FakeCuobjdump, NoToolIsSkippedNeverPassed) {
+  ::setenv("PATH", empty_.path().c_str(), 1);
+  ::setenv("CUDA_HOME", empty_.path().c_str(), 1);
+  EXPECT_FALSE(find_cuobjdump());
+  auto v = check_tensor_core_sass("unused.cubin", "_ZN3evo6tensorEv");
+  EXPECT_EQ(v.verdict, "skipped");
+  EXPECT_NE(v.detail.find("cuobjdump not found"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace evo
