@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# evo's tests in one command: install the dependencies, build everything with the tests, and run
+# every CTest label (unit, integration, fault, gpu; GPU tests skip cleanly without a GPU).
+# Exits non-zero when any test fails. EVO_BUILD_DIR (default build-tests/), EVO_CTEST_JOBS (default 1).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${EVO_BUILD_DIR:-$root/build-tests}"
+
+"$root/deploy/install_deps.sh"
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEVO_BUILD_TESTS=ON
+cmake --build "$build" -j"$(nproc)"
+cd "$build"
+ctest --output-on-failure -j"${EVO_CTEST_JOBS:-1}"
