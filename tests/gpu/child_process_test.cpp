@@ -1,0 +1,158 @@
+// The watchdogged child machinery, without a GPU: this binary is its own child, and
+// EVO_GPU_TESTS_CHILD_FAULT makes that child hang or crash (see gpu_test_main.cpp).
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "child_process.h"
+#include "eval_request.h"
+#include "evaluation_child.h"
+#include "sanitizer_gate.h"
+
+namespace evo::cuda {
+namespace {
+
+class ChildFault : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (std::filesystem::temp_directory_path() /
+            ("evo-gpu-tests-" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name()))
+               .string();
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    unsetenv("EVO_GPU_TESTS_CHILD_FAULT");
+    std::filesystem::remove_all(dir_);
+  }
+  ChildOutcome run_with_fault(const char* fault, int timeout_ms) {
+    if (fault) setenv("EVO_GPU_TESTS_CHILD_FAULT", fault, 1);
+    ChildLaunch how;
+    how.exe = self_executable();
+    how.timeout_ms = timeout_ms;
+    how.work_dir = dir_;
+    how.tag = "t";
+    return run_evaluation_child(EvalRequest{}, how);
+  }
+  std::string dir_;
+};
+
+TEST_F(ChildFault, HungChildIsKilledByTheWatchdogAsTimeout) {
+  const auto start = std::chrono::steady_clock::now();
+  const ChildOutcome o = run_with_fault("sleep", 300);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(o.evaluation.status(), v1::TIMEOUT);
+  EXPECT_EQ(o.evaluation.message(), "timeout: no result after 300 ms");
+  EXPECT_GE(ms, 300);
+  EXPECT_LT(ms, 5000);
+}
+
+TEST_F(ChildFault, ChildKilledBySegvIsACrash) {
+  const ChildOutcome o = run_with_fault("segv", 10000);
+  EXPECT_EQ(o.evaluation.status(), v1::CRASH);
+  EXPECT_NE(o.evaluation.message().find("SIGSEGV"), std::string::npos) << o.evaluation.message();
+}
+
+TEST_F(ChildFault, ChildThatExitsWithoutAResultIsACrash) {
+  // A child that neither answers nor dies of a signal: `false __child <request>` exits 1.
+  ChildLaunch how;
+  how.exe = "/bin/false";
+  how.timeout_ms = 5000;
+  how.work_dir = dir_;
+  how.tag = "t";
+  const ChildOutcome o = run_evaluation_child(EvalRequest{}, how);
+  EXPECT_EQ(o.evaluation.status(), v1::CRASH);
+  EXPECT_NE(o.evaluation.message().find("exited with code 1 and no result"), std::string::npos)
+      << o.evaluation.message();
+}
+
+TEST_F(ChildFault, MalformedRequestExitsTwoWithOneLine) {
+  const std::string path = dir_ + "/bad.json";
+  std::ofstream(path) << "{\"device\": 0}";
+  const ChildExit e = run_child({self_executable(), "__child", path}, 10000, dir_ + "/bad.log");
+  EXPECT_FALSE(e.timed_out);
+  EXPECT_EQ(e.exit_code, 2);
+  EXPECT_NE(e.stderr_tail.find("evaluation request lacks 'seed'"), std::string::npos) << e.stderr_tail;
+}
+
+TEST(RunChild, WatchdogKillsTheWholeProcessGroup) {
+  // The shell's background sleep would outlive a kill of the shell alone and keep the log open.
+  const auto start = std::chrono::steady_clock::now();
+  const std::string log = (std::filesystem::temp_directory_path() / "evo-gpu-tests-group.log").string();
+  const ChildExit e = run_child({"/bin/sh", "-c", "sleep 30 & wait"}, 200, log);
+  EXPECT_TRUE(e.timed_out);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(ms, 5000);
+  std::filesystem::remove(log);
+}
+
+TEST(RunChild, MissingExecutableIsReportedNotFatal) {
+  const std::string log = (std::filesystem::temp_directory_path() / "evo-gpu-tests-missing.log").string();
+  // posix_spawn reports a missing program either at once or as exit 127 of the child.
+  try {
+    const ChildExit e = run_child({"/nonexistent/evo-child"}, 1000, log);
+    EXPECT_EQ(e.exit_code, 127);
+  } catch (const std::runtime_error& err) {
+    EXPECT_NE(std::string(err.what()).find("cannot start child"), std::string::npos);
+  }
+  std::filesystem::remove(log);
+}
+
+TEST(EvalRequestJson, RoundTrips) {
+  EvalRequest r;
+  r.seed = 42;
+  r.repeated_launches = 64;
+  r.reference_kernel = "evo_reference_attention";
+  ShapeJob j;
+  j.shape = parse_shape("1x4x1000x64", true);
+  j.flops = 1.5e9;
+  j.kernel = "_Z3foo";
+  j.grid = {32, 4, 1};
+  j.threads = 128;
+  j.smem_bytes = 65536;
+  r.shapes.push_back(j);
+  const EvalRequest back = request_from_json(to_json(r));
+  EXPECT_EQ(back.seed, 42u);
+  EXPECT_EQ(back.repeated_launches, 64);
+  ASSERT_EQ(back.shapes.size(), 1u);
+  EXPECT_EQ(back.shapes[0].shape, j.shape);
+  EXPECT_EQ(back.shapes[0].grid, j.grid);
+  EXPECT_EQ(back.shapes[0].smem_bytes, 65536);
+  EXPECT_EQ(back.shapes[0].kernel, "_Z3foo");
+}
+
+TEST(EvalRequestJson, MalformedIsOneLine) {
+  EXPECT_THROW(request_from_json("not json"), std::runtime_error);
+  try {
+    request_from_json("{}");
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "evaluation request lacks 'device'");
+  }
+}
+
+TEST(SanitizerLog, FirstErrorLineSkipsBannerDetailAndSummary) {
+  const std::string log =
+      "========= COMPUTE-SANITIZER\n"
+      "evaluation child: ok\n"
+      "========= Invalid __global__ write of size 2 bytes\n"
+      "=========     at planted::off_by_one_write<0>(planted::FaParams)+0x1a0\n"
+      "========= \n"
+      "========= ERROR SUMMARY: 1 error\n";
+  EXPECT_EQ(first_sanitizer_error(log), "Invalid __global__ write of size 2 bytes");
+  EXPECT_EQ(first_sanitizer_error("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"), "");
+}
+
+TEST(SanitizerGate, SkippedWithoutComputeSanitizer) {
+  const SanitizerVerdict v = run_sanitizer_gate("", self_executable(), EvalRequest{},
+                                                std::filesystem::temp_directory_path().string(), 1000);
+  EXPECT_FALSE(v.failed);
+  EXPECT_EQ(v.gate.gate(), "sanitizer");
+  EXPECT_EQ(v.gate.verdict(), "skipped");
+}
+
+}  // namespace
+}  // namespace evo::cuda

@@ -1,0 +1,116 @@
+// The cuda evaluator on real genomes of fa_s512_v3: correctness across the space, timing figures,
+// and the sanitizer gate on the default genome.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <set>
+
+#include "gpu_test_support.h"
+#include "sanitizer_gate.h"
+#include "search_space.h"
+
+namespace evo {
+namespace {
+
+using testing_gpu::gate_shapes;
+using testing_gpu::shared_evaluator;
+
+std::string gate_summary(const v1::Evaluation& e) {
+  std::string s;
+  for (const auto& g : e.gates()) s += g.gate() + "=" + g.verdict() + " ";
+  return s + "| " + e.message();
+}
+
+void expect_gate_order(const v1::Evaluation& e) {
+  const char* order[] = {"valid", "compile", "tensor_cores", "correct", "timed", "sanitizer"};
+  ASSERT_EQ(e.gates_size(), 6) << gate_summary(e);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(e.gates(i).gate(), order[i]);
+}
+
+// Valid genomes spread over the space: a fixed stride through the mixed-radix index, so the
+// sample is the same on every run and touches every gene's values.
+std::vector<Genome> spread_sample(const SearchSpace& space, const std::vector<ProblemShape>& shapes,
+                                  int64_t smem_limit, size_t want) {
+  std::vector<Genome> out;
+  std::set<std::string> seen;
+  const uint64_t n = space.size();
+  const uint64_t stride = 7919;  // prime, coprime with the space's size of small factors
+  for (uint64_t step = 0; step < n && out.size() < want; ++step) {
+    const Genome g = space.at((step * stride) % n);
+    bool ok = true;
+    for (const auto& s : shapes) ok = ok && !space.violated_constraint(g, s, smem_limit);
+    if (ok && seen.insert(g.text()).second) out.push_back(g);
+  }
+  return out;
+}
+
+TEST(CudaEvaluator, DefaultGenomePassesEveryGateShape) {
+  EVO_REQUIRE_GPU();
+  const auto& space = SearchSpace::for_template("fa_s512_v3");
+  const v1::Evaluation e = shared_evaluator()->evaluate(space.default_genome(), gate_shapes(), false);
+  ASSERT_EQ(e.status(), v1::OK) << gate_summary(e);
+  expect_gate_order(e);
+  EXPECT_EQ(e.gates(3).verdict(), "passed");
+  EXPECT_EQ(e.gates(4).verdict(), "passed");
+  EXPECT_EQ(e.gates(5).verdict(), "not_run");
+  ASSERT_EQ(e.shapes_size(), 6);
+  for (const auto& s : e.shapes()) {
+    EXPECT_GT(s.median_us(), 0);
+    EXPECT_LE(s.p10_us(), s.median_us());
+    EXPECT_GE(s.p90_us(), s.median_us());
+    EXPECT_GT(s.tflops(), 0);
+    EXPECT_EQ(s.unwritten(), 0);
+    EXPECT_EQ(s.nonfinite(), 0);
+    EXPECT_GT(s.rel_l2_error(), 0);  // fp16 output is never bit-equal to the fp32 reference
+  }
+  EXPECT_GT(e.fitness_us(), 0);
+  EXPECT_FALSE(e.estimated());
+  EXPECT_EQ(e.device().backend(), "cuda");
+}
+
+TEST(CudaEvaluator, TwentyGenomesSpreadOverTheSpacePassCorrectness) {
+  EVO_REQUIRE_GPU();
+  CudaEvaluator& ev = *shared_evaluator();
+  const auto& space = SearchSpace::for_template("fa_s512_v3");
+  const auto shapes = gate_shapes();
+  const auto genomes = spread_sample(space, shapes, ev.device().smem_per_block_optin(), 24);
+  ASSERT_GE(genomes.size(), 20u);
+  for (const auto& g : genomes) ev.prefetch(g, shapes);  // compile ahead, in parallel
+  std::printf("%-60s %5s %7s %-8s %10s\n", "genome", "regs", "smem", "status", "median_us");
+  int passed = 0;
+  for (const auto& g : genomes) {
+    const v1::Evaluation e = ev.evaluate(g, shapes, false);
+    const int smem = e.resources().static_smem_bytes() + e.resources().dynamic_smem_bytes();
+    std::printf("%-60s %5d %7d %-8s %10.2f\n", g.genes_text().c_str(), e.resources().registers(),
+                smem, v1::EvalStatus_Name(e.status()).c_str(),
+                e.shapes_size() ? e.shapes(0).median_us() : 0.0);
+    EXPECT_EQ(e.status(), v1::OK) << g.text() << ": " << gate_summary(e);
+    passed += e.status() == v1::OK;
+  }
+  EXPECT_GE(passed, 20);
+}
+
+TEST(CudaEvaluator, InvalidGenomeStopsBeforeAnyLaunch) {
+  EVO_REQUIRE_GPU();
+  const auto& space = SearchSpace::for_template("fa_s512_v3");
+  // STAGES 3 without cp.async breaks pipeline_needs_cp_async.
+  const Genome g = space.parse("BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=3,CP_ASYNC=0,SWIZZLE=1");
+  const v1::Evaluation e = shared_evaluator()->evaluate(g, gate_shapes(), false);
+  EXPECT_EQ(e.status(), v1::INVALID) << gate_summary(e);
+  expect_gate_order(e);
+  EXPECT_EQ(e.gates(3).verdict(), "not_run");
+}
+
+TEST(CudaEvaluator, ComputeSanitizerPassesTheDefaultGenome) {
+  EVO_REQUIRE_GPU();
+  if (cuda::find_compute_sanitizer().empty()) GTEST_SKIP() << "compute-sanitizer not found";
+  const auto& space = SearchSpace::for_template("fa_s512_v3");
+  const std::vector<ProblemShape> shapes = {parse_shape("1x8x512x64"), parse_shape("1x8x512x64", true)};
+  const v1::Evaluation e = shared_evaluator()->evaluate(space.default_genome(), shapes, true);
+  ASSERT_EQ(e.status(), v1::OK) << gate_summary(e);
+  EXPECT_EQ(e.gates(5).verdict(), "passed") << e.gates(5).detail();
+  EXPECT_NE(e.gates(5).detail().find("racecheck"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace evo

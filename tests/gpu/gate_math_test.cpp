@@ -1,0 +1,101 @@
+// The gates' host arithmetic: poison and NaN counting, error figures, percentiles, rotation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "fp16_host.h"
+#include "gate_math.h"
+#include "gate_thresholds.h"
+
+namespace evo::cuda {
+namespace {
+
+TEST(Fp16Host, RoundTripsExactValuesAndSpecials) {
+  for (float f : {0.f, 1.f, -1.f, 0.5f, 65504.f, -2.f, 0.000061035156f /* 2^-14 */,
+                  0.000000059604645f /* 2^-24, smallest subnormal */})
+    EXPECT_EQ(half_bits_to_float(float_to_half_bits(f)), f) << f;
+  EXPECT_EQ(float_to_half_bits(1.f), 0x3C00);
+  EXPECT_EQ(float_to_half_bits(-2.f), 0xC000);
+  EXPECT_EQ(float_to_half_bits(1e6f), 0x7C00);  // overflow to infinity
+  EXPECT_TRUE(std::isnan(half_bits_to_float(float_to_half_bits(std::nanf("")))));
+  // Round to nearest even: 1 + 2^-11 lies halfway between 1 and 1 + 2^-10.
+  EXPECT_EQ(float_to_half_bits(1.f + 1.f / 2048), 0x3C00);
+  EXPECT_EQ(float_to_half_bits(1.f + 3.f / 2048), 0x3C02);
+}
+
+TEST(Fp16Host, PoisonIsANaN) { EXPECT_TRUE(std::isnan(half_bits_to_float(kPoisonBits))); }
+
+TEST(CompareWithReference, CountsUnwrittenAndNonFiniteSeparately) {
+  const std::vector<float> ref = {1.f, 2.f, 3.f, 4.f};
+  const std::vector<uint16_t> out = {float_to_half_bits(1.f), kPoisonBits, 0x7C00 /* +inf */,
+                                     float_to_half_bits(4.f)};
+  const ErrorFigures f = compare_with_reference(out, ref);
+  EXPECT_EQ(f.unwritten, 1);
+  EXPECT_EQ(f.nonfinite, 1);
+  EXPECT_DOUBLE_EQ(f.max_abs_error, 0.0);
+  ASSERT_TRUE(correctness_failure(f, ProblemShape{}, "on the first launch").has_value());
+  EXPECT_NE(correctness_failure(f, ProblemShape{}, "x")->find("never written"), std::string::npos);
+}
+
+TEST(CompareWithReference, RelativeL2AndMaxAbs) {
+  const std::vector<float> ref = {3.f, 4.f};  // norm 5
+  const std::vector<uint16_t> out = {float_to_half_bits(3.f), float_to_half_bits(4.5f)};
+  const ErrorFigures f = compare_with_reference(out, ref);
+  EXPECT_NEAR(f.rel_l2_error, 0.1, 1e-9);
+  EXPECT_NEAR(f.max_abs_error, 0.5, 1e-9);
+  const auto why = correctness_failure(f, parse_shape("1x4x1000x64"), "after 64 back-to-back launches");
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("1x4x1000x64"), std::string::npos) << *why;
+  EXPECT_NE(why->find("relative L2 error"), std::string::npos) << *why;
+  EXPECT_NE(why->find("after 64 back-to-back launches"), std::string::npos) << *why;
+}
+
+TEST(CompareWithReference, ShortOutputCountsAsUnwritten) {
+  const ErrorFigures f = compare_with_reference({float_to_half_bits(1.f)}, {1.f, 1.f, 1.f});
+  EXPECT_EQ(f.unwritten, 2);
+}
+
+TEST(CorrectnessFailure, PassesWithinTolerance) {
+  ErrorFigures f;
+  f.rel_l2_error = gates::kFp16MaxRelL2Error / 2;
+  f.max_abs_error = gates::kFp16MaxAbsError / 2;
+  EXPECT_FALSE(correctness_failure(f, ProblemShape{}, "").has_value());
+  f.max_abs_error = gates::kFp16MaxAbsError * 2;
+  EXPECT_TRUE(correctness_failure(f, ProblemShape{}, "").has_value());
+  f.max_abs_error = std::numeric_limits<double>::quiet_NaN();  // a NaN figure never passes
+  EXPECT_TRUE(correctness_failure(f, ProblemShape{}, "").has_value());
+}
+
+TEST(SummariseTimes, PercentilesOfUnsortedInput) {
+  std::vector<double> t;
+  for (int i = 100; i >= 0; --i) t.push_back(i);
+  const TimingSummary s = summarise_times(t);
+  EXPECT_DOUBLE_EQ(s.median_us, 50);
+  EXPECT_DOUBLE_EQ(s.p10_us, 10);
+  EXPECT_DOUBLE_EQ(s.p90_us, 90);
+  EXPECT_DOUBLE_EQ(summarise_times({}).median_us, 0);
+}
+
+TEST(GeometricMean, OfMedians) {
+  EXPECT_NEAR(geometric_mean({2, 8}), 4, 1e-12);
+  EXPECT_EQ(geometric_mean({}), 0);
+}
+
+TEST(RotationSets, ExceedsTheLargerOfRotationAndTwiceL2) {
+  const int64_t mb = 1 << 20;
+  // 2 MB per set against 256 MB: more than 128 sets, so the total exceeds the target.
+  EXPECT_EQ(rotation_sets(2 * mb, 256 * mb, 50 * mb, 4096), 129);
+  // A large L2 dominates a small rotation target.
+  EXPECT_EQ(rotation_sets(2 * mb, 8 * mb, 50 * mb, 4096), 51);
+  EXPECT_EQ(rotation_sets(1024 * mb, 256 * mb, 50 * mb, 4096), 1);
+  EXPECT_EQ(rotation_sets(2 * mb, 256 * mb, 50 * mb, 10), 10);  // memory caps it
+}
+
+TEST(ShapeLabel, NamesRaggedAndCausal) {
+  EXPECT_EQ(shape_label(parse_shape("1x4x1000x64", true)), "1x4x1000x64:causal");
+  EXPECT_EQ(shape_label(parse_shape("1x8x512x1024x64")), "1x8x512x1024x64");
+}
+
+}  // namespace
+}  // namespace evo::cuda

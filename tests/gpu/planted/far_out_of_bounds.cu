@@ -1,0 +1,9 @@
+// Planted fault: writes a terabyte past the output. The launch fails with an illegal address: the
+// child reports CRASH and the parent survives.
+namespace planted {
+template <int CAUSAL>
+__global__ void far_out_of_bounds(const FaParams p) {
+  const long long far = 1ll << 40;
+  p.o[far + threadIdx.x] = p.q[threadIdx.x];
+}
+}  // namespace planted

@@ -1,0 +1,63 @@
+// Runs everywhere (NVRTC needs no GPU): every planted kernel and the reference kernel compile for
+// Hopper through the evaluator's compiler, and the spill kernel fails the resource gate there —
+// so that on a GPU host the planted tests exercise the gates, not a typo.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "gpu_test_support.h"
+#include "kernel_compiler.h"
+#include "resource_gate.h"
+#include "template_registry.h"
+
+namespace evo {
+namespace {
+
+class PlantedCompile : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = (std::filesystem::temp_directory_path() / "evo-gpu-tests-planted-cache").string();
+    compiler_ = new KernelCompiler(dir_, "sm_90a", 2);
+  }
+  static void TearDownTestSuite() {
+    delete compiler_;
+    compiler_ = nullptr;
+  }
+  static CompiledKernel compile(const std::string& file, const std::string& name) {
+    const SourceKernel k = testing_gpu::planted_kernel(file, name);
+    return compiler_->compile(k.source_id, k.source, k.name_expression(parse_shape("1x8x512x64")));
+  }
+  static std::string dir_;
+  static KernelCompiler* compiler_;
+};
+std::string PlantedCompile::dir_;
+KernelCompiler* PlantedCompile::compiler_ = nullptr;
+
+TEST_F(PlantedCompile, EveryPlantedKernelCompiles) {
+  for (const auto& [file, name] : std::vector<std::pair<std::string, std::string>>{
+           {"naive_correct.cu", "naive_correct"},
+           {"wrong_output.cu", "wrong_output"},
+           {"hang.cu", "hang"},
+           {"far_out_of_bounds.cu", "far_out_of_bounds"},
+           {"off_by_one_write.cu", "off_by_one_write"}}) {
+    const CompiledKernel k = compile(file, name);
+    EXPECT_FALSE(k.lowered_name.empty()) << file;
+    EXPECT_TRUE(std::filesystem::exists(k.cubin_path)) << file;
+    EXPECT_FALSE(resource_violation(k.resources, 227 * 1024).has_value()) << file;
+  }
+}
+
+TEST_F(PlantedCompile, SpillKernelFailsTheResourceGate) {
+  const CompiledKernel k = compile("spill.cu", "spill");
+  const auto why = resource_violation(k.resources, 227 * 1024);
+  ASSERT_TRUE(why.has_value()) << k.resources.ptxas_log();
+}
+
+TEST_F(PlantedCompile, ReferenceKernelCompilesByItsCName) {
+  const CompiledKernel k =
+      compiler_->compile("reference_attention", reference_attention_source(), "evo_reference_attention");
+  EXPECT_EQ(k.lowered_name, "evo_reference_attention");
+}
+
+}  // namespace
+}  // namespace evo

@@ -1,0 +1,104 @@
+// Planted faults through the same compiler, gates and child as a real candidate. After each one
+// the default genome must still pass: the evaluator (the daemon's) process survives everything.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "device_probe.h"
+#include "gpu_test_support.h"
+#include "sanitizer_gate.h"
+#include "search_space.h"
+
+namespace evo {
+namespace {
+
+using testing_gpu::planted_kernel;
+using testing_gpu::shared_evaluator;
+
+const std::vector<ProblemShape>& planted_shapes() {
+  static const std::vector<ProblemShape> s = {parse_shape("1x8x512x64"), parse_shape("1x4x1000x64")};
+  return s;
+}
+
+const v1::GateVerdict& gate(const v1::Evaluation& e, const std::string& name) {
+  for (const auto& g : e.gates())
+    if (g.gate() == name) return g;
+  static const v1::GateVerdict missing;
+  return missing;
+}
+
+void expect_default_genome_still_passes() {
+  const auto& space = SearchSpace::for_template("fa_s512_v3");
+  const v1::Evaluation e =
+      shared_evaluator()->evaluate(space.default_genome(), {parse_shape("1x8x512x64")}, false);
+  EXPECT_EQ(e.status(), v1::OK) << "after a planted fault: " << e.message();
+}
+
+TEST(PlantedKernels, CorrectControlPasses) {
+  EVO_REQUIRE_GPU();
+  const v1::Evaluation e = shared_evaluator()->evaluate_source(
+      planted_kernel("naive_correct.cu", "naive_correct"), planted_shapes(), false);
+  EXPECT_EQ(e.status(), v1::OK) << e.message();
+  EXPECT_EQ(gate(e, "correct").verdict(), "passed");
+}
+
+TEST(PlantedKernels, WrongOutputIsIncorrect) {
+  EVO_REQUIRE_GPU();
+  const v1::Evaluation e = shared_evaluator()->evaluate_source(
+      planted_kernel("wrong_output.cu", "wrong_output"), planted_shapes(), false);
+  EXPECT_EQ(e.status(), v1::INCORRECT) << e.message();
+  EXPECT_EQ(gate(e, "correct").verdict(), "failed");
+  EXPECT_EQ(gate(e, "timed").verdict(), "not_run");
+  EXPECT_NE(e.message().find("1x8x512x64"), std::string::npos) << e.message();
+  expect_default_genome_still_passes();
+}
+
+TEST(PlantedKernels, HangIsATimeoutWithinTheWatchdog) {
+  EVO_REQUIRE_GPU();
+  EvaluatorOptions options;
+  options.timeout_ms = 4000;
+  CudaEvaluator ev(options, cuda::probe_device(0));
+  const auto start = std::chrono::steady_clock::now();
+  const v1::Evaluation e = ev.evaluate_source(planted_kernel("hang.cu", "hang"), planted_shapes(), false);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(e.status(), v1::TIMEOUT) << e.message();
+  EXPECT_EQ(e.message(), "timeout: no result after 4000 ms");
+  EXPECT_LT(ms, 4000 + 30000) << "compile plus watchdog took too long";
+  expect_default_genome_still_passes();
+}
+
+TEST(PlantedKernels, FarOutOfBoundsWriteIsACrash) {
+  EVO_REQUIRE_GPU();
+  const v1::Evaluation e = shared_evaluator()->evaluate_source(
+      planted_kernel("far_out_of_bounds.cu", "far_out_of_bounds"), planted_shapes(), false);
+  EXPECT_EQ(e.status(), v1::CRASH) << e.message();
+  EXPECT_NE(e.message().find("cudaError"), std::string::npos) << e.message();
+  expect_default_genome_still_passes();
+}
+
+TEST(PlantedKernels, OffByOneWriteIsASanitizerError) {
+  EVO_REQUIRE_GPU();
+  if (cuda::find_compute_sanitizer().empty()) GTEST_SKIP() << "compute-sanitizer not found";
+  const v1::Evaluation e = shared_evaluator()->evaluate_source(
+      planted_kernel("off_by_one_write.cu", "off_by_one_write"), {parse_shape("1x8x512x64")}, true);
+  // Without the sanitizer it may pass; with it, memcheck must name the write (a crash also counts).
+  EXPECT_TRUE(e.status() == v1::SANITIZER_ERROR || e.status() == v1::CRASH) << e.message();
+  if (e.status() == v1::SANITIZER_ERROR) {
+    EXPECT_NE(gate(e, "sanitizer").detail().find("memcheck"), std::string::npos)
+        << gate(e, "sanitizer").detail();
+  }
+  expect_default_genome_still_passes();
+}
+
+TEST(PlantedKernels, SpillIsAResourceReject) {
+  EVO_REQUIRE_GPU();
+  const v1::Evaluation e = shared_evaluator()->evaluate_source(planted_kernel("spill.cu", "spill"),
+                                                               planted_shapes(), false);
+  EXPECT_EQ(e.status(), v1::RESOURCE_REJECT) << e.message();
+  EXPECT_GT(e.resources().stack_frame_bytes() + e.resources().spill_store_bytes(), 0);
+  EXPECT_EQ(gate(e, "correct").verdict(), "not_run");
+  expect_default_genome_still_passes();
+}
+
+}  // namespace
+}  // namespace evo

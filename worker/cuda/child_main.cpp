@@ -1,0 +1,186 @@
+#include "child_main.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "cuda_error.h"
+#include "eval_request.h"
+#include "evo/evo.pb.h"
+#include "shape_gates.h"
+
+namespace evo {
+namespace {
+
+using cuda::CudaFailure;
+using cuda::EvalRequest;
+using cuda::LoadedKernel;
+
+constexpr int kExitBadRequest = 2;
+constexpr int kExitCudaFailure = 3;
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read evaluation request '" + path + "'");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+bool write_result(const v1::Evaluation& e, const std::string& path) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  return out && e.SerializeToOstream(&out) && out.flush();
+}
+
+void set_gate(v1::Evaluation& e, const std::string& gate, const std::string& verdict,
+              const std::string& detail) {
+  for (auto& g : *e.mutable_gates()) {
+    if (g.gate() == gate) {
+      g.set_verdict(verdict);
+      g.set_detail(detail);
+      return;
+    }
+  }
+  auto* g = e.add_gates();
+  g->set_gate(gate);
+  g->set_verdict(verdict);
+  g->set_detail(detail);
+}
+
+v1::Shape to_proto(const ProblemShape& s) {
+  v1::Shape p;
+  p.set_batch(s.batch);
+  p.set_heads(s.heads);
+  p.set_seq_q(s.seq_q);
+  p.set_seq_k(s.seq_k);
+  p.set_head_dim(s.head_dim);
+  p.set_causal(s.causal);
+  return p;
+}
+
+// Cubins are per (CAUSAL, HEAD_DIM); load each once.
+class KernelSet {
+ public:
+  const LoadedKernel& get(const cuda::ShapeJob& job) {
+    auto& slot = loaded_[job.cubin_path + "\n" + job.kernel];
+    if (!slot) slot = std::make_unique<LoadedKernel>(job.cubin_path, job.kernel);
+    slot->prepare(cuda::dims_of(job));
+    return *slot;
+  }
+
+ private:
+  std::map<std::string, std::unique_ptr<LoadedKernel>> loaded_;
+};
+
+// Runs the gates; CUDA failures propagate as CudaFailure with `stage` saying where.
+void run_gates(const EvalRequest& req, v1::Evaluation& e, std::string& stage) {
+  stage = "device setup";
+  EVO_CUDA_CHECK(cudaSetDevice(req.device));
+  int l2 = 0;
+  EVO_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, req.device));
+  KernelSet kernels;
+  std::unique_ptr<LoadedKernel> reference;
+
+  for (const auto& job : req.shapes) *e.add_shapes()->mutable_shape() = to_proto(job.shape);
+
+  if (req.run_correct) {
+    stage = "loading the reference kernel";
+    reference = std::make_unique<LoadedKernel>(req.reference_cubin, req.reference_kernel);
+    for (size_t i = 0; i < req.shapes.size(); ++i) {
+      const auto& job = req.shapes[i];
+      stage = "correctness check of " + cuda::shape_label(job.shape);
+      const auto r = cuda::check_correctness(kernels.get(job), *reference, job, req.seed,
+                                             req.repeated_launches);
+      auto* out = e.mutable_shapes(static_cast<int>(i));
+      out->set_rel_l2_error(r.worst.rel_l2_error);
+      out->set_max_abs_error(r.worst.max_abs_error);
+      out->set_nonfinite(r.worst.nonfinite);
+      out->set_unwritten(r.worst.unwritten);
+      if (r.failure) {
+        e.set_status(v1::INCORRECT);
+        e.set_message("incorrect: " + *r.failure);
+        set_gate(e, "correct", "failed", *r.failure);
+        set_gate(e, "timed", "not_run", "");
+        return;
+      }
+    }
+    set_gate(e, "correct", "passed",
+             std::to_string(req.shapes.size()) + " shapes, each checked twice around " +
+                 std::to_string(req.repeated_launches) + " back-to-back launches");
+  } else {
+    set_gate(e, "correct", "not_run", "");
+  }
+
+  if (req.run_timed) {
+    std::vector<double> medians;
+    for (size_t i = 0; i < req.shapes.size(); ++i) {
+      const auto& job = req.shapes[i];
+      stage = "timing of " + cuda::shape_label(job.shape);
+      const auto t = cuda::time_shape(kernels.get(job), job, req.seed, req.warmup_launches,
+                                      req.timed_launches, req.rotation_bytes, l2);
+      auto* out = e.mutable_shapes(static_cast<int>(i));
+      out->set_median_us(t.median_us);
+      out->set_p10_us(t.p10_us);
+      out->set_p90_us(t.p90_us);
+      out->set_repeats(req.timed_launches);
+      out->set_tflops(t.median_us > 0 ? job.flops / (t.median_us * 1e-6) / 1e12 : 0);
+      medians.push_back(t.median_us);
+    }
+    e.set_fitness_us(cuda::geometric_mean(medians));
+    set_gate(e, "timed", "passed",
+             std::to_string(req.timed_launches) + " timed launches per shape after " +
+                 std::to_string(req.warmup_launches) + " warm-up");
+  } else {
+    set_gate(e, "timed", "not_run", "");
+  }
+  e.set_status(v1::OK);
+}
+
+}  // namespace
+
+int run_eval_child(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "evaluation child: usage: %s __child <request.json>\n", argc > 0 ? argv[0] : "evo-worker");
+    return kExitBadRequest;
+  }
+  EvalRequest req;
+  try {
+    req = cuda::request_from_json(read_file(argv[2]));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "evaluation child: %s\n", e.what());
+    return kExitBadRequest;
+  }
+
+  v1::Evaluation e;
+  std::string stage;
+  int code = 0;
+  try {
+    run_gates(req, e, stage);
+  } catch (const CudaFailure& f) {
+    // An illegal address or launch failure poisons the context (sticky); nothing more can run in
+    // this process, which is why every evaluation has its own.
+    e.set_status(v1::CRASH);
+    e.set_message(std::string("crash: ") + cudaGetErrorName(f.error()) + " during " + stage);
+    const bool in_timing = stage.rfind("timing", 0) == 0;
+    set_gate(e, in_timing ? "timed" : "correct", "failed", f.what());
+    if (!in_timing) set_gate(e, "timed", "not_run", "");
+    code = kExitCudaFailure;
+  } catch (const std::exception& ex) {
+    e.set_status(v1::CRASH);
+    e.set_message(std::string("crash: ") + ex.what() + " during " + stage);
+    code = kExitCudaFailure;
+  }
+  std::fprintf(stderr, "evaluation child: %s\n", e.message().empty() ? "ok" : e.message().c_str());
+  if (!write_result(e, req.result_path)) {
+    std::fprintf(stderr, "evaluation child: cannot write result '%s'\n", req.result_path.c_str());
+    return kExitBadRequest;
+  }
+  return code;
+}
+
+}  // namespace evo

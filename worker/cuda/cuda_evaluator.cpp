@@ -1,0 +1,279 @@
+#include "cuda_evaluator.h"
+
+#include <spdlog/spdlog.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "child_process.h"
+#include "device_probe.h"
+#include "evaluation_child.h"
+#include "gate_math.h"
+#include "gate_thresholds.h"
+#include "pre_launch_gates.h"
+#include "resource_gate.h"
+#include "sanitizer_gate.h"
+#include "template_registry.h"
+
+namespace evo {
+namespace {
+
+constexpr const char* kGateOrder[] = {"valid", "compile", "tensor_cores", "correct", "timed", "sanitizer"};
+
+// Puts eval's gates in DESIGN.md's order; a gate that was never reached becomes "not_run".
+void complete_gates(v1::Evaluation& eval) {
+  std::map<std::string, v1::GateVerdict> by_name;
+  for (const auto& g : eval.gates()) by_name.emplace(g.gate(), g);
+  eval.clear_gates();
+  for (const char* name : kGateOrder) {
+    auto it = by_name.find(name);
+    if (it != by_name.end()) {
+      *eval.add_gates() = it->second;
+    } else {
+      add_gate(eval, name, "not_run", "");
+    }
+  }
+}
+
+void set_gate(v1::Evaluation& eval, const std::string& gate, const std::string& verdict,
+              const std::string& detail) {
+  for (auto& g : *eval.mutable_gates())
+    if (g.gate() == gate) {
+      g.set_verdict(verdict);
+      g.set_detail(detail);
+      return;
+    }
+  add_gate(eval, gate, verdict, detail);
+}
+
+// A private directory for one evaluation's request, result and log files.
+std::string make_work_dir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "evo-eval-XXXXXX").string();
+  if (!mkdtemp(tmpl.data())) throw std::runtime_error("cannot create a temp dir for the evaluation child");
+  return tmpl;
+}
+
+struct WorkDir {
+  std::string path = make_work_dir();
+  ~WorkDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+uint64_t seed_of(const std::string& candidate) {
+  return std::stoull(fnv1a_hex(candidate), nullptr, 16);
+}
+
+cuda::ShapeJob job_for(const ProblemShape& shape, const CompiledKernel& k, const LaunchConfig& l) {
+  cuda::ShapeJob job;
+  job.shape = shape;
+  job.flops = shape.flops();
+  job.cubin_path = k.cubin_path;
+  job.kernel = k.lowered_name;
+  job.grid = {l.grid_x, l.grid_y, l.grid_z};
+  job.threads = l.threads;
+  job.smem_bytes = l.smem_bytes;
+  return job;
+}
+
+// compute-sanitizer is slow: it gets small shapes, a round one and a ragged one, for each
+// (head_dim, causal) kernel the evaluation used.
+std::vector<cuda::ShapeJob> sanitizer_jobs(const std::vector<CompiledKernel>& kernels,
+                                           const std::vector<ProblemShape>& shapes,
+                                           const std::function<LaunchConfig(const ProblemShape&)>& launch_for) {
+  std::vector<cuda::ShapeJob> jobs;
+  std::set<std::pair<int, bool>> seen;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    if (!seen.insert({shapes[i].head_dim, shapes[i].causal}).second) continue;
+    for (int seq : {128, 100}) {
+      ProblemShape small;
+      small.batch = 1;
+      small.heads = 2;
+      small.seq_q = small.seq_k = seq;
+      small.head_dim = shapes[i].head_dim;
+      small.causal = shapes[i].causal;
+      jobs.push_back(job_for(small, kernels[i], launch_for(small)));
+    }
+  }
+  return jobs;
+}
+
+}  // namespace
+
+CudaEvaluator::CudaEvaluator(const EvaluatorOptions& options, v1::DeviceInfo device)
+    : options_(options), device_(std::move(device)) {
+  if (options_.timeout_ms <= 0) options_.timeout_ms = gates::kDefaultWatchdogMs;
+  const std::string arch = options_.arch.empty() ? device_.arch() : options_.arch;
+  compiler_ = std::make_unique<KernelCompiler>(options_.cache_dir, arch, options_.compile_threads);
+  try {
+    reference_ = compiler_->compile("reference_attention", reference_attention_source(),
+                                    "evo_reference_attention");
+  } catch (const CompileError& e) {
+    throw std::runtime_error(std::string("the float32 reference kernel does not compile: ") + e.what());
+  }
+  child_exe_ = cuda::self_executable();
+  sanitizer_ = cuda::find_compute_sanitizer();
+  spdlog::info("cuda evaluator on {} ({}, {} SMs), watchdog {} ms, compute-sanitizer: {}",
+               device_.gpu_name(), arch, device_.sm_count(), options_.timeout_ms,
+               sanitizer_.empty() ? "not found" : sanitizer_);
+}
+
+CudaEvaluator::~CudaEvaluator() = default;
+
+void CudaEvaluator::prefetch(const Genome& g, const std::vector<ProblemShape>& shapes) {
+  try {
+    const auto& space = SearchSpace::for_template(g.template_id());
+    std::set<std::string> names;
+    for (const auto& s : shapes)
+      if (!space.violated_constraint(g, s, device_.smem_per_block_optin()) &&
+          names.insert(space.kernel_name(g, s)).second)
+        compiler_->compile_candidate_async(g, s);  // lands in the cache; evaluate() finds it
+  } catch (const std::exception& e) {
+    // A bad candidate is evaluate()'s to report, with its status.
+    spdlog::debug("candidate={} prefetch skipped: {}", g.hash(), e.what());
+  }
+}
+
+v1::Evaluation CudaEvaluator::evaluate(const Genome& g, const std::vector<ProblemShape>& shapes,
+                                       bool run_sanitizer) {
+  v1::Evaluation eval;
+  *eval.mutable_device() = device_;
+  auto kernels = run_pre_launch_gates(*compiler_, g, shapes, device_.smem_per_block_optin(), eval);
+  if (kernels) {
+    const auto& space = SearchSpace::for_template(g.template_id());
+    run_launch_gates(*kernels, shapes, [&](const ProblemShape& p) { return space.launch(g, p); },
+                     run_sanitizer, g.hash(), eval);
+  }
+  complete_gates(eval);
+  spdlog::info("candidate={} genome={} status={} fitness_us={:.2f} {}", g.hash(), g.genes_text(),
+               v1::EvalStatus_Name(eval.status()), eval.fitness_us(), eval.message());
+  return eval;
+}
+
+v1::Evaluation CudaEvaluator::evaluate_source(const SourceKernel& kernel,
+                                              const std::vector<ProblemShape>& shapes,
+                                              bool run_sanitizer) {
+  v1::Evaluation eval;
+  *eval.mutable_device() = device_;
+  const std::string candidate = kernel.source_id;
+  auto reject = [&](v1::EvalStatus status, const std::string& gate, const std::string& msg) {
+    eval.set_status(status);
+    eval.set_message(msg);
+    set_gate(eval, gate, "failed", msg);
+    complete_gates(eval);
+    spdlog::info("candidate={} status={} {}", candidate, v1::EvalStatus_Name(status), msg);
+    return eval;
+  };
+  if (shapes.empty()) return reject(v1::INVALID, "valid", "no problem shape given");
+  add_gate(eval, "valid", "passed", "source kernel: no search space to check");
+
+  std::map<std::string, std::shared_future<CompiledKernel>> pending;
+  for (const auto& s : shapes) {
+    const std::string name = kernel.name_expression(s);
+    if (!pending.count(name))
+      pending.emplace(name, compiler_->compile_async(kernel.source_id, kernel.source, name));
+  }
+  std::vector<CompiledKernel> kernels;
+  for (const auto& s : shapes) {
+    CompiledKernel k;
+    try {
+      k = pending.at(kernel.name_expression(s)).get();
+    } catch (const CompileError& e) {
+      eval.mutable_resources()->set_ptxas_log(e.log());
+      return reject(v1::COMPILE_ERROR, "compile", e.what());
+    } catch (const std::exception& e) {
+      return reject(v1::COMPILE_ERROR, "compile", e.what());
+    }
+    const LaunchConfig l = kernel.launch(s);
+    k.resources.set_dynamic_smem_bytes(static_cast<int32_t>(l.smem_bytes));
+    k.resources.set_threads_per_block(static_cast<int32_t>(l.threads));
+    if (kernels.empty()) *eval.mutable_resources() = k.resources;
+    if (auto why = resource_violation(k.resources, device_.smem_per_block_optin())) {
+      *eval.mutable_resources() = k.resources;
+      return reject(v1::RESOURCE_REJECT, "compile", *why);
+    }
+    kernels.push_back(std::move(k));
+  }
+  add_gate(eval, "compile", "passed", std::to_string(eval.resources().registers()) + " registers");
+  add_gate(eval, "tensor_cores", "skipped", "source kernel: not required");
+  run_launch_gates(kernels, shapes, kernel.launch, run_sanitizer, candidate, eval);
+  complete_gates(eval);
+  spdlog::info("candidate={} status={} {}", candidate, v1::EvalStatus_Name(eval.status()), eval.message());
+  return eval;
+}
+
+void CudaEvaluator::run_launch_gates(const std::vector<CompiledKernel>& kernels,
+                                     const std::vector<ProblemShape>& shapes,
+                                     const LaunchFor& launch_for, bool run_sanitizer,
+                                     const std::string& candidate, v1::Evaluation& eval) {
+  std::lock_guard<std::mutex> lock(eval_mutex_);
+  cuda::EvalRequest req;
+  req.device = options_.gpu;
+  req.seed = seed_of(candidate);
+  req.run_correct = true;
+  req.run_timed = true;
+  req.repeated_launches = gates::kRepeatedLaunches;
+  req.warmup_launches = gates::kWarmupLaunches;
+  req.timed_launches = gates::kTimedLaunches;
+  req.rotation_bytes = gates::kRotationBytes;
+  req.reference_cubin = reference_.cubin_path;
+  req.reference_kernel = reference_.lowered_name;
+  for (size_t i = 0; i < shapes.size(); ++i)
+    req.shapes.push_back(job_for(shapes[i], kernels[i], launch_for(shapes[i])));
+
+  std::unique_ptr<WorkDir> dir;
+  try {
+    dir = std::make_unique<WorkDir>();
+  } catch (const std::exception& e) {
+    eval.set_status(v1::CRASH);
+    eval.set_message(e.what());
+    return;
+  }
+  cuda::ChildLaunch how;
+  how.exe = child_exe_;
+  how.timeout_ms = options_.timeout_ms;
+  how.work_dir = dir->path;
+  how.tag = "gates";
+  const cuda::ChildOutcome outcome = cuda::run_evaluation_child(req, how);
+  const v1::Evaluation& child = outcome.evaluation;
+  spdlog::debug("candidate={} child exit {} log: {}", candidate, outcome.exit_code, outcome.log);
+
+  eval.set_status(child.status());
+  eval.set_message(child.message());
+  for (const auto& g : child.gates()) set_gate(eval, g.gate(), g.verdict(), g.detail());
+  *eval.mutable_shapes() = child.shapes();
+  eval.set_fitness_us(child.fitness_us());
+  if (!outcome.result_written || child.status() == v1::TIMEOUT) {
+    // The child died before it could say which gate it was in; the correctness gate comes first.
+    set_gate(eval, "correct", "failed", child.message());
+  }
+  if (child.status() != v1::OK) return;
+
+  if (!run_sanitizer) {
+    set_gate(eval, "sanitizer", "not_run", "not requested");
+    return;
+  }
+  cuda::EvalRequest sreq = req;
+  sreq.run_timed = false;
+  sreq.repeated_launches = 2;  // the tools are slow; a second launch still shows state left behind
+  sreq.shapes = sanitizer_jobs(kernels, shapes, launch_for);
+  const cuda::SanitizerVerdict v =
+      cuda::run_sanitizer_gate(sanitizer_, child_exe_, sreq, dir->path, gates::kSanitizerWatchdogMs);
+  set_gate(eval, "sanitizer", v.gate.verdict(), v.gate.detail());
+  if (v.failed) {
+    eval.set_status(v1::SANITIZER_ERROR);
+    eval.set_message(v.message);
+    eval.set_fitness_us(0);
+  }
+}
+
+std::unique_ptr<Evaluator> make_cuda_evaluator(const EvaluatorOptions& options) {
+  v1::DeviceInfo device = cuda::probe_device(options.gpu);
+  return std::make_unique<CudaEvaluator>(options, std::move(device));
+}
+
+}  // namespace evo

@@ -1,0 +1,67 @@
+#pragma once
+// The `cuda` evaluator: gates 1-3 in this process (NVRTC needs no GPU context), gates 4-6 in a
+// fresh child process per evaluation under a watchdog, so that a hung or faulting candidate can
+// only take its child down. This process never creates a CUDA context for a candidate kernel.
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "evaluator.h"
+#include "kernel_compiler.h"
+#include "search_space.h"
+
+namespace evo {
+
+// Any kernel with the FaParams signature of fa_s512_v3, given as source: how the tests run
+// planted faults (wrong, hanging, out-of-bounds, spilling kernels) through the same compiler,
+// gates and child as a real candidate.
+struct SourceKernel {
+  std::string source_id;  // names it in logs and NVRTC diagnostics
+  std::string source;
+  std::function<std::string(const ProblemShape&)> name_expression;
+  std::function<LaunchConfig(const ProblemShape&)> launch;
+};
+
+class CudaEvaluator : public Evaluator {
+ public:
+  // device: from cuda::probe_device. Compiles the float32 reference kernel for the device's arch
+  // up front; throws std::runtime_error (one line) when that fails.
+  CudaEvaluator(const EvaluatorOptions& options, v1::DeviceInfo device);
+  ~CudaEvaluator() override;
+
+  const v1::DeviceInfo& device() const override { return device_; }
+  void prefetch(const Genome& g, const std::vector<ProblemShape>& shapes) override;
+  v1::Evaluation evaluate(const Genome& g, const std::vector<ProblemShape>& shapes,
+                          bool run_sanitizer) override;
+
+  // The same gates for an arbitrary source (tensor_cores is "skipped": no search space asks for
+  // it). Never throws for a bad kernel.
+  v1::Evaluation evaluate_source(const SourceKernel& kernel, const std::vector<ProblemShape>& shapes,
+                                 bool run_sanitizer);
+
+  KernelCompiler& compiler() { return *compiler_; }
+
+ private:
+  using LaunchFor = std::function<LaunchConfig(const ProblemShape&)>;
+  // Gates 4-6 for kernels that passed gates 1-3; fills eval's remaining gates, shapes, status.
+  void run_launch_gates(const std::vector<CompiledKernel>& kernels,
+                        const std::vector<ProblemShape>& shapes, const LaunchFor& launch_for,
+                        bool run_sanitizer, const std::string& candidate, v1::Evaluation& eval);
+
+  EvaluatorOptions options_;
+  v1::DeviceInfo device_;
+  std::unique_ptr<KernelCompiler> compiler_;
+  CompiledKernel reference_;
+  std::string child_exe_;
+  std::string sanitizer_;
+  std::mutex eval_mutex_;  // one child on the GPU at a time: timings must not overlap
+  uint64_t evaluations_ = 0;
+};
+
+// Probes the GPU (throws "no GPU found (...); use --backend model" without one), then builds a
+// CudaEvaluator.
+std::unique_ptr<Evaluator> make_cuda_evaluator(const EvaluatorOptions& options);
+
+}  // namespace evo

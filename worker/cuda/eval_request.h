@@ -1,0 +1,45 @@
+#pragma once
+// What the parent asks of one evaluation child, and how it travels: a JSON file in the
+// evaluation's temp dir, named on the child's command line (`__child <request.json>`). The child
+// answers with a serialized v1::Evaluation in result_path (gates "correct" and "timed" only).
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shape.h"
+
+namespace evo::cuda {
+
+// One shape to check and time, with the kernel that serves it (CAUSAL and HEAD_DIM are template
+// parameters, so a run's shapes may need different cubins) and the launch formulas' results.
+struct ShapeJob {
+  ProblemShape shape;
+  double flops = 0;
+  std::string cubin_path;
+  std::string kernel;  // lowered (mangled) name inside the cubin
+  std::array<int64_t, 3> grid{1, 1, 1};
+  int64_t threads = 0;
+  int64_t smem_bytes = 0;
+};
+
+struct EvalRequest {
+  int device = 0;
+  uint64_t seed = 1;              // host RNG seed; each check derives its own from it
+  bool run_correct = true;
+  bool run_timed = true;
+  int repeated_launches = 0;      // back-to-back launches before the re-check
+  int warmup_launches = 0;
+  int timed_launches = 0;
+  int64_t rotation_bytes = 0;     // input sets are cycled until their total exceeds this
+  std::string reference_cubin;    // the float32 reference kernel, compiled for the same arch
+  std::string reference_kernel;   // its lowered name
+  std::vector<ShapeJob> shapes;
+  std::string result_path;
+};
+
+std::string to_json(const EvalRequest& r);
+// Throws std::runtime_error naming the missing or malformed field.
+EvalRequest request_from_json(const std::string& text);
+
+}  // namespace evo::cuda

@@ -1,0 +1,57 @@
+#pragma once
+// IEEE binary16 <-> float on the host, so that host code needs no CUDA compiler. Round to nearest
+// even; handles subnormals, infinities and NaN.
+#include <cstdint>
+#include <cstring>
+
+namespace evo::cuda {
+
+inline uint16_t float_to_half_bits(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t abs = x & 0x7FFFFFFFu;
+  if (abs >= 0x7F800000u) return static_cast<uint16_t>(sign | (abs > 0x7F800000u ? 0x7E00u : 0x7C00u));
+  if (abs >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // rounds to infinity
+  if (abs < 0x38800000u) {                                              // subnormal or zero
+    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);
+    const uint32_t mant = (abs & 0x7FFFFFu) | 0x800000u;
+    const int shift = 126 - static_cast<int>(abs >> 23);  // value = mant * 2^(exp-150), half ulp 2^-24
+    uint32_t h = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1u))) ++h;
+    return static_cast<uint16_t>(sign | h);
+  }
+  uint32_t h = ((abs - 0x38000000u) >> 13);
+  const uint32_t rem = abs & 0x1FFFu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
+  return static_cast<uint16_t>(sign | h);
+}
+
+inline float half_bits_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1Fu;
+  uint32_t mant = h & 0x3FFu;
+  uint32_t x;
+  if (exp == 0x1F) {
+    x = sign | 0x7F800000u | (mant << 13);
+  } else if (exp == 0) {
+    if (mant == 0) {
+      x = sign;
+    } else {  // subnormal: normalise
+      exp = 113;
+      while (!(mant & 0x400u)) {
+        mant <<= 1;
+        --exp;
+      }
+      x = sign | (exp << 23) | ((mant & 0x3FFu) << 13);
+    }
+  } else {
+    x = sign | ((exp + 112) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+}  // namespace evo::cuda

@@ -1,0 +1,98 @@
+#include "gate_math.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "fp16_host.h"
+#include "gate_thresholds.h"
+
+namespace evo::cuda {
+
+ErrorFigures compare_with_reference(const std::vector<uint16_t>& out, const std::vector<float>& ref) {
+  ErrorFigures f;
+  double diff2 = 0, ref2 = 0;
+  const size_t n = std::min(out.size(), ref.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (out[i] == kPoisonBits) {
+      ++f.unwritten;
+      continue;
+    }
+    const float o = half_bits_to_float(out[i]);
+    if (!std::isfinite(o)) {
+      ++f.nonfinite;
+      continue;
+    }
+    const double d = static_cast<double>(o) - ref[i];
+    diff2 += d * d;
+    ref2 += static_cast<double>(ref[i]) * ref[i];
+    f.max_abs_error = std::max(f.max_abs_error, std::fabs(d));
+  }
+  // Elements the output lacks count as unwritten too.
+  f.unwritten += static_cast<int64_t>(ref.size() - n);
+  f.rel_l2_error = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
+  return f;
+}
+
+std::optional<std::string> correctness_failure(const ErrorFigures& f, const ProblemShape& s,
+                                               const std::string& stage) {
+  char buf[256];
+  const std::string where = shape_label(s);
+  if (f.unwritten > 0) {
+    std::snprintf(buf, sizeof buf, "%s: %lld output elements never written %s", where.c_str(),
+                  static_cast<long long>(f.unwritten), stage.c_str());
+  } else if (f.nonfinite > 0) {
+    std::snprintf(buf, sizeof buf, "%s: %lld NaN/Inf output elements %s", where.c_str(),
+                  static_cast<long long>(f.nonfinite), stage.c_str());
+  } else if (!(f.rel_l2_error <= gates::kFp16MaxRelL2Error)) {
+    std::snprintf(buf, sizeof buf, "%s: relative L2 error %.3g > %.3g %s", where.c_str(),
+                  f.rel_l2_error, gates::kFp16MaxRelL2Error, stage.c_str());
+  } else if (!(f.max_abs_error <= gates::kFp16MaxAbsError)) {
+    std::snprintf(buf, sizeof buf, "%s: max abs error %.3g > %.3g %s", where.c_str(),
+                  f.max_abs_error, gates::kFp16MaxAbsError, stage.c_str());
+  } else {
+    return std::nullopt;
+  }
+  return std::string(buf);
+}
+
+TimingSummary summarise_times(std::vector<double> t) {
+  TimingSummary s;
+  if (t.empty()) return s;
+  std::sort(t.begin(), t.end());
+  auto pct = [&](double p) {
+    const double pos = p * static_cast<double>(t.size() - 1);
+    const size_t lo = static_cast<size_t>(std::floor(pos));
+    const size_t hi = std::min(lo + 1, t.size() - 1);
+    return t[lo] + (t[hi] - t[lo]) * (pos - static_cast<double>(lo));
+  };
+  s.median_us = pct(0.5);
+  s.p10_us = pct(0.1);
+  s.p90_us = pct(0.9);
+  return s;
+}
+
+double geometric_mean(const std::vector<double>& v) {
+  if (v.empty()) return 0;
+  double log_sum = 0;
+  for (double x : v) log_sum += std::log(x);
+  return std::exp(log_sum / static_cast<double>(v.size()));
+}
+
+int rotation_sets(int64_t bytes_per_set, int64_t rotation_bytes, int64_t l2_bytes, int max_sets) {
+  const int64_t target = std::max(rotation_bytes, 2 * l2_bytes);
+  if (bytes_per_set <= 0) return 1;
+  const int64_t sets = target / bytes_per_set + 1;  // total strictly exceeds the target
+  return static_cast<int>(std::clamp<int64_t>(sets, 1, std::max(1, max_sets)));
+}
+
+std::string shape_label(const ProblemShape& s) {
+  std::string t = std::to_string(s.batch) + "x" + std::to_string(s.heads) + "x" +
+                  std::to_string(s.seq_q) + "x";
+  if (s.seq_k != s.seq_q) t += std::to_string(s.seq_k) + "x";
+  t += std::to_string(s.head_dim);
+  if (s.causal) t += ":causal";
+  return t;
+}
+
+}  // namespace evo::cuda

@@ -1,0 +1,56 @@
+#include "loaded_kernel.h"
+
+#include "cuda_error.h"
+
+namespace evo::cuda {
+namespace {
+constexpr int kReferenceThreads = 128;
+}
+
+LoadedKernel::LoadedKernel(const std::string& cubin_path, const std::string& lowered_name)
+    : name_(lowered_name) {
+  EVO_CUDA_CHECK(cudaLibraryLoadFromFile(&library_, cubin_path.c_str(), nullptr, nullptr, 0,
+                                         nullptr, nullptr, 0));
+  const cudaError_t err = cudaLibraryGetKernel(&kernel_, library_, lowered_name.c_str());
+  if (err != cudaSuccess) {
+    cudaLibraryUnload(library_);
+    library_ = nullptr;
+    throw CudaFailure(err, "cudaLibraryGetKernel(" + lowered_name + ")");
+  }
+}
+
+LoadedKernel::~LoadedKernel() {
+  if (library_) cudaLibraryUnload(library_);
+}
+
+void LoadedKernel::prepare(const LaunchDims& dims) {
+  if (dims.smem_bytes > smem_raised_to_) {
+    // A cudaKernel_t stands in for the function pointer in the runtime's func APIs.
+    EVO_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel_),
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(dims.smem_bytes)));
+    smem_raised_to_ = dims.smem_bytes;
+  }
+}
+
+void LoadedKernel::launch(const FaParams& p, const LaunchDims& dims, cudaStream_t stream) const {
+  FaParams copy = p;
+  void* args[] = {&copy};
+  const dim3 grid(static_cast<unsigned>(dims.grid[0]), static_cast<unsigned>(dims.grid[1]),
+                  static_cast<unsigned>(dims.grid[2]));
+  EVO_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kernel_), grid,
+                                  dim3(static_cast<unsigned>(dims.threads)), args,
+                                  static_cast<size_t>(dims.smem_bytes), stream));
+}
+
+void LoadedKernel::launch_reference(const __half* q, const __half* k, const __half* v, float* o,
+                                    int batch, int heads, int seq_q, int seq_k, int head_dim,
+                                    float scale, int causal, cudaStream_t stream) const {
+  void* args[] = {&q, &k, &v, &o, &batch, &heads, &seq_q, &seq_k, &head_dim, &scale, &causal};
+  const dim3 grid(static_cast<unsigned>((seq_q + kReferenceThreads - 1) / kReferenceThreads),
+                  static_cast<unsigned>(batch * heads));
+  EVO_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kernel_), grid,
+                                  dim3(kReferenceThreads), args, 0, stream));
+}
+
+}  // namespace evo::cuda

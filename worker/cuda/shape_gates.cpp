@@ -1,0 +1,168 @@
+#include "shape_gates.h"
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "cuda_error.h"
+#include "fp16_host.h"
+
+namespace evo::cuda {
+namespace {
+
+struct DeviceFree {
+  void operator()(void* p) const { cudaFree(p); }
+};
+using DevicePtr = std::unique_ptr<void, DeviceFree>;
+
+DevicePtr device_alloc(size_t bytes) {
+  void* p = nullptr;
+  EVO_CUDA_CHECK(cudaMalloc(&p, bytes));
+  return DevicePtr(p);
+}
+
+size_t q_elems(const ProblemShape& s) { return size_t(s.batch) * s.heads * s.seq_q * s.head_dim; }
+size_t kv_elems(const ProblemShape& s) { return size_t(s.batch) * s.heads * s.seq_k * s.head_dim; }
+
+// U(-1, 1) in fp16: never zeros, never all-equal, so a kernel that ignores an input shows.
+std::vector<uint16_t> random_half(size_t n, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::vector<uint16_t> out(n);
+  for (auto& h : out) h = float_to_half_bits(dist(rng));
+  return out;
+}
+
+void upload(void* dst, const std::vector<uint16_t>& src) {
+  EVO_CUDA_CHECK(cudaMemcpy(dst, src.data(), src.size() * 2, cudaMemcpyHostToDevice));
+}
+
+// A seed per (run seed, check): checks never share inputs, and a rerun sees the same ones.
+uint64_t check_seed(uint64_t seed, const ShapeJob& job, int check) {
+  uint64_t h = seed * 0x9E3779B97F4A7C15ull;
+  for (int64_t v : {int64_t(job.shape.batch), int64_t(job.shape.heads), int64_t(job.shape.seq_q),
+                    int64_t(job.shape.seq_k), int64_t(job.shape.head_dim),
+                    int64_t(job.shape.causal), int64_t(check)})
+    h = (h ^ static_cast<uint64_t>(v)) * 0x100000001B3ull;
+  return h;
+}
+
+FaParams params_for(const ShapeJob& job, void* q, void* k, void* v, void* o) {
+  FaParams p;
+  p.q = static_cast<const __half*>(q);
+  p.k = static_cast<const __half*>(k);
+  p.v = static_cast<const __half*>(v);
+  p.o = static_cast<__half*>(o);
+  p.batch = job.shape.batch;
+  p.heads = job.shape.heads;
+  p.seq_q = job.shape.seq_q;
+  p.seq_k = job.shape.seq_k;
+  p.softmax_scale = 1.f / std::sqrt(static_cast<float>(job.shape.head_dim));
+  return p;
+}
+
+}  // namespace
+
+LaunchDims dims_of(const ShapeJob& job) {
+  LaunchDims d;
+  d.grid = job.grid;
+  d.threads = job.threads;
+  d.smem_bytes = job.smem_bytes;
+  return d;
+}
+
+CorrectnessResult check_correctness(const LoadedKernel& candidate, const LoadedKernel& reference,
+                                    const ShapeJob& job, uint64_t seed, int repeated_launches) {
+  const ProblemShape& s = job.shape;
+  const size_t nq = q_elems(s), nkv = kv_elems(s);
+  DevicePtr q = device_alloc(nq * 2), k = device_alloc(nkv * 2), v = device_alloc(nkv * 2);
+  DevicePtr o = device_alloc(nq * 2), ref = device_alloc(nq * 4);
+  const FaParams p = params_for(job, q.get(), k.get(), v.get(), o.get());
+  const LaunchDims dims = dims_of(job);
+
+  CorrectnessResult result;
+  std::vector<uint16_t> out(nq);
+  std::vector<float> expected(nq);
+  auto one_check = [&](int check, const std::string& stage) {
+    std::mt19937_64 rng(check_seed(seed, job, check));
+    upload(q.get(), random_half(nq, rng));
+    upload(k.get(), random_half(nkv, rng));
+    upload(v.get(), random_half(nkv, rng));
+    EVO_CUDA_CHECK(cudaMemset(o.get(), kPoisonByte, nq * 2));
+    reference.launch_reference(p.q, p.k, p.v, static_cast<float*>(ref.get()), s.batch, s.heads,
+                               s.seq_q, s.seq_k, s.head_dim, p.softmax_scale, s.causal ? 1 : 0, 0);
+    candidate.launch(p, dims, 0);
+    EVO_CUDA_CHECK(cudaDeviceSynchronize());
+    EVO_CUDA_CHECK(cudaMemcpy(out.data(), o.get(), nq * 2, cudaMemcpyDeviceToHost));
+    EVO_CUDA_CHECK(cudaMemcpy(expected.data(), ref.get(), nq * 4, cudaMemcpyDeviceToHost));
+    const ErrorFigures f = compare_with_reference(out, expected);
+    result.worst.rel_l2_error = std::max(result.worst.rel_l2_error, f.rel_l2_error);
+    result.worst.max_abs_error = std::max(result.worst.max_abs_error, f.max_abs_error);
+    result.worst.nonfinite = std::max(result.worst.nonfinite, f.nonfinite);
+    result.worst.unwritten = std::max(result.worst.unwritten, f.unwritten);
+    if (!result.failure) result.failure = correctness_failure(f, s, stage);
+  };
+
+  one_check(0, "on the first launch");
+  if (result.failure) return result;
+  // The seed kernel passed one call and failed on the next: hammer it, then check again with
+  // inputs it has never seen.
+  for (int i = 0; i < repeated_launches; ++i) candidate.launch(p, dims, 0);
+  EVO_CUDA_CHECK(cudaDeviceSynchronize());
+  one_check(1, "after " + std::to_string(repeated_launches) + " back-to-back launches");
+  return result;
+}
+
+TimingSummary time_shape(const LoadedKernel& candidate, const ShapeJob& job, uint64_t seed,
+                         int warmup, int timed, int64_t rotation_bytes, int64_t l2_bytes) {
+  const ProblemShape& s = job.shape;
+  const size_t nq = q_elems(s), nkv = kv_elems(s);
+  const int64_t set_bytes = static_cast<int64_t>((2 * nq + 2 * nkv) * 2);
+  size_t free_bytes = 0, total_bytes = 0;
+  EVO_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const int max_sets = static_cast<int>(std::max<int64_t>(1, static_cast<int64_t>(free_bytes / 2) / set_bytes));
+  const int sets = rotation_sets(set_bytes, rotation_bytes, l2_bytes, std::min(max_sets, 4096));
+
+  DevicePtr q = device_alloc(nq * 2 * sets), k = device_alloc(nkv * 2 * sets);
+  DevicePtr v = device_alloc(nkv * 2 * sets), o = device_alloc(nq * 2 * sets);
+  std::mt19937_64 rng(check_seed(seed, job, 1000));
+  const auto hq = random_half(nq, rng), hk = random_half(nkv, rng), hv = random_half(nkv, rng);
+  std::vector<FaParams> params;
+  for (int i = 0; i < sets; ++i) {
+    auto* qi = static_cast<uint16_t*>(q.get()) + nq * i;
+    auto* ki = static_cast<uint16_t*>(k.get()) + nkv * i;
+    auto* vi = static_cast<uint16_t*>(v.get()) + nkv * i;
+    auto* oi = static_cast<uint16_t*>(o.get()) + nq * i;
+    upload(qi, hq);
+    upload(ki, hk);
+    upload(vi, hv);
+    params.push_back(params_for(job, qi, ki, vi, oi));
+  }
+  const LaunchDims dims = dims_of(job);
+  for (int i = 0; i < warmup; ++i) candidate.launch(params[i % sets], dims, 0);
+
+  std::vector<cudaEvent_t> events(2 * static_cast<size_t>(timed));
+  for (auto& e : events) EVO_CUDA_CHECK(cudaEventCreate(&e));
+  struct EventsGuard {
+    std::vector<cudaEvent_t>& ev;
+    ~EventsGuard() {
+      for (auto e : ev)
+        if (e) cudaEventDestroy(e);
+    }
+  } guard{events};
+  for (int i = 0; i < timed; ++i) {
+    EVO_CUDA_CHECK(cudaEventRecord(events[2 * i], 0));
+    candidate.launch(params[(warmup + i) % sets], dims, 0);
+    EVO_CUDA_CHECK(cudaEventRecord(events[2 * i + 1], 0));
+  }
+  EVO_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<double> times_us(static_cast<size_t>(timed));
+  for (int i = 0; i < timed; ++i) {
+    float ms = 0;
+    EVO_CUDA_CHECK(cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]));
+    times_us[i] = ms * 1000.0;
+  }
+  return summarise_times(std::move(times_us));
+}
+
+}  // namespace evo::cuda

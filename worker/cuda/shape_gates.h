@@ -1,0 +1,31 @@
+#pragma once
+// Gates 4 (correct) and 5 (timed) for one shape, on the current CUDA device. Run only inside the
+// evaluation child: a candidate's fault must never reach the parent's process. CUDA errors are
+// thrown as CudaFailure.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "eval_request.h"
+#include "gate_math.h"
+#include "loaded_kernel.h"
+
+namespace evo::cuda {
+
+struct CorrectnessResult {
+  ErrorFigures worst;                   // over all checks of the shape
+  std::optional<std::string> failure;   // one line, or nullopt when it passed
+};
+
+// Fresh random inputs (seeded per check), NaN-poisoned output, reference comparison; then
+// `repeated_launches` back-to-back launches and a re-check on fresh inputs.
+CorrectnessResult check_correctness(const LoadedKernel& candidate, const LoadedKernel& reference,
+                                    const ShapeJob& job, uint64_t seed, int repeated_launches);
+
+// CUDA events around each launch, warm-up first; inputs cycled over enough sets to defeat L2.
+TimingSummary time_shape(const LoadedKernel& candidate, const ShapeJob& job, uint64_t seed,
+                         int warmup, int timed, int64_t rotation_bytes, int64_t l2_bytes);
+
+LaunchDims dims_of(const ShapeJob& job);
+
+}  // namespace evo::cuda
