@@ -25,10 +25,10 @@ LoadedKernel::~LoadedKernel() {
 
 void LoadedKernel::prepare(const LaunchDims& dims) {
   if (dims.smem_bytes > smem_raised_to_) {
-    // A cudaKernel_t stands in for the function pointer in the runtime's func APIs.
-    EVO_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel_),
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(dims.smem_bytes)));
+    int device = 0;
+    EVO_CUDA_CHECK(cudaGetDevice(&device));
+    EVO_CUDA_CHECK(cudaKernelSetAttributeForDevice(kernel_, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   static_cast<int>(dims.smem_bytes), device));
     smem_raised_to_ = dims.smem_bytes;
   }
 }
@@ -36,6 +36,7 @@ void LoadedKernel::prepare(const LaunchDims& dims) {
 void LoadedKernel::launch(const FaParams& p, const LaunchDims& dims, cudaStream_t stream) const {
   FaParams copy = p;
   void* args[] = {&copy};
+  // A cudaKernel_t from cudaLibraryGetKernel stands in for the function symbol here.
   const dim3 grid(static_cast<unsigned>(dims.grid[0]), static_cast<unsigned>(dims.grid[1]),
                   static_cast<unsigned>(dims.grid[2]));
   EVO_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kernel_), grid,
