@@ -26,6 +26,7 @@ struct SearchSpace::Impl {
   std::vector<Named> constraints;  // checked in order; the first that is 0 is reported
   std::string kernel_pattern;      // "{NAME}" placeholders
   Expression threads, grid_x, grid_y, grid_z, smem_bytes;
+  std::optional<Expression> workspace_bytes;  // optional: scratch memory the kernel needs
   std::optional<Expression> flops;
 };
 
@@ -200,6 +201,8 @@ SearchSpace SearchSpace::from_json(std::string_view text) {
   impl->grid_y = launch_expr("grid_y");
   impl->grid_z = launch_expr("grid_z");
   impl->smem_bytes = launch_expr("smem_bytes");
+  if (launch.is_object() && launch.contains("workspace_bytes"))
+    impl->workspace_bytes = launch_expr("workspace_bytes");
 
   if (auto it = doc.find("flops"); it != doc.end()) impl->flops = checked_expression(*it, "flops", known);
 
@@ -323,6 +326,7 @@ LaunchConfig SearchSpace::launch(const Genome& g, const ProblemShape& p) const {
   l.grid_y = impl_->grid_y.eval(vars);
   l.grid_z = impl_->grid_z.eval(vars);
   l.smem_bytes = impl_->smem_bytes.eval(vars);
+  l.workspace_bytes = impl_->workspace_bytes ? impl_->workspace_bytes->eval(vars) : 0;
   return l;
 }
 

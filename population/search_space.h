@@ -28,6 +28,9 @@ struct LaunchConfig {
   int64_t grid_x = 1, grid_y = 1, grid_z = 1;
   int64_t threads = 0;
   int64_t smem_bytes = 0;
+  // Zero-initialised device scratch the kernel needs (split-KV partials); 0 for none. The caller
+  // allocates and zeroes it once and passes it in FaParams::workspace.
+  int64_t workspace_bytes = 0;
 };
 
 class SearchSpace {
