@@ -42,6 +42,7 @@ struct SpaceForExport {
   std::vector<Formula> derived;
   std::vector<Formula> constraints;
   std::map<std::string, Formula> launch;  // threads, grid_x, grid_y, grid_z, smem_bytes
+  bool has_workspace = false;              // launch.workspace_bytes: a per-stream scratch buffer
   std::string kernel_pattern;
 };
 
@@ -88,6 +89,14 @@ SpaceForExport read_space(const KernelTemplate& t) {
                 false};
       s.launch.emplace(key, std::move(f));
     }
+    if (j.at("launch").contains("workspace_bytes")) {
+      s.has_workspace = true;
+      s.launch.emplace("workspace_bytes",
+                       Formula{"workspace_bytes",
+                               to_cxx_expression(j.at("launch").at("workspace_bytes").get<std::string>(),
+                                                 known, "launch formula workspace_bytes"),
+                               false});
+    }
     s.kernel_pattern = j.at("kernel").get<std::string>();
   } catch (const nlohmann::json::exception& e) {
     throw InputError("space of '" + s.id + "' lacks what the exporter needs: " + e.what());
@@ -130,6 +139,50 @@ void check_genome(const SpaceForExport& s, const Genome& g) {
     if (!have.count(name)) throw InputError("genome lacks gene '" + name + "' of " + s.id);
 }
 
+// The scratch buffer of kernels whose space has a workspace_bytes formula (split-KV: blocks merge
+// partial rows through it). The kernel leaves it as it found it (zeroed counters), so one buffer
+// per (device, stream) serves every launch on that stream; allocation and zeroing are
+// stream-ordered, so the entry point still never synchronizes.
+void emit_workspace(std::ostringstream& o) {
+  o << "struct Workspace {\n"
+    << "  int device;\n"
+    << "  cudaStream_t stream;\n"
+    << "  void* ptr;\n"
+    << "  long long bytes;\n"
+    << "};\n"
+    << "static std::mutex workspace_mutex;\n"
+    << "static std::vector<Workspace> workspaces;\n\n"
+    << "static cudaError_t workspace_for(cudaStream_t stream, long long bytes, void** out) {\n"
+    << "  int device = 0;\n"
+    << "  cudaError_t e = cudaGetDevice(&device);\n"
+    << "  if (e != cudaSuccess) return e;\n"
+    << "  std::lock_guard<std::mutex> lock(workspace_mutex);\n"
+    << "  Workspace* w = nullptr;\n"
+    << "  for (Workspace& x : workspaces)\n"
+    << "    if (x.device == device && x.stream == stream) w = &x;\n"
+    << "  if (w == nullptr) {\n"
+    << "    workspaces.push_back(Workspace{device, stream, nullptr, 0});\n"
+    << "    w = &workspaces.back();\n"
+    << "  }\n"
+    << "  if (w->bytes < bytes) {\n"
+    << "    void* fresh = nullptr;\n"
+    << "    e = cudaMallocAsync(&fresh, static_cast<size_t>(bytes), stream);\n"
+    << "    if (e != cudaSuccess) return e;\n"
+    << "    e = cudaMemsetAsync(fresh, 0, static_cast<size_t>(bytes), stream);\n"
+    << "    if (e != cudaSuccess) {\n"
+    << "      cudaFreeAsync(fresh, stream);\n"
+    << "      return e;\n"
+    << "    }\n"
+    << "    // Launches already queued on this stream finish with the old buffer before it is freed.\n"
+    << "    if (w->ptr != nullptr) cudaFreeAsync(w->ptr, stream);\n"
+    << "    w->ptr = fresh;\n"
+    << "    w->bytes = bytes;\n"
+    << "  }\n"
+    << "  *out = w->ptr;\n"
+    << "  return cudaSuccess;\n"
+    << "}\n\n";
+}
+
 // Everything a (genome, CAUSAL, HEAD_DIM) instantiation knows at compile time.
 void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& g, size_t index,
                   int64_t smem_limit) {
@@ -169,7 +222,17 @@ void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& 
     << "          grid_z < 1 || grid_z > 65535LL || threads < 1 || threads > 1024LL || smem < 0 ||\n"
     << "          smem > SMEM_LIMIT)\n"
     << "        return cudaErrorInvalidValue;\n"
-    << "      const auto kernel = " << kernel_name(s, g) << ";\n"
+    << "      const auto kernel = " << kernel_name(s, g) << ";\n";
+  if (s.has_workspace)
+    o << "      evo::FaParams args = p;\n"
+      << "      const long long workspace_bytes = " << s.launch.at("workspace_bytes").expr.code << ";\n"
+      << "      if (workspace_bytes > 0) {\n"
+      << "        const cudaError_t e = workspace_for(stream, workspace_bytes, &args.workspace);\n"
+      << "        if (e != cudaSuccess) return e;\n"
+      << "      }\n";
+  else
+    o << "      const evo::FaParams& args = p;\n";
+  o
     << "      if (smem > 48 * 1024) {\n"
     << "        // Above 48 KB a kernel must opt in to dynamic shared memory; once per size suffices.\n"
     << "        static std::atomic<long long> raised{0};\n"
@@ -182,7 +245,7 @@ void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& 
     << "      }\n"
     << "      kernel<<<dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y),\n"
     << "                    static_cast<unsigned>(grid_z)),\n"
-    << "               dim3(static_cast<unsigned>(threads)), static_cast<size_t>(smem), stream>>>(p);\n"
+    << "               dim3(static_cast<unsigned>(threads)), static_cast<size_t>(smem), stream>>>(args);\n"
     << "      return cudaGetLastError();\n"
     << "    }\n"
     << "  }\n"
@@ -336,7 +399,8 @@ v1::ExportResponse export_dispatch_table(const std::vector<ExportVariant>& varia
   for (const auto& v : variants)
     o << "//   " << export_text::genome(v.genome) << (v.evidence.estimated() ? "  (ESTIMATED: chosen by the model evaluator, not measured)" : "")
       << "\n";
-  o << "#include <atomic>\n#include <cmath>\n#include <cuda_fp16.h>\n#include <cuda_runtime.h>\n\n"
+  o << "#include <atomic>\n#include <cmath>\n#include <mutex>\n#include <vector>\n\n"
+    << "#include <cuda_fp16.h>\n#include <cuda_runtime.h>\n\n"
     << "// ---------------------------------------------------------------- kernel template: "
     << space.id << "\n"
     << template_body(t->source) << "\n"
@@ -344,6 +408,7 @@ v1::ExportResponse export_dispatch_table(const std::vector<ExportVariant>& varia
     << "namespace evo_export {\n\n"
     << "constexpr long long evo_min(long long a, long long b) { return a < b ? a : b; }\n"
     << "constexpr long long evo_max(long long a, long long b) { return a > b ? a : b; }\n\n";
+  if (space.has_workspace) emit_workspace(o);
   for (size_t i = 0; i < variants.size(); ++i) emit_variant(o, space, variants[i].genome, i, smem_limit);
   emit_dispatch(o, space, variants);
   emit_entry_point(o);

@@ -62,6 +62,31 @@ TEST(Exporter, LaunchUsesTheSpaceFormulas) {
   EXPECT_NE(r.source().find("cudaFuncAttributeMaxDynamicSharedMemorySize"), std::string::npos);
 }
 
+// Constraints over the genes and head dim are compile-time (an invalid pair is never
+// instantiated); those that read the call's shape are checked at every call.
+TEST(Exporter, EveryConstraintIsCheckedAtCompileOrCallTime) {
+  const auto r = export_standalone(default_genome(), {shape_1x8x512x64()}, measured_evaluation(false));
+  const auto space = nlohmann::json::parse(find_template("fa_s512_v3")->space_json);
+  const std::regex call_time_name(R"(\b(BATCH|HEADS|SEQ_Q|SEQ_K)\b)");
+  for (const auto& c : space.at("constraints")) {
+    const std::string name = c.at("name"), expr = c.at("expr");
+    if (std::regex_search(expr, call_time_name))
+      EXPECT_NE(r.source().find(") return cudaErrorInvalidValue;  // " + name), std::string::npos) << name;
+    else
+      EXPECT_NE(r.source().find("/* " + name + " */"), std::string::npos) << name;
+  }
+}
+
+TEST(Exporter, WorkspaceIsStreamOrderedWhenTheSpaceAsksForOne) {
+  const auto r = export_standalone(default_genome(), {shape_1x8x512x64()}, measured_evaluation(false));
+  const auto space = nlohmann::json::parse(find_template("fa_s512_v3")->space_json);
+  if (!space.at("launch").contains("workspace_bytes")) GTEST_SKIP() << "this space has no workspace";
+  EXPECT_NE(r.source().find("cudaMallocAsync"), std::string::npos);
+  EXPECT_NE(r.source().find("cudaMemsetAsync(fresh, 0"), std::string::npos);
+  EXPECT_NE(r.source().find("workspace_for(stream, workspace_bytes, &args.workspace)"), std::string::npos);
+  EXPECT_EQ(r.source().find("cudaMalloc("), std::string::npos) << "cudaMalloc may synchronize";
+}
+
 TEST(Exporter, ReportCarriesTheEvidence) {
   const auto r = export_standalone(default_genome(), {shape_1x8x512x64()}, measured_evaluation(false));
   for (const char* needle : {"NVIDIA H100 80GB HBM3", "--gpu-architecture=sm_90a -O3 --ptxas-options=-v",
