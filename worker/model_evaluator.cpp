@@ -37,6 +37,8 @@ KernelEstimate estimate_kernel(const DeviceModel& dev, const SearchSpace& space,
   const int warps = static_cast<int>(vars.at("WARPS"));
   const int warps_kv = vars.count("WARPS_KV") ? static_cast<int>(vars.at("WARPS_KV")) : 1;
   const bool pipelined = vars.at("STAGES") >= 2 && vars.at("CP_ASYNC") == 1;
+  // SPLIT_KV blocks share one row tile's keys (grid_z), then merge fp32 partials via global memory.
+  const double split = vars.count("SPLIT_KV") ? static_cast<double>(vars.at("SPLIT_KV")) : 1.0;
   const double d = shape.head_dim;
 
   KernelEstimate est;
@@ -53,11 +55,12 @@ KernelEstimate estimate_kernel(const DeviceModel& dev, const SearchSpace& space,
   // Work of one block. Causal blocks see on average half of the keys (plus the diagonal tile).
   const double keys = shape.causal ? std::min<double>(shape.seq_k, (shape.seq_q + block_m) / 2.0)
                                    : shape.seq_k;
-  const double kv_tiles = std::ceil(keys / block_n);
+  const double kv_tiles = std::ceil(keys / split / block_n);
   const double padded_keys = kv_tiles * block_n;                 // tails are computed, then masked
   const double mma_flops = 4.0 * block_m * padded_keys * d;      // Q*K^T and P*V
   const double softmax_flops = 8.0 * block_m * padded_keys;      // scale, max, exp, sum, rescale
-  const double bytes = 2.0 * (2.0 * block_m * d + 2.0 * padded_keys * d);  // Q,O once; K,V per block
+  double bytes = 2.0 * (2.0 * block_m * d + 2.0 * padded_keys * d);  // Q,O once; K,V per block
+  if (split > 1) bytes += 2.0 * 4.0 * block_m * (d + 1);  // fp32 partial written, then merged
 
   // Per-SM rates. The tensor pipes of an SM's four sub-partitions need about two warps each
   // issuing to hide mma latency; fewer resident warps leave them idle.

@@ -62,6 +62,14 @@ TEST(ModelEstimate, IsNotAConstantOverTheSpace) {
   EXPECT_EQ(seen.size(), 4u);
 }
 
+// One head of a long sequence leaves most SMs idle; splitting its keys over blocks fills them.
+TEST(ModelEstimate, SplittingKeysHelpsAFewLongRows) {
+  const auto s = shape(1, 1, 8192);
+  const auto whole = estimate_kernel(h100(), space(), space().parse("BLOCK_M=128,WARPS=8,SPLIT_KV=1"), s, resources(96));
+  const auto split = estimate_kernel(h100(), space(), space().parse("BLOCK_M=128,WARPS=8,SPLIT_KV=8"), s, resources(96));
+  EXPECT_LT(split.us, whole.us);
+}
+
 TEST(ModelEvaluator, UnknownArchIsAnInputError) {
   EvaluatorOptions o;
   o.backend = "model";

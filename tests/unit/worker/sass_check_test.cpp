@@ -11,7 +11,7 @@ namespace evo {
 namespace {
 
 // The shape of a `cuobjdump --dump-sass` listing: one "Function :" header per kernel.
-constexpr const char* kListing = R"(
+constexpr const char* kListing = R"SASS(
 	code for sm_90a
 		Function : _ZN3evo4mathEv
 	.headerflags	@"EF_CUDA_TEXMODE_UNIFIED EF_CUDA_64BIT_ADDRESS EF_CUDA_SM90 EF_CUDA_VIRTUAL_SM(EF_CUDA_SM90)"
@@ -26,7 +26,7 @@ constexpr const char* kListing = R"(
         /*0010*/                   HMMA.16816.F32 R8, R4, R12, R8 ;
         /*0020*/                   HMMA.16816.F32 R16, R4, R14, R16 ;
         /*0030*/                   EXIT ;
-)";
+)SASS";
 
 TEST(SassCheck, CountsTensorOpsOfTheNamedKernelOnly) {
   EXPECT_EQ(count_tensor_core_ops(kListing, "_ZN3evo6tensorEv"), 2);
