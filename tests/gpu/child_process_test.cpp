@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "child_main.h"
 #include "child_process.h"
 #include "eval_request.h"
 #include "evaluation_child.h"
@@ -76,6 +77,19 @@ TEST_F(ChildFault, MalformedRequestExitsTwoWithOneLine) {
   EXPECT_FALSE(e.timed_out);
   EXPECT_EQ(e.exit_code, 2);
   EXPECT_NE(e.stderr_tail.find("evaluation request lacks 'seed'"), std::string::npos) << e.stderr_tail;
+}
+
+TEST_F(ChildFault, ChildEntryTakesTheRequestAsLastArgumentShiftedOrNot) {
+  // evo-worker's main hands over argv shifted by one; this binary's main does not.
+  const std::string path = dir_ + "/bad.json";
+  std::ofstream(path) << "{\"device\": 0}";
+  std::string child = "__child", prog = "evo-worker";
+  std::vector<char*> shifted = {child.data(), const_cast<char*>(path.c_str())};
+  EXPECT_EQ(run_eval_child(2, shifted.data()), 2);
+  std::vector<char*> whole = {prog.data(), child.data(), const_cast<char*>(path.c_str())};
+  EXPECT_EQ(run_eval_child(3, whole.data()), 2);
+  std::vector<char*> no_request = {prog.data(), child.data()};
+  EXPECT_EQ(run_eval_child(2, no_request.data()), 2);
 }
 
 TEST(RunChild, WatchdogKillsTheWholeProcessGroup) {

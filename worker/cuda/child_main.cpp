@@ -144,13 +144,14 @@ void run_gates(const EvalRequest& req, v1::Evaluation& e, std::string& stage) {
 }  // namespace
 
 int run_eval_child(int argc, char** argv) {
-  if (argc < 3) {
-    std::fprintf(stderr, "evaluation child: usage: %s __child <request.json>\n", argc > 0 ? argv[0] : "evo-worker");
+  if (argc < 2 || std::string(argv[argc - 1]) == "__child") {
+    std::fprintf(stderr, "evaluation child: usage: evo-worker __child <request.json>\n");
     return kExitBadRequest;
   }
+  const std::string request_path = argv[argc - 1];
   EvalRequest req;
   try {
-    req = cuda::request_from_json(read_file(argv[2]));
+    req = cuda::request_from_json(read_file(request_path));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "evaluation child: %s\n", e.what());
     return kExitBadRequest;

@@ -6,7 +6,8 @@
 // if at all possible). A kernel that hangs or kills the process is the parent's watchdog's job.
 namespace evo {
 
-// argv[0] is the program, argv[1] "__child", argv[2] the request file.
+// The request file is the last argument: `evo-worker __child <request>` passed whole or with the
+// program name shifted off (argv[0] == "__child") both work.
 int run_eval_child(int argc, char** argv);
 
 }  // namespace evo

@@ -146,7 +146,7 @@ v1::Evaluation CudaEvaluator::evaluate(const Genome& g, const std::vector<Proble
   if (kernels) {
     const auto& space = SearchSpace::for_template(g.template_id());
     run_launch_gates(*kernels, shapes, [&](const ProblemShape& p) { return space.launch(g, p); },
-                     run_sanitizer, g.hash(), eval);
+                     run_sanitizer || options_.sanitize, g.hash(), eval);
   }
   complete_gates(eval);
   spdlog::info("candidate={} genome={} status={} fitness_us={:.2f} {}", g.hash(), g.genes_text(),
@@ -200,7 +200,7 @@ v1::Evaluation CudaEvaluator::evaluate_source(const SourceKernel& kernel,
   }
   add_gate(eval, "compile", "passed", std::to_string(eval.resources().registers()) + " registers");
   add_gate(eval, "tensor_cores", "skipped", "source kernel: not required");
-  run_launch_gates(kernels, shapes, kernel.launch, run_sanitizer, candidate, eval);
+  run_launch_gates(kernels, shapes, kernel.launch, run_sanitizer || options_.sanitize, candidate, eval);
   complete_gates(eval);
   spdlog::info("candidate={} status={} {}", candidate, v1::EvalStatus_Name(eval.status()), eval.message());
   return eval;
