@@ -1,0 +1,326 @@
+// The coordinator's scheduling logic in-process, with a fake evaluator and a fake clock.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+
+#include "coordinator.h"
+#include "store.h"
+#include "test_db.h"
+
+namespace evo {
+namespace {
+
+using Code = CoordinatorError::Code;
+
+v1::DeviceInfo device(const std::string& device_class, bool estimated = false) {
+  v1::DeviceInfo d;
+  d.set_gpu_name("Fake GPU");
+  d.set_arch("sm_90a");
+  d.set_device_class(device_class);
+  d.set_nvrtc_version("12.8");
+  d.set_cuda_version("12.8");
+  d.set_backend(estimated ? "model" : "cuda");
+  return d;
+}
+
+// A deterministic stand-in for a GPU: the time depends on the genome text only, times a per-call
+// factor the test chooses (to model agreeing or disagreeing repeat measurements).
+double fake_us(const std::string& genome) {
+  return 50.0 + static_cast<double>(std::hash<std::string>{}(genome) % 1000) / 10.0;
+}
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  CoordinatorTest() : store_(dir_.file("evo.db")) {
+    CoordinatorOptions opt;
+    opt.lease_ttl_ms = 1000;
+    opt.clock = [this] { return now_; };
+    coord_ = std::make_unique<Coordinator>(store_, opt);
+  }
+
+  std::string add_worker(const std::string& device_class, bool estimated = false) {
+    v1::RegisterWorkerRequest req;
+    req.set_name("w");
+    *req.mutable_device() = device(device_class, estimated);
+    return coord_->register_worker(req).worker_id();
+  }
+
+  v1::Run submit(int generations, int population, int top_k, uint64_t rng = 7) {
+    v1::SubmitRunRequest req;
+    req.set_seed("fa_s512_v3");
+    req.set_generations(generations);
+    req.set_population(population);
+    req.set_top_k(top_k);
+    req.set_rng_seed(rng);
+    return coord_->submit(req);
+  }
+
+  v1::Evaluation evaluation(const v1::Lease& lease, const std::string& device_class, double factor,
+                            bool estimated = false) {
+    v1::Evaluation e;
+    e.set_status(v1::OK);
+    e.set_fitness_us(fake_us(lease.genome()) * factor);
+    e.set_estimated(estimated);
+    *e.mutable_device() = device(device_class, estimated);
+    return e;
+  }
+
+  v1::ReportResponse report(const std::string& worker, const v1::Lease& lease, const v1::Evaluation& e) {
+    v1::ReportRequest req;
+    req.set_worker_id(worker);
+    req.set_lease_id(lease.lease_id());
+    *req.mutable_evaluation() = e;
+    return coord_->report(req);
+  }
+
+  v1::LeaseResponse lease(const std::string& worker, int n = 1) {
+    v1::LeaseRequest req;
+    req.set_worker_id(worker);
+    req.set_max_candidates(n);
+    return coord_->lease(req);
+  }
+
+  // Drives workers round-robin until nothing is left to lease; returns the leases handed out.
+  int drive(const std::vector<std::string>& workers, const std::string& device_class,
+            const std::function<double(const v1::Lease&)>& factor, bool estimated = false) {
+    int leased = 0;
+    for (int idle_rounds = 0; idle_rounds < 2;) {
+      bool any = false;
+      for (const auto& w : workers) {
+        auto granted = lease(w, 2);
+        for (const auto& l : granted.leases()) {
+          any = true;
+          ++leased;
+          report(w, l, evaluation(l, device_class, factor(l), estimated));
+        }
+        now_ += 10;
+      }
+      idle_rounds = any ? 0 : idle_rounds + 1;
+    }
+    return leased;
+  }
+
+  Code code_of(const std::function<void()>& fn) {
+    try {
+      fn();
+    } catch (const CoordinatorError& e) {
+      return e.code();
+    }
+    ADD_FAILURE() << "no CoordinatorError";
+    return Code::kInvalidArgument;
+  }
+
+  test::TempDir dir_;
+  Store store_;
+  int64_t now_ = 1'000'000;
+  std::unique_ptr<Coordinator> coord_;
+};
+
+TEST_F(CoordinatorTest, RunFinishesWithConfirmedElitesInFitnessOrder) {
+  auto a = add_worker("sm_90a/Fake"), b = add_worker("sm_90a/Fake");
+  auto run = submit(3, 8, 3);
+  // Repeat measurements agree within 2 %.
+  int leased = drive({a, b}, "sm_90a/Fake", [](const v1::Lease& l) { return l.confirmation() ? 1.02 : 1.0; });
+  auto st = coord_->status(run.run_id());
+  EXPECT_EQ(st.run().state(), v1::DONE);
+  EXPECT_EQ(st.evaluations_done(), 24);
+  // Some candidates were measured twice: confirmations happened.
+  EXPECT_GT(leased, 24);
+  v1::LeaderboardRequest lr;
+  lr.set_run_id(run.run_id());
+  auto board = coord_->leaderboard(lr);
+  ASSERT_EQ(board.elites_size(), 3);
+  for (int i = 1; i < 3; ++i) EXPECT_LE(board.elites(i - 1).fitness_us(), board.elites(i).fitness_us());
+  for (const auto& e : board.elites()) {
+    EXPECT_NEAR(e.spread_pct(), 0.02 / 1.01 * 100, 0.01);  // |a-b| / mean, in percent
+    EXPECT_FALSE(e.estimated());
+    EXPECT_FALSE(e.parents().empty());
+  }
+  EXPECT_GT(board.seed_us(), 0);
+}
+
+TEST_F(CoordinatorTest, DisagreeingConfirmationKeepsACandidateOutOfTheElites) {
+  auto a = add_worker("sm_90a/Fake");
+  auto run = submit(1, 6, 3);
+  drive({a}, "sm_90a/Fake", [](const v1::Lease& l) { return l.confirmation() ? 1.5 : 1.0; });
+  v1::LeaderboardRequest lr;
+  lr.set_run_id(run.run_id());
+  EXPECT_EQ(coord_->leaderboard(lr).elites_size(), 0);
+  EXPECT_EQ(coord_->status(run.run_id()).run().state(), v1::DONE);
+}
+
+TEST_F(CoordinatorTest, ConfirmationGoesToAnotherWorkerOfTheClass) {
+  auto a = add_worker("sm_90a/Fake"), b = add_worker("sm_90a/Fake");
+  submit(1, 1, 1);
+  auto first = lease(a).leases(0);
+  report(a, first, evaluation(first, "sm_90a/Fake", 1.0));
+  EXPECT_EQ(lease(a).leases_size(), 0) << "the first measurer must not confirm while another worker is live";
+  auto second = lease(b);
+  ASSERT_EQ(second.leases_size(), 1);
+  EXPECT_TRUE(second.leases(0).confirmation());
+  EXPECT_EQ(second.leases(0).candidate_id(), first.candidate_id());
+}
+
+TEST_F(CoordinatorTest, RepeatedReportIsIdempotent) {
+  auto a = add_worker("sm_90a/Fake");
+  submit(2, 4, 2);
+  auto l = lease(a).leases(0);
+  auto e = evaluation(l, "sm_90a/Fake", 1.0);
+  auto first = report(a, l, e);
+  EXPECT_TRUE(first.accepted());
+  EXPECT_FALSE(first.duplicate());
+  std::string before = store_.dump();
+  auto again = report(a, l, e);
+  EXPECT_TRUE(again.accepted());
+  EXPECT_TRUE(again.duplicate());
+  EXPECT_EQ(store_.dump(), before);
+}
+
+TEST_F(CoordinatorTest, ExpiredLeaseIsRequeuedAndItsLateReportRefused) {
+  auto a = add_worker("sm_90a/Fake"), b = add_worker("sm_90a/Fake");
+  submit(1, 2, 1);
+  auto stale = lease(a).leases(0);
+  now_ += 1001;
+  EXPECT_EQ(coord_->sweep_expired_leases(), 1);
+  auto c = store_.get_candidate(stale.candidate_id());
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->state, CandidateState::kQueued);
+  EXPECT_EQ(c->attempts, 1);
+  auto fresh = lease(b).leases(0);
+  EXPECT_EQ(fresh.candidate_id(), stale.candidate_id());
+  std::string before = store_.dump();
+  EXPECT_EQ(code_of([&] { report(a, stale, evaluation(stale, "sm_90a/Fake", 1.0)); }), Code::kFailedPrecondition);
+  EXPECT_EQ(store_.dump(), before);
+  EXPECT_TRUE(report(b, fresh, evaluation(fresh, "sm_90a/Fake", 1.0)).accepted());
+}
+
+TEST_F(CoordinatorTest, HeartbeatKeepsALeaseAlive) {
+  auto a = add_worker("sm_90a/Fake");
+  submit(1, 1, 1);
+  auto l = lease(a).leases(0);
+  for (int i = 0; i < 5; ++i) {
+    now_ += 600;
+    v1::HeartbeatRequest hb;
+    hb.set_worker_id(a);
+    hb.add_lease_ids(l.lease_id());
+    EXPECT_EQ(coord_->heartbeat(hb).expired_lease_ids_size(), 0);
+    EXPECT_EQ(coord_->sweep_expired_leases(), 0);
+  }
+  now_ += 1001;
+  EXPECT_EQ(coord_->sweep_expired_leases(), 1);
+  v1::HeartbeatRequest hb;
+  hb.set_worker_id(a);
+  hb.add_lease_ids(l.lease_id());
+  EXPECT_EQ(coord_->heartbeat(hb).expired_lease_ids_size(), 1);
+}
+
+TEST_F(CoordinatorTest, LeaseRepeatedlyLostIsRecordedAsCrash) {
+  auto a = add_worker("sm_90a/Fake");
+  submit(1, 1, 1);
+  for (int i = 0; i < server::kMaxLeaseAttempts; ++i) {
+    ASSERT_EQ(lease(a).leases_size(), 1) << "attempt " << i;
+    now_ += 1001;
+    coord_->sweep_expired_leases();
+  }
+  auto st = coord_->status("run-0001");
+  EXPECT_EQ(st.run().state(), v1::DONE);
+  EXPECT_EQ(st.failed(), 1);
+}
+
+TEST_F(CoordinatorTest, ReportsOnLeasesNotHeldAreRefusedAndChangeNothing) {
+  auto a = add_worker("sm_90a/Fake"), b = add_worker("sm_90a/Fake");
+  submit(1, 2, 1);
+  auto l = lease(a).leases(0);
+  std::string before = store_.dump();
+  EXPECT_EQ(code_of([&] { report(b, l, evaluation(l, "sm_90a/Fake", 1.0)); }), Code::kFailedPrecondition);
+  v1::Lease unknown = l;
+  unknown.set_lease_id("l-nope");
+  EXPECT_EQ(code_of([&] { report(a, unknown, evaluation(l, "sm_90a/Fake", 1.0)); }), Code::kNotFound);
+  EXPECT_EQ(code_of([&] { report("w-nobody", l, evaluation(l, "sm_90a/Fake", 1.0)); }), Code::kNotFound);
+  // A result from another device class would mix measurements: refused.
+  EXPECT_EQ(code_of([&] { report(a, l, evaluation(l, "sm_89/Other", 1.0)); }), Code::kInvalidArgument);
+  v1::Evaluation no_status;
+  EXPECT_EQ(code_of([&] { report(a, l, no_status); }), Code::kInvalidArgument);
+  EXPECT_EQ(store_.dump(), before);
+}
+
+TEST_F(CoordinatorTest, BadSubmissionsAreRefusedAndChangeNothing) {
+  std::string before = store_.dump();
+  auto submit_with = [&](const std::function<void(v1::SubmitRunRequest&)>& edit) {
+    v1::SubmitRunRequest req;
+    req.set_seed("fa_s512_v3");
+    edit(req);
+    return code_of([&] { coord_->submit(req); });
+  };
+  EXPECT_EQ(submit_with([](auto& r) { r.set_seed("nope"); }), Code::kInvalidArgument);
+  EXPECT_EQ(submit_with([](auto& r) { r.add_shapes("1x8x512"); }), Code::kInvalidArgument);
+  EXPECT_EQ(submit_with([](auto& r) { r.add_shapes("1x8x512x96"); }), Code::kInvalidArgument);
+  EXPECT_EQ(submit_with([](auto& r) { r.set_population(0); }), Code::kInvalidArgument);
+  EXPECT_EQ(submit_with([](auto& r) { r.set_generations(-1); }), Code::kInvalidArgument);
+  EXPECT_EQ(submit_with([](auto& r) { r.set_top_k(0); }), Code::kInvalidArgument);
+  EXPECT_EQ(submit_with([](auto& r) { r.set_strategy("annealing"); }), Code::kInvalidArgument);
+  EXPECT_EQ(code_of([&] { coord_->status("run-9999"); }), Code::kNotFound);
+  EXPECT_EQ(code_of([&] { coord_->cancel("run-9999"); }), Code::kNotFound);
+  EXPECT_EQ(store_.dump(), before);
+  try {
+    v1::SubmitRunRequest req;
+    req.set_seed("x");
+    coord_->submit(req);
+  } catch (const CoordinatorError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("unknown seed 'x'", 0), 0u) << e.what();
+  }
+}
+
+TEST_F(CoordinatorTest, DefaultsApplyWhenSizesAreUnset) {
+  v1::SubmitRunRequest req;
+  req.set_seed("fa_s512_v3");
+  auto run = coord_->submit(req);
+  EXPECT_EQ(run.generations(), 5);
+  EXPECT_EQ(run.population(), 16);
+  EXPECT_EQ(run.top_k(), 3);
+  ASSERT_EQ(run.shapes_size(), 1);
+  EXPECT_EQ(run.shapes(0).seq_q(), 512);
+  EXPECT_EQ(run.shapes(0).head_dim(), 64);
+}
+
+TEST_F(CoordinatorTest, RunKeepsToTheDeviceClassOfItsFirstWorker) {
+  auto model = add_worker("sm_90a/model/estimated", true);
+  auto gpu = add_worker("sm_90a/Fake");
+  auto run = submit(1, 4, 2);
+  ASSERT_EQ(lease(model).leases_size(), 1);
+  EXPECT_EQ(lease(gpu, 4).leases_size(), 0) << "measured and estimated results must never mix";
+  EXPECT_EQ(coord_->status(run.run_id()).run().device_class(), "sm_90a/model/estimated");
+}
+
+TEST_F(CoordinatorTest, SameRngSeedGivesTheSameGenomesAndTheCacheSkipsRemeasuring) {
+  auto w = add_worker("sm_90a/model/estimated", true);
+  auto first = submit(3, 6, 2, 42);
+  int leased_first = drive({w}, "sm_90a/model/estimated", [](const v1::Lease&) { return 1.0; }, true);
+  auto second = submit(3, 6, 2, 42);
+  int leased_second = drive({w}, "sm_90a/model/estimated", [](const v1::Lease&) { return 1.0; }, true);
+  EXPECT_EQ(leased_first, 18) << "estimated results need no confirmation";
+  EXPECT_EQ(leased_second, 0) << "every genome was measured before on this class and toolkit";
+  EXPECT_EQ(coord_->status(second.run_id()).run().state(), v1::DONE);
+  auto a = store_.candidates_of_run(first.run_id()), b = store_.candidates_of_run(second.run_id());
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].genome, b[i].genome) << i;
+    EXPECT_EQ(b[i].result_source, "cache");
+  }
+  v1::LeaderboardRequest lr;
+  lr.set_run_id(second.run_id());
+  auto board = coord_->leaderboard(lr);
+  ASSERT_EQ(board.elites_size(), 2);
+  EXPECT_TRUE(board.elites(0).estimated());
+}
+
+TEST_F(CoordinatorTest, CancelledRunHandsOutNothing) {
+  auto w = add_worker("sm_90a/Fake");
+  auto run = submit(2, 4, 2);
+  EXPECT_EQ(coord_->cancel(run.run_id()).state(), v1::CANCELLED);
+  EXPECT_EQ(lease(w, 4).leases_size(), 0);
+}
+
+}  // namespace
+}  // namespace evo
