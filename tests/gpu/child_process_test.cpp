@@ -127,6 +127,7 @@ TEST(EvalRequestJson, RoundTrips) {
   j.grid = {32, 4, 1};
   j.threads = 128;
   j.smem_bytes = 65536;
+  j.workspace_bytes = 4096;
   r.shapes.push_back(j);
   const EvalRequest back = request_from_json(to_json(r));
   EXPECT_EQ(back.seed, 42u);
@@ -135,6 +136,7 @@ TEST(EvalRequestJson, RoundTrips) {
   EXPECT_EQ(back.shapes[0].shape, j.shape);
   EXPECT_EQ(back.shapes[0].grid, j.grid);
   EXPECT_EQ(back.shapes[0].smem_bytes, 65536);
+  EXPECT_EQ(back.shapes[0].workspace_bytes, 4096);
   EXPECT_EQ(back.shapes[0].kernel, "_Z3foo");
 }
 

@@ -77,6 +77,7 @@ cuda::ShapeJob job_for(const ProblemShape& shape, const CompiledKernel& k, const
   job.grid = {l.grid_x, l.grid_y, l.grid_z};
   job.threads = l.threads;
   job.smem_bytes = l.smem_bytes;
+  job.workspace_bytes = l.workspace_bytes;
   return job;
 }
 

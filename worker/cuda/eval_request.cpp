@@ -21,7 +21,8 @@ std::string to_json(const EvalRequest& r) {
                       {"kernel", s.kernel},
                       {"grid", {s.grid[0], s.grid[1], s.grid[2]}},
                       {"threads", s.threads},
-                      {"smem_bytes", s.smem_bytes}});
+                      {"smem_bytes", s.smem_bytes},
+                      {"workspace_bytes", s.workspace_bytes}});
   }
   json j = {{"device", r.device},
             {"seed", r.seed},
@@ -78,6 +79,7 @@ EvalRequest request_from_json(const std::string& text) {
       job.grid = {g[0].get<int64_t>(), g[1].get<int64_t>(), g[2].get<int64_t>()};
       job.threads = field(s, "threads").get<int64_t>();
       job.smem_bytes = field(s, "smem_bytes").get<int64_t>();
+      job.workspace_bytes = field(s, "workspace_bytes").get<int64_t>();
       r.shapes.push_back(std::move(job));
     }
     return r;

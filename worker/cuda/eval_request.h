@@ -21,6 +21,7 @@ struct ShapeJob {
   std::array<int64_t, 3> grid{1, 1, 1};
   int64_t threads = 0;
   int64_t smem_bytes = 0;
+  int64_t workspace_bytes = 0;  // zeroed device scratch passed as FaParams::workspace; 0: none
 };
 
 struct EvalRequest {

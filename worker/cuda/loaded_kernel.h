@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -20,8 +21,10 @@ struct FaParams {
   __half* o;
   int batch, heads, seq_q, seq_k;
   float softmax_scale;
+  void* workspace;  // split-KV scratch, zeroed once; nullptr when the launch needs none
 };
-static_assert(sizeof(FaParams) == 4 * sizeof(void*) + 5 * 4 + 4, "FaParams layout drifted");
+static_assert(sizeof(FaParams) == 5 * sizeof(void*) + 5 * 4 + 4, "FaParams layout drifted");
+static_assert(offsetof(FaParams, workspace) == 4 * sizeof(void*) + 5 * 4 + 4, "FaParams layout drifted");
 static_assert(alignof(FaParams) == alignof(void*), "FaParams alignment drifted");
 
 struct LaunchDims {

@@ -25,6 +25,15 @@ DevicePtr device_alloc(size_t bytes) {
 size_t q_elems(const ProblemShape& s) { return size_t(s.batch) * s.heads * s.seq_q * s.head_dim; }
 size_t kv_elems(const ProblemShape& s) { return size_t(s.batch) * s.heads * s.seq_k * s.head_dim; }
 
+// The kernel's scratch, zeroed once as its contract asks; every later launch on the stream must
+// leave it reusable (the repeated-launch check holds it to that). Empty when none is needed.
+DevicePtr zeroed_workspace(const ShapeJob& job) {
+  if (job.workspace_bytes <= 0) return DevicePtr(nullptr);
+  DevicePtr w = device_alloc(static_cast<size_t>(job.workspace_bytes));
+  EVO_CUDA_CHECK(cudaMemset(w.get(), 0, static_cast<size_t>(job.workspace_bytes)));
+  return w;
+}
+
 // U(-1, 1) in fp16: never zeros, never all-equal, so a kernel that ignores an input shows.
 std::vector<uint16_t> random_half(size_t n, std::mt19937_64& rng) {
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
@@ -47,7 +56,7 @@ uint64_t check_seed(uint64_t seed, const ShapeJob& job, int check) {
   return h;
 }
 
-FaParams params_for(const ShapeJob& job, void* q, void* k, void* v, void* o) {
+FaParams params_for(const ShapeJob& job, void* q, void* k, void* v, void* o, void* workspace) {
   FaParams p;
   p.q = static_cast<const __half*>(q);
   p.k = static_cast<const __half*>(k);
@@ -58,6 +67,7 @@ FaParams params_for(const ShapeJob& job, void* q, void* k, void* v, void* o) {
   p.seq_q = job.shape.seq_q;
   p.seq_k = job.shape.seq_k;
   p.softmax_scale = 1.f / std::sqrt(static_cast<float>(job.shape.head_dim));
+  p.workspace = workspace;
   return p;
 }
 
@@ -77,7 +87,8 @@ CorrectnessResult check_correctness(const LoadedKernel& candidate, const LoadedK
   const size_t nq = q_elems(s), nkv = kv_elems(s);
   DevicePtr q = device_alloc(nq * 2), k = device_alloc(nkv * 2), v = device_alloc(nkv * 2);
   DevicePtr o = device_alloc(nq * 2), ref = device_alloc(nq * 4);
-  const FaParams p = params_for(job, q.get(), k.get(), v.get(), o.get());
+  DevicePtr workspace = zeroed_workspace(job);
+  const FaParams p = params_for(job, q.get(), k.get(), v.get(), o.get(), workspace.get());
   const LaunchDims dims = dims_of(job);
 
   CorrectnessResult result;
@@ -125,6 +136,8 @@ TimingSummary time_shape(const LoadedKernel& candidate, const ShapeJob& job, uin
 
   DevicePtr q = device_alloc(nq * 2 * sets), k = device_alloc(nkv * 2 * sets);
   DevicePtr v = device_alloc(nkv * 2 * sets), o = device_alloc(nq * 2 * sets);
+  // One workspace serves every set: launches on one stream run one after another.
+  DevicePtr workspace = zeroed_workspace(job);
   std::mt19937_64 rng(check_seed(seed, job, 1000));
   const auto hq = random_half(nq, rng), hk = random_half(nkv, rng), hv = random_half(nkv, rng);
   std::vector<FaParams> params;
@@ -136,7 +149,7 @@ TimingSummary time_shape(const LoadedKernel& candidate, const ShapeJob& job, uin
     upload(qi, hq);
     upload(ki, hk);
     upload(vi, hv);
-    params.push_back(params_for(job, qi, ki, vi, oi));
+    params.push_back(params_for(job, qi, ki, vi, oi, workspace.get()));
   }
   const LaunchDims dims = dims_of(job);
   for (int i = 0; i < warmup; ++i) candidate.launch(params[i % sets], dims, 0);

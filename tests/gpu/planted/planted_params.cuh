@@ -10,5 +10,6 @@ struct FaParams {
   __half* o;
   int batch, heads, seq_q, seq_k;
   float softmax_scale;
+  void* workspace;
 };
 }  // namespace planted
