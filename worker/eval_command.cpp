@@ -148,6 +148,7 @@ int run_eval_command(int argc, char** argv) {
       std::string json;
       google::protobuf::util::JsonPrintOptions opts;
       opts.add_whitespace = true;
+      opts.always_print_primitive_fields = true;  // a 0-byte stack frame is a figure too
       (void)google::protobuf::util::MessageToJsonString(e, &json, opts);
       std::fputs(json.c_str(), stdout);
       if (json.empty() || json.back() != '\n') std::fputc('\n', stdout);

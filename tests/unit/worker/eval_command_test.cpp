@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <string>
 
+#include "template_registry.h"
 #include "test_support.h"
 
 namespace evo {
@@ -83,6 +84,18 @@ TEST(EvalCommand, InvalidGenomeFailsTheValidGateWithExit1) {
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("INVALID: violates kv_split_keeps_mma_k"), std::string::npos) << r.out;
 }
+TEST(EvalCommand, ModelBackendPrintsAnEstimatedEvaluationAsJson) {
+  if (find_template("fa_s512_v3")->source.size() < 200)
+    GTEST_SKIP() << "fa_s512_v3.cuh is still a placeholder";
+  const Result r = run_worker("eval --seed fa_s512_v3 --genome 'BLOCK_M=64' --backend model --json");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"status\": \"OK\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"estimated\": true"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"deviceClass\": \"sm_90a/model/estimated\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"stackFrameBytes\": 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"medianUs\""), std::string::npos) << r.out;
+}
+
 TEST(EvalCommand, HelpTellsTheFlags) {
   const Result r = run_worker("eval --help");
   EXPECT_EQ(r.exit_code, 0);
