@@ -1,0 +1,258 @@
+// evod + evo-worker binaries on loopback with the model evaluator (no GPU): whole runs, crashes of
+// either side, and bad input at the gRPC edge.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "process_harness.h"
+#include "store.h"
+#include "store_sqlite.h"
+
+namespace evo::it {
+namespace {
+
+// Read-only queries against the database evod is using (WAL lets readers in while it writes).
+class DbReader {
+ public:
+  explicit DbReader(const std::string& path) : db_(path) { db_.exec("PRAGMA busy_timeout = 5000"); }
+  int64_t count(const char* sql, const std::string& arg = "") {
+    auto s = db_.prepare(sql);
+    if (!arg.empty()) s.bind(1, arg);
+    return s.step() ? s.column_int(0) : 0;
+  }
+  std::vector<std::string> column(const char* sql, const std::string& arg) {
+    auto s = db_.prepare(sql);
+    s.bind(1, arg);
+    std::vector<std::string> out;
+    while (s.step()) out.push_back(s.column_blob(0));
+    return out;
+  }
+
+ private:
+  SqliteConnection db_;
+};
+
+std::vector<std::string> genomes_of(const std::string& db, const std::string& run_id) {
+  return DbReader(db).column("SELECT genome FROM candidates WHERE run_id = ? ORDER BY seq", run_id);
+}
+
+// Every candidate of the run is done, and none was evaluated twice outside a confirmation.
+void expect_each_candidate_counted_once(const std::string& db, const std::string& run_id) {
+  DbReader r(db);
+  EXPECT_EQ(r.count("SELECT COUNT(*) FROM candidates WHERE run_id = ? AND state != 'done'", run_id), 0);
+  EXPECT_EQ(r.count("SELECT COUNT(*) FROM (SELECT c.id FROM candidates c JOIN evaluations e ON e.candidate_id = c.id "
+                    "WHERE c.run_id = ? AND e.is_confirmation = 0 GROUP BY c.id HAVING COUNT(*) != 1)",
+                    run_id),
+            0);
+  EXPECT_EQ(r.count("SELECT COUNT(*) FROM candidates WHERE run_id = ?", run_id),
+            r.count("SELECT COUNT(DISTINCT e.candidate_id) FROM evaluations e JOIN candidates c ON c.id = "
+                    "e.candidate_id WHERE c.run_id = ?",
+                    run_id));
+}
+
+TEST(Loopback, ThreeWorkersFinishFiveGenerationsOfSixteen) {
+  Cluster c;
+  c.start_evod();
+  for (const char* n : {"a", "b", "c"}) c.start_worker(n);
+  v1::Run run;
+  ASSERT_TRUE(c.submit(run_request(5, 16, 3, 1), &run).ok());
+  ASSERT_TRUE(c.wait_done(run.run_id(), 480)) << c.evod().log();
+  auto st = c.status(run.run_id());
+  EXPECT_EQ(st.evaluations_done(), 80);
+  EXPECT_TRUE(st.estimated());
+  auto board = c.leaderboard(run.run_id(), 10);
+  ASSERT_EQ(board.elites_size(), 3);
+  for (int i = 0; i < board.elites_size(); ++i) {
+    EXPECT_EQ(board.elites(i).rank(), i + 1);
+    EXPECT_TRUE(board.elites(i).estimated());
+    if (i) EXPECT_LE(board.elites(i - 1).fitness_us(), board.elites(i).fitness_us());
+  }
+  EXPECT_GT(board.seed_us(), 0);
+  EXPECT_EQ(st.best_us(), board.elites(0).fitness_us());
+  expect_each_candidate_counted_once(c.db(), run.run_id());
+}
+
+TEST(Loopback, SameRngSeedGivesTheSameGenomeSequence) {
+  std::vector<std::string> first, second;
+  for (auto* out : {&first, &second}) {
+    Cluster c;  // a fresh database each time: no result cache to lean on
+    c.start_evod();
+    c.start_worker("a");
+    c.start_worker("b");
+    v1::Run run;
+    ASSERT_TRUE(c.submit(run_request(3, 8, 2, 77), &run).ok());
+    ASSERT_TRUE(c.wait_done(run.run_id(), 300)) << c.evod().log();
+    *out = genomes_of(c.db(), run.run_id());
+  }
+  EXPECT_EQ(first.size(), 24u);
+  EXPECT_EQ(first, second);
+}
+
+TEST(Loopback, WorkerKilledMidLeaseHasItsCandidatesLeasedAgain) {
+  Cluster c;
+  c.start_evod(1500);
+  Process& doomed = c.start_worker("doomed");
+  v1::Run run;
+  ASSERT_TRUE(c.submit(run_request(2, 8, 2, 5), &run).ok());
+  ASSERT_TRUE(eventually(60, [&] {
+    return DbReader(c.db()).count("SELECT COUNT(*) FROM candidates WHERE state = 'leased'") > 0;
+  }));
+  doomed.kill(SIGKILL);
+  doomed.wait();
+  c.start_worker("b");
+  c.start_worker("c");
+  ASSERT_TRUE(c.wait_done(run.run_id(), 300)) << c.evod().log();
+  DbReader r(c.db());
+  EXPECT_GE(r.count("SELECT COUNT(*) FROM leases WHERE outcome = 'expired'"), 1);
+  EXPECT_GE(r.count("SELECT COUNT(*) FROM candidates WHERE attempts > 0"), 1);
+  EXPECT_EQ(c.status(run.run_id()).evaluations_done(), 16);
+  expect_each_candidate_counted_once(c.db(), run.run_id());
+}
+
+TEST(Loopback, EvodKilledAndRestartedResumesWithEveryReportKept) {
+  Cluster c;
+  c.start_evod();
+  c.start_worker("a");
+  c.start_worker("b");
+  v1::Run run;
+  ASSERT_TRUE(c.submit(run_request(3, 8, 2, 9), &run).ok());
+  ASSERT_TRUE(eventually(120, [&] { return DbReader(c.db()).count("SELECT COUNT(*) FROM evaluations") >= 4; }));
+  c.evod().kill(SIGKILL);
+  c.evod().wait();
+  std::vector<std::string> before =
+      DbReader(c.db()).column("SELECT id || ':' || COALESCE(lease_id, '') || ':' || hex(blob) FROM evaluations "
+                              "WHERE worker_id != ? ORDER BY id",
+                              "-");
+  ASSERT_GE(before.size(), 4u);
+  c.start_evod();  // same database, same port: the workers reconnect on their own
+  ASSERT_TRUE(c.wait_done(run.run_id(), 300)) << c.evod().log();
+  std::vector<std::string> after =
+      DbReader(c.db()).column("SELECT id || ':' || COALESCE(lease_id, '') || ':' || hex(blob) FROM evaluations "
+                              "WHERE worker_id != ? ORDER BY id",
+                              "-");
+  std::set<std::string> kept(after.begin(), after.end());
+  for (const auto& row : before) EXPECT_TRUE(kept.count(row)) << row.substr(0, 40);
+  EXPECT_EQ(c.status(run.run_id()).evaluations_done(), 24);
+  expect_each_candidate_counted_once(c.db(), run.run_id());
+}
+
+class BadInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    c_.start_evod();
+    v1::Run run;
+    ASSERT_TRUE(c_.submit(run_request(1, 2, 1, 3), &run).ok());
+    run_id_ = run.run_id();
+  }
+  std::string dump() { return Store(c_.db()).dump(); }
+  Cluster c_;
+  std::string run_id_;
+};
+
+TEST_F(BadInput, SubmissionsGetInvalidArgumentAndChangeNothing) {
+  std::string before = dump();
+  v1::Run run;
+  auto req = run_request(1, 4, 1, 1);
+  req.set_seed("x");
+  auto s = c_.submit(req, &run);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message().rfind("unknown seed 'x'", 0), 0u) << s.error_message();
+  req = run_request(1, 4, 1, 1);
+  req.add_shapes("1x8x512");
+  s = c_.submit(req, &run);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("1x8x512"), std::string::npos) << s.error_message();
+  req = run_request(1, 0, 1, 1);
+  s = c_.submit(req, &run);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("population"), std::string::npos) << s.error_message();
+  EXPECT_EQ(dump(), before);
+}
+
+TEST_F(BadInput, UnknownRunIsNotFound) {
+  std::string before = dump();
+  grpc::ClientContext ctx;
+  v1::RunRef ref;
+  ref.set_run_id("run-9999");
+  v1::RunStatus st;
+  auto s = c_.client().GetRun(&ctx, ref, &st);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(s.error_message(), "unknown run 'run-9999'");
+  EXPECT_EQ(dump(), before);
+}
+
+TEST_F(BadInput, ReportOnALeaseNotHeldIsRefused) {
+  auto register_fake = [&](const std::string& name) {
+    grpc::ClientContext ctx;
+    v1::RegisterWorkerRequest req;
+    req.set_name(name);
+    req.mutable_device()->set_device_class("sm_90a/model/estimated");
+    v1::RegisterWorkerResponse resp;
+    EXPECT_TRUE(c_.client().RegisterWorker(&ctx, req, &resp).ok());
+    return resp.worker_id();
+  };
+  std::string holder = register_fake("holder"), other = register_fake("other");
+  v1::LeaseResponse leases;
+  {
+    grpc::ClientContext ctx;
+    v1::LeaseRequest req;
+    req.set_worker_id(holder);
+    ASSERT_TRUE(c_.client().LeaseCandidates(&ctx, req, &leases).ok());
+    ASSERT_EQ(leases.leases_size(), 1);
+  }
+  std::string before = dump();
+  auto report = [&](const std::string& worker, const std::string& lease_id) {
+    grpc::ClientContext ctx;
+    v1::ReportRequest req;
+    req.set_worker_id(worker);
+    req.set_lease_id(lease_id);
+    req.mutable_evaluation()->set_status(v1::OK);
+    req.mutable_evaluation()->set_fitness_us(10);
+    req.mutable_evaluation()->set_estimated(true);
+    req.mutable_evaluation()->mutable_device()->set_device_class("sm_90a/model/estimated");
+    v1::ReportResponse resp;
+    return c_.client().ReportResult(&ctx, req, &resp);
+  };
+  auto s = report(other, leases.leases(0).lease_id());
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("not held by worker"), std::string::npos) << s.error_message();
+  s = report(holder, "l-0000000000000000");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(dump(), before);
+  // The holder's own report goes through, and its repeat is a harmless duplicate.
+  EXPECT_TRUE(report(holder, leases.leases(0).lease_id()).ok());
+  std::string after_report = dump();
+  EXPECT_TRUE(report(holder, leases.leases(0).lease_id()).ok());
+  EXPECT_EQ(dump(), after_report);
+}
+
+TEST(Evod, MissingDatabaseDirectoryIsOneLineAndNonZeroExit) {
+  Cluster c;
+  Process evod({EVOD_BIN, "serve", "--db", c.dir() + "/missing/evo.db", "--listen", c.address()},
+               c.dir() + "/evod.log");
+  EXPECT_EQ(evod.wait(), 1);
+  std::string log = evod.log();
+  EXPECT_NE(log.find("does not exist"), std::string::npos) << log;
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+}
+
+TEST(Evod, HelpDescribesServe) {
+  Cluster c;
+  Process evod({EVOD_BIN, "--help"}, c.dir() + "/help.log");
+  EXPECT_EQ(evod.wait(), 0);
+  EXPECT_NE(evod.log().find("--lease-ttl-ms"), std::string::npos);
+}
+
+TEST(Worker, CudaBackendWithoutGpuSaysSoInOneLine) {
+  if (std::filesystem::exists("/dev/nvidia0")) GTEST_SKIP() << "a GPU is present: the cuda backend would start";
+  Cluster c;
+  Process worker({EVO_WORKER_BIN, "--coordinator", c.address(), "--backend", "cuda"}, c.dir() + "/worker.log");
+  EXPECT_EQ(worker.wait(), 1);
+  std::string log = worker.log();
+  EXPECT_NE(log.find("--backend model"), std::string::npos) << log;
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+}
+
+}  // namespace
+}  // namespace evo::it
