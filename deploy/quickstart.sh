@@ -74,7 +74,7 @@ fi
 say "one evo-worker on the $backend backend"
 
 run="$("$evoctl" submit --seed fa_s512_v3 --shape 1x8x512x64 --generations "$generations" \
-        --population "$population" --rng-seed 1)"
+        --population "$population" --top-k 3 --rng-seed 1)"
 say "submitted run $run ($generations generations x $population candidates); following it"
 "$evoctl" status "$run" --watch
 echo
@@ -82,4 +82,6 @@ echo
 if [ "$backend" = model ]; then
   say "no GPU: the model evaluator chose these; results are ESTIMATED, not measured"
 fi
-say "export the winner with: evoctl export RUN --out best.cu (while evod runs)"
+# The winner as a standalone kernel, with its evidence beside it.
+mkdir -p "$build/quickstart"
+"$evoctl" export "$run" --out "$build/quickstart/best.cu"
