@@ -8,10 +8,12 @@
 #include <cstring>
 #include <fstream>
 
+#include "client_security.h"
 #include "evo/evo.grpc.pb.h"
 #include "evoctl.h"
 #include "format.h"
 #include "options.h"
+#include "token.h"
 
 namespace evo::cli {
 namespace {
@@ -28,11 +30,18 @@ void check(const grpc::Status& s) {
   if (!s.ok()) throw Failure{grpc_code_name(s.error_code()) + ": " + s.error_message()};
 }
 
-std::unique_ptr<grpc::ClientContext> call_context() {
-  auto ctx = std::make_unique<grpc::ClientContext>();
-  ctx->set_deadline(std::chrono::system_clock::now() + kCallDeadline);
-  return ctx;
-}
+// The stub and what every call carries (the token, when evod wants one).
+struct Client {
+  Stub& stub;
+  const security::ClientSecurity& security;
+
+  std::unique_ptr<grpc::ClientContext> context(bool with_deadline = true) const {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    if (with_deadline) ctx->set_deadline(std::chrono::system_clock::now() + kCallDeadline);
+    security::attach_token(*ctx, security);
+    return ctx;
+  }
+};
 
 std::string to_json(const google::protobuf::Message& m) {
   std::string json;
@@ -44,11 +53,12 @@ std::string to_json(const google::protobuf::Message& m) {
 }
 
 // Follows a run until it ends; returns the exit status (1 if it failed).
-int watch(Stub& stub, const std::string& run_id, std::ostream& out, bool tty) {
-  grpc::ClientContext ctx;  // no deadline: a run may take hours
+int watch(Client& c, const std::string& run_id, std::ostream& out, bool tty) {
+  auto ctx_holder = c.context(/*with_deadline=*/false);  // no deadline: a run may take hours
+  grpc::ClientContext& ctx = *ctx_holder;
   v1::RunRef ref;
   ref.set_run_id(run_id);
-  auto reader = stub.WatchRun(&ctx, ref);
+  auto reader = c.stub.WatchRun(&ctx, ref);
   v1::RunStatus s;
   bool finished = false;
   std::string last_key;
@@ -78,7 +88,7 @@ int watch(Stub& stub, const std::string& run_id, std::ostream& out, bool tty) {
   return s.run().state() == v1::FAILED ? 1 : 0;
 }
 
-int submit(Stub& stub, const Options& o, std::ostream& out, bool tty) {
+int submit(Client& c, const Options& o, std::ostream& out, bool tty) {
   v1::SubmitRunRequest req;
   req.set_seed(o.submit.seed);
   for (const auto& s : o.submit.shapes) req.add_shapes(s);
@@ -90,43 +100,43 @@ int submit(Stub& stub, const Options& o, std::ostream& out, bool tty) {
   if (o.submit.rng_seed_set) req.set_rng_seed(o.submit.rng_seed);
   req.set_device_class(o.submit.device_class);
   v1::Run run;
-  check(stub.SubmitRun(call_context().get(), req, &run));
+  check(c.stub.SubmitRun(c.context().get(), req, &run));
   out << run.run_id() << "\n" << std::flush;  // alone on its line: RUN=$(evoctl submit ...)
-  return o.watch ? watch(stub, run.run_id(), out, tty) : 0;
+  return o.watch ? watch(c, run.run_id(), out, tty) : 0;
 }
 
-int status(Stub& stub, const Options& o, std::ostream& out, bool tty) {
-  if (o.watch) return watch(stub, o.run_id, out, tty);
+int status(Client& c, const Options& o, std::ostream& out, bool tty) {
+  if (o.watch) return watch(c, o.run_id, out, tty);
   v1::RunRef ref;
   ref.set_run_id(o.run_id);
   v1::RunStatus s;
-  check(stub.GetRun(call_context().get(), ref, &s));
+  check(c.stub.GetRun(c.context().get(), ref, &s));
   out << status_summary(s);
   return s.run().state() == v1::FAILED ? 1 : 0;
 }
 
-int leaderboard(Stub& stub, const Options& o, std::ostream& out) {
+int leaderboard(Client& c, const Options& o, std::ostream& out) {
   v1::LeaderboardRequest req;
   req.set_run_id(o.run_id);
   req.set_top(o.top);
   v1::LeaderboardResponse r;
-  check(stub.Leaderboard(call_context().get(), req, &r));
+  check(c.stub.Leaderboard(c.context().get(), req, &r));
   out << (o.json ? to_json(r) + "\n" : leaderboard_table(r));
   return 0;
 }
 
-int runs(Stub& stub, const Options& o, std::ostream& out) {
+int runs(Client& c, const Options& o, std::ostream& out) {
   v1::ListRunsResponse r;
-  check(stub.ListRuns(call_context().get(), v1::ListRunsRequest(), &r));
+  check(c.stub.ListRuns(c.context().get(), v1::ListRunsRequest(), &r));
   out << (o.json ? to_json(r) + "\n" : runs_table(r));
   return 0;
 }
 
-int cancel(Stub& stub, const Options& o, std::ostream& out) {
+int cancel(Client& c, const Options& o, std::ostream& out) {
   v1::RunRef ref;
   ref.set_run_id(o.run_id);
   v1::Run run;
-  check(stub.CancelRun(call_context().get(), ref, &run));
+  check(c.stub.CancelRun(c.context().get(), ref, &run));
   out << "run " << run.run_id() << ": " << state_name(run.state()) << "\n";
   return 0;
 }
@@ -145,11 +155,11 @@ void write_file(const std::string& path, const std::string& text) {
   if (!f || !f.flush()) throw Failure{"cannot write " + path + ": " + std::strerror(errno)};
 }
 
-int export_best(Stub& stub, const Options& o, std::ostream& out) {
+int export_best(Client& c, const Options& o, std::ostream& out) {
   v1::ExportRequest req;
   req.set_run_id(o.run_id);
   v1::ExportResponse r;
-  check(stub.ExportBest(call_context().get(), req, &r));
+  check(c.stub.ExportBest(c.context().get(), req, &r));
   const std::string report = report_path(o.out);
   write_file(o.out, r.source());
   write_file(report, r.report());
@@ -175,20 +185,28 @@ int run_evoctl(const std::vector<std::string>& args, std::ostream& out, std::ost
     out << help_text(o.command);
     return 0;
   }
-  auto channel = grpc::CreateChannel(o.coordinator, grpc::InsecureChannelCredentials());
+  security::ClientSecurity sec;
+  try {
+    sec = security::load_client_security(o.token_file, env.token ? env.token->c_str() : nullptr, o.tls_ca);
+  } catch (const security::SecurityError& e) {
+    err << "evoctl: " << e.what() << "\n";
+    return 2;
+  }
+  auto channel = grpc::CreateChannel(o.coordinator, security::channel_credentials(sec));
   if (!channel->WaitForConnected(std::chrono::system_clock::now() +
                                  std::chrono::milliseconds(env.connect_timeout_ms))) {
     err << "evoctl: cannot reach evod at " << o.coordinator << " (is it running?)\n";
     return 1;
   }
   auto stub = v1::Coordinator::NewStub(channel);
+  Client c{*stub, sec};
   try {
-    if (o.command == "submit") return submit(*stub, o, out, env.stdout_is_tty);
-    if (o.command == "status") return status(*stub, o, out, env.stdout_is_tty);
-    if (o.command == "leaderboard") return leaderboard(*stub, o, out);
-    if (o.command == "runs") return runs(*stub, o, out);
-    if (o.command == "cancel") return cancel(*stub, o, out);
-    if (o.command == "export") return export_best(*stub, o, out);
+    if (o.command == "submit") return submit(c, o, out, env.stdout_is_tty);
+    if (o.command == "status") return status(c, o, out, env.stdout_is_tty);
+    if (o.command == "leaderboard") return leaderboard(c, o, out);
+    if (o.command == "runs") return runs(c, o, out);
+    if (o.command == "cancel") return cancel(c, o, out);
+    if (o.command == "export") return export_best(c, o, out);
   } catch (const Failure& f) {
     out << std::flush;
     err << "evoctl: " << f.line << "\n";

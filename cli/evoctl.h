@@ -1,5 +1,6 @@
 #pragma once
 // evoctl as a function, so that tests drive it exactly as main does.
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@ namespace evo::cli {
 struct Environment {
   bool stdout_is_tty = false;       // live progress bar vs. plain lines
   std::string coordinator;          // $EVO_COORDINATOR, or empty
+  std::optional<std::string> token; // $EVO_TOKEN when set (--token-file takes precedence)
   int connect_timeout_ms = 5000;    // how long to wait for evod before "cannot reach"
 };
 

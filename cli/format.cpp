@@ -161,6 +161,11 @@ std::string leaderboard_table(const v1::LeaderboardResponse& r) {
                     sanitizer_verdict(e.evaluation())});
   }
   o << render(rows);
+  // How each elite was bred: the operator and its parents' candidate ids.
+  for (const auto& e : r.elites())
+    if (!e.parents().empty())
+      o << "#" << e.rank() << " " << e.candidate_id() << " (generation " << e.generation() << "): " << e.parents()
+        << "\n";
   return o.str();
 }
 

@@ -10,5 +10,6 @@ int main(int argc, char** argv) {
   evo::cli::Environment env;
   env.stdout_is_tty = isatty(STDOUT_FILENO) != 0;
   if (const char* c = std::getenv("EVO_COORDINATOR")) env.coordinator = c;
+  if (const char* t = std::getenv("EVO_TOKEN")) env.token = t;
   return evo::cli::run_evoctl(std::vector<std::string>(argv + 1, argv + argc), std::cout, std::cerr, env);
 }

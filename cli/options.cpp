@@ -60,6 +60,10 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
       o.help = true;
     } else if (a == "--coordinator") {
       o.coordinator = p.value_of(a);
+    } else if (a == "--token-file") {
+      o.token_file = p.value_of(a);
+    } else if (a == "--tls-ca") {
+      o.tls_ca = p.value_of(a);
     } else if (a.rfind("--", 0) == 0) {
       flags_seen.emplace_back(a, o.command);
       if (a == "--watch") o.watch = true;
@@ -133,7 +137,8 @@ std::string help_text(const std::string& command) {
     return "usage: evoctl leaderboard [RUN] [--top N] [--json]\n"
            "The run's elites (default: the newest run), best first: rank, genome, median µs, spread\n"
            "between its two measurements, TFLOP/s, speedup over the seed genome, and the gate\n"
-           "evidence (registers, shared memory, spills, sanitizer). Estimated runs say so in the\n"
+           "evidence (registers, shared memory, spills, sanitizer), then how each elite was bred\n"
+           "(operator and parent candidates). Estimated runs say so in the\n"
            "header. --json prints evod's answer as JSON.\n";
   if (command == "runs")
     return "usage: evoctl runs [--json]\nLists every run with its state and progress.\n";
@@ -144,8 +149,11 @@ std::string help_text(const std::string& command) {
            "Writes the run's winner as one self-contained CUDA file exposing evo_attention_forward\n"
            "(build: nvcc -shared -Xcompiler -fPIC -arch=sm_90a) and, beside it, FILE.report.md with\n"
            "its evidence: resources, errors, sanitizer, timings, device, compile options.\n";
-  return "usage: evoctl [--coordinator ADDR] COMMAND [ARGS] [--help]\n"
+  return "usage: evoctl [--coordinator ADDR] [--token-file FILE] [--tls-ca CA] COMMAND [ARGS] [--help]\n"
          "Drives evod, the evo tuning coordinator (ADDR default 127.0.0.1:50051, or $EVO_COORDINATOR).\n"
+         "--token-file sends evod's shared token on every call (default: $EVO_TOKEN, else none); a\n"
+         "file keeps it out of `ps`. --tls-ca connects over TLS, trusting evod's certificate if CA\n"
+         "signed it.\n"
          "commands:\n"
          "  submit --seed TEMPLATE [...]   start a run, print its id\n"
          "  status RUN [--watch]           progress of a run\n"

@@ -31,6 +31,8 @@ struct SubmitOptions {
 
 struct Options {
   std::string coordinator = kDefaultCoordinator;
+  std::string token_file;           // --token-file: evod's shared token (else $EVO_TOKEN)
+  std::string tls_ca;               // --tls-ca: connect over TLS trusting this CA (PEM)
   std::string command;              // submit, status, leaderboard, runs, cancel, export
   bool help = false;                // print the help of `command` (or the overview) and exit 0
   std::string run_id;

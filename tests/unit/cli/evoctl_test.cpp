@@ -135,6 +135,8 @@ TEST_F(Evoctl, LeaderboardShowsEvidenceAndSaysEstimatedLoudly) {
   EXPECT_NE(r.out.find("BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1  5.00"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("2.00x"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("passed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("#2 r1-c2 (generation 2): crossover(r1-c7, r1-c9)\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("#1 r1-c1"), std::string::npos) << "no lineage line for a seed: " << r.out;
   server_.service.estimated = true;
   r = run({"leaderboard", "r1"});
   EXPECT_EQ(r.out.rfind("!!! ESTIMATED (model evaluator, no GPU)", 0), 0u) << r.out;

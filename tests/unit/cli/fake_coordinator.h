@@ -55,6 +55,9 @@ class FakeCoordinator final : public v1::Coordinator::Service {
       e->set_tflops(100.0 / i);
       e->set_speedup_vs_seed(10.0 / (5.0 * i));
       e->set_estimated(estimated);
+      e->set_candidate_id("r1-c" + std::to_string(i));
+      e->set_generation(i);
+      if (i == 2) e->set_parents("crossover(r1-c7, r1-c9)");
       e->mutable_evaluation()->mutable_resources()->set_registers(90 + i);
       e->mutable_evaluation()->mutable_resources()->set_dynamic_smem_bytes(40960);
       auto* g = e->mutable_evaluation()->add_gates();
