@@ -188,7 +188,9 @@ struct KernelCompiler::Impl {
 
     auto resources = parse_ptxas_report(log, lowered_name);
     if (!resources)
-      throw CompileError("no ptxas resource report for " + lowered_name + " in the NVRTC log", log);
+      throw CompileError("no ptxas resource report for " + lowered_name + " in the NVRTC log (" +
+                             std::to_string(log.size()) + " bytes: '" + log.substr(0, 400) + "')",
+                         log);
 
     CacheEntry entry;
     entry.lowered_name = lowered_name;
@@ -208,6 +210,11 @@ KernelCompiler::KernelCompiler(std::string cache_dir, std::string arch, int thre
   static const std::regex kArch(R"(sm_\d{2,3}[af]?)");
   if (!std::regex_match(arch, kArch))
     throw InputError("unsupported arch '" + arch + "': expected sm_80, sm_89, sm_90a, ...");
+  // Where a driver is installed, NVRTC reuses the driver's compute cache for the PTX->cubin step
+  // and then prints no ptxas report at all: the resource gate would have nothing to read. Our own
+  // disk cache (keyed by source, options and NVRTC version) replaces it.
+  static const bool driver_cache_off = [] { return setenv("CUDA_CACHE_DISABLE", "1", 1) == 0; }();
+  (void)driver_cache_off;
   impl_ = std::make_unique<Impl>(std::move(cache_dir), std::move(arch));
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (int i = 0; i < threads; ++i) impl_->pool.emplace_back([this] { impl_->worker_loop(); });

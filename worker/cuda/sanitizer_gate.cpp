@@ -75,6 +75,9 @@ SanitizerVerdict run_sanitizer_gate(const std::string& sanitizer, const std::str
     how.exe = exe;
     how.wrapper = {sanitizer, "--tool", tool, "--error-exitcode", std::to_string(kSanitizerErrorExit),
                    "--print-limit", "20"};
+    // Buffers allocated back to back leave no gap: a write one element past the output would land
+    // in the next buffer and look legal. memcheck's padding puts unowned bytes after each buffer.
+    if (tool == "memcheck") how.wrapper.insert(how.wrapper.end(), {"--padding", "1024"});
     how.timeout_ms = timeout_ms;
     how.work_dir = work_dir;
     how.tag = "sanitizer-" + tool;
