@@ -1,0 +1,108 @@
+// The exported kernel on a real GPU: built by the ExportedKernel fixture's nvcc step, called through
+// evo_attention_forward, compared with a float32 attention on the CPU. Skips without a GPU.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "exported_kernel_fixture.h"
+
+namespace evo {
+namespace {
+
+// o = softmax(q k^T * scale) v per (batch, head), in float, from the same fp16 inputs.
+std::vector<float> cpu_attention(const std::vector<__half>& q, const std::vector<__half>& k,
+                                 const std::vector<__half>& v, int bh, int s, int d, bool causal, float scale) {
+  std::vector<float> o(static_cast<size_t>(bh) * s * d), row(s);
+  for (int b = 0; b < bh; ++b)
+    for (int i = 0; i < s; ++i) {
+      const size_t qi = (static_cast<size_t>(b) * s + i) * d;
+      float m = -INFINITY;
+      const int last = causal ? i : s - 1;
+      for (int j = 0; j <= last; ++j) {
+        const size_t kj = (static_cast<size_t>(b) * s + j) * d;
+        float dot = 0;
+        for (int x = 0; x < d; ++x) dot += __half2float(q[qi + x]) * __half2float(k[kj + x]);
+        row[j] = dot * scale;
+        m = std::max(m, row[j]);
+      }
+      float sum = 0;
+      for (int j = 0; j <= last; ++j) sum += row[j] = std::exp(row[j] - m);
+      for (int j = 0; j <= last; ++j) {
+        const size_t vj = (static_cast<size_t>(b) * s + j) * d;
+        for (int x = 0; x < d; ++x) o[qi + x] += row[j] / sum * __half2float(v[vj + x]);
+      }
+    }
+  return o;
+}
+
+// Relative L2 error of one call of `f` at (1, heads, s, s, d) against the CPU, over two calls in a
+// row (a split-KV workspace must be left clean for the next call).
+double relative_error(EntryPoint f, int heads, int s, int d, bool causal) {
+  const size_t n = static_cast<size_t>(heads) * s * d;
+  std::mt19937 rng(1234 + s + d + causal);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<__half> q(n), k(n), v(n);
+  for (auto* t : {&q, &k, &v})
+    for (auto& x : *t) x = __float2half(normal(rng));
+  __half *dq, *dk, *dv, *dout;
+  for (__half** p : {&dq, &dk, &dv, &dout}) EXPECT_EQ(cudaMalloc(p, n * sizeof(__half)), cudaSuccess);
+  cudaMemcpy(dq, q.data(), n * sizeof(__half), cudaMemcpyHostToDevice);
+  cudaMemcpy(dk, k.data(), n * sizeof(__half), cudaMemcpyHostToDevice);
+  cudaMemcpy(dv, v.data(), n * sizeof(__half), cudaMemcpyHostToDevice);
+  const float scale = 1.f / std::sqrt(static_cast<float>(d));
+  std::vector<__half> out(n);
+  for (int call = 0; call < 2; ++call) {
+    cudaMemset(dout, 0xff, n * sizeof(__half));  // NaN poison: every element must be written
+    EXPECT_EQ(f(dq, dk, dv, dout, 1, heads, s, s, d, scale, causal ? 1 : 0, nullptr), 0);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+  cudaMemcpy(out.data(), dout, n * sizeof(__half), cudaMemcpyDeviceToHost);
+  for (__half* p : {dq, dk, dv, dout}) cudaFree(p);
+  const auto ref = cpu_attention(q, k, v, heads, s, d, causal, scale);
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double o = __half2float(out[i]);
+    if (!std::isfinite(o)) return INFINITY;
+    err += (o - ref[i]) * (o - ref[i]);
+    norm += static_cast<double>(ref[i]) * ref[i];
+  }
+  return std::sqrt(err / norm);
+}
+
+constexpr double kFp16Tolerance = 2e-3;  // relative L2, as the correctness gate
+
+class ExportedKernelOnGpu : public ExportedKernel {
+ protected:
+  void SetUp() override {
+    ExportedKernel::SetUp();
+    if (IsSkipped()) return;
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0)
+      GTEST_SKIP() << "no GPU: the exported kernel's numbers need one";
+  }
+};
+
+TEST_F(ExportedKernelOnGpu, StandaloneMatchesTheFloatReference) {
+  const EntryPoint f = entry_of(standalone_);
+  ASSERT_NE(f, nullptr);
+  EXPECT_LE(relative_error(f, 2, 256, 64, false), kFp16Tolerance);
+  EXPECT_LE(relative_error(f, 2, 1000, 64, true), kFp16Tolerance) << "ragged, causal";
+  EXPECT_LE(relative_error(f, 2, 200, 128, false), kFp16Tolerance) << "head_dim 128";
+}
+
+TEST_F(ExportedKernelOnGpu, DispatchTableMatchesTheFloatReferenceInBothBuckets) {
+  const EntryPoint f = entry_of(dispatch_);
+  ASSERT_NE(f, nullptr);
+  const ProblemShape split = split_bucket();
+  EXPECT_LE(relative_error(f, split.heads, split.seq_q, split.head_dim, false), kFp16Tolerance) << "split-KV bucket";
+  EXPECT_LE(relative_error(f, 8, 512, 64, false), kFp16Tolerance) << "seed bucket";
+  EXPECT_LE(relative_error(f, 2, 500, 64, true), kFp16Tolerance) << "causal: no causal bucket, so the first variant";
+}
+
+}  // namespace
+}  // namespace evo
