@@ -330,7 +330,7 @@ void emit_entry_point(std::ostringstream& o) {
     << "    return cudaErrorInvalidValue;\n"
     << "  const int variant = evo_export::pick_variant(batch, heads, seq_q, seq_k, head_dim, causal);\n"
     << "  if (variant < 0) return cudaErrorInvalidValue;  // no exported genome serves this head_dim\n"
-    << "  evo::FaParams p;\n"
+    << "  evo::FaParams p{};  // value-initialised: a field this file does not set (workspace) is null\n"
     << "  p.q = static_cast<const __half*>(q);\n"
     << "  p.k = static_cast<const __half*>(k);\n"
     << "  p.v = static_cast<const __half*>(v);\n"

@@ -49,6 +49,12 @@ TEST(Exporter, SourceIncludesOnlyToolkitAndStandardHeaders) {
   EXPECT_GT(includes, 0);
 }
 
+TEST(Exporter, ParamsAreValueInitialised) {
+  // Fields the entry point does not set (a workspace pointer) must be null, not stack garbage.
+  const auto r = export_standalone(default_genome(), {shape_1x8x512x64()}, measured_evaluation(false));
+  EXPECT_NE(r.source().find("evo::FaParams p{};"), std::string::npos);
+}
+
 TEST(Exporter, SourceNeverSynchronizes) {
   const auto r = export_standalone(default_genome(), {shape_1x8x512x64()}, measured_evaluation(false));
   EXPECT_EQ(r.source().find("Synchronize"), std::string::npos);
