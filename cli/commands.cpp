@@ -93,9 +93,10 @@ int submit(Client& c, const Options& o, std::ostream& out, bool tty) {
   req.set_seed(o.submit.seed);
   for (const auto& s : o.submit.shapes) req.add_shapes(s);
   req.set_causal(o.submit.causal);
-  req.set_generations(o.submit.generations);
-  req.set_population(o.submit.population);
-  req.set_top_k(o.submit.top_k);
+  // Unset sizes stay unset so evod applies its defaults; an explicit 0 would be refused.
+  if (o.submit.generations > 0) req.set_generations(o.submit.generations);
+  if (o.submit.population > 0) req.set_population(o.submit.population);
+  if (o.submit.top_k > 0) req.set_top_k(o.submit.top_k);
   req.set_strategy(o.submit.strategy);
   if (o.submit.rng_seed_set) req.set_rng_seed(o.submit.rng_seed);
   req.set_device_class(o.submit.device_class);

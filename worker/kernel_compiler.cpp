@@ -206,15 +206,19 @@ struct KernelCompiler::Impl {
   }
 };
 
+void disable_driver_compile_cache() {
+  // Where a driver is installed, NVRTC reuses the driver's compute cache for the PTX->cubin step
+  // and then prints no ptxas report at all: the resource gate would have nothing to read. Our own
+  // disk cache (keyed by source, options and NVRTC version) replaces it. The driver reads the
+  // variable when it initialises, so programs call this first thing in main().
+  setenv("CUDA_CACHE_DISABLE", "1", 1);
+}
+
 KernelCompiler::KernelCompiler(std::string cache_dir, std::string arch, int threads) {
   static const std::regex kArch(R"(sm_\d{2,3}[af]?)");
   if (!std::regex_match(arch, kArch))
     throw InputError("unsupported arch '" + arch + "': expected sm_80, sm_89, sm_90a, ...");
-  // Where a driver is installed, NVRTC reuses the driver's compute cache for the PTX->cubin step
-  // and then prints no ptxas report at all: the resource gate would have nothing to read. Our own
-  // disk cache (keyed by source, options and NVRTC version) replaces it.
-  static const bool driver_cache_off = [] { return setenv("CUDA_CACHE_DISABLE", "1", 1) == 0; }();
-  (void)driver_cache_off;
+  disable_driver_compile_cache();
   impl_ = std::make_unique<Impl>(std::move(cache_dir), std::move(arch));
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (int i = 0; i < threads; ++i) impl_->pool.emplace_back([this] { impl_->worker_loop(); });

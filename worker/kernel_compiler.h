@@ -39,6 +39,10 @@ class CompileError : public std::runtime_error {
   std::string log_;
 };
 
+// Turns off the driver's own JIT cache for this process (CUDA_CACHE_DISABLE=1); with it on, NVRTC
+// omits the ptxas report for programs it has compiled before. Call before any CUDA call.
+void disable_driver_compile_cache();
+
 // Thread-safe. compile() runs on the caller's thread; compile_async() on a fixed pool of
 // `threads` workers so that several candidates compile while the GPU times another. Both share
 // one in-flight table: the same key asked twice compiles once.

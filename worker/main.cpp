@@ -5,6 +5,7 @@
 #include <string>
 
 #include "eval_command.h"
+#include "kernel_compiler.h"
 #ifdef EVO_HAVE_CUDA_EVALUATOR
 #include "cuda/child_main.h"
 #endif
@@ -23,6 +24,8 @@ constexpr const char* kUsage = R"(usage: evo-worker [daemon options]      run th
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before any CUDA call: the driver reads this once, at initialisation (see KernelCompiler).
+  evo::disable_driver_compile_cache();
   using namespace evo;  // the entry points live in evo::
   const std::string command = argc > 1 ? argv[1] : "";
   if (command == "eval") return run_eval_command(argc - 1, argv + 1);

@@ -9,8 +9,11 @@
 #include <cstring>
 
 #include "child_main.h"
+#include "kernel_compiler.h"
 
 int main(int argc, char** argv) {
+  // Before any CUDA call: the driver reads this once, at initialisation (see KernelCompiler).
+  evo::disable_driver_compile_cache();
   if (argc >= 2 && std::strcmp(argv[1], "__child") == 0) {
     if (const char* fault = std::getenv("EVO_GPU_TESTS_CHILD_FAULT")) {
       if (std::strcmp(fault, "sleep") == 0)

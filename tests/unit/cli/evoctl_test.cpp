@@ -50,6 +50,15 @@ TEST_F(Evoctl, SubmitPrintsTheRunIdAloneAndSendsTheOptions) {
   EXPECT_TRUE(req.causal());
 }
 
+TEST_F(Evoctl, SubmitLeavesUnsetSizesUnsetSoEvodDefaultsApply) {
+  const auto r = run({"submit", "--seed", "fa_s512_v3"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  const auto& req = server_.service.last_submit;
+  EXPECT_FALSE(req.has_generations());
+  EXPECT_FALSE(req.has_population());
+  EXPECT_FALSE(req.has_top_k());
+}
+
 TEST_F(Evoctl, EvodRefusalIsOneLineWithItsCode) {
   const auto r = run({"submit", "--seed", "nope"});
   EXPECT_EQ(r.exit_status, 1);
