@@ -255,12 +255,16 @@ std::string toolkit_of(const v1::DeviceInfo& device) {
   return "nvrtc " + device.nvrtc_version() + " / cuda " + device.cuda_version();
 }
 
-Store::Store(const std::string& path) {
+Store::Store(const std::string& path, const StoreOptions& options) : path_(path) {
   auto slash = path.find_last_of('/');
   std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   if (!directory_exists(dir))
     throw StoreError("database directory '" + dir + "' does not exist (for --db " + path + ")");
   db_ = std::make_unique<SqliteConnection>(path);
+  // SQLite quietly falls back to reading when it may not write; evod cannot work that way.
+  if (db_->read_only())
+    throw StoreError("database '" + path + "' is read-only (file permissions or a read-only mount): evod must write it",
+                     StoreFault::kReadOnly);
   try {
     // A file that is not a database fails on its first read, here.
     db_->exec("PRAGMA busy_timeout = 5000");
@@ -268,9 +272,10 @@ Store::Store(const std::string& path) {
     db_->exec("PRAGMA foreign_keys = ON");
     // WAL with synchronous=FULL: a committed transaction survives a power cut, not only a SIGKILL.
     db_->exec("PRAGMA synchronous = FULL");
+    if (options.max_bytes > 0) db_->limit_size(options.max_bytes);
     migrate();
   } catch (const StoreError& e) {
-    throw StoreError("cannot use database '" + path + "': " + e.what());
+    throw StoreError("cannot use database '" + path + "': " + e.what(), e.fault());
   }
 }
 
@@ -311,18 +316,46 @@ std::string Store::journal_mode() {
   return s.step() ? s.column_text(0) : std::string();
 }
 
+void Store::note_storage_fault(const StoreError& e) {
+  if (e.fault() == StoreFault::kOther || storage_failing_) return;
+  storage_failing_ = true;
+  spdlog::error("event=storage_failed fault={} db={} error=\"{}\" (writes are refused until it is fixed; "
+                "logged once)",
+                to_string(e.fault()), path_, e.what());
+}
+
+void Store::note_storage_ok() {
+  if (!storage_failing_) return;
+  storage_failing_ = false;
+  spdlog::info("event=storage_recovered db={}", path_);
+}
+
 void Store::transaction(const std::function<void()>& fn) {
   std::lock_guard<std::mutex> lock(mutex_);
-  db_->exec("BEGIN IMMEDIATE");
   try {
-    fn();
-    db_->exec("COMMIT");
-  } catch (...) {
+    // SQLite would keep writing into a deleted or renamed file, and every write would be lost.
+    if (db_->has_moved())
+      throw StoreError("database file '" + path_ + "' was removed or replaced while evod was running; "
+                       "nothing more is written (restore it and restart evod)",
+                       StoreFault::kUnavailable);
+    const int64_t changes_before = db_->total_changes();
+    db_->exec("BEGIN IMMEDIATE");
     try {
-      db_->exec("ROLLBACK");
-    } catch (const StoreError& e) {
-      spdlog::error("event=store_rollback_failed error=\"{}\"", e.what());
+      fn();
+      db_->exec("COMMIT");
+    } catch (...) {
+      try {
+        db_->exec("ROLLBACK");
+      } catch (const StoreError& e) {
+        // After an I/O error SQLite may have rolled back already; that is not a second problem.
+        spdlog::debug("event=store_rollback_failed error=\"{}\"", e.what());
+      }
+      throw;
     }
+    // Only a transaction that wrote proves the storage works again (reads succeed on a full disk).
+    if (db_->total_changes() != changes_before) note_storage_ok();
+  } catch (const StoreError& e) {
+    note_storage_fault(e);
     throw;
   }
 }
@@ -547,6 +580,18 @@ std::vector<LeaseRecord> Store::active_leases_of_worker(const std::string& worke
   std::vector<LeaseRecord> out;
   while (s.step()) out.push_back(read_lease(s));
   return out;
+}
+
+int Store::extend_active_leases(int64_t deadline_ms) {
+  db_->prepare("UPDATE leases SET deadline_ms = MAX(deadline_ms, ?) WHERE outcome = 'active'")
+      .bind(1, deadline_ms).run();
+  db_->prepare(
+         "UPDATE candidates SET lease_deadline_ms = MAX(lease_deadline_ms, ?) WHERE state = 'leased' AND lease_id IN "
+         "(SELECT id FROM leases WHERE outcome = 'active')")
+      .bind(1, deadline_ms).run();
+  auto s = db_->prepare("SELECT COUNT(*) FROM leases WHERE outcome = 'active'");
+  s.step();
+  return static_cast<int>(s.column_int(0));
 }
 
 // ---------------------------------------------------------------- evaluations

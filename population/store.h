@@ -106,19 +106,28 @@ struct CacheEntry {
   bool confirmed = false;           // the fitness is a confirmed mean of two measurements
 };
 
+struct StoreOptions {
+  // 0: no limit. Otherwise the database may not grow past this many bytes: writes beyond it fail
+  // with StoreFault::kFull, exactly as on a full disk, and what is stored stays as it was.
+  int64_t max_bytes = 0;
+};
+
 class Store {
  public:
   static constexpr int kSchemaVersion = 1;
 
   // Opens or creates the database file and migrates it to kSchemaVersion. Throws StoreError with
-  // one line for people when the directory does not exist or the file is not a database.
-  explicit Store(const std::string& path);
+  // one line for people when the directory does not exist, the file is read-only or it is not a
+  // database.
+  explicit Store(const std::string& path, const StoreOptions& options = StoreOptions());
 
   int schema_version();
   std::string journal_mode();
 
   // Runs fn inside BEGIN IMMEDIATE ... COMMIT; any exception rolls everything back and is
-  // rethrown. Transactions are serialized by a mutex and do not nest.
+  // rethrown. Transactions are serialized by a mutex and do not nest. Refuses (StoreFault::
+  // kUnavailable) once the file was removed or replaced under the process. A storage fault is
+  // logged once when it starts and once when a write succeeds again, not once per call.
   void transaction(const std::function<void()>& fn);
 
   // A deterministic text dump of every table, for tests that prove a bad input changed nothing.
@@ -160,6 +169,8 @@ class Store {
   void set_lease_outcome(const std::string& id, LeaseOutcome outcome);
   std::vector<LeaseRecord> expired_leases(int64_t now_ms);
   std::vector<LeaseRecord> active_leases_of_worker(const std::string& worker_id);
+  // Moves every active lease's deadline to at least deadline_ms; returns how many leases are active.
+  int extend_active_leases(int64_t deadline_ms);
 
   // ---- evaluations
   int64_t insert_evaluation(const EvaluationRecord& e);
@@ -182,9 +193,13 @@ class Store {
 
  private:
   void migrate();
+  void note_storage_fault(const StoreError& e);
+  void note_storage_ok();
 
+  std::string path_;
   std::mutex mutex_;  // one transaction at a time on the one connection
   std::unique_ptr<SqliteConnection> db_;
+  bool storage_failing_ = false;  // guarded by mutex_
 };
 
 // The toolkit part of a result-cache key: NVRTC and CUDA runtime versions.

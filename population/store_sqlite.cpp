@@ -2,13 +2,55 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
 namespace evo {
 
 namespace {
-[[noreturn]] void fail(sqlite3* db, const std::string& what) {
-  throw StoreError(what + ": " + (db ? sqlite3_errmsg(db) : "out of memory"));
+
+StoreFault fault_of(sqlite3* db) {
+  if (!db) return StoreFault::kOther;
+  int primary = sqlite3_extended_errcode(db) & 0xff;
+  int sys = sqlite3_system_errno(db);
+  // A write the OS refused for lack of room comes back as SQLITE_FULL or as an I/O error whose
+  // errno says why; both are a full disk to the person who has to free space.
+  if (primary == SQLITE_FULL || (primary == SQLITE_IOERR && (sys == ENOSPC || sys == EDQUOT || sys == EFBIG)))
+    return StoreFault::kFull;
+  if (primary == SQLITE_READONLY || (primary == SQLITE_IOERR && sys == EROFS)) return StoreFault::kReadOnly;
+  if (primary == SQLITE_IOERR || primary == SQLITE_CANTOPEN || primary == SQLITE_NOTADB ||
+      primary == SQLITE_CORRUPT)
+    return StoreFault::kUnavailable;
+  return StoreFault::kOther;
 }
+
+// SQLite's message, plus the OS's reason when a system call failed ("disk I/O error (File too large)").
+std::string message_of(sqlite3* db) {
+  if (!db) return "out of memory";
+  std::string msg = sqlite3_errmsg(db);
+  int primary = sqlite3_extended_errcode(db) & 0xff;
+  int sys = sqlite3_system_errno(db);
+  if (sys != 0 && (primary == SQLITE_IOERR || primary == SQLITE_CANTOPEN || primary == SQLITE_FULL))
+    msg += std::string(" (") + std::strerror(sys) + ")";
+  return msg;
+}
+
+[[noreturn]] void fail(sqlite3* db, const std::string& what) {
+  throw StoreError(what + ": " + message_of(db), fault_of(db));
+}
+
 }  // namespace
+
+const char* to_string(StoreFault fault) {
+  switch (fault) {
+    case StoreFault::kOther: return "other";
+    case StoreFault::kFull: return "full";
+    case StoreFault::kReadOnly: return "read_only";
+    case StoreFault::kUnavailable: return "unavailable";
+  }
+  return "other";
+}
 
 SqliteStatement::SqliteStatement(sqlite3* db, std::string_view sql) : db_(db) {
   if (sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &stmt_, nullptr) != SQLITE_OK)
@@ -86,10 +128,11 @@ SqliteConnection::SqliteConnection(const std::string& path) {
   int rc = sqlite3_open_v2(path.c_str(), &db_,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
   if (rc != SQLITE_OK) {
-    std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    std::string msg = message_of(db_);
+    StoreFault fault = db_ ? fault_of(db_) : StoreFault::kOther;
     sqlite3_close(db_);
     db_ = nullptr;
-    throw StoreError("cannot open database '" + path + "': " + msg);
+    throw StoreError("cannot open database '" + path + "': " + msg, fault);
   }
 }
 
@@ -97,13 +140,35 @@ SqliteConnection::~SqliteConnection() { sqlite3_close(db_); }
 
 int64_t SqliteConnection::last_insert_rowid() { return sqlite3_last_insert_rowid(db_); }
 
+int64_t SqliteConnection::total_changes() { return sqlite3_total_changes64(db_); }
+
 void SqliteConnection::exec(const char* sql) {
   char* err = nullptr;
   if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
     std::string msg = err ? err : "unknown error";
     sqlite3_free(err);
-    throw StoreError(std::string("exec: ") + msg);
+    StoreFault fault = fault_of(db_);
+    int sys = sqlite3_system_errno(db_);
+    if (sys != 0 && fault != StoreFault::kOther) msg += std::string(" (") + std::strerror(sys) + ")";
+    throw StoreError(std::string("exec: ") + msg, fault);
   }
+}
+
+bool SqliteConnection::read_only() { return sqlite3_db_readonly(db_, "main") == 1; }
+
+bool SqliteConnection::has_moved() {
+  int moved = 0;
+  // The unix VFS answers by comparing the open file's inode with what the path names now.
+  if (sqlite3_file_control(db_, "main", SQLITE_FCNTL_HAS_MOVED, &moved) != SQLITE_OK) return false;
+  return moved != 0;
+}
+
+void SqliteConnection::limit_size(int64_t max_bytes) {
+  auto s = prepare("PRAGMA page_size");
+  int64_t page = s.step() ? s.column_int(0) : 4096;
+  // PRAGMA takes no bound parameters; the value is a number computed here, never text from outside.
+  std::string sql = "PRAGMA max_page_count = " + std::to_string(std::max<int64_t>(1, max_bytes / page));
+  exec(sql.c_str());
 }
 
 }  // namespace evo

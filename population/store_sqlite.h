@@ -13,10 +13,25 @@ struct sqlite3_stmt;
 
 namespace evo {
 
+// What kind of storage problem a StoreError is, so that evod can answer with a fitting status
+// (a full disk is RESOURCE_EXHAUSTED, a read-only or vanished file UNAVAILABLE) instead of INTERNAL.
+enum class StoreFault {
+  kOther,        // a statement failed for another reason (a constraint, a bug)
+  kFull,         // the disk or the database's size limit is full (SQLITE_FULL, ENOSPC, EDQUOT, EFBIG)
+  kReadOnly,     // the file or its file system cannot be written
+  kUnavailable,  // I/O error, the file was removed or replaced, or it cannot be opened
+};
+const char* to_string(StoreFault fault);
+
 // The database could not be opened, or a statement failed for a reason other than bad input.
 class StoreError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit StoreError(const std::string& what, StoreFault fault = StoreFault::kOther)
+      : std::runtime_error(what), fault_(fault) {}
+  StoreFault fault() const { return fault_; }
+
+ private:
+  StoreFault fault_;
 };
 
 class SqliteStatement {
@@ -69,6 +84,15 @@ class SqliteConnection {
   // For fixed statements with no parameters only (pragmas, schema).
   void exec(const char* sql);
   int64_t last_insert_rowid();
+  // Rows changed by this connection since it opened (tells a write from a read-only transaction).
+  int64_t total_changes();
+  // True when the file could only be opened for reading (permissions, a read-only mount).
+  bool read_only();
+  // True when the file at the path it was opened from is gone or is another file now (deleted,
+  // renamed, its directory removed): SQLite would go on writing to the orphaned inode.
+  bool has_moved();
+  // Caps the database at max_bytes (rounded down to whole pages); writes beyond it fail as full.
+  void limit_size(int64_t max_bytes);
 
  private:
   sqlite3* db_ = nullptr;

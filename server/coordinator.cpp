@@ -486,6 +486,14 @@ v1::ReportResponse Coordinator::report(const v1::ReportRequest& req) {
   return resp;
 }
 
+int Coordinator::resume_leases_after_restart() {
+  int active = 0;
+  const int64_t deadline = options_.clock() + options_.lease_ttl_ms;
+  store_.transaction([&] { active = store_.extend_active_leases(deadline); });
+  if (active) spdlog::info("event=leases_resumed active={} deadline_ms={}", active, deadline);
+  return active;
+}
+
 int Coordinator::sweep_expired_leases() {
   int expired = 0;
   store_.transaction([&] {

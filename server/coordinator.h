@@ -59,6 +59,14 @@ class Coordinator {
   // Re-queues candidates whose lease expired unreported; returns how many leases expired.
   int sweep_expired_leases();
 
+  // Called once when evod starts on an existing database, before it serves: every active lease
+  // gets at least one TTL from now. While evod was down no worker could heartbeat, so without
+  // this every lease in flight would expire at once on restart, its finished work would be
+  // refused, and a candidate would be charged an attempt for evod's own crash (after
+  // kMaxLeaseAttempts restarts, recorded as a CRASH it never caused). Workers that died meanwhile
+  // lose their leases one TTL later. Returns how many leases were active.
+  int resume_leases_after_restart();
+
   // For WatchRun: a counter bumped by every state change, and a wait for it to move.
   uint64_t change_count() const;
   // Returns when change_count() != seen, or after timeout_ms, or after wake_all().

@@ -29,6 +29,22 @@ grpc::Status guarded(const char* rpc, Fn&& fn) {
     return grpc::Status(grpc::StatusCode::UNKNOWN, e.what());
   } catch (const InputError& e) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, e.what());
+  } catch (const StoreError& e) {
+    // A storage fault is the operator's to fix, not a bug: the Store logged it once when it began;
+    // the caller learns what it is from the code (a full disk is RESOURCE_EXHAUSTED; a read-only,
+    // vanished or failing file UNAVAILABLE, which workers retry with backoff).
+    switch (e.fault()) {
+      case StoreFault::kFull:
+        return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::string(rpc) + ": storage full: " + e.what());
+      case StoreFault::kReadOnly:
+      case StoreFault::kUnavailable:
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            std::string(rpc) + ": storage " + to_string(e.fault()) + ": " + e.what());
+      case StoreFault::kOther:
+        break;
+    }
+    spdlog::error("event=rpc_failed rpc={} error=\"{}\"", rpc, e.what());
+    return grpc::Status(grpc::StatusCode::INTERNAL, std::string(rpc) + ": " + e.what());
   } catch (const std::exception& e) {
     spdlog::error("event=rpc_failed rpc={} error=\"{}\"", rpc, e.what());
     return grpc::Status(grpc::StatusCode::INTERNAL, std::string(rpc) + ": " + e.what());

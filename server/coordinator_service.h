@@ -1,7 +1,8 @@
 #pragma once
 // The Coordinator gRPC service: each RPC is a thin call into Coordinator, with its errors turned
 // into status codes (InputError/kInvalidArgument -> INVALID_ARGUMENT, kNotFound -> NOT_FOUND,
-// kFailedPrecondition -> FAILED_PRECONDITION, anything else -> INTERNAL).
+// kFailedPrecondition -> FAILED_PRECONDITION, a full disk or size cap -> RESOURCE_EXHAUSTED, a
+// read-only, removed or failing database file -> UNAVAILABLE, anything else -> INTERNAL).
 #include <atomic>
 
 #include "coordinator.h"

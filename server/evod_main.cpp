@@ -18,7 +18,7 @@
 namespace {
 
 const char* const kUsage =
-    "usage: evod serve [--db PATH] [--listen HOST:PORT] [--lease-ttl-ms N] [-v]\n"
+    "usage: evod serve [--db PATH] [--listen HOST:PORT] [--lease-ttl-ms N] [--max-db-mb N] [-v]\n"
     "\n"
     "Runs the evo coordinator: keeps runs, candidates, leases and results in a SQLite database and\n"
     "hands candidate kernels to evo-worker daemons over gRPC.\n"
@@ -28,6 +28,8 @@ const char* const kUsage =
     "  --listen HOST:PORT  address to serve on (default: 127.0.0.1:50051, loopback only)\n"
     "  --lease-ttl-ms N    how long a worker holds a candidate without a heartbeat before it is\n"
     "                      handed out again (default: 30000)\n"
+    "  --max-db-mb N       refuse writes (RESOURCE_EXHAUSTED) once the database reaches N MiB,\n"
+    "                      as on a full disk; what is stored is kept (default: no limit)\n"
     "  -v, --verbose       debug logging\n"
     "  -h, --help          this text\n";
 
@@ -35,6 +37,7 @@ struct Options {
   std::string db = "evo.db";
   std::string listen = "127.0.0.1:50051";
   int lease_ttl_ms = evo::server::kDefaultLeaseTtlMs;
+  int64_t max_db_mb = 0;
   bool verbose = false;
 };
 
@@ -81,6 +84,13 @@ int main(int argc, char** argv) {
       if (!v || *end != '\0' || n <= 0 || n > 3600000)
         return usage_error("--lease-ttl-ms needs a number of milliseconds in 1..3600000");
       opt.lease_ttl_ms = static_cast<int>(n);
+    } else if (a == "--max-db-mb") {
+      const char* v = value("--max-db-mb");
+      char* end = nullptr;
+      long long n = v ? std::strtoll(v, &end, 10) : 0;
+      if (!v || *end != '\0' || n <= 0 || n > (1LL << 30))
+        return usage_error("--max-db-mb needs a number of MiB in 1..1073741824");
+      opt.max_db_mb = n;
     } else {
       return usage_error("unknown option '" + a + "'");
     }
@@ -97,7 +107,9 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<evo::Store> store;
   try {
-    store = std::make_unique<evo::Store>(opt.db);
+    evo::StoreOptions sopt;
+    sopt.max_bytes = opt.max_db_mb * 1024 * 1024;
+    store = std::make_unique<evo::Store>(opt.db, sopt);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "evod: %s\n", e.what());
     return 1;
@@ -106,6 +118,12 @@ int main(int argc, char** argv) {
   copt.lease_ttl_ms = opt.lease_ttl_ms;
   evo::Coordinator coordinator(*store, copt);
   evo::CoordinatorService service(coordinator);
+  try {
+    coordinator.resume_leases_after_restart();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "evod: %s\n", e.what());
+    return 1;
+  }
 
   grpc::ServerBuilder builder;
   int port = 0;
@@ -116,8 +134,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "evod: cannot listen on %s\n", opt.listen.c_str());
     return 1;
   }
-  spdlog::info("event=serving listen={} port={} db={} lease_ttl_ms={} schema_version={}", opt.listen, port, opt.db,
-               opt.lease_ttl_ms, store->schema_version());
+  spdlog::info("event=serving listen={} port={} db={} lease_ttl_ms={} max_db_mb={} schema_version={}", opt.listen,
+               port, opt.db, opt.lease_ttl_ms, opt.max_db_mb, store->schema_version());
 
   std::atomic<bool> stopping{false};
   // Leases that expired (a worker died mid-evaluation) go back to the queue.
@@ -126,6 +144,9 @@ int main(int argc, char** argv) {
     while (!stopping) {
       try {
         coordinator.sweep_expired_leases();
+      } catch (const evo::StoreError& e) {
+        // A storage fault was logged once by the Store; a sweep every period need not repeat it.
+        if (e.fault() == evo::StoreFault::kOther) spdlog::error("event=sweep_failed error=\"{}\"", e.what());
       } catch (const std::exception& e) {
         spdlog::error("event=sweep_failed error=\"{}\"", e.what());
       }

@@ -1,0 +1,306 @@
+// load_bench: a real evod under 64 simulated workers on loopback. Prints reports per second,
+// p50/p99 lease (and report) latency, database bytes per 10k evaluations, evod's peak RSS
+// (VmHWM) and its RSS sampled over the run, to show that memory stays bounded; writes the same as
+// JSON.
+//
+//   load_bench [--evod PATH] [--workers 64] [--workers-per-run 8] [--seconds 60]
+//              [--population 64] [--generations 40] [--sample-ms 1000] [--json PATH] [--keep]
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <nlohmann/json.hpp>
+
+#include "proc_memory.h"
+#include "sim_worker.h"
+#include "store_sqlite.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::string evod = EVOD_BIN_DEFAULT;
+  int workers = 64;
+  int workers_per_run = 8;
+  int seconds = 60;
+  int population = 64;
+  int generations = 40;
+  int sample_ms = 1000;
+  std::string json;
+  bool keep = false;
+};
+
+const char* const kUsage =
+    "usage: load_bench [--evod PATH] [--workers N] [--workers-per-run N] [--seconds N]\n"
+    "                  [--population N] [--generations N] [--sample-ms N] [--json PATH] [--keep]\n"
+    "Starts evod on a fresh database and drives it with simulated workers over loopback gRPC.\n";
+
+int parse_int(const char* flag, const char* value, int lo, int hi) {
+  char* end = nullptr;
+  long n = value ? std::strtol(value, &end, 10) : 0;
+  if (!value || *end != '\0' || n < lo || n > hi) {
+    std::fprintf(stderr, "load_bench: %s needs a number in %d..%d\n", flag, lo, hi);
+    std::exit(2);
+  }
+  return static_cast<int>(n);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (a == "--keep") {
+      o.keep = true;
+      continue;
+    } else if (a == "--evod" && v) {
+      o.evod = v;
+    } else if (a == "--json" && v) {
+      o.json = v;
+    } else if (a == "--workers") {
+      o.workers = parse_int("--workers", v, 1, 1024);
+    } else if (a == "--workers-per-run") {
+      o.workers_per_run = parse_int("--workers-per-run", v, 1, 1024);
+    } else if (a == "--seconds") {
+      o.seconds = parse_int("--seconds", v, 1, 86400);
+    } else if (a == "--population") {
+      o.population = parse_int("--population", v, 1, 4096);
+    } else if (a == "--generations") {
+      o.generations = parse_int("--generations", v, 1, 10000);
+    } else if (a == "--sample-ms") {
+      o.sample_ms = parse_int("--sample-ms", v, 10, 60000);
+    } else {
+      std::fprintf(stderr, "load_bench: unknown or incomplete option '%s'\n%s", a.c_str(), kUsage);
+      std::exit(2);
+    }
+    ++i;
+  }
+  return o;
+}
+
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  int port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+pid_t start_evod(const Options& o, const std::string& db, const std::string& address, const std::string& log) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    // The workers never miss a heartbeat here, so leases need not expire during the benchmark.
+    execl(o.evod.c_str(), o.evod.c_str(), "serve", "--db", db.c_str(), "--listen", address.c_str(),
+          "--lease-ttl-ms", "60000", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+double percentile(std::vector<double>& v, double p) {
+  if (v.empty()) return 0;
+  size_t k = static_cast<size_t>(p * static_cast<double>(v.size() - 1));
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.end());
+  return v[k];
+}
+
+int64_t file_size(const std::string& path) {
+  std::error_code ec;
+  auto n = fs::file_size(path, ec);
+  return ec ? 0 : static_cast<int64_t>(n);
+}
+
+std::string machine() {
+  utsname u{};
+  uname(&u);
+  std::ifstream cpu("/proc/cpuinfo");
+  std::string line, model;
+  while (std::getline(cpu, line))
+    if (line.rfind("model name", 0) == 0) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  return model + ", " + std::to_string(std::thread::hardware_concurrency()) + " logical CPUs, " + u.sysname + " " +
+         u.release;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse(argc, argv);
+  if (access(o.evod.c_str(), X_OK) != 0) {
+    std::fprintf(stderr, "load_bench: evod not found at '%s' (use --evod PATH)\n", o.evod.c_str());
+    return 2;
+  }
+  std::string tmpl = (fs::temp_directory_path() / "evo-load-XXXXXX").string();
+  std::string dir = mkdtemp(tmpl.data());
+  std::string db = dir + "/evo.db", log = dir + "/evod.log";
+  std::string address = "127.0.0.1:" + std::to_string(free_port());
+  pid_t evod = start_evod(o, db, address, log);
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(20))) {
+    std::fprintf(stderr, "load_bench: evod did not come up on %s (log: %s)\n", address.c_str(), log.c_str());
+    kill(evod, SIGKILL);
+    return 1;
+  }
+
+  evo::load::SimConfig config;
+  config.address = address;
+  config.population = o.population;
+  config.generations = o.generations;
+  int groups = (o.workers + o.workers_per_run - 1) / o.workers_per_run;
+  std::vector<std::unique_ptr<evo::load::RunGroup>> run_groups;
+  for (int g = 0; g < groups; ++g) {
+    run_groups.push_back(std::make_unique<evo::load::RunGroup>());
+    run_groups.back()->index = g;
+  }
+  std::vector<std::unique_ptr<evo::load::SimWorker>> sims;
+  for (int w = 0; w < o.workers; ++w)
+    sims.push_back(std::make_unique<evo::load::SimWorker>(w, *run_groups[w / o.workers_per_run], config));
+
+  std::atomic<bool> stop{false};
+  auto t0 = Clock::now();
+  std::vector<std::thread> threads;
+  for (auto& s : sims) threads.emplace_back([&s, &stop] { s->run(stop); });
+
+  nlohmann::json rss_series = nlohmann::json::array();
+  auto end = t0 + std::chrono::seconds(o.seconds);
+  while (Clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(o.sample_ms));
+    auto m = evo::load::read_proc_memory(evod);
+    double t = std::chrono::duration<double>(Clock::now() - t0).count();
+    rss_series.push_back({{"t_s", t}, {"rss_kb", m.rss_kb}});
+  }
+  auto peak = evo::load::read_proc_memory(evod);
+  stop = true;
+  for (auto& t : threads) t.join();
+  double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+
+  // A clean stop checkpoints the WAL into the database file, so its size is the whole store.
+  kill(evod, SIGTERM);
+  int status = 0;
+  waitpid(evod, &status, 0);
+  int64_t db_bytes = file_size(db) + file_size(db + "-wal");
+  int64_t evaluations = 0, candidates = 0;
+  {
+    evo::SqliteConnection conn(db);
+    auto s = conn.prepare("SELECT (SELECT COUNT(*) FROM evaluations), (SELECT COUNT(*) FROM candidates)");
+    if (s.step()) {
+      evaluations = s.column_int(0);
+      candidates = s.column_int(1);
+    }
+  }
+
+  std::vector<double> lease_ms, report_ms;
+  int64_t reports = 0, errors = 0, empty = 0, runs = 0;
+  for (auto& s : sims) {
+    const auto& st = s->stats();
+    lease_ms.insert(lease_ms.end(), st.lease_ms.begin(), st.lease_ms.end());
+    report_ms.insert(report_ms.end(), st.report_ms.begin(), st.report_ms.end());
+    reports += st.reports;
+    errors += st.errors;
+    empty += st.empty_leases;
+    runs += st.runs_submitted;
+  }
+  // Memory bounded: RSS over the last quarter of the run against the second quarter (after warm-up).
+  auto quarter_max = [&](double from, double to) {
+    int64_t m = 0;
+    for (const auto& p : rss_series) {
+      double t = p["t_s"];
+      if (t >= from * elapsed && t < to * elapsed) m = std::max<int64_t>(m, p["rss_kb"]);
+    }
+    return m;
+  };
+  int64_t rss_q2 = quarter_max(0.25, 0.5), rss_q4 = quarter_max(0.75, 1.01);
+  int64_t rss_start = rss_series.empty() ? 0 : static_cast<int64_t>(rss_series.front()["rss_kb"]);
+  int64_t rss_end = rss_series.empty() ? 0 : static_cast<int64_t>(rss_series.back()["rss_kb"]);
+  double lease_p50 = percentile(lease_ms, 0.50), lease_p99 = percentile(lease_ms, 0.99);
+  double report_p50 = percentile(report_ms, 0.50), report_p99 = percentile(report_ms, 0.99);
+  double per_10k = evaluations ? static_cast<double>(db_bytes) * 10000.0 / static_cast<double>(evaluations) : 0;
+
+  std::printf("load_bench: %d simulated workers (%d per run), %.1f s, evod %s\n", o.workers, o.workers_per_run,
+              elapsed, o.evod.c_str());
+  std::printf("machine: %s\n", machine().c_str());
+  std::printf("%-34s %14s\n", "figure", "value");
+  std::printf("%-34s %14.1f\n", "reports per second", static_cast<double>(reports) / elapsed);
+  std::printf("%-34s %14lld\n", "reports accepted", static_cast<long long>(reports));
+  std::printf("%-34s %14lld\n", "lease calls (empty answers)", static_cast<long long>(empty));
+  std::printf("%-34s %14lld\n", "failed RPCs", static_cast<long long>(errors));
+  std::printf("%-34s %14lld\n", "runs submitted", static_cast<long long>(runs));
+  std::printf("%-34s %14.2f\n", "lease latency p50 (ms)", lease_p50);
+  std::printf("%-34s %14.2f\n", "lease latency p99 (ms)", lease_p99);
+  std::printf("%-34s %14.2f\n", "report latency p50 (ms)", report_p50);
+  std::printf("%-34s %14.2f\n", "report latency p99 (ms)", report_p99);
+  std::printf("%-34s %14lld\n", "evaluations stored", static_cast<long long>(evaluations));
+  std::printf("%-34s %14lld\n", "candidates stored", static_cast<long long>(candidates));
+  std::printf("%-34s %14.2f\n", "database MiB", static_cast<double>(db_bytes) / 1048576.0);
+  std::printf("%-34s %14.2f\n", "database MiB per 10k evaluations", per_10k / 1048576.0);
+  std::printf("%-34s %14.1f\n", "evod peak RSS (VmHWM, MiB)", static_cast<double>(peak.peak_kb) / 1024.0);
+  std::printf("%-34s %14.1f\n", "evod RSS first sample (MiB)", static_cast<double>(rss_start) / 1024.0);
+  std::printf("%-34s %14.1f\n", "evod RSS max, 2nd quarter (MiB)", static_cast<double>(rss_q2) / 1024.0);
+  std::printf("%-34s %14.1f\n", "evod RSS max, last quarter (MiB)", static_cast<double>(rss_q4) / 1024.0);
+  std::printf("%-34s %14.1f\n", "evod RSS last sample (MiB)", static_cast<double>(rss_end) / 1024.0);
+
+  if (!o.json.empty()) {
+    nlohmann::json j = {
+        {"workers", o.workers},
+        {"workers_per_run", o.workers_per_run},
+        {"seconds", elapsed},
+        {"machine", machine()},
+        {"reports", reports},
+        {"reports_per_s", static_cast<double>(reports) / elapsed},
+        {"empty_leases", empty},
+        {"failed_rpcs", errors},
+        {"runs_submitted", runs},
+        {"lease_ms", {{"p50", lease_p50}, {"p99", lease_p99}, {"calls", lease_ms.size()}}},
+        {"report_ms", {{"p50", report_p50}, {"p99", report_p99}, {"calls", report_ms.size()}}},
+        {"evaluations", evaluations},
+        {"candidates", candidates},
+        {"db_bytes", db_bytes},
+        {"db_bytes_per_10k_evaluations", per_10k},
+        {"evod_peak_rss_kb", peak.peak_kb},
+        {"evod_rss_kb_max_q2", rss_q2},
+        {"evod_rss_kb_max_q4", rss_q4},
+        {"evod_rss_series", rss_series},
+    };
+    std::ofstream(o.json) << j.dump(2) << "\n";
+    std::printf("json: %s\n", o.json.c_str());
+  }
+  if (o.keep)
+    std::printf("kept: %s\n", dir.c_str());
+  else
+    fs::remove_all(dir);
+  // A failed RPC under load is a finding, not noise: the exit status says so.
+  return errors == 0 && reports > 0 ? 0 : 1;
+}
