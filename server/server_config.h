@@ -33,6 +33,10 @@ inline constexpr int64_t kDefaultSmemLimit = 227 * 1024;
 inline constexpr int kMaxPopulation = 4096;
 inline constexpr int kMaxGenerations = 10000;
 
+// The largest request evod reads; a bigger one is refused with RESOURCE_EXHAUSTED before it is
+// parsed. A report with a full ptxas log is a few KB.
+inline constexpr int kMaxReceiveMessageBytes = 4 * 1024 * 1024;
+
 // WatchRun sends a status at least this often even when nothing changed.
 inline constexpr int kWatchIntervalMs = 1000;
 

@@ -16,15 +16,17 @@ constexpr int kRpcDeadlineMs = 10000;
 bool transient(const grpc::Status& s) {
   return s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
 }
-
-void set_deadline(grpc::ClientContext& ctx) {
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(kRpcDeadlineMs));
-}
 }  // namespace
 
-CoordinatorLink::CoordinatorLink(const std::string& address, const std::atomic<bool>& stop)
-    : address_(address), stop_(stop) {
-  stub_ = v1::Coordinator::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+CoordinatorLink::CoordinatorLink(const std::string& address, const std::atomic<bool>& stop,
+                                 security::ClientSecurity security)
+    : address_(address), stop_(stop), security_(std::move(security)) {
+  stub_ = v1::Coordinator::NewStub(grpc::CreateChannel(address, security::channel_credentials(security_)));
+}
+
+void CoordinatorLink::prepare(grpc::ClientContext& ctx) const {
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(kRpcDeadlineMs));
+  security::attach_token(ctx, security_);
 }
 
 void CoordinatorLink::mark(bool reachable, const grpc::Status& status) {
@@ -75,7 +77,7 @@ std::optional<v1::RegisterWorkerResponse> CoordinatorLink::register_worker(const
   grpc::Status error;
   bool ok = with_retries("RegisterWorker", [&] {
     grpc::ClientContext ctx;
-    set_deadline(ctx);
+    prepare(ctx);
     return stub_->RegisterWorker(&ctx, req, &resp);
   }, &error);
   if (!ok) {
@@ -89,7 +91,7 @@ std::optional<v1::LeaseResponse> CoordinatorLink::lease(const v1::LeaseRequest& 
   v1::LeaseResponse resp;
   bool ok = with_retries("LeaseCandidates", [&] {
     grpc::ClientContext ctx;
-    set_deadline(ctx);
+    prepare(ctx);
     return stub_->LeaseCandidates(&ctx, req, &resp);
   }, error);
   return ok ? std::optional<v1::LeaseResponse>(resp) : std::nullopt;
@@ -99,7 +101,7 @@ std::optional<v1::ReportResponse> CoordinatorLink::report(const v1::ReportReques
   v1::ReportResponse resp;
   bool ok = with_retries("ReportResult", [&] {
     grpc::ClientContext ctx;
-    set_deadline(ctx);
+    prepare(ctx);
     return stub_->ReportResult(&ctx, req, &resp);
   }, error);
   return ok ? std::optional<v1::ReportResponse>(resp) : std::nullopt;
@@ -109,7 +111,7 @@ std::optional<v1::HeartbeatResponse> CoordinatorLink::heartbeat(const v1::Heartb
                                                                 grpc::Status* error) {
   v1::HeartbeatResponse resp;
   grpc::ClientContext ctx;
-  set_deadline(ctx);
+  prepare(ctx);
   grpc::Status s = stub_->Heartbeat(&ctx, req, &resp);
   if (!s.ok()) {
     if (error) *error = s;

@@ -9,13 +9,16 @@
 #include <optional>
 #include <string>
 
+#include "client_security.h"
 #include "evo/evo.grpc.pb.h"
 
 namespace evo {
 
 class CoordinatorLink {
  public:
-  CoordinatorLink(const std::string& address, const std::atomic<bool>& stop);
+  // security: the token every call carries and whether the channel is TLS (default: neither).
+  CoordinatorLink(const std::string& address, const std::atomic<bool>& stop,
+                  security::ClientSecurity security = {});
 
   // Each retries while evod is unreachable; nullopt once stop is set. A status other than
   // UNAVAILABLE / DEADLINE_EXCEEDED is returned to the caller in *error and ends the retries.
@@ -33,9 +36,12 @@ class CoordinatorLink {
   template <typename Call>
   bool with_retries(const char* rpc, Call&& call, grpc::Status* error);
   void mark(bool reachable, const grpc::Status& status);
+  // A call's deadline and token.
+  void prepare(grpc::ClientContext& ctx) const;
 
   std::string address_;
   const std::atomic<bool>& stop_;
+  security::ClientSecurity security_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
   std::mutex mutex_;
   std::condition_variable cv_;

@@ -18,6 +18,7 @@
 #include "coordinator_link.h"
 #include "evaluator.h"
 #include "search_space.h"
+#include "token.h"
 #include "shape.h"
 
 namespace evo {
@@ -26,7 +27,7 @@ namespace {
 
 const char* const kUsage =
     "usage: evo-worker [--coordinator HOST:PORT] [--gpu N] [--backend cuda|model] [--name NAME]\n"
-    "                  [--max-inflight N] [-v]\n"
+    "                  [--max-inflight N] [--token-file FILE] [--tls-ca CA] [-v]\n"
     "       evo-worker eval [options]     evaluate one genome once (evo-worker eval --help)\n"
     "\n"
     "Runs the worker daemon: registers with evod, leases candidate kernels, compiles the next ones\n"
@@ -38,6 +39,9 @@ const char* const kUsage =
     "                           results (default: cuda)\n"
     "  --name NAME              shown to people (default: HOSTNAME:gpuN)\n"
     "  --max-inflight N         leases held at once: one evaluated, the rest compiling (default: 2)\n"
+    "  --token-file FILE        evod's shared token, sent on every call (default: $EVO_TOKEN, else\n"
+    "                           none); a file keeps it out of `ps`\n"
+    "  --tls-ca CA              connect over TLS, trusting evod's certificate if CA (PEM) signed it\n"
     "  -v, --verbose            debug logging\n"
     "  -h, --help               this text\n"
     "The compile cache is $EVO_CACHE_DIR (else ~/.cache/evo).\n";
@@ -49,6 +53,9 @@ struct DaemonOptions {
   std::string name;
   int max_inflight = 2;
   bool verbose = false;
+  std::string token_file;
+  std::string tls_ca;
+  security::ClientSecurity security;  // loaded from token_file / $EVO_TOKEN / tls_ca
 };
 
 int usage_error(const std::string& line) {
@@ -88,12 +95,21 @@ int parse_args(int argc, char** argv, DaemonOptions* opt) {
     } else if (a == "--name") {
       if (!next || !*next) return usage_error("--name needs a name");
       opt->name = argv[++i];
+    } else if (a == "--token-file" || a == "--tls-ca") {
+      if (!next || !*next) return usage_error(a + " needs a file");
+      (a == "--token-file" ? opt->token_file : opt->tls_ca) = argv[++i];
     } else if (a == "--max-inflight") {
       if (!parse_int(next, 1, 64, &opt->max_inflight)) return usage_error("--max-inflight needs a number in 1..64");
       ++i;
     } else {
       return usage_error("unknown option '" + a + "'");
     }
+  }
+  try {
+    opt->security = security::load_client_security(opt->token_file, std::getenv(security::kTokenEnv), opt->tls_ca);
+  } catch (const security::SecurityError& e) {
+    std::fprintf(stderr, "evo-worker: %s\n", e.what());
+    return 2;
   }
   if (opt->name.empty()) {
     char host[256] = {0};
@@ -170,7 +186,7 @@ class HeldLeases {
 class WorkerDaemon {
  public:
   WorkerDaemon(const DaemonOptions& opt, Evaluator& evaluator, std::atomic<bool>& stop)
-      : opt_(opt), evaluator_(evaluator), stop_(stop), link_(opt.coordinator, stop) {}
+      : opt_(opt), evaluator_(evaluator), stop_(stop), link_(opt.coordinator, stop, opt.security) {}
 
   int run() {
     if (!register_self()) return stop_ ? 0 : 1;

@@ -1,0 +1,24 @@
+#pragma once
+// Builds and starts evod's gRPC server the one way evod and the tests both use: the receive-size
+// limit, and TLS when a certificate and key are given (plaintext otherwise).
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "server_config.h"
+
+namespace evo {
+
+struct GrpcServerConfig {
+  std::string listen = "127.0.0.1:50051";
+  std::string tls_cert_pem;  // both empty: plaintext
+  std::string tls_key_pem;
+  int max_receive_bytes = server::kMaxReceiveMessageBytes;
+};
+
+// The started server and the port it got (for "127.0.0.1:0"); nullptr when it cannot listen.
+std::unique_ptr<grpc::Server> start_grpc_server(grpc::Service& service, const GrpcServerConfig& config,
+                                                int* port);
+
+}  // namespace evo
