@@ -4,6 +4,7 @@
 
 #include "errors.h"
 #include "exporter.h"
+#include "request_limits.h"
 #include "search_space.h"
 #include "shape.h"
 
@@ -53,42 +54,57 @@ grpc::Status guarded(const char* rpc, Fn&& fn) {
 
 }  // namespace
 
+template <typename Request, typename Fn>
+grpc::Status CoordinatorService::serve(const char* rpc, grpc::ServerContext* context, const Request& request,
+                                       Fn&& fn) {
+  grpc::Status admitted = gate_.check(*context);
+  if (!admitted.ok()) {
+    spdlog::warn("event=unauthenticated rpc={} peer={} reason=\"{}\"", rpc, context->peer(),
+                 admitted.error_message());
+    return admitted;
+  }
+  return guarded(rpc, [&] {
+    limits::check_request(request);
+    fn();
+  });
+}
+
 void CoordinatorService::stop_streams() {
   stopping_ = true;
   coordinator_.wake_all();
 }
 
-grpc::Status CoordinatorService::RegisterWorker(grpc::ServerContext*, const v1::RegisterWorkerRequest* req,
+grpc::Status CoordinatorService::RegisterWorker(grpc::ServerContext* ctx, const v1::RegisterWorkerRequest* req,
                                                 v1::RegisterWorkerResponse* resp) {
-  return guarded("RegisterWorker", [&] { *resp = coordinator_.register_worker(*req); });
+  return serve("RegisterWorker", ctx, *req, [&] { *resp = coordinator_.register_worker(*req); });
 }
 
-grpc::Status CoordinatorService::LeaseCandidates(grpc::ServerContext*, const v1::LeaseRequest* req,
+grpc::Status CoordinatorService::LeaseCandidates(grpc::ServerContext* ctx, const v1::LeaseRequest* req,
                                                  v1::LeaseResponse* resp) {
-  return guarded("LeaseCandidates", [&] { *resp = coordinator_.lease(*req); });
+  return serve("LeaseCandidates", ctx, *req, [&] { *resp = coordinator_.lease(*req); });
 }
 
-grpc::Status CoordinatorService::ReportResult(grpc::ServerContext*, const v1::ReportRequest* req,
+grpc::Status CoordinatorService::ReportResult(grpc::ServerContext* ctx, const v1::ReportRequest* req,
                                               v1::ReportResponse* resp) {
-  return guarded("ReportResult", [&] { *resp = coordinator_.report(*req); });
+  return serve("ReportResult", ctx, *req, [&] { *resp = coordinator_.report(*req); });
 }
 
-grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
+grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                                            v1::HeartbeatResponse* resp) {
-  return guarded("Heartbeat", [&] { *resp = coordinator_.heartbeat(*req); });
+  return serve("Heartbeat", ctx, *req, [&] { *resp = coordinator_.heartbeat(*req); });
 }
 
-grpc::Status CoordinatorService::SubmitRun(grpc::ServerContext*, const v1::SubmitRunRequest* req, v1::Run* resp) {
-  return guarded("SubmitRun", [&] { *resp = coordinator_.submit(*req); });
+grpc::Status CoordinatorService::SubmitRun(grpc::ServerContext* ctx, const v1::SubmitRunRequest* req, v1::Run* resp) {
+  return serve("SubmitRun", ctx, *req, [&] { *resp = coordinator_.submit(*req); });
 }
 
-grpc::Status CoordinatorService::GetRun(grpc::ServerContext*, const v1::RunRef* req, v1::RunStatus* resp) {
-  return guarded("GetRun", [&] { *resp = coordinator_.status(req->run_id()); });
+grpc::Status CoordinatorService::GetRun(grpc::ServerContext* ctx, const v1::RunRef* req, v1::RunStatus* resp) {
+  return serve("GetRun", ctx, *req, [&] { *resp = coordinator_.status(req->run_id()); });
 }
 
 grpc::Status CoordinatorService::WatchRun(grpc::ServerContext* ctx, const v1::RunRef* req,
                                           grpc::ServerWriter<v1::RunStatus>* writer) {
-  return guarded("WatchRun", [&] {
+  return serve("WatchRun", ctx, *req, [&] {
     while (!ctx->IsCancelled() && !stopping_) {
       uint64_t seen = coordinator_.change_count();
       v1::RunStatus st = coordinator_.status(req->run_id());
@@ -101,23 +117,23 @@ grpc::Status CoordinatorService::WatchRun(grpc::ServerContext* ctx, const v1::Ru
   });
 }
 
-grpc::Status CoordinatorService::ListRuns(grpc::ServerContext*, const v1::ListRunsRequest*,
+grpc::Status CoordinatorService::ListRuns(grpc::ServerContext* ctx, const v1::ListRunsRequest* req,
                                           v1::ListRunsResponse* resp) {
-  return guarded("ListRuns", [&] { *resp = coordinator_.list_runs(); });
+  return serve("ListRuns", ctx, *req, [&] { *resp = coordinator_.list_runs(); });
 }
 
-grpc::Status CoordinatorService::Leaderboard(grpc::ServerContext*, const v1::LeaderboardRequest* req,
+grpc::Status CoordinatorService::Leaderboard(grpc::ServerContext* ctx, const v1::LeaderboardRequest* req,
                                              v1::LeaderboardResponse* resp) {
-  return guarded("Leaderboard", [&] { *resp = coordinator_.leaderboard(*req); });
+  return serve("Leaderboard", ctx, *req, [&] { *resp = coordinator_.leaderboard(*req); });
 }
 
-grpc::Status CoordinatorService::CancelRun(grpc::ServerContext*, const v1::RunRef* req, v1::Run* resp) {
-  return guarded("CancelRun", [&] { *resp = coordinator_.cancel(req->run_id()); });
+grpc::Status CoordinatorService::CancelRun(grpc::ServerContext* ctx, const v1::RunRef* req, v1::Run* resp) {
+  return serve("CancelRun", ctx, *req, [&] { *resp = coordinator_.cancel(req->run_id()); });
 }
 
-grpc::Status CoordinatorService::ExportBest(grpc::ServerContext*, const v1::ExportRequest* req,
+grpc::Status CoordinatorService::ExportBest(grpc::ServerContext* ctx, const v1::ExportRequest* req,
                                             v1::ExportResponse* resp) {
-  return guarded("ExportBest", [&] {
+  return serve("ExportBest", ctx, *req, [&] {
     Coordinator::Best best = coordinator_.best_of(req->run_id());
     const SearchSpace& space = SearchSpace::for_template(best.run.seed);
     std::vector<ProblemShape> shapes;

@@ -3,16 +3,26 @@
 // into status codes (InputError/kInvalidArgument -> INVALID_ARGUMENT, kNotFound -> NOT_FOUND,
 // kFailedPrecondition -> FAILED_PRECONDITION, a full disk or size cap -> RESOURCE_EXHAUSTED, a
 // read-only, removed or failing database file -> UNAVAILABLE, anything else -> INTERNAL).
+// Before that, every RPC passes the token gate (UNAUTHENTICATED when a token is set and the call
+// does not carry it: worker, admin and read-only calls alike) and the request limits of
+// request_limits.h (INVALID_ARGUMENT).
+//
+// Clients send genomes, never kernel source: no request message has a source field, and a lease
+// carries only the canonical genome text, which evod and the worker parse against the template's
+// search space. The only kernel source on the wire is ExportResponse.source, which evod generates
+// from its own embedded template and sends to the client.
 #include <atomic>
 
 #include "coordinator.h"
 #include "evo/evo.grpc.pb.h"
+#include "token_gate.h"
 
 namespace evo {
 
 class CoordinatorService final : public v1::Coordinator::Service {
  public:
-  explicit CoordinatorService(Coordinator& coordinator) : coordinator_(coordinator) {}
+  explicit CoordinatorService(Coordinator& coordinator, security::TokenGate gate = security::TokenGate())
+      : coordinator_(coordinator), gate_(std::move(gate)) {}
   // Ends open WatchRun streams (at shutdown).
   void stop_streams();
 
@@ -30,7 +40,12 @@ class CoordinatorService final : public v1::Coordinator::Service {
   grpc::Status ExportBest(grpc::ServerContext*, const v1::ExportRequest*, v1::ExportResponse*) override;
 
  private:
+  // The token gate, then the request's limits, then fn; failures become one status line.
+  template <typename Request, typename Fn>
+  grpc::Status serve(const char* rpc, grpc::ServerContext* context, const Request& request, Fn&& fn);
+
   Coordinator& coordinator_;
+  security::TokenGate gate_;
   std::atomic<bool> stopping_{false};
 };
 

@@ -1,8 +1,9 @@
 // evod: the coordinator daemon. `evod serve [--db evo.db] [--listen 127.0.0.1:50051]
-// [--lease-ttl-ms N] [-v]`. All state lives in the SQLite database: SIGKILL loses nothing, and
+// [--lease-ttl-ms N] [--token-file F] [--tls-cert C --tls-key K] [--insecure] [-v]`. All state lives in the SQLite database: SIGKILL loses nothing, and
 // SIGTERM/SIGINT stop it gracefully (in-flight RPCs finish, watch streams end).
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <pthread.h>
 #include <string>
@@ -13,12 +14,17 @@
 
 #include "coordinator.h"
 #include "coordinator_service.h"
+#include "client_security.h"
+#include "grpc_server.h"
+#include "listen_policy.h"
+#include "token.h"
 #include "store.h"
 
 namespace {
 
 const char* const kUsage =
     "usage: evod serve [--db PATH] [--listen HOST:PORT] [--lease-ttl-ms N] [--max-db-mb N] [-v]\n"
+    "                  [--token-file FILE] [--tls-cert CERT --tls-key KEY] [--insecure]\n"
     "\n"
     "Runs the evo coordinator: keeps runs, candidates, leases and results in a SQLite database and\n"
     "hands candidate kernels to evo-worker daemons over gRPC.\n"
@@ -30,10 +36,21 @@ const char* const kUsage =
     "                      handed out again (default: 30000)\n"
     "  --max-db-mb N       refuse writes (RESOURCE_EXHAUSTED) once the database reaches N MiB,\n"
     "                      as on a full disk; what is stored is kept (default: no limit)\n"
+    "  --token-file FILE   shared token (a file, mode 0600; else $EVO_TOKEN): every call, worker,\n"
+    "                      admin and read-only alike, must carry 'authorization: Bearer <token>'\n"
+    "                      or is refused UNAUTHENTICATED (evo-worker/evoctl --token-file)\n"
+    "  --tls-cert CERT     serve TLS with this PEM certificate (chain) and --tls-key KEY; clients\n"
+    "  --tls-key KEY       then need --tls-ca CA. Default: plaintext\n"
+    "  --insecure          allow a non-loopback --listen without a token (anyone who can reach\n"
+    "                      the port may submit, cancel and report); refused otherwise\n"
     "  -v, --verbose       debug logging\n"
     "  -h, --help          this text\n";
 
 struct Options {
+  std::string token_file;
+  std::string tls_cert;
+  std::string tls_key;
+  bool insecure = false;
   std::string db = "evo.db";
   std::string listen = "127.0.0.1:50051";
   int lease_ttl_ms = evo::server::kDefaultLeaseTtlMs;
@@ -73,6 +90,12 @@ int main(int argc, char** argv) {
       const char* v = value("--db");
       if (!v) return usage_error("--db needs a path");
       opt.db = v;
+    } else if (a == "--token-file" || a == "--tls-cert" || a == "--tls-key") {
+      const char* v = value(a.c_str());
+      if (!v || !*v) return usage_error(a + " needs a file");
+      (a == "--token-file" ? opt.token_file : a == "--tls-cert" ? opt.tls_cert : opt.tls_key) = v;
+    } else if (a == "--insecure") {
+      opt.insecure = true;
     } else if (a == "--listen") {
       const char* v = value("--listen");
       if (!v) return usage_error("--listen needs HOST:PORT");
@@ -94,6 +117,24 @@ int main(int argc, char** argv) {
     } else {
       return usage_error("unknown option '" + a + "'");
     }
+  }
+  if (opt.tls_cert.empty() != opt.tls_key.empty()) return usage_error("--tls-cert and --tls-key go together");
+  evo::GrpcServerConfig grpc_config;
+  grpc_config.listen = opt.listen;
+  std::string token;
+  try {
+    token = evo::security::resolve_token(opt.token_file, std::getenv(evo::security::kTokenEnv));
+    if (!opt.tls_cert.empty()) {
+      grpc_config.tls_cert_pem = evo::security::read_pem_file(opt.tls_cert, "TLS certificate");
+      grpc_config.tls_key_pem = evo::security::read_pem_file(opt.tls_key, "TLS key");
+    }
+  } catch (const evo::security::SecurityError& e) {
+    std::fprintf(stderr, "evod: %s\n", e.what());
+    return 2;
+  }
+  if (auto refusal = evo::security::listen_refusal(opt.listen, !token.empty(), opt.insecure)) {
+    std::fprintf(stderr, "evod: %s\n", refusal->c_str());
+    return 2;
   }
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ evod %v");
   spdlog::set_level(opt.verbose ? spdlog::level::debug : spdlog::level::info);
@@ -117,7 +158,7 @@ int main(int argc, char** argv) {
   evo::CoordinatorOptions copt;
   copt.lease_ttl_ms = opt.lease_ttl_ms;
   evo::Coordinator coordinator(*store, copt);
-  evo::CoordinatorService service(coordinator);
+  evo::CoordinatorService service(coordinator, evo::security::TokenGate(token));
   try {
     coordinator.resume_leases_after_restart();
   } catch (const std::exception& e) {
@@ -125,17 +166,24 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(opt.listen, grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || port == 0) {
+  std::unique_ptr<grpc::Server> server = evo::start_grpc_server(service, grpc_config, &port);
+  if (!server) {
     std::fprintf(stderr, "evod: cannot listen on %s\n", opt.listen.c_str());
     return 1;
   }
   spdlog::info("event=serving listen={} port={} db={} lease_ttl_ms={} max_db_mb={} schema_version={}", opt.listen,
                port, opt.db, opt.lease_ttl_ms, opt.max_db_mb, store->schema_version());
+
+  const bool loopback = evo::security::is_loopback_listen(opt.listen);
+  const bool tls = !grpc_config.tls_cert_pem.empty();
+  spdlog::info("event=security auth={} tls={} loopback={}", token.empty() ? "none" : "token", tls, loopback);
+  if (!loopback && token.empty())
+    spdlog::warn("event=insecure_listen listen={} anyone who can reach this port can drive evod (--insecure)",
+                 opt.listen);
+  else if (!loopback && !tls)
+    spdlog::warn("event=plaintext_token listen={} the token crosses the network in clear: add --tls-cert/--tls-key",
+                 opt.listen);
 
   std::atomic<bool> stopping{false};
   // Leases that expired (a worker died mid-evaluation) go back to the queue.
