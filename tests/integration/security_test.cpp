@@ -1,0 +1,147 @@
+// The shared token end to end on loopback: evod with --token-file, an evo-worker (model backend)
+// and evoctl that present it finish a run; clients without it are refused; evod refuses to listen
+// beyond loopback without a token.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+
+#include "process_harness.h"
+
+namespace evo::it {
+namespace {
+
+const std::string kToken = "it-token-0123456789abcdef";
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+class SecuredCluster {
+ public:
+  SecuredCluster() : port_(free_port()) {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "evo-sec-XXXXXX").string();
+    dir_ = mkdtemp(tmpl.data());
+    token_file_ = dir_ + "/token";
+    std::ofstream(token_file_) << kToken << "\n";
+    chmod(token_file_.c_str(), 0600);
+  }
+  ~SecuredCluster() {
+    processes_.clear();
+    if (!std::getenv("EVO_KEEP_TEST_DIRS")) std::filesystem::remove_all(dir_);
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  const std::string& token_file() const { return token_file_; }
+  const std::string& dir() const { return dir_; }
+
+  Process& start(const std::string& log, std::vector<std::string> argv) {
+    processes_.push_back(std::make_unique<Process>(argv, dir_ + "/" + log));
+    return *processes_.back();
+  }
+  Process& start_evod(std::vector<std::string> extra) {
+    std::vector<std::string> argv = {EVOD_BIN, "serve", "--db", dir_ + "/evo.db", "--lease-ttl-ms", "3000"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return start("evod.log", argv);
+  }
+  // Runs evoctl to the end; returns its exit status, with stdout+stderr in *output.
+  int evoctl(std::vector<std::string> args, std::string* output, int timeout_ms = 300000) {
+    std::vector<std::string> argv = {EVOCTL_BIN, "--coordinator", address()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Process& p = start("evoctl-" + std::to_string(processes_.size()) + ".log", argv);
+    int rc = p.wait(timeout_ms);
+    *output = p.log();
+    return rc;
+  }
+  bool wait_listening() {
+    auto channel = grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
+    return channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  }
+
+ private:
+  int port_;
+  std::string dir_, token_file_;
+  std::vector<std::unique_ptr<Process>> processes_;
+};
+
+TEST(Security, WorkerAndEvoctlWithTheTokenFinishARun) {
+  SecuredCluster c;
+  Process& evod = c.start_evod({"--listen", c.address(), "--token-file", c.token_file()});
+  ASSERT_TRUE(c.wait_listening()) << evod.log();
+  c.start("worker.log", {EVO_WORKER_BIN, "--coordinator", c.address(), "--backend", "model", "--name", "sec",
+                         "--token-file", c.token_file()});
+  std::string out;
+  int rc = c.evoctl({"--token-file", c.token_file(), "submit", "--seed", "fa_s512_v3", "--generations", "1",
+                     "--population", "3", "--top-k", "1", "--watch"},
+                    &out);
+  EXPECT_EQ(rc, 0) << out << evod.log();
+  EXPECT_NE(out.find(" DONE"), std::string::npos) << out;
+
+  rc = c.evoctl({"--token-file", c.token_file(), "leaderboard"}, &out);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("BLOCK_M="), std::string::npos) << out;
+  EXPECT_NE(evod.log().find("event=security auth=token"), std::string::npos);
+}
+
+TEST(Security, ClientsWithoutTheRightTokenAreRefused) {
+  SecuredCluster c;
+  Process& evod = c.start_evod({"--listen", c.address(), "--token-file", c.token_file()});
+  ASSERT_TRUE(c.wait_listening()) << evod.log();
+
+  std::string out;
+  EXPECT_EQ(c.evoctl({"runs"}, &out), 1);
+  EXPECT_EQ(trimmed(out).find('\n'), std::string::npos) << "one line: " << out;
+  EXPECT_NE(out.find("UNAUTHENTICATED"), std::string::npos) << out;
+
+  const std::string wrong = c.dir() + "/wrong";
+  std::ofstream(wrong) << "not-the-token-0123456789\n";
+  EXPECT_EQ(c.evoctl({"--token-file", wrong, "submit", "--seed", "fa_s512_v3"}, &out), 1);
+  EXPECT_NE(out.find("wrong token"), std::string::npos) << out;
+
+  // A worker without the token gives up at registration instead of retrying forever.
+  Process& worker = c.start("worker.log", {EVO_WORKER_BIN, "--coordinator", c.address(), "--backend", "model"});
+  EXPECT_EQ(worker.wait(60000), 1) << worker.log();
+  EXPECT_NE(worker.log().find("requires a token"), std::string::npos) << worker.log();
+  EXPECT_NE(evod.log().find("event=unauthenticated rpc=RegisterWorker"), std::string::npos) << evod.log();
+
+  // The refused submit stored nothing.
+  EXPECT_EQ(c.evoctl({"--token-file", c.token_file(), "runs", "--json"}, &out), 0) << out;
+  EXPECT_EQ(out.find("runId"), std::string::npos) << out;
+}
+
+TEST(Security, EvodRefusesANonLoopbackListenWithoutAToken) {
+  SecuredCluster c;
+  const std::string wildcard = "0.0.0.0:" + std::to_string(free_port());
+  Process& refused = c.start_evod({"--listen", wildcard});
+  EXPECT_EQ(refused.wait(), 2);
+  const std::string line = trimmed(refused.log());
+  EXPECT_EQ(line.find('\n'), std::string::npos) << line;
+  EXPECT_NE(line.find("refusing to listen on " + wildcard), std::string::npos) << line;
+  EXPECT_FALSE(std::filesystem::exists(c.dir() + "/evo.db")) << "refused before opening the database";
+
+  // With a token, or with --insecure said out loud, it serves.
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{"--token-file", c.token_file()},
+                                                std::vector<std::string>{"--insecure"}}) {
+    Process& serving = c.start_evod([&] {
+      std::vector<std::string> a = {"--listen", "0.0.0.0:" + std::to_string(free_port())};
+      a.insert(a.end(), extra.begin(), extra.end());
+      return a;
+    }());
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    EXPECT_TRUE(serving.running()) << serving.log();
+    serving.kill(SIGTERM);
+    EXPECT_EQ(serving.wait(), 0) << serving.log();
+  }
+}
+
+TEST(Security, UnreadableTokenFileIsOneLine) {
+  SecuredCluster c;
+  Process& evod = c.start_evod({"--listen", c.address(), "--token-file", c.dir() + "/missing"});
+  EXPECT_EQ(evod.wait(), 2);
+  const std::string line = trimmed(evod.log());
+  EXPECT_EQ(line.find('\n'), std::string::npos) << line;
+  EXPECT_NE(line.find("cannot read token file"), std::string::npos) << line;
+}
+
+}  // namespace
+}  // namespace evo::it
