@@ -8,6 +8,8 @@ packages=(
   libsqlite3-dev sqlite3 libspdlog-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev python3
 )
+# The libFuzzer targets (cmake -DEVO_BUILD_FUZZERS=ON) need clang and its fuzzer runtime.
+if [ "${EVO_BUILD_FUZZERS:-0}" = 1 ]; then packages+=(clang libclang-rt-14-dev); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
