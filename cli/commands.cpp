@@ -27,7 +27,10 @@ struct Failure {
 };
 
 void check(const grpc::Status& s) {
-  if (!s.ok()) throw Failure{grpc_code_name(s.error_code()) + ": " + s.error_message()};
+  if (s.ok()) return;
+  std::string line = grpc_code_name(s.error_code()) + ": " + s.error_message();
+  if (s.error_code() == grpc::StatusCode::UNAUTHENTICATED) line += " (give evod's token: --token-file FILE or $EVO_TOKEN)";
+  throw Failure{line};
 }
 
 // The stub and what every call carries (the token, when evod wants one).

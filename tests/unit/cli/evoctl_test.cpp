@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "evoctl.h"
@@ -20,9 +21,10 @@ struct Result {
 
 class Evoctl : public ::testing::Test {
  protected:
-  Result run(std::vector<std::string> args, bool tty = false) {
+  Result run(std::vector<std::string> args, bool tty = false, std::optional<std::string> token_env = {}) {
     std::ostringstream out, err;
     Environment env;
+    env.token = token_env;
     env.stdout_is_tty = tty;
     env.coordinator = server_.address();
     env.connect_timeout_ms = 2000;
@@ -167,6 +169,26 @@ TEST_F(Evoctl, RunsAndCancel) {
   r = run({"cancel", "r1"});
   EXPECT_EQ(r.out, "run r1: CANCELLED\n");
   EXPECT_EQ(run({"cancel", "r7"}).exit_status, 1);
+}
+
+TEST_F(Evoctl, TokenTravelsFromAFileOrTheEnvironment) {
+  const std::string token = "s3cret-token-0123456789";
+  server_.service.required_token = token;
+  auto r = run({"runs"});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_EQ(r.err,
+            "evoctl: UNAUTHENTICATED: missing or wrong token (give evod's token: --token-file FILE or $EVO_TOKEN)\n");
+  r = run({"runs"}, false, token);
+  EXPECT_EQ(r.exit_status, 0) << r.err;
+  const fs::path file = fs::temp_directory_path() / ("evoctl_token_" + std::to_string(::getpid()));
+  std::ofstream(file) << token << "\n";
+  fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write);
+  r = run({"--token-file", file.string(), "runs"}, false, std::string("wrong-token-but-file-wins"));
+  EXPECT_EQ(r.exit_status, 0) << r.err;
+  fs::remove(file);
+  r = run({"--token-file", file.string(), "runs"});
+  EXPECT_EQ(r.exit_status, 2) << "an unreadable token file is bad input";
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 TEST_F(Evoctl, ExportWritesTheKernelAndTheReportBesideIt) {

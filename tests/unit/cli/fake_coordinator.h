@@ -15,6 +15,7 @@ class FakeCoordinator final : public v1::Coordinator::Service {
   bool estimated = false;
   v1::SubmitRunRequest last_submit;
   bool watch_ends_early = false;  // the stream closes before the run is final
+  std::string required_token;     // non-empty: ListRuns wants "authorization: Bearer <token>"
 
   grpc::Status SubmitRun(grpc::ServerContext*, const v1::SubmitRunRequest* req, v1::Run* run) override {
     if (req->seed() != "fa_s512_v3") return {grpc::StatusCode::INVALID_ARGUMENT, "unknown seed '" + req->seed() + "'"};
@@ -36,7 +37,13 @@ class FakeCoordinator final : public v1::Coordinator::Service {
     if (!watch_ends_early) w->Write(make_status(2, 48, v1::DONE));
     return grpc::Status::OK;
   }
-  grpc::Status ListRuns(grpc::ServerContext*, const v1::ListRunsRequest*, v1::ListRunsResponse* r) override {
+  grpc::Status ListRuns(grpc::ServerContext* ctx, const v1::ListRunsRequest*, v1::ListRunsResponse* r) override {
+    if (!required_token.empty()) {
+      const auto& md = ctx->client_metadata();
+      const auto it = md.find("authorization");
+      if (it == md.end() || std::string(it->second.data(), it->second.size()) != "Bearer " + required_token)
+        return {grpc::StatusCode::UNAUTHENTICATED, "missing or wrong token"};
+    }
     *r->add_runs() = make_status(2, 48, v1::DONE);
     return grpc::Status::OK;
   }
