@@ -7,7 +7,9 @@
 // WARPS_M x WARPS_KV grid: WARPS_M = min(WARPS, BLOCK_M/16) warps split the rows, and the remaining
 // WARPS_KV split the keys of every K/V tile. Each warp keeps its own running max, sum and output
 // accumulator over its keys (online softmax is exact over any partition of the keys); the
-// partial results merge once, through shared memory, at the end.
+// partial results merge once, through shared memory, at the end. With SPLIT_KV > 1 a cluster of
+// SPLIT_KV blocks (sm_90) shares one row tile: each takes a slice of the keys and the blocks
+// merge their partial results through distributed shared memory, so no block reads all of K/V.
 #include <cuda_fp16.h>
 
 namespace evo {
@@ -19,24 +21,9 @@ struct FaParams {
   __half* o;
   int batch, heads, seq_q, seq_k;
   float softmax_scale;  // multiplies q.k before the softmax
-  // SPLIT_KV > 1 only: zero-initialised once, reused by every launch on one stream (the last
-  // block of each row tile resets its counter). Layout in SplitWorkspace below.
+  // Scratch for kernels whose space asks for it ("workspace_bytes"); fa_s512_v3 needs none
+  // (its split-KV merges through distributed shared memory) and is passed nullptr.
   void* workspace;
-};
-
-// The split-KV workspace: an arrival counter per row tile (padded to 256 bytes), then for every
-// split and query row its log2-sum-exp, then its normalised fp32 output row. The space's
-// "workspace_bytes" formula gives the same size.
-struct SplitWorkspace {
-  unsigned* counters;
-  float* lse;  // [split][batch*heads][seq_q]
-  float* out;  // [split][batch*heads][seq_q][head_dim]
-  __device__ SplitWorkspace(void* base, int row_tiles, long long partial_rows) {
-    const long long counter_bytes = (4ll * row_tiles + 255) / 256 * 256;
-    counters = static_cast<unsigned*>(base);
-    lse = reinterpret_cast<float*>(static_cast<char*>(base) + counter_bytes);
-    out = lse + partial_rows;
-  }
 };
 
 namespace fa {
@@ -73,7 +60,11 @@ struct KernelTraits {
   static constexpr int kSmemMain = 2 * (kQElems + 2 * kStages * kKVElems);
   static constexpr int kMergeStride = kHeadDim + 2;  // o[0..D), running max, running sum
   static constexpr int kSmemMerge = kWarpsKV > 1 ? 4 * kWarpsKV * kBlockM * kMergeStride : 0;
-  static constexpr int kSmemBytes = kSmemMain > kSmemMerge ? kSmemMain : kSmemMerge;
+  // SPLIT_KV: this block's partial result (unnormalised output, max, sum per row), after the
+  // merge buffer, for the cluster's blocks to read.
+  static constexpr int kSmemPartial = kSplitKV > 1 ? 4 * kBlockM * kMergeStride : 0;
+  static constexpr int kSmemEpilogue = kSmemMerge + kSmemPartial;
+  static constexpr int kSmemBytes = kSmemMain > kSmemEpilogue ? kSmemMain : kSmemEpilogue;
 
   static_assert(kHeadDim == 64 || kHeadDim == 128, "head dim must be 64 or 128");
   static_assert(kBlockM % 16 == 0, "BLOCK_M must be whole m16 MMA tiles");
@@ -82,7 +73,8 @@ struct KernelTraits {
   static_assert(kKeysPerWarp % 16 == 0, "each warp's keys must be whole k16 steps of P*V");
   static_assert(kStages >= 1 && kStages <= 4, "STAGES in 1..4");
   static_assert(kStages == 1 || kCpAsync, "a pipeline deeper than 1 needs cp.async");
-  static_assert(kSplitKV >= 1 && kSplitKV <= 16, "SPLIT_KV in 1..16");
+  static_assert(kSplitKV == 1 || kSplitKV == 2 || kSplitKV == 4 || kSplitKV == 8,
+                "SPLIT_KV is a portable cluster size: 1, 2, 4 or 8");
 };
 
 // ---------------------------------------------------------------- PTX wrappers
@@ -121,6 +113,37 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4],
       "{%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Thread-block clusters (sm_90): this block's rank, a peer's shared-memory address, and the
+// cluster-wide barrier whose release/acquire orders shared-memory writes across the cluster.
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned r = 0;
+#if __CUDA_ARCH__ >= 900
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+#endif
+  return r;
+}
+__device__ __forceinline__ unsigned peer_smem_addr(const void* p, unsigned rank) {
+  unsigned out = 0;
+#if __CUDA_ARCH__ >= 900
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(out) : "r"(smem_addr(p)), "r"(rank));
+#endif
+  return out;
+}
+__device__ __forceinline__ float load_peer_f32(unsigned addr) {
+  float v = 0.f;
+#if __CUDA_ARCH__ >= 900
+  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(addr));
+#endif
+  return v;
+}
+__device__ __forceinline__ void cluster_sync() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::);
+#else
+  __trap();  // SPLIT_KV > 1 needs clusters, which exist from sm_90 on
+#endif
 }
 
 // -inf without <math.h>, which NVRTC does not provide.
@@ -424,23 +447,27 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   }
 
   // The general epilogue: every (row, column pair) of the block's output is emitted once with
-  // its unnormalised value, running max and sum -- straight to fp16 output, or (SPLIT_KV) as
-  // this split's partial result for the last block to merge.
-  const long long bh_rows = bh * p.seq_q;
-  SplitWorkspace ws(p.workspace, gridDim.x * gridDim.y, (long long)T::kSplitKV * gridDim.y * p.seq_q);
+  // its unnormalised value, running max and sum -- straight to fp16 output, or (SPLIT_KV) into
+  // this block's partial buffer for the cluster merge below.
+  float* partial = reinterpret_cast<float*>(smem_raw + T::kSmemMerge);
   auto emit = [&](int row, int col, float o0, float o1, float mx, float l) {
-    const float inv = l > 0.f ? 1.f / l : 0.f;
     if constexpr (T::kSplitKV == 1) {
+      const float inv = l > 0.f ? 1.f / l : 0.f;
       *reinterpret_cast<__half2*>(o + (long long)(m0 + row) * T::kHeadDim + col) =
           __floats2half2_rn(o0 * inv, o1 * inv);
     } else {
-      const long long prow = (long long)blockIdx.z * gridDim.y * p.seq_q + bh_rows + m0 + row;
-      *reinterpret_cast<float2*>(ws.out + prow * T::kHeadDim + col) = make_float2(o0 * inv, o1 * inv);
-      if (col == 0) ws.lse[prow] = l > 0.f ? mx + __log2f(l) : neg_inf();
+      float* dst = partial + row * T::kMergeStride;
+      dst[col] = o0;
+      dst[col + 1] = o1;
+      if (col == 0) {
+        dst[T::kHeadDim] = mx;
+        dst[T::kHeadDim + 1] = l;
+      }
     }
   };
 
   if constexpr (T::kWarpsKV == 1) {
+    __syncthreads();  // the partial buffer overlays Q; a split with no tiles skipped the loop's barriers
 #pragma unroll
     for (int mt = 0; mt < T::kMTiles; ++mt)
 #pragma unroll
@@ -499,51 +526,54 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   }
 
   if constexpr (T::kSplitKV > 1) {
-    // The last of the SPLIT_KV blocks of this row tile to arrive merges all their partials.
-    __shared__ unsigned last_block;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      unsigned* counter = ws.counters + blockIdx.y * gridDim.x + blockIdx.x;
-      last_block = atomicAdd(counter, 1u) == T::kSplitKV - 1;
-      if (last_block) *counter = 0;  // ready for the next launch on this workspace
-    }
-    __syncthreads();
-    if (!last_block) return;
-    __threadfence();
-    const long long split_rows = (long long)gridDim.y * p.seq_q;
-    constexpr int kPairs = T::kBlockM * T::kHeadDim / 2;
+    // Each block of the cluster merges a slice of the rows, reading every block's partial
+    // buffer through distributed shared memory; the second barrier keeps the buffers alive until
+    // all blocks have read them.
+    cluster_sync();
+    const unsigned rank = cluster_rank();
+    constexpr int kRowsPerRank = (T::kBlockM + T::kSplitKV - 1) / T::kSplitKV;
+    constexpr int kPairs = kRowsPerRank * T::kHeadDim / 2;
     for (int e = threadIdx.x; e < kPairs; e += T::kThreads) {
-      const int row = (2 * e) / T::kHeadDim;
+      const int row = rank * kRowsPerRank + (2 * e) / T::kHeadDim;
       const int col = (2 * e) % T::kHeadDim;
-      if (m0 + row >= p.seq_q) continue;
-      const long long prow = bh_rows + m0 + row;
+      if (row >= T::kBlockM || m0 + row >= p.seq_q) continue;
+      const float* mine = partial + row * T::kMergeStride;
       float mx = neg_inf();
+      float m_z[T::kSplitKV];
 #pragma unroll
-      for (int z = 0; z < T::kSplitKV; ++z) mx = fmaxf(mx, __ldcg(ws.lse + z * split_rows + prow));
+      for (int z = 0; z < T::kSplitKV; ++z) {
+        m_z[z] = load_peer_f32(peer_smem_addr(mine + T::kHeadDim, z));
+        mx = fmaxf(mx, m_z[z]);
+      }
       const float base = mx == neg_inf() ? 0.f : mx;
       float l = 0.f, o0 = 0.f, o1 = 0.f;
 #pragma unroll
       for (int z = 0; z < T::kSplitKV; ++z) {
-        const float w = fast_exp2(__ldcg(ws.lse + z * split_rows + prow) - base);
-        const float2 x = __ldcg(reinterpret_cast<const float2*>(
-            ws.out + (z * split_rows + prow) * T::kHeadDim + col));
-        l += w;
-        o0 += w * x.x;
-        o1 += w * x.y;
+        const float w = fast_exp2(m_z[z] - base);
+        l += w * load_peer_f32(peer_smem_addr(mine + T::kHeadDim + 1, z));
+        o0 += w * load_peer_f32(peer_smem_addr(mine + col, z));
+        o1 += w * load_peer_f32(peer_smem_addr(mine + col + 1, z));
       }
       const float inv = l > 0.f ? 1.f / l : 0.f;
       *reinterpret_cast<__half2*>(o + (long long)(m0 + row) * T::kHeadDim + col) =
           __floats2half2_rn(o0 * inv, o1 * inv);
     }
+    cluster_sync();
   }
 }
 
 }  // namespace fa
 
+// The grid's z dimension is SPLIT_KV, grouped into clusters of SPLIT_KV blocks on sm_90.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define EVO_CLUSTER_DIMS(x, y, z) __cluster_dims__(x, y, z)
+#else
+#define EVO_CLUSTER_DIMS(x, y, z)
+#endif
+
 template <int CAUSAL, int HEAD_DIM, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, int CP_ASYNC,
           int SWIZZLE, int SPLIT_KV>
-__global__ void __launch_bounds__(WARPS * 32)
+__global__ void __launch_bounds__(WARPS * 32) EVO_CLUSTER_DIMS(1, 1, SPLIT_KV)
     fa_s512_v3_kernel(const FaParams p) {
   fa::forward<fa::KernelTraits<CAUSAL, HEAD_DIM, BLOCK_M, BLOCK_N, WARPS, STAGES, CP_ASYNC, SWIZZLE,
                                SPLIT_KV>>(p);
