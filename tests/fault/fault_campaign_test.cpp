@@ -25,9 +25,10 @@ constexpr int kWorkerKillsPerRound = 25;  // 100 in all
 constexpr int kEvodKillsPerRound = 5;     // 20 in all
 constexpr int kWorkers = 4;
 constexpr int kLeaseTtlMs = 1500;
-// The same run seeds in every round: a round's genomes are mostly the previous round's, so NVRTC
-// compiles each variant once (EVO_CACHE_DIR) and the kills land on fast evaluations.
-constexpr uint64_t kRunSeeds[] = {101, 102, 103, 104, 105, 106, 107, 108};
+// Run k of every round has the same RNG seed: a round's genomes are mostly the previous round's,
+// so NVRTC compiles each variant once (EVO_CACHE_DIR); within a round the seeds differ, so evod's
+// result cache does not answer for the workers and the kills land on leased work.
+constexpr uint64_t kFirstRunSeed = 101;
 
 uint64_t campaign_seed() {
   const char* env = std::getenv("EVO_FAULT_SEED");
@@ -72,9 +73,9 @@ class Round {
         sleep_ms(uniform(0, 1200));  // sometimes long enough for leases to lapse meanwhile
         cluster_.start_evod(kLeaseTtlMs);
       } else {
-        size_t victim = static_cast<size_t>(uniform(0, static_cast<int>(live_.size()) - 1));
-        live_[victim]->kill(SIGKILL);
-        live_[victim]->wait();
+        size_t victim = pick_victim();
+        live_[victim].process->kill(SIGKILL);
+        live_[victim].process->wait();
         live_.erase(live_.begin() + static_cast<long>(victim));
         ++done.workers;
         start_worker();
@@ -97,9 +98,9 @@ class Round {
   }
 
   void stop() {
-    for (Process* w : live_) {
-      w->kill(SIGTERM);
-      w->wait();
+    for (auto& w : live_) {
+      w.process->kill(SIGTERM);
+      w.process->wait();
     }
     cluster_.evod().kill(SIGTERM);
     cluster_.evod().wait();
@@ -113,13 +114,31 @@ class Round {
   static void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
   void start_worker() {
-    live_.push_back(&cluster_.start_worker("r" + std::to_string(index_) + "-w" + std::to_string(next_worker_++)));
+    std::string name = "r" + std::to_string(index_) + "-w" + std::to_string(next_worker_++);
+    live_.push_back({name, &cluster_.start_worker(name)});
+  }
+
+  // A random worker among those holding a lease right now (a kill of an idle worker proves
+  // little), or any worker when none holds one.
+  size_t pick_victim() {
+    std::vector<size_t> holders;
+    SqliteConnection db(cluster_.db());
+    db.exec("PRAGMA busy_timeout = 5000");
+    for (size_t i = 0; i < live_.size(); ++i) {
+      auto s = db.prepare(
+          "SELECT COUNT(*) FROM leases l JOIN workers w ON w.id = l.worker_id WHERE l.outcome = 'active' AND "
+          "w.name = ?");
+      s.bind(1, live_[i].name);
+      if (s.step() && s.column_int(0) > 0) holders.push_back(i);
+    }
+    if (holders.empty()) return static_cast<size_t>(uniform(0, static_cast<int>(live_.size()) - 1));
+    return holders[static_cast<size_t>(uniform(0, static_cast<int>(holders.size()) - 1))];
   }
 
   void submit_next() {
-    size_t i = submitted_++ % (sizeof kRunSeeds / sizeof kRunSeeds[0]);
+    size_t i = submitted_++;
     // Alternate the evolutionary loop and the random baseline; both small.
-    auto req = it::run_request(3, 8, 2, kRunSeeds[i]);
+    auto req = it::run_request(3, 8, 2, kFirstRunSeed + i);
     if (i % 2) req.set_strategy("random");
     v1::Run run;
     grpc::Status status;
@@ -137,7 +156,11 @@ class Round {
   int index_;
   std::mt19937_64& rng_;
   Cluster cluster_;
-  std::vector<Process*> live_;
+  struct LiveWorker {
+    std::string name;
+    Process* process;
+  };
+  std::vector<LiveWorker> live_;
   int next_worker_ = 0;
   size_t submitted_ = 0;
 };
