@@ -3,10 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include "errors.h"
-#include "exporter.h"
+#include "export_runs.h"
 #include "request_limits.h"
-#include "search_space.h"
-#include "shape.h"
 
 namespace evo {
 
@@ -133,15 +131,7 @@ grpc::Status CoordinatorService::CancelRun(grpc::ServerContext* ctx, const v1::R
 
 grpc::Status CoordinatorService::ExportBest(grpc::ServerContext* ctx, const v1::ExportRequest* req,
                                             v1::ExportResponse* resp) {
-  return serve("ExportBest", ctx, *req, [&] {
-    Coordinator::Best best = coordinator_.best_of(req->run_id());
-    const SearchSpace& space = SearchSpace::for_template(best.run.seed);
-    std::vector<ProblemShape> shapes;
-    for (const auto& s : best.run.shapes) shapes.push_back(parse_shape(s));
-    *resp = export_standalone(space.parse(best.candidate.genome), shapes, best.evaluation.evaluation);
-    spdlog::info("event=exported run_id={} candidate_id={} genome={}", best.run.id, best.candidate.id,
-                 best.candidate.genome);
-  });
+  return serve("ExportBest", ctx, *req, [&] { *resp = export_runs(coordinator_, export_run_ids(*req)); });
 }
 
 }  // namespace evo

@@ -397,7 +397,7 @@ v1::ExportResponse export_dispatch_table(const std::vector<ExportVariant>& varia
     << "//   " << exported_build_command("kernel.cu", "libkernel.so", arch) << "\n"
     << "// Call evo_attention_forward (bottom of this file) from any program, e.g. ctypes.\n";
   for (const auto& v : variants)
-    o << "//   " << export_text::genome(v.genome) << (v.evidence.estimated() ? "  (ESTIMATED: chosen by the model evaluator, not measured)" : "")
+    o << "//   " << (v.run_id.empty() ? "" : "run " + v.run_id + ": ") << export_text::genome(v.genome) << (v.evidence.estimated() ? "  (ESTIMATED: chosen by the model evaluator, not measured)" : "")
       << "\n";
   o << "#include <atomic>\n#include <cmath>\n#include <mutex>\n#include <vector>\n\n"
     << "#include <cuda_fp16.h>\n#include <cuda_runtime.h>\n\n"
@@ -422,12 +422,20 @@ v1::ExportResponse export_dispatch_table(const std::vector<ExportVariant>& varia
     genomes += export_text::genome(v.genome);
   }
   response.set_genome(genomes);
+  for (const auto& v : variants) {
+    v1::ExportBucket* b = response.add_buckets();
+    b->set_run_id(v.run_id);
+    b->set_genome(export_text::genome(v.genome));
+    for (const auto& sh : v.shapes) b->add_shapes(export_text::shape(sh));
+    b->set_fitness_us(v.evidence.fitness_us());
+    b->set_estimated(v.evidence.estimated());
+  }
   return response;
 }
 
 v1::ExportResponse export_standalone(const Genome& g, const std::vector<ProblemShape>& shapes,
                                      const v1::Evaluation& evidence, const ExportOptions& options) {
-  return export_dispatch_table({ExportVariant{g, shapes, evidence}}, options);
+  return export_dispatch_table({ExportVariant{g, shapes, evidence, ""}}, options);
 }
 
 }  // namespace evo

@@ -25,6 +25,7 @@ struct ExportVariant {
   Genome genome;
   std::vector<ProblemShape> shapes;
   v1::Evaluation evidence;  // the evaluation that made it the winner (may be estimated)
+  std::string run_id = {};  // the run it won, when it came from one (report and buckets)
 };
 
 struct ExportOptions {
@@ -39,7 +40,7 @@ v1::ExportResponse export_standalone(const Genome& g, const std::vector<ProblemS
                                      const v1::Evaluation& evidence,
                                      const ExportOptions& options = {});
 
-// Several winners behind one entry point. A call picks the variant whose bucket holds its exact
+// Several winners behind one entry point (the response lists them as buckets, in order). A call picks the variant whose bucket holds its exact
 // shape; else the nearest seq_k among the buckets of the same head_dim and causality; else the
 // first variant that serves the head_dim. All variants must share one template.
 v1::ExportResponse export_dispatch_table(const std::vector<ExportVariant>& variants,

@@ -2,6 +2,7 @@
 // with which compiler options, so that a reader can judge the kernel without evo at hand.
 #include <cstdio>
 #include <sstream>
+#include <vector>
 
 #include "exporter.h"
 #include "exporter_text.h"
@@ -43,6 +44,7 @@ const v1::GateVerdict* find_gate(const v1::Evaluation& e, const std::string& nam
 void report_variant(std::ostringstream& o, const ExportVariant& v, size_t index, size_t count) {
   const v1::Evaluation& e = v.evidence;
   if (count > 1) o << "## Variant " << index << "\n\n";
+  if (!v.run_id.empty()) o << "Run: `" << v.run_id << "`\n\n";
   o << "Genome: `" << export_text::genome(v.genome) << "`\n\n";
   if (!v.shapes.empty()) {
     o << (count > 1 ? "Shape bucket: " : "Shapes: ");
@@ -101,6 +103,34 @@ void report_variant(std::ostringstream& o, const ExportVariant& v, size_t index,
     << "- NVRTC options of the evaluated build: `" << or_unknown(e.compile_options()) << "`\n\n";
 }
 
+// A dispatch table's buckets at a glance: which run's winner serves which shapes, how fast, and
+// whether that figure was measured or estimated. The sections below hold the full evidence.
+void report_buckets(std::ostringstream& o, const std::vector<ExportVariant>& variants) {
+  o << "## Buckets\n\n"
+    << "| bucket | run | shapes | genome | median µs per shape | fitness µs | evidence |\n"
+    << "| --- | --- | --- | --- | --- | --- | --- |\n";
+  for (size_t i = 0; i < variants.size(); ++i) {
+    const ExportVariant& v = variants[i];
+    const v1::Evaluation& e = v.evidence;
+    o << "| " << i << " | " << (v.run_id.empty() ? "-" : v.run_id) << " | ";
+    for (size_t k = 0; k < v.shapes.size(); ++k) o << (k ? ", " : "") << "`" << export_text::shape(v.shapes[k]) << "`";
+    o << " | `" << export_text::genome(v.genome) << "` | ";
+    if (e.shapes().empty()) o << "not recorded";
+    for (int k = 0; k < e.shapes_size(); ++k)
+      o << (k ? ", " : "") << shape_text(e.shapes(k).shape()) << " " << fixed(e.shapes(k).median_us(), 2);
+    o << " | " << fixed(e.fitness_us(), 2) << " | ";
+    if (e.estimated()) {
+      o << "**ESTIMATED** (model evaluator, no kernel ran)";
+    } else {
+      const v1::GateVerdict* sanitizer = find_gate(e, "sanitizer");
+      o << "measured on " << or_unknown(e.device().gpu_name()) << ", sanitizer "
+        << (sanitizer ? sanitizer->verdict() : std::string("not recorded"));
+    }
+    o << " |\n";
+  }
+  o << "\n";
+}
+
 }  // namespace
 
 std::string export_report(const std::vector<ExportVariant>& variants, const std::string& arch) {
@@ -108,10 +138,18 @@ std::string export_report(const std::vector<ExportVariant>& variants, const std:
   for (const auto& v : variants) estimated = estimated || v.evidence.estimated();
   std::ostringstream o;
   o << "# evo export report\n\n";
-  if (estimated)
+  if (estimated && variants.size() > 1) {
+    o << "> **ESTIMATED (model evaluator, no GPU)** for bucket(s)";
+    for (size_t i = 0; i < variants.size(); ++i)
+      if (variants[i].evidence.estimated())
+        o << " " << i << (variants[i].run_id.empty() ? "" : " (run " + variants[i].run_id + ")");
+    o << ". Their figures are an analytical estimate from real compiler resource reports; those\n"
+      << "> kernels were never timed or checked for correctness on a GPU. Measure before you trust them.\n\n";
+  } else if (estimated) {
     o << "> **ESTIMATED (model evaluator, no GPU).** The figures below are an analytical estimate from\n"
       << "> real compiler resource reports; no kernel of this export was timed or checked for correctness\n"
       << "> on a GPU. Measure before you trust them.\n\n";
+  }
   o << "Template `" << (variants.empty() ? "" : variants.front().genome.template_id()) << "`, "
     << variants.size() << (variants.size() == 1 ? " genome" : " genomes (a dispatch table: shape bucket -> genome)")
     << ".\n\n"
@@ -120,6 +158,7 @@ std::string export_report(const std::vector<ExportVariant>& variants, const std:
        "softmax_scale, causal, stream)` — returns cudaErrorInvalidValue for a shape it cannot serve "
        "(head_dim the genome does not support, causal with seq_q != seq_k, null pointers, "
        "non-positive dimensions); never synchronizes.\n\n";
+  if (variants.size() > 1) report_buckets(o, variants);
   for (size_t i = 0; i < variants.size(); ++i) report_variant(o, variants[i], i, variants.size());
   return o.str();
 }

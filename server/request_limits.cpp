@@ -136,6 +136,12 @@ void check_request(const v1::LeaderboardRequest& r) {
   check_id(r.run_id(), "run_id", /*required=*/false);  // empty: the newest run
 }
 
-void check_request(const v1::ExportRequest& r) { check_id(r.run_id(), "run_id"); }
+void check_request(const v1::ExportRequest& r) {
+  // run_id alone (one run), run_ids alone or both (a dispatch table): at least one id in all.
+  if (r.run_id().empty() && r.run_ids_size() == 0) throw InputError("missing run_id");
+  check_id(r.run_id(), "run_id", /*required=*/false);
+  check_count(r.run_ids_size(), kMaxExportRuns, "run_ids");
+  for (const auto& id : r.run_ids()) check_id(id, "run_ids[]");
+}
 
 }  // namespace evo::limits

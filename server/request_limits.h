@@ -16,6 +16,7 @@ inline constexpr size_t kMaxTextBytes = 256;        // names, seeds, strategies,
 inline constexpr int kMaxShapes = 64;               // shapes of a run / results of a report
 inline constexpr size_t kMaxShapeTextBytes = 64;    // "1x8x512x1024x64:causal" is 22
 inline constexpr int kMaxHeartbeatLeases = 1024;
+inline constexpr int kMaxExportRuns = 64;           // runs behind one dispatch table
 inline constexpr int kMaxGates = 64;
 inline constexpr size_t kMaxEvaluationBytes = 1 << 20;  // a ptxas log and a message fit easily
 
