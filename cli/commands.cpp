@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "client_security.h"
+#include "dispatch_file.h"
 #include "evo/evo.grpc.pb.h"
 #include "evoctl.h"
 #include "format.h"
@@ -159,18 +160,45 @@ void write_file(const std::string& path, const std::string& text) {
   if (!f || !f.flush()) throw Failure{"cannot write " + path + ": " + std::strerror(errno)};
 }
 
+// The file name as the dispatch file beside it should name it.
+std::string base_name(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
 int export_best(Client& c, const Options& o, std::ostream& out) {
   v1::ExportRequest req;
-  req.set_run_id(o.run_id);
+  // One run goes as run_id, which every evod understands; several as run_ids only, so that an
+  // evod that predates dispatch tables refuses them instead of exporting the first run alone.
+  if (o.run_ids.size() == 1) req.set_run_id(o.run_ids[0]);
+  else for (const auto& id : o.run_ids) req.add_run_ids(id);
   v1::ExportResponse r;
   check(c.stub.ExportBest(c.context().get(), req, &r));
+  DispatchFile dispatch;
+  try {
+    dispatch = dispatch_file(r, base_name(o.out));
+  } catch (const std::invalid_argument& e) {
+    throw Failure{std::string("INTERNAL: ") + e.what()};
+  }
   const std::string report = report_path(o.out);
   write_file(o.out, r.source());
   write_file(report, r.report());
-  out << "wrote " << o.out << " (" << r.genome() << ") and " << report << "\n"
-      << "build: nvcc -O3 -shared -Xcompiler -fPIC -arch=sm_90a -o libbest.so " << o.out << "\n";
+  out << "wrote " << o.out << " (" << r.genome() << ") and " << report << "\n";
+  if (r.buckets_size() > 0) {  // an evod that predates buckets sends none: no dispatch file then
+    const std::string dispatch_json = dispatch_path(o.out);
+    write_file(dispatch_json, dispatch.json);
+    out << "wrote " << dispatch_json << " (" << r.buckets_size() << (r.buckets_size() == 1 ? " bucket" : " buckets")
+        << "; bench: bench/run_gpu_bench.sh " << dispatch_json << " OUT_DIR)\n";
+    for (const auto& s : dispatch.skipped) out << "not in " << dispatch_json << ": " << s << "\n";
+  }
+  if (r.buckets_size() > 1)
+    for (const auto& b : r.buckets())
+      out << "bucket " << b.run_id() << ": " << b.genome() << " serves " << b.shapes_size() << " shape(s)"
+          << (b.estimated() ? " (ESTIMATED)" : "") << "\n";
+  out << "build: nvcc -O3 -shared -Xcompiler -fPIC -arch=sm_90a -o libbest.so " << o.out << "\n";
   if (r.report().find("ESTIMATED") != std::string::npos)
-    out << "ESTIMATED: this winner was chosen by the model evaluator, not measured on a GPU\n";
+    out << "ESTIMATED: " << (r.buckets_size() > 1 ? "at least one winner was" : "this winner was")
+        << " chosen by the model evaluator, not measured on a GPU\n";
   return 0;
 }
 

@@ -108,10 +108,13 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
     if (!kAllowed.at(o.command).count(flag)) throw UsageError(o.command + " does not take " + flag);
 
   const bool needs_run = o.command == "status" || o.command == "cancel" || o.command == "export";
-  const size_t max_positional = (o.command == "submit" || o.command == "runs") ? 0 : 1;
+  // export takes any number of runs (evod bounds them); the others at most one.
+  const size_t max_positional =
+      (o.command == "submit" || o.command == "runs") ? 0 : o.command == "export" ? positional.size() : 1;
   if (positional.size() > max_positional)
     throw UsageError(o.command + ": unexpected argument '" + positional[max_positional] + "'");
   if (!positional.empty()) o.run_id = positional[0];
+  if (o.command == "export") o.run_ids = positional;
   if (needs_run && o.run_id.empty()) throw UsageError(o.command + " needs a run id (see evoctl runs)");
   if (o.command == "submit" && o.submit.seed.empty()) throw UsageError("submit needs --seed (e.g. --seed fa_s512_v3)");
   if (o.command == "export" && o.out.empty()) throw UsageError("export needs --out FILE.cu");
@@ -145,10 +148,15 @@ std::string help_text(const std::string& command) {
   if (command == "cancel")
     return "usage: evoctl cancel RUN\nCancels a queued or running run; its results so far are kept.\n";
   if (command == "export")
-    return "usage: evoctl export RUN --out FILE.cu\n"
-           "Writes the run's winner as one self-contained CUDA file exposing evo_attention_forward\n"
-           "(build: nvcc -shared -Xcompiler -fPIC -arch=sm_90a) and, beside it, FILE.report.md with\n"
-           "its evidence: resources, errors, sanitizer, timings, device, compile options.\n";
+    return "usage: evoctl export RUN [RUN ...] --out FILE.cu\n"
+           "Writes the run's winner (its top elite) as one self-contained CUDA file exposing\n"
+           "evo_attention_forward (build: nvcc -shared -Xcompiler -fPIC -arch=sm_90a) and, beside it,\n"
+           "FILE.report.md with its evidence: resources, errors, sanitizer, timings, device, compile\n"
+           "options. Several runs make one dispatch table: each run's winner serves that run's shapes;\n"
+           "a call of another shape gets the bucket of the nearest sequence length with its head_dim\n"
+           "and causality. The runs must tune one template, share no shape, and each have an elite.\n"
+           "Also writes FILE.dispatch.json, the shape buckets as bench/run_gpu_bench.sh reads them\n"
+           "(shapes with seq_q != seq_k are left out of it: the bench runs equal lengths only).\n";
   return "usage: evoctl [--coordinator ADDR] [--token-file FILE] [--tls-ca CA] COMMAND [ARGS] [--help]\n"
          "Drives evod, the evo tuning coordinator (ADDR default 127.0.0.1:50051, or $EVO_COORDINATOR).\n"
          "--token-file sends evod's shared token on every call (default: $EVO_TOKEN, else none); a\n"
@@ -161,7 +169,9 @@ std::string help_text(const std::string& command) {
          "                                 the run's elites with their evidence\n"
          "  runs [--json]                  list runs\n"
          "  cancel RUN                     stop a run\n"
-         "  export RUN --out FILE.cu       the winner as a standalone kernel + FILE.report.md\n"
+         "  export RUN [RUN ...] --out FILE.cu\n"
+         "                                 the winner as a standalone kernel (several runs: a\n"
+         "                                 dispatch table) + FILE.report.md + FILE.dispatch.json\n"
          "Exit status: 0 ok, 1 evod refused or failed (or cannot be reached), 2 usage error.\n"
          "evoctl COMMAND --help tells more.\n";
 }

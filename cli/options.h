@@ -35,7 +35,8 @@ struct Options {
   std::string tls_ca;               // --tls-ca: connect over TLS trusting this CA (PEM)
   std::string command;              // submit, status, leaderboard, runs, cancel, export
   bool help = false;                // print the help of `command` (or the overview) and exit 0
-  std::string run_id;
+  std::string run_id;               // the first run named
+  std::vector<std::string> run_ids; // export: every run named (several: one dispatch table)
   bool watch = false;
   bool json = false;
   int32_t top = 10;

@@ -6,6 +6,7 @@
 #include <optional>
 #include <sstream>
 
+#include "dispatch_file.h"
 #include "evoctl.h"
 #include "fake_coordinator.h"
 
@@ -81,7 +82,7 @@ TEST_F(Evoctl, UnreachableEvodIsNamed) {
 
 TEST_F(Evoctl, UsageErrorsExitTwoWithOneLine) {
   for (const auto& args : std::vector<std::vector<std::string>>{
-           {}, {"frobnicate"}, {"submit"}, {"status"}, {"export", "r1"}, {"submit", "--seed", "x", "--population", "0"},
+           {}, {"frobnicate"}, {"submit"}, {"status"}, {"export", "r1"}, {"export", "--out", "t.cu"}, {"submit", "--seed", "x", "--population", "0"},
            {"submit", "--seed", "x", "--strategy", "greedy"}, {"leaderboard", "--top", "-3"}, {"cancel", "r1", "r2"},
            {"status", "r1", "--json"}, {"runs", "--bogus"}, {"submit", "--seed"}}) {
     const auto r = run(args);
@@ -203,7 +204,69 @@ TEST_F(Evoctl, ExportWritesTheKernelAndTheReportBesideIt) {
   const auto bad = run({"export", "r1", "--out", (dir / "no_such_dir" / "best.cu").string()});
   EXPECT_EQ(bad.exit_status, 1);
   EXPECT_NE(bad.err.find("evoctl: cannot write"), std::string::npos) << bad.err;
+  EXPECT_FALSE(fs::exists(dir / "best.dispatch.json")) << "an evod that sends no buckets gets no dispatch file";
+  EXPECT_EQ(server_.service.last_export.run_id(), "r1") << "one run goes as run_id, which every evod knows";
+  EXPECT_EQ(server_.service.last_export.run_ids_size(), 0);
   fs::remove_all(dir);
+}
+
+TEST_F(Evoctl, ExportOfSeveralRunsWritesTheTableItsReportAndTheBenchDispatchFile) {
+  const fs::path dir = fs::temp_directory_path() / ("evoctl_table_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto r = run({"export", "r1", "r2", "--out", (dir / "table.cu").string()});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  const auto& req = server_.service.last_export;
+  EXPECT_TRUE(req.run_id().empty()) << "several runs go as run_ids only: an old evod refuses them";
+  ASSERT_EQ(req.run_ids_size(), 2);
+  EXPECT_EQ(req.run_ids(0), "r1");
+  EXPECT_EQ(req.run_ids(1), "r2");
+  auto slurp = [](const fs::path& p) {
+    std::ifstream f(p);
+    return std::string((std::istreambuf_iterator<char>(f)), {});
+  };
+  EXPECT_EQ(slurp(dir / "table.cu"), "// dispatch table source\n");
+  EXPECT_EQ(slurp(dir / "table.report.md"), "# table report\n");
+  const std::string json = slurp(dir / "table.dispatch.json");
+  // The format bench/bench_dispatch.py reads; every entry names the exported .cu beside it.
+  EXPECT_NE(json.find(R"("shape": "1x8x512x64")"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"("shape": "4x16x2048x64")"), std::string::npos) << json;
+  EXPECT_EQ(std::count(json.begin(), json.end(), '{'), 4) << "three benchable entries: " << json;
+  EXPECT_EQ(json.find("1024"), std::string::npos) << "seq_q != seq_k cannot be benched: " << json;
+  EXPECT_NE(r.out.find("not in " + (dir / "table.dispatch.json").string() + ": 1x8x512x1024x64"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("bucket r2: fa_s512_v3:BLOCK_M=64 serves 2 shape(s) (ESTIMATED)"), std::string::npos) << r.out;
+  const auto missing = run({"export", "r1", "r7", "--out", (dir / "other.cu").string()});
+  EXPECT_EQ(missing.exit_status, 1);
+  EXPECT_EQ(missing.err, "evoctl: NOT_FOUND: unknown run 'r7'\n");
+  EXPECT_FALSE(fs::exists(dir / "other.cu")) << "a refused export writes nothing";
+  fs::remove_all(dir);
+}
+
+TEST(DispatchFile, EntriesPerShapeWithCausalityGenomeAndTheCu) {
+  v1::ExportResponse r;
+  auto* b = r.add_buckets();
+  b->set_run_id("run-0001");
+  b->set_genome("fa_s512_v3:BLOCK_M=16");
+  b->add_shapes("2x8x512x64:causal");
+  b->add_shapes("2x8x512x512x64");  // seq_q == seq_k spelled long: benchable as 2x8x512x64
+  const DispatchFile f = dispatch_file(r, "table.cu");
+  EXPECT_EQ(f.json,
+            "{\n  \"shapes\": [\n"
+            "    {\n      \"causal\": true,\n      \"cu\": \"table.cu\",\n      \"estimated\": false,\n"
+            "      \"genome\": \"fa_s512_v3:BLOCK_M=16\",\n      \"run_id\": \"run-0001\",\n"
+            "      \"shape\": \"2x8x512x64\"\n    },\n"
+            "    {\n      \"causal\": false,\n      \"cu\": \"table.cu\",\n      \"estimated\": false,\n"
+            "      \"genome\": \"fa_s512_v3:BLOCK_M=16\",\n      \"run_id\": \"run-0001\",\n"
+            "      \"shape\": \"2x8x512x64\"\n    }\n  ]\n}\n");
+  EXPECT_TRUE(f.skipped.empty());
+  for (const char* bad : {"2x8x512", "2x8x512x64:causa", "2xAx512x64", "2x8x512x64x64x1"}) {
+    v1::ExportResponse worse = r;
+    worse.mutable_buckets(0)->add_shapes(bad);
+    EXPECT_THROW(dispatch_file(worse, "table.cu"), std::invalid_argument) << bad;
+  }
+  EXPECT_EQ(dispatch_path("out/table.cu"), "out/table.dispatch.json");
+  EXPECT_EQ(dispatch_path("table"), "table.dispatch.json");
 }
 
 }  // namespace

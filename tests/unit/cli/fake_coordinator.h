@@ -14,6 +14,7 @@ class FakeCoordinator final : public v1::Coordinator::Service {
  public:
   bool estimated = false;
   v1::SubmitRunRequest last_submit;
+  v1::ExportRequest last_export;
   bool watch_ends_early = false;  // the stream closes before the run is final
   std::string required_token;     // non-empty: ListRuns wants "authorization: Bearer <token>"
 
@@ -79,6 +80,26 @@ class FakeCoordinator final : public v1::Coordinator::Service {
     return grpc::Status::OK;
   }
   grpc::Status ExportBest(grpc::ServerContext*, const v1::ExportRequest* req, v1::ExportResponse* r) override {
+    last_export = *req;
+    if (req->run_ids_size() > 0) {  // a dispatch table: runs r1 and r2, one bucket each
+      for (const auto& id : req->run_ids())
+        if (id != "r1" && id != "r2") return {grpc::StatusCode::NOT_FOUND, "unknown run '" + id + "'"};
+      r->set_source("// dispatch table source\n");
+      r->set_report("# table report\n");
+      r->set_genome("fa_s512_v3:BLOCK_M=16;fa_s512_v3:BLOCK_M=64");
+      auto* a = r->add_buckets();
+      a->set_run_id("r1");
+      a->set_genome("fa_s512_v3:BLOCK_M=16");
+      a->add_shapes("1x8x512x64");
+      a->add_shapes("1x8x512x64:causal");
+      auto* b = r->add_buckets();
+      b->set_run_id("r2");
+      b->set_genome("fa_s512_v3:BLOCK_M=64");
+      b->set_estimated(true);
+      b->add_shapes("4x16x2048x64");
+      b->add_shapes("1x8x512x1024x64");  // seq_q != seq_k: the bench cannot run it
+      return grpc::Status::OK;
+    }
     if (req->run_id() != "r1") return {grpc::StatusCode::NOT_FOUND, "unknown run '" + req->run_id() + "'"};
     r->set_source("// kernel source\n");
     r->set_report("# report\n");

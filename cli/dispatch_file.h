@@ -1,0 +1,24 @@
+#pragma once
+// The dispatch file evoctl export writes beside the .cu: the same shape buckets, in the format the
+// side-by-side bench reads (bench/bench_dispatch.py), every entry pointing at the exported .cu, so
+// `bench/run_gpu_bench.sh FILE.dispatch.json OUT` measures exactly the exported table.
+#include <string>
+#include <vector>
+
+#include "evo/evo.pb.h"
+
+namespace evo::cli {
+
+struct DispatchFile {
+  std::string json;                  // {"shapes": [{"shape", "causal", "genome", "run_id", "estimated", "cu"}]}
+  std::vector<std::string> skipped;  // shapes the bench cannot run (seq_q != seq_k), with why
+};
+
+// cu_name: the .cu as the dispatch file should name it (relative to the dispatch file's folder).
+// Throws std::invalid_argument for a bucket shape that is not "BxHxS[xSk]xD[:causal]".
+DispatchFile dispatch_file(const v1::ExportResponse& response, const std::string& cu_name);
+
+// best.cu -> best.dispatch.json; anything else gets .dispatch.json appended.
+std::string dispatch_path(const std::string& cu_path);
+
+}  // namespace evo::cli
