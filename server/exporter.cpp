@@ -384,6 +384,13 @@ v1::ExportResponse export_dispatch_table(const std::vector<ExportVariant>& varia
   const std::string& template_id = variants.front().genome.template_id();
   const KernelTemplate* t = find_template(template_id);
   if (t == nullptr) throw InputError("cannot export unknown template '" + template_id + "'");
+  return export_dispatch_table(*t, variants, options);
+}
+
+v1::ExportResponse export_dispatch_table(const KernelTemplate& tmpl, const std::vector<ExportVariant>& variants,
+                                         const ExportOptions& options) {
+  if (variants.empty()) throw InputError("nothing to export: no genome given");
+  const KernelTemplate* t = &tmpl;
   const SpaceForExport space = read_space(*t);
   for (const auto& v : variants) check_genome(space, v.genome);
   const int64_t smem_limit = smem_limit_for(variants, options);

@@ -16,6 +16,7 @@
 #include "evo/evo.pb.h"
 #include "genome.h"
 #include "shape.h"
+#include "template_registry.h"
 
 namespace evo {
 
@@ -44,6 +45,10 @@ v1::ExportResponse export_standalone(const Genome& g, const std::vector<ProblemS
 // shape; else the nearest seq_k among the buckets of the same head_dim and causality; else the
 // first variant that serves the head_dim. All variants must share one template.
 v1::ExportResponse export_dispatch_table(const std::vector<ExportVariant>& variants,
+                                         const ExportOptions& options = {});
+
+// The same for a template given directly (its source and space JSON), e.g. one not registered.
+v1::ExportResponse export_dispatch_table(const KernelTemplate& t, const std::vector<ExportVariant>& variants,
                                          const ExportOptions& options = {});
 
 // The command that builds an exported .cu into a shared library, for the report and the tests.

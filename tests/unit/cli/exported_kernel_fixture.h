@@ -68,7 +68,16 @@ class ExportedKernel : public ::testing::Test {
     genes[0].second = 64;  // BLOCK_M
     for (auto& [name, value] : genes)
       if (name == "SPLIT_KV") value = 2;
-    dispatch_ = build("table", export_dispatch_table({{seed, {testing::shape_1x8x512x64()}, testing::measured_evaluation(false)},
+    // Its template also asks for a scratch workspace when the kernel has the field for one, so
+    // the stream-ordered workspace code is built by nvcc (and exercised by the GPU test).
+    const KernelTemplate* real = find_template(seed.template_id());
+    auto space = nlohmann::json::parse(real->space_json);
+    if (!space.at("launch").contains("workspace_bytes") &&
+        std::string_view(real->source).find("void* workspace;") != std::string_view::npos)
+      space["launch"]["workspace_bytes"] = "4 * BATCH * HEADS * SEQ_Q";
+    static const std::string space_text = space.dump();
+    const KernelTemplate tmpl{real->id, real->source, space_text};
+    dispatch_ = build("table", export_dispatch_table(tmpl, {{seed, {testing::shape_1x8x512x64()}, testing::measured_evaluation(false)},
                                                       {Genome(seed.template_id(), genes), {split_bucket()}, testing::measured_evaluation(false)}}));
   }
   static void TearDownTestSuite() {

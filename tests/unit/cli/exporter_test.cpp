@@ -83,14 +83,25 @@ TEST(Exporter, EveryConstraintIsCheckedAtCompileOrCallTime) {
   }
 }
 
+// A space may ask for a per-launch scratch buffer; the real one may not, so this one adds it.
 TEST(Exporter, WorkspaceIsStreamOrderedWhenTheSpaceAsksForOne) {
-  const auto r = export_standalone(default_genome(), {shape_1x8x512x64()}, measured_evaluation(false));
-  const auto space = nlohmann::json::parse(find_template("fa_s512_v3")->space_json);
-  if (!space.at("launch").contains("workspace_bytes")) GTEST_SKIP() << "this space has no workspace";
+  const KernelTemplate* real = find_template("fa_s512_v3");
+  auto space = nlohmann::json::parse(real->space_json);
+  space["launch"]["workspace_bytes"] = "(BLOCK_M > 16) * 4 * BATCH * HEADS * SEQ_Q";
+  const std::string space_text = space.dump();
+  const KernelTemplate with_workspace{real->id, real->source, space_text};
+  const auto r = export_dispatch_table(with_workspace, {{default_genome(), {shape_1x8x512x64()}, measured_evaluation(false)}});
+  EXPECT_NE(r.source().find("const long long workspace_bytes = (BLOCK_M > 16LL) * 4LL * BATCH * HEADS * SEQ_Q;"),
+            std::string::npos);
   EXPECT_NE(r.source().find("cudaMallocAsync"), std::string::npos);
   EXPECT_NE(r.source().find("cudaMemsetAsync(fresh, 0"), std::string::npos);
   EXPECT_NE(r.source().find("workspace_for(stream, workspace_bytes, &args.workspace)"), std::string::npos);
   EXPECT_EQ(r.source().find("cudaMalloc("), std::string::npos) << "cudaMalloc may synchronize";
+  // Without the formula there is no workspace code at all.
+  const auto plain = export_standalone(default_genome(), {shape_1x8x512x64()}, measured_evaluation(false));
+  if (!nlohmann::json::parse(real->space_json).at("launch").contains("workspace_bytes")) {
+    EXPECT_EQ(plain.source().find("workspace_for"), std::string::npos);
+  }
 }
 
 TEST(Exporter, ReportCarriesTheEvidence) {
