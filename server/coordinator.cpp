@@ -1,5 +1,7 @@
 #include "coordinator.h"
 
+#include "shape_proto.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -68,17 +70,6 @@ void insert_generation(Store& store, const RunRecord& run, int generation,
     c.parents = join_parents(o.parents);
     store.insert_candidate(c);
   }
-}
-
-v1::Shape shape_to_proto(const ProblemShape& p) {
-  v1::Shape s;
-  s.set_batch(p.batch);
-  s.set_heads(p.heads);
-  s.set_seq_q(p.seq_q);
-  s.set_seq_k(p.seq_k);
-  s.set_head_dim(p.head_dim);
-  s.set_causal(p.causal);
-  return s;
 }
 
 }  // namespace

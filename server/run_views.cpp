@@ -6,22 +6,11 @@
 #include "coordinator.h"
 #include "search_space.h"
 #include "shape.h"
+#include "shape_proto.h"
 
 namespace evo {
 
 namespace {
-
-v1::Shape shape_proto(const std::string& text) {
-  ProblemShape p = parse_shape(text);
-  v1::Shape s;
-  s.set_batch(p.batch);
-  s.set_heads(p.heads);
-  s.set_seq_q(p.seq_q);
-  s.set_seq_k(p.seq_k);
-  s.set_head_dim(p.head_dim);
-  s.set_causal(p.causal);
-  return s;
-}
 
 // "crossover(run-0001-c0003, run-0001-c0007)": the operator and its parents' candidate ids.
 std::string lineage(const CandidateRecord& c, const std::map<std::string, std::string>& id_of_genome) {
@@ -58,7 +47,7 @@ v1::Run Coordinator::to_proto(const RunRecord& r) {
   v1::Run run;
   run.set_run_id(r.id);
   run.set_seed(r.seed);
-  for (const auto& s : r.shapes) *run.add_shapes() = shape_proto(s);
+  for (const auto& s : r.shapes) *run.add_shapes() = shape_to_proto(parse_shape(s));
   run.set_generations(r.generations);
   run.set_population(r.population);
   run.set_top_k(r.top_k);

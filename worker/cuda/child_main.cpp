@@ -13,6 +13,7 @@
 #include "eval_request.h"
 #include "evo/evo.pb.h"
 #include "shape_gates.h"
+#include "shape_proto.h"
 
 namespace evo {
 namespace {
@@ -52,17 +53,6 @@ void set_gate(v1::Evaluation& e, const std::string& gate, const std::string& ver
   g->set_detail(detail);
 }
 
-v1::Shape to_proto(const ProblemShape& s) {
-  v1::Shape p;
-  p.set_batch(s.batch);
-  p.set_heads(s.heads);
-  p.set_seq_q(s.seq_q);
-  p.set_seq_k(s.seq_k);
-  p.set_head_dim(s.head_dim);
-  p.set_causal(s.causal);
-  return p;
-}
-
 // Cubins are per (CAUSAL, HEAD_DIM); load each once.
 class KernelSet {
  public:
@@ -86,7 +76,7 @@ void run_gates(const EvalRequest& req, v1::Evaluation& e, std::string& stage) {
   KernelSet kernels;
   std::unique_ptr<LoadedKernel> reference;
 
-  for (const auto& job : req.shapes) *e.add_shapes()->mutable_shape() = to_proto(job.shape);
+  for (const auto& job : req.shapes) *e.add_shapes()->mutable_shape() = shape_to_proto(job.shape);
 
   if (req.run_correct) {
     stage = "loading the reference kernel";

@@ -20,6 +20,7 @@
 #include "search_space.h"
 #include "token.h"
 #include "shape.h"
+#include "shape_proto.h"
 
 namespace evo {
 
@@ -119,17 +120,6 @@ int parse_args(int argc, char** argv, DaemonOptions* opt) {
   return -1;
 }
 
-ProblemShape from_proto(const v1::Shape& s) {
-  ProblemShape p;
-  p.batch = s.batch();
-  p.heads = s.heads();
-  p.seq_q = s.seq_q();
-  p.seq_k = s.seq_k();
-  p.head_dim = s.head_dim();
-  p.causal = s.causal();
-  return p;
-}
-
 // A lease with its genome parsed (or the reason it would not parse).
 struct Work {
   v1::Lease lease;
@@ -141,7 +131,7 @@ struct Work {
 Work prepare(const v1::Lease& lease) {
   Work w;
   w.lease = lease;
-  for (const auto& s : lease.shapes()) w.shapes.push_back(from_proto(s));
+  for (const auto& s : lease.shapes()) w.shapes.push_back(shape_from_proto(s));
   try {
     auto colon = lease.genome().find(':');
     std::string template_id = lease.genome().substr(0, colon == std::string::npos ? 0 : colon);
