@@ -100,5 +100,39 @@ TEST(PlantedKernels, SpillIsAResourceReject) {
   expect_default_genome_still_passes();
 }
 
+// A candidate whose launch needs more than the card has -- global memory for its workspace, or
+// shared memory per block -- is refused with a status, and the worker goes on.
+TEST(PlantedKernels, MoreGlobalMemoryThanTheCardHasIsReportedNotFatal) {
+  EVO_REQUIRE_GPU();
+  SourceKernel k = planted_kernel("naive_correct.cu", "naive_correct");
+  const int64_t too_much = 2 * shared_evaluator()->device().global_mem_bytes() + (1ll << 30);
+  const auto base_launch = k.launch;
+  k.launch = [base_launch, too_much](const ProblemShape& s) {
+    LaunchConfig l = base_launch(s);
+    l.workspace_bytes = too_much;
+    return l;
+  };
+  const v1::Evaluation e = shared_evaluator()->evaluate_source(k, {parse_shape("1x8x512x64")}, false);
+  EXPECT_EQ(e.status(), v1::CRASH) << e.message();
+  EXPECT_NE(e.message().find("memory"), std::string::npos) << e.message();
+  expect_default_genome_still_passes();
+}
+
+TEST(PlantedKernels, MoreSharedMemoryThanTheCardHasIsRefused) {
+  EVO_REQUIRE_GPU();
+  SourceKernel k = planted_kernel("naive_correct.cu", "naive_correct");
+  const int64_t too_much = shared_evaluator()->device().smem_per_block_optin() + 1024;
+  const auto base_launch = k.launch;
+  k.launch = [base_launch, too_much](const ProblemShape& s) {
+    LaunchConfig l = base_launch(s);
+    l.smem_bytes = too_much;
+    return l;
+  };
+  const v1::Evaluation e = shared_evaluator()->evaluate_source(k, {parse_shape("1x8x512x64")}, false);
+  EXPECT_TRUE(e.status() == v1::RESOURCE_REJECT || e.status() == v1::CRASH) << e.message();
+  EXPECT_EQ(gate(e, "timed").verdict(), "not_run");
+  expect_default_genome_still_passes();
+}
+
 }  // namespace
 }  // namespace evo
