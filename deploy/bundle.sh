@@ -53,6 +53,11 @@ for b in "${binaries[@]}"; do
 done
 [ "$missing" -eq 0 ] || exit 1
 
+# Debug info is for the build machine; the GPU host gets the code (RelWithDebInfo: 208 MB -> 38 MB).
+if command -v strip >/dev/null; then
+  strip --strip-debug "$out"/bin/* "$out"/lib/* 2>/dev/null || true
+fi
+
 # The proof: it starts with nothing but its own lib/.
 if ! env -u LD_LIBRARY_PATH "$out/bin/evo-worker" --help >/dev/null; then
   echo "bundle: $out/bin/evo-worker --help failed with LD_LIBRARY_PATH unset" >&2
