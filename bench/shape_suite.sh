@@ -138,7 +138,7 @@ finish() {
     say "failed steps: ${failed[*]} (logs in $out)"
     exit 1
   fi
-  say "all steps passed; table: $out/table.cu, bench: $out/bench/compare.txt"
+  say "all steps passed; table: $out/table.cu$( ((bench)) && echo ", bench: $out/bench/compare.txt")"
   exit 0
 }
 
