@@ -156,7 +156,8 @@ int run_eval_child(int argc, char** argv) {
     // An illegal address or launch failure poisons the context (sticky); nothing more can run in
     // this process, which is why every evaluation has its own.
     e.set_status(v1::CRASH);
-    e.set_message(std::string("crash: ") + cudaGetErrorName(f.error()) + " during " + stage);
+    e.set_message(std::string("crash: ") + cudaGetErrorName(f.error()) + " (" +
+                  cudaGetErrorString(f.error()) + ") during " + stage);
     const bool in_timing = stage.rfind("timing", 0) == 0;
     set_gate(e, in_timing ? "timed" : "correct", "failed", f.what());
     if (!in_timing) set_gate(e, "timed", "not_run", "");
