@@ -103,6 +103,22 @@ CREATE TABLE result_cache (
   PRIMARY KEY (genome_hash, device_class, toolkit)
 );
 )sql",
+    // 1 -> 2: a time belongs to a problem as much as to a genome. Entries of version 1 did not
+    // say which shapes they timed, so they cannot be trusted for any run and are dropped.
+    R"sql(
+DROP TABLE result_cache;
+CREATE TABLE result_cache (
+  genome_hash TEXT NOT NULL,
+  problem TEXT NOT NULL,
+  device_class TEXT NOT NULL,
+  toolkit TEXT NOT NULL,
+  evaluation_id INTEGER NOT NULL REFERENCES evaluations(id),
+  fitness_us REAL,
+  spread_pct REAL NOT NULL,
+  confirmed INTEGER NOT NULL,
+  PRIMARY KEY (genome_hash, problem, device_class, toolkit)
+);
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion, "one migration per schema version");
@@ -370,7 +386,7 @@ std::string Store::dump() {
       "SELECT * FROM candidates ORDER BY id",
       "SELECT * FROM leases ORDER BY id",
       "SELECT * FROM evaluations ORDER BY id",
-      "SELECT * FROM result_cache ORDER BY genome_hash, device_class, toolkit",
+      "SELECT * FROM result_cache ORDER BY genome_hash, problem, device_class, toolkit",
   };
   std::string out;
   for (const char* q : kQueries) {
@@ -683,15 +699,16 @@ int Store::count_live_workers(const std::string& device_class, int64_t since_ms,
 
 // ---------------------------------------------------------------- result cache
 
-std::optional<CacheEntry> Store::cache_get(const std::string& genome_hash, const std::string& device_class,
-                                           const std::string& toolkit) {
+std::optional<CacheEntry> Store::cache_get(const std::string& genome_hash, const std::string& problem,
+                                           const std::string& device_class, const std::string& toolkit) {
   auto s = db_->prepare(
       "SELECT evaluation_id, fitness_us, spread_pct, confirmed FROM result_cache "
-      "WHERE genome_hash = ? AND device_class = ? AND toolkit = ?");
-  s.bind(1, genome_hash).bind(2, device_class).bind(3, toolkit);
+      "WHERE genome_hash = ? AND problem = ? AND device_class = ? AND toolkit = ?");
+  s.bind(1, genome_hash).bind(2, problem).bind(3, device_class).bind(4, toolkit);
   if (!s.step()) return std::nullopt;
   CacheEntry e;
   e.genome_hash = genome_hash;
+  e.problem = problem;
   e.device_class = device_class;
   e.toolkit = toolkit;
   e.evaluation_id = s.column_int(0);
@@ -704,12 +721,13 @@ std::optional<CacheEntry> Store::cache_get(const std::string& genome_hash, const
 void Store::cache_put(const CacheEntry& e) {
   // A later, confirmed result replaces an earlier unconfirmed one for the same key.
   db_->prepare(
-         "INSERT INTO result_cache (genome_hash, device_class, toolkit, evaluation_id, fitness_us, "
-         "spread_pct, confirmed) VALUES (?, ?, ?, ?, ?, ?, ?) "
-         "ON CONFLICT(genome_hash, device_class, toolkit) DO UPDATE SET evaluation_id = excluded.evaluation_id, "
-         "fitness_us = excluded.fitness_us, spread_pct = excluded.spread_pct, confirmed = excluded.confirmed")
-      .bind(1, e.genome_hash).bind(2, e.device_class).bind(3, e.toolkit).bind(4, e.evaluation_id)
-      .bind(5, e.fitness_us).bind(6, e.spread_pct).bind(7, e.confirmed).run();
+         "INSERT INTO result_cache (genome_hash, problem, device_class, toolkit, evaluation_id, fitness_us, "
+         "spread_pct, confirmed) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+         "ON CONFLICT(genome_hash, problem, device_class, toolkit) DO UPDATE SET "
+         "evaluation_id = excluded.evaluation_id, fitness_us = excluded.fitness_us, "
+         "spread_pct = excluded.spread_pct, confirmed = excluded.confirmed")
+      .bind(1, e.genome_hash).bind(2, e.problem).bind(3, e.device_class).bind(4, e.toolkit)
+      .bind(5, e.evaluation_id).bind(6, e.fitness_us).bind(7, e.spread_pct).bind(8, e.confirmed).run();
 }
 
 }  // namespace evo

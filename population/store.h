@@ -98,6 +98,7 @@ struct WorkerRecord {
 
 struct CacheEntry {
   std::string genome_hash;
+  std::string problem;              // the run's shapes, joined: a time is only valid for its problem
   std::string device_class;
   std::string toolkit;
   int64_t evaluation_id = 0;
@@ -114,7 +115,7 @@ struct StoreOptions {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   // Opens or creates the database file and migrates it to kSchemaVersion. Throws StoreError with
   // one line for people when the directory does not exist, the file is read-only or it is not a
@@ -186,9 +187,9 @@ class Store {
   int count_live_workers(const std::string& device_class, int64_t since_ms,
                          const std::string& except_worker);
 
-  // ---- result cache: a genome measured on a device class with a toolkit is not measured again.
-  std::optional<CacheEntry> cache_get(const std::string& genome_hash, const std::string& device_class,
-                                      const std::string& toolkit);
+  // ---- result cache: a genome measured on a problem, device class and toolkit is not measured again.
+  std::optional<CacheEntry> cache_get(const std::string& genome_hash, const std::string& problem,
+                                      const std::string& device_class, const std::string& toolkit);
   void cache_put(const CacheEntry& entry);
 
  private:

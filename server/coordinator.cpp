@@ -238,8 +238,18 @@ v1::HeartbeatResponse Coordinator::heartbeat(const v1::HeartbeatRequest& req) {
   return resp;
 }
 
+namespace {
+// What a cached time was measured on: the run's shapes, in the run's order. A genome timed on
+// 1x8x512x64 says nothing about 16x16x512x64.
+std::string problem_key(const RunRecord& run) {
+  std::string key;
+  for (const auto& s : run.shapes) key += (key.empty() ? "" : ",") + s;
+  return key;
+}
+}  // namespace
+
 bool Coordinator::try_cache(const RunRecord& run, const CandidateRecord& c, const std::string& toolkit) {
-  auto hit = store_.cache_get(c.genome_hash, run.device_class, toolkit);
+  auto hit = store_.cache_get(c.genome_hash, problem_key(run), run.device_class, toolkit);
   if (!hit) return false;
   auto source = store_.get_evaluation(hit->evaluation_id);
   if (!source) return false;
@@ -361,7 +371,7 @@ void Coordinator::apply_result(const RunRecord& run, const CandidateRecord& c, i
     if (ok) fitness = e.fitness_us();
     store_.finish_candidate(c.id, eval_id, e.status(), fitness, 0, ok && e.estimated(), "measured");
     if (cacheable(e.status()))
-      store_.cache_put({c.genome_hash, run.device_class, toolkit, eval_id, fitness, 0, ok && e.estimated()});
+      store_.cache_put({c.genome_hash, problem_key(run), run.device_class, toolkit, eval_id, fitness, 0, ok && e.estimated()});
     spdlog::info("event=candidate_done run_id={} candidate_id={} status={} fitness_us={}", run.id, c.id,
                  v1::EvalStatus_Name(e.status()), fitness ? fmt::format("{:.3f}", *fitness) : "none");
   } else {
@@ -369,7 +379,7 @@ void Coordinator::apply_result(const RunRecord& run, const CandidateRecord& c, i
     if (!ok || !first) {
       store_.finish_candidate(c.id, eval_id, e.status(), std::nullopt, 0, false, "measured");
       if (cacheable(e.status()))
-        store_.cache_put({c.genome_hash, run.device_class, toolkit, eval_id, std::nullopt, 0, false});
+        store_.cache_put({c.genome_hash, problem_key(run), run.device_class, toolkit, eval_id, std::nullopt, 0, false});
       spdlog::warn("event=confirmation_failed run_id={} candidate_id={} status={} message=\"{}\"", run.id, c.id,
                    v1::EvalStatus_Name(e.status()), e.message());
     } else {
@@ -378,7 +388,7 @@ void Coordinator::apply_result(const RunRecord& run, const CandidateRecord& c, i
       double disagreement = std::abs(a - b) / mean;
       bool agree = disagreement <= server::kConfirmationTolerance;
       store_.finish_candidate(c.id, eval_id, v1::OK, mean, disagreement * 100, agree, "measured");
-      store_.cache_put({c.genome_hash, run.device_class, toolkit, eval_id, mean, disagreement * 100, agree});
+      store_.cache_put({c.genome_hash, problem_key(run), run.device_class, toolkit, eval_id, mean, disagreement * 100, agree});
       spdlog::info("event=confirmation_done run_id={} candidate_id={} first_us={:.3f} second_us={:.3f} "
                    "spread_pct={:.2f} admitted={}",
                    run.id, c.id, a, b, disagreement * 100, agree);

@@ -46,9 +46,11 @@ class CoordinatorTest : public ::testing::Test {
     return coord_->register_worker(req).worker_id();
   }
 
-  v1::Run submit(int generations, int population, int top_k, uint64_t rng = 7) {
+  v1::Run submit(int generations, int population, int top_k, uint64_t rng = 7,
+               const std::string& shape = "") {
     v1::SubmitRunRequest req;
     req.set_seed("fa_s512_v3");
+    if (!shape.empty()) req.add_shapes(shape);
     req.set_generations(generations);
     req.set_population(population);
     req.set_top_k(top_k);
@@ -313,6 +315,17 @@ TEST_F(CoordinatorTest, SameRngSeedGivesTheSameGenomesAndTheCacheSkipsRemeasurin
   auto board = coord_->leaderboard(lr);
   ASSERT_EQ(board.elites_size(), 2);
   EXPECT_TRUE(board.elites(0).estimated());
+}
+
+TEST_F(CoordinatorTest, TheCacheNeverAnswersForAnotherProblem) {
+  auto w = add_worker("sm_90a/model/estimated", true);
+  submit(2, 6, 2, 42, "1x8x512x64");
+  drive({w}, "sm_90a/model/estimated", [](const v1::Lease&) { return 1.0; }, true);
+  // The same genomes (same seed) on a bigger problem: every one must be measured again.
+  auto bigger = submit(2, 6, 2, 42, "16x16x512x64");
+  int leased = drive({w}, "sm_90a/model/estimated", [](const v1::Lease&) { return 1.0; }, true);
+  EXPECT_EQ(leased, 12);
+  for (const auto& c : store_.candidates_of_run(bigger.run_id())) EXPECT_EQ(c.result_source, "measured");
 }
 
 TEST_F(CoordinatorTest, CancelledRunHandsOutNothing) {

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "store.h"
+#include "store_sqlite.h"
 #include "test_db.h"
 
 namespace evo {
@@ -18,7 +19,33 @@ TEST(Store, MigratesAnEmptyDatabaseToTheCurrentSchema) {
   EXPECT_EQ(again.schema_version(), Store::kSchemaVersion);
   std::string dump = again.dump();
   std::string versions = dump.substr(0, dump.find("SELECT * FROM runs"));
-  EXPECT_EQ(versions, "SELECT * FROM schema_version ORDER BY version\n1\n");
+  EXPECT_EQ(versions, "SELECT * FROM schema_version ORDER BY version\n1\n2\n");
+}
+
+// Version 1 cached times without saying which shapes they timed; migrating drops those entries
+// (they cannot be trusted for any run) and keeps everything else.
+TEST(Store, MigrationToVersionTwoDropsCacheEntriesWithoutAProblem) {
+  test::TempDir dir;
+  { Store fresh(dir.file("evo.db")); }
+  {
+    SqliteConnection db(dir.file("evo.db"));
+    db.exec("DELETE FROM schema_version WHERE version = 2;"
+            "DROP TABLE result_cache;"
+            "CREATE TABLE result_cache (genome_hash TEXT NOT NULL, device_class TEXT NOT NULL,"
+            " toolkit TEXT NOT NULL, evaluation_id INTEGER NOT NULL, fitness_us REAL,"
+            " spread_pct REAL NOT NULL, confirmed INTEGER NOT NULL,"
+            " PRIMARY KEY (genome_hash, device_class, toolkit));"
+            "INSERT INTO result_cache VALUES ('h', 'sm_90a/H100', 't', 1, 10.0, 0, 1);"
+            "INSERT INTO runs (id, seed, shapes, generations, population, top_k, strategy, rng_seed,"
+            " device_class, state, created_ms, message, smem_limit) VALUES ('run-0001', 'fa_s512_v3',"
+            " '1x8x512x64', 1, 1, 1, 'evolve', 1, '', 1, 0, '', 1);");
+  }
+  Store migrated(dir.file("evo.db"));
+  EXPECT_EQ(migrated.schema_version(), 2);
+  migrated.transaction([&] {
+    EXPECT_FALSE(migrated.cache_get("h", "1x8x512x64", "sm_90a/H100", "t"));
+    EXPECT_TRUE(migrated.get_run("run-0001"));
+  });
 }
 
 TEST(Store, UsesWriteAheadLogging) {
@@ -65,7 +92,7 @@ TEST(Store, FailedTransactionRollsBackEverything) {
   EXPECT_EQ(store.dump(), before);
 }
 
-TEST(Store, ResultCacheKeyIsGenomeClassAndToolkit) {
+TEST(Store, ResultCacheKeyIsGenomeProblemClassAndToolkit) {
   test::TempDir dir;
   Store store(dir.file("evo.db"));
   store.transaction([&] {
@@ -90,15 +117,18 @@ TEST(Store, ResultCacheKeyIsGenomeClassAndToolkit) {
     e.evaluation.set_status(v1::OK);
     e.evaluation.set_fitness_us(10);
     int64_t id = store.insert_evaluation(e);
-    store.cache_put({"h", "sm_90a/H100", "nvrtc 12.8 / cuda 12.8", id, 10.0, 1.5, true});
+    store.cache_put({"h", "1x8x512x64", "sm_90a/H100", "nvrtc 12.8 / cuda 12.8", id, 10.0, 1.5, true});
   });
   store.transaction([&] {
-    auto hit = store.cache_get("h", "sm_90a/H100", "nvrtc 12.8 / cuda 12.8");
+    auto hit = store.cache_get("h", "1x8x512x64", "sm_90a/H100", "nvrtc 12.8 / cuda 12.8");
     ASSERT_TRUE(hit);
     EXPECT_DOUBLE_EQ(*hit->fitness_us, 10.0);
     EXPECT_TRUE(hit->confirmed);
-    EXPECT_FALSE(store.cache_get("h", "sm_89/L40S", "nvrtc 12.8 / cuda 12.8"));
-    EXPECT_FALSE(store.cache_get("h", "sm_90a/H100", "nvrtc 13.0 / cuda 13.0"));
+    EXPECT_FALSE(store.cache_get("h", "1x8x512x64", "sm_89/L40S", "nvrtc 12.8 / cuda 12.8"));
+    EXPECT_FALSE(store.cache_get("h", "1x8x512x64", "sm_90a/H100", "nvrtc 13.0 / cuda 13.0"));
+    // The same genome timed on another problem is not a hit: its time says nothing here.
+    EXPECT_FALSE(store.cache_get("h", "16x16x512x64", "sm_90a/H100", "nvrtc 12.8 / cuda 12.8"));
+    EXPECT_FALSE(store.cache_get("h", "1x8x512x64,1x8x512x64:causal", "sm_90a/H100", "nvrtc 12.8 / cuda 12.8"));
   });
 }
 
