@@ -1,6 +1,11 @@
-// Float32 reference attention for the correctness gate. Deliberately simple: one thread per query
-// row, two passes over the keys (max, then exp-sum and P*V), float32 throughout. Not timed.
+// Float32 reference attention for the correctness gate. Deliberately simple: one warp per query
+// row, each lane owning head_dim/32 of the dimensions in registers; two passes over the keys (max,
+// then exp-sum and P*V), float32 throughout. Not timed, but it must finish the largest gate shapes
+// (2x16x4096x128) well inside the watchdog, which a thread-per-row version accumulating in global
+// memory did not. Launch: blockDim.x a multiple of 32, one row per warp, grid.y = batch*heads.
 #include <cuda_fp16.h>
+
+#define EVO_REFERENCE_MAX_DIMS_PER_LANE 4  // head_dim up to 128
 
 extern "C" __global__ void evo_reference_attention(const __half* __restrict__ q,
                                                    const __half* __restrict__ k,
@@ -8,32 +13,50 @@ extern "C" __global__ void evo_reference_attention(const __half* __restrict__ q,
                                                    float* __restrict__ o, int batch, int heads,
                                                    int seq_q, int seq_k, int head_dim,
                                                    float softmax_scale, int causal) {
-  const int row = blockIdx.x * blockDim.x + threadIdx.x;
+  const int lane = threadIdx.x & 31;
+  const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
   const int bh = blockIdx.y;
-  if (row >= seq_q || bh >= batch * heads) return;
-  const __half* qr = q + ((long long)bh * seq_q + row) * head_dim;
+  if (row >= seq_q || bh >= batch * heads || head_dim > 32 * EVO_REFERENCE_MAX_DIMS_PER_LANE) return;
   const __half* kb = k + (long long)bh * seq_k * head_dim;
   const __half* vb = v + (long long)bh * seq_k * head_dim;
-  float* orow = o + ((long long)bh * seq_q + row) * head_dim;
+  const __half* qr = q + ((long long)bh * seq_q + row) * head_dim;
   const int last_key = causal ? min(row, seq_k - 1) : seq_k - 1;
 
-  float row_max = __int_as_float(static_cast<int>(0xff800000u));  // -inf; NVRTC has no <math.h>
-  for (int j = 0; j <= last_key; ++j) {
-    float s = 0.f;
-    for (int d = 0; d < head_dim; ++d)
-      s += __half2float(qr[d]) * __half2float(kb[(long long)j * head_dim + d]);
-    row_max = fmaxf(row_max, s * softmax_scale);
+  float qf[EVO_REFERENCE_MAX_DIMS_PER_LANE], acc[EVO_REFERENCE_MAX_DIMS_PER_LANE];
+#pragma unroll
+  for (int i = 0; i < EVO_REFERENCE_MAX_DIMS_PER_LANE; ++i) {
+    const int d = lane + 32 * i;
+    qf[i] = d < head_dim ? __half2float(qr[d]) : 0.f;
+    acc[i] = 0.f;
   }
-  for (int d = 0; d < head_dim; ++d) orow[d] = 0.f;
+  auto score = [&](int j) {
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < EVO_REFERENCE_MAX_DIMS_PER_LANE; ++i) {
+      const int d = lane + 32 * i;
+      if (d < head_dim) s += qf[i] * __half2float(kb[(long long)j * head_dim + d]);
+    }
+    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    return s * softmax_scale;
+  };
+
+  float row_max = __int_as_float(static_cast<int>(0xff800000u));  // -inf; NVRTC has no <math.h>
+  for (int j = 0; j <= last_key; ++j) row_max = fmaxf(row_max, score(j));
   float denom = 0.f;
   for (int j = 0; j <= last_key; ++j) {
-    float s = 0.f;
-    for (int d = 0; d < head_dim; ++d)
-      s += __half2float(qr[d]) * __half2float(kb[(long long)j * head_dim + d]);
-    const float p = expf(s * softmax_scale - row_max);
+    const float p = expf(score(j) - row_max);
     denom += p;
-    for (int d = 0; d < head_dim; ++d) orow[d] += p * __half2float(vb[(long long)j * head_dim + d]);
+#pragma unroll
+    for (int i = 0; i < EVO_REFERENCE_MAX_DIMS_PER_LANE; ++i) {
+      const int d = lane + 32 * i;
+      if (d < head_dim) acc[i] += p * __half2float(vb[(long long)j * head_dim + d]);
+    }
   }
   const float inv = denom > 0.f ? 1.f / denom : 0.f;
-  for (int d = 0; d < head_dim; ++d) orow[d] *= inv;
+  float* orow = o + ((long long)bh * seq_q + row) * head_dim;
+#pragma unroll
+  for (int i = 0; i < EVO_REFERENCE_MAX_DIMS_PER_LANE; ++i) {
+    const int d = lane + 32 * i;
+    if (d < head_dim) orow[d] = acc[i] * inv;
+  }
 }

@@ -48,7 +48,9 @@ void LoadedKernel::launch_reference(const __half* q, const __half* k, const __ha
                                     int batch, int heads, int seq_q, int seq_k, int head_dim,
                                     float scale, int causal, cudaStream_t stream) const {
   void* args[] = {&q, &k, &v, &o, &batch, &heads, &seq_q, &seq_k, &head_dim, &scale, &causal};
-  const dim3 grid(static_cast<unsigned>((seq_q + kReferenceThreads - 1) / kReferenceThreads),
+  // The reference kernel gives each query row one warp.
+  constexpr int kRowsPerBlock = kReferenceThreads / 32;
+  const dim3 grid(static_cast<unsigned>((seq_q + kRowsPerBlock - 1) / kRowsPerBlock),
                   static_cast<unsigned>(batch * heads));
   EVO_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kernel_), grid,
                                   dim3(kReferenceThreads), args, 0, stream));
