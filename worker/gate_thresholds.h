@@ -18,8 +18,11 @@ inline constexpr int kWarmupLaunches = 20;
 inline constexpr int kTimedLaunches = 200;
 inline constexpr int64_t kRotationBytes = 256ll << 20;  // input sets cycled so L2 cannot flatter
 
-// Process isolation.
+// Process isolation. The watchdog catches hangs; honest work grows with the tensors (inputs drawn
+// and uploaded, outputs compared on the host, 300 launches), so each evaluation gets the base
+// budget plus an allowance per element of Q, K, V and O over all its shapes.
 inline constexpr int kDefaultWatchdogMs = 10000;
+inline constexpr double kWatchdogNsPerElement = 100.0;
 inline constexpr int kSanitizerWatchdogMs = 300000;
 
 // Elite admission: a second, independent measurement must agree within this fraction.

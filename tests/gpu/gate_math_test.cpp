@@ -5,11 +5,21 @@
 #include <limits>
 
 #include "fp16_host.h"
+#include "cuda_evaluator.h"
 #include "gate_math.h"
 #include "gate_thresholds.h"
 
 namespace evo::cuda {
 namespace {
+
+TEST(Watchdog, BaseForSmallShapesAndAnAllowanceThatGrowsWithTheTensors) {
+  const int small = watchdog_ms_for(10000, {parse_shape("1x8x512x64")});
+  EXPECT_GE(small, 10000);
+  EXPECT_LT(small, 10500);  // 1x8x512x64: 1M elements, 0.1 s
+  const int big = watchdog_ms_for(10000, {parse_shape("2x16x4096x128"), parse_shape("2x16x4096x128:causal")});
+  EXPECT_GT(big, 20000);  // 134M elements: 13 s on top of the base
+  EXPECT_LT(big, 30000);
+}
 
 TEST(Fp16Host, RoundTripsExactValuesAndSpecials) {
   for (float f : {0.f, 1.f, -1.f, 0.5f, 65504.f, -2.f, 0.000061035156f /* 2^-14 */,

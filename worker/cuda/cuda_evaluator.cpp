@@ -64,6 +64,18 @@ struct WorkDir {
   }
 };
 
+}  // namespace
+
+int watchdog_ms_for(int base_ms, const std::vector<ProblemShape>& shapes) {
+  double elements = 0;
+  for (const auto& s : shapes)
+    elements += 2.0 * s.batch * s.heads * s.head_dim * (double(s.seq_q) + s.seq_k);
+  const double ms = base_ms + elements * gates::kWatchdogNsPerElement * 1e-6;
+  return static_cast<int>(std::min(ms, 3600.0 * 1000));
+}
+
+namespace {
+
 uint64_t seed_of(const std::string& candidate) {
   return std::stoull(fnv1a_hex(candidate), nullptr, 16);
 }
@@ -236,7 +248,7 @@ void CudaEvaluator::run_launch_gates(const std::vector<CompiledKernel>& kernels,
   }
   cuda::ChildLaunch how;
   how.exe = child_exe_;
-  how.timeout_ms = options_.timeout_ms;
+  how.timeout_ms = watchdog_ms_for(options_.timeout_ms, shapes);
   how.work_dir = dir->path;
   how.tag = "gates";
   const cuda::ChildOutcome outcome = cuda::run_evaluation_child(req, how);

@@ -24,6 +24,10 @@ struct SourceKernel {
   std::function<LaunchConfig(const ProblemShape&)> launch;
 };
 
+// The child's watchdog for one evaluation: base_ms plus gates::kWatchdogNsPerElement for every
+// element of Q, K, V and O over the shapes (2x16x4096x128, causal and not: about 13 s more).
+int watchdog_ms_for(int base_ms, const std::vector<ProblemShape>& shapes);
+
 class CudaEvaluator : public Evaluator {
  public:
   // device: from cuda::probe_device. Compiles the float32 reference kernel for the device's arch
