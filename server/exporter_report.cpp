@@ -6,6 +6,7 @@
 
 #include "exporter.h"
 #include "exporter_text.h"
+#include "shape_proto.h"
 
 namespace evo {
 namespace {
@@ -24,16 +25,7 @@ std::string sci(double v) {
 
 std::string or_unknown(const std::string& s) { return s.empty() ? "unknown" : s; }
 
-std::string shape_text(const v1::Shape& s) {
-  ProblemShape p;
-  p.batch = s.batch();
-  p.heads = s.heads();
-  p.seq_q = s.seq_q();
-  p.seq_k = s.seq_k();
-  p.head_dim = s.head_dim();
-  p.causal = s.causal();
-  return export_text::shape(p);
-}
+std::string shape_text(const v1::Shape& s) { return export_text::shape(shape_from_proto(s)); }
 
 const v1::GateVerdict* find_gate(const v1::Evaluation& e, const std::string& name) {
   for (const auto& g : e.gates())
