@@ -10,6 +10,12 @@
 // partial results merge once, through shared memory, at the end. With SPLIT_KV > 1 a cluster of
 // SPLIT_KV blocks (sm_90) shares one row tile: each takes a slice of the keys and the blocks
 // merge their partial results through distributed shared memory, so no block reads all of K/V.
+//
+// WGMMA = 1 (sm_90a) swaps the tensor-core instructions and nothing else: each warpgroup (4 warps)
+// owns 64 query rows, S = Q K^T is one wgmma.mma_async chain per tile with Q and K read from
+// shared memory through descriptors, and O += P V takes P from registers. The accumulators of a
+// wgmma have the same per-warp layout as m16n8k16 ones, so masking, the online softmax and the
+// epilogues are shared by both paths. Tiles then use the 128-byte swizzle the descriptors describe.
 #include <cuda_fp16.h>
 
 namespace evo {
@@ -29,7 +35,7 @@ struct FaParams {
 namespace fa {
 
 template <int CAUSAL_, int HEAD_DIM_, int BLOCK_M_, int BLOCK_N_, int WARPS_, int STAGES_,
-          int CP_ASYNC_, int SWIZZLE_, int SPLIT_KV_>
+          int CP_ASYNC_, int SWIZZLE_, int SPLIT_KV_, int WGMMA_, int PV_ASYNC_>
 struct KernelTraits {
   static constexpr bool kCausal = CAUSAL_ != 0;
   static constexpr int kHeadDim = HEAD_DIM_;
@@ -40,6 +46,8 @@ struct KernelTraits {
   static constexpr bool kCpAsync = CP_ASYNC_ != 0;
   static constexpr bool kSwizzle = SWIZZLE_ != 0;
   static constexpr int kSplitKV = SPLIT_KV_;
+  static constexpr bool kWgmma = WGMMA_ != 0;
+  static constexpr bool kPvAsync = PV_ASYNC_ != 0;
 
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kWarpsM = kWarps < kBlockM / 16 ? kWarps : kBlockM / 16;
@@ -52,19 +60,28 @@ struct KernelTraits {
   static constexpr int kQkSteps = kHeadDim / 16;      // k16 steps of Q*K^T
   static constexpr int kOTiles = kHeadDim / 8;        // n8 tiles of O
   static constexpr int kChunksPerRow = kHeadDim / 8;  // 16-byte chunks per smem row
+  // K/V tiles whose copies run ahead of the one being computed. PV_ASYNC holds one stage more:
+  // the previous tile's V, read by a P*V still in flight.
+  static constexpr int kPrefetch = kStages - 1 - (kPvAsync ? 1 : 0);
 
   // Shared memory: Q tile, then STAGES K tiles, then STAGES V tiles (all fp16). After the main
   // loop the same bytes hold either the output tile (fp16) or the cross-warp merge buffer (fp32).
   static constexpr int kQElems = kBlockM * kHeadDim;
   static constexpr int kKVElems = kBlockN * kHeadDim;
   static constexpr int kSmemMain = 2 * (kQElems + 2 * kStages * kKVElems);
-  static constexpr int kMergeStride = kHeadDim + 2;  // o[0..D), running max, running sum
-  static constexpr int kSmemMerge = kWarpsKV > 1 ? 4 * kWarpsKV * kBlockM * kMergeStride : 0;
-  // SPLIT_KV: this block's partial result (unnormalised output, max, sum per row), after the
-  // merge buffer, for the cluster's blocks to read.
-  static constexpr int kSmemPartial = kSplitKV > 1 ? 4 * kBlockM * kMergeStride : 0;
+  // Partial results pass between warps, and between the blocks of a cluster, in fragment order:
+  // per row pair of an m16 tile, the output columns plus running max and sum (HEAD_DIM + 8
+  // floats per row over a warp's 32 lanes). Key groups 1.. hand theirs to key group 0 ...
+  static constexpr int kFragmentBytesPerRow = 4 * (kHeadDim + 8);
+  static constexpr int kSmemMerge = (kWarpsKV - 1) * kBlockM * kFragmentBytesPerRow;
+  // ... and with SPLIT_KV each block publishes its merged partial after that buffer.
+  static constexpr int kSmemPartial = kSplitKV > 1 ? kBlockM * kFragmentBytesPerRow : 0;
   static constexpr int kSmemEpilogue = kSmemMerge + kSmemPartial;
-  static constexpr int kSmemBytes = kSmemMain > kSmemEpilogue ? kSmemMain : kSmemEpilogue;
+  // wgmma's 128-byte swizzle repeats every 1024 bytes and is anchored to absolute addresses, so
+  // the tiles start on a 1024-byte boundary; the slack lets the kernel round its base up.
+  static constexpr int kSmemAlign = kWgmma ? 1024 : 0;
+  static constexpr int kSmemBytes =
+      (kSmemMain > kSmemEpilogue ? kSmemMain : kSmemEpilogue) + kSmemAlign;
 
   static_assert(kHeadDim == 64 || kHeadDim == 128, "head dim must be 64 or 128");
   static_assert(kBlockM % 16 == 0, "BLOCK_M must be whole m16 MMA tiles");
@@ -75,6 +92,13 @@ struct KernelTraits {
   static_assert(kStages == 1 || kCpAsync, "a pipeline deeper than 1 needs cp.async");
   static_assert(kSplitKV == 1 || kSplitKV == 2 || kSplitKV == 4 || kSplitKV == 8,
                 "SPLIT_KV is a portable cluster size: 1, 2, 4 or 8");
+  static_assert(!kWgmma || (kWarps % 4 == 0 && kBlockM % 64 == 0 && kMTiles == 1),
+                "WGMMA: whole warpgroups, each owning 64 rows (one m16 tile per warp)");
+  static_assert(!kWgmma || kKeysPerWarp == 32 || kKeysPerWarp == 64 || kKeysPerWarp == 128,
+                "WGMMA: each warpgroup's keys per tile are the N of one wgmma: 32, 64 or 128");
+  static_assert(!kWgmma || (kCpAsync && kSwizzle), "WGMMA: cp.async into swizzled tiles");
+  static_assert(!kPvAsync || (kWgmma && kStages >= 2),
+                "PV_ASYNC: an asynchronous wgmma P*V, and a stage for its V besides the current tile");
 };
 
 // ---------------------------------------------------------------- PTX wrappers
@@ -114,6 +138,170 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4],
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+
+// ---------------------------------------------------------------- warpgroup MMA (sm_90a)
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define EVO_HAS_WGMMA 1
+#else
+#define EVO_HAS_WGMMA 0
+#endif
+
+// Shared-memory matrix descriptor: start address, leading and stride byte offsets (all in 16-byte
+// units) and the 128-byte swizzle mode. K-major tiles ignore the leading offset; for N-major ones
+// it is the distance between 64-column panels. The stride offset is the distance between groups of
+// 8 rows, 1024 bytes in these tiles.
+__device__ __forceinline__ unsigned long long smem_desc(const void* p, unsigned leading_bytes) {
+  return (unsigned long long)((smem_addr(p) & 0x3FFFF) >> 4) |
+         ((unsigned long long)((leading_bytes >> 4) & 0x3FFF) << 16) |
+         ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
+}
+
+// Register accesses before a wgmma, and shared-memory writes of the generic proxy (cp.async, st)
+// before the async proxy reads them, must be ordered explicitly.
+__device__ __forceinline__ void wgmma_fence() {
+#if EVO_HAS_WGMMA
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_commit() {
+#if EVO_HAS_WGMMA
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+// Waits until at most N committed groups are still in flight; groups retire in order.
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+#if EVO_HAS_WGMMA
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+__device__ __forceinline__ void fence_proxy_async() {
+#if EVO_HAS_WGMMA
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+// A wgmma reads and writes its registers asynchronously; after the wait, these empty asm
+// statements keep the compiler from touching them any earlier.
+template <int N>
+__device__ __forceinline__ void fence_operands(float (&d)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) asm volatile("" : "+f"(d[i][j])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void fence_operands(unsigned (&a)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(a[i][j])::"memory");
+}
+
+#define EVO_ACC4(d, j) "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
+
+// wgmma.mma_async m64nNk16, fp16 inputs, fp32 accumulators, one specialisation per N.
+template <int N>
+struct Wgmma;
+
+#if EVO_HAS_WGMMA
+template <>
+struct Wgmma<32> {
+  // d (+)= A[64x16] * B[16x32]; A and B from shared memory, both K-major.
+  static __device__ __forceinline__ void ss(float (&d)[4][4], unsigned long long a,
+                                            unsigned long long b, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+        "%16, %17, p, 1, 1, 0, 0;\n}\n"
+        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3)
+        : "l"(a), "l"(b), "r"(accumulate));
+  }
+  // d += A[64x16] * B[16x32]; A from registers (the m16n8k16 A fragment of each warp's 16
+  // rows), B from shared memory, N-major (transposed).
+  static __device__ __forceinline__ void rs(float (&d)[4][4], const unsigned (&a)[4],
+                                            unsigned long long b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+        "{%16, %17, %18, %19}, %20, p, 1, 1, 1;\n}\n"
+        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+  }
+};
+
+template <>
+struct Wgmma<64> {
+  // d (+)= A[64x16] * B[16x64]; A and B from shared memory, both K-major.
+  static __device__ __forceinline__ void ss(float (&d)[8][4], unsigned long long a,
+                                            unsigned long long b, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "%32, %33, p, 1, 1, 0, 0;\n}\n"
+        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4), EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7)
+        : "l"(a), "l"(b), "r"(accumulate));
+  }
+  // d += A[64x16] * B[16x64]; A from registers (the m16n8k16 A fragment of each warp's 16
+  // rows), B from shared memory, N-major (transposed).
+  static __device__ __forceinline__ void rs(float (&d)[8][4], const unsigned (&a)[4],
+                                            unsigned long long b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4), EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+  }
+};
+
+template <>
+struct Wgmma<128> {
+  // d (+)= A[64x16] * B[16x128]; A and B from shared memory, both K-major.
+  static __device__ __forceinline__ void ss(float (&d)[16][4], unsigned long long a,
+                                            unsigned long long b, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "%64, %65, p, 1, 1, 0, 0;\n}\n"
+        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4), EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7), EVO_ACC4(d, 8), EVO_ACC4(d, 9), EVO_ACC4(d, 10), EVO_ACC4(d, 11), EVO_ACC4(d, 12), EVO_ACC4(d, 13), EVO_ACC4(d, 14), EVO_ACC4(d, 15)
+        : "l"(a), "l"(b), "r"(accumulate));
+  }
+  // d += A[64x16] * B[16x128]; A from registers (the m16n8k16 A fragment of each warp's 16
+  // rows), B from shared memory, N-major (transposed).
+  static __device__ __forceinline__ void rs(float (&d)[16][4], const unsigned (&a)[4],
+                                            unsigned long long b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4), EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7), EVO_ACC4(d, 8), EVO_ACC4(d, 9), EVO_ACC4(d, 10), EVO_ACC4(d, 11), EVO_ACC4(d, 12), EVO_ACC4(d, 13), EVO_ACC4(d, 14), EVO_ACC4(d, 15)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+  }
+};
+
+#else
+// Without sm_90a features the instructions do not exist: a WGMMA genome built for another
+// architecture compiles, and traps if launched.
+template <int N>
+struct Wgmma {
+  static __device__ __forceinline__ void ss(float (&)[N / 8][4], unsigned long long,
+                                            unsigned long long, int) {
+    __trap();
+  }
+  static __device__ __forceinline__ void rs(float (&)[N / 8][4], const unsigned (&)[4],
+                                            unsigned long long) {
+    __trap();
+  }
+};
+#endif
+#undef EVO_ACC4
 
 // Thread-block clusters (sm_90): this block's rank, a peer's shared-memory address, and the
 // cluster-wide barrier whose release/acquire orders shared-memory writes across the cluster.
@@ -162,11 +350,16 @@ __device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
 
 // ---------------------------------------------------------------- shared-memory tiles
 
-// Element offset of (row, col) in a [rows][HEAD_DIM] fp16 tile. With SWIZZLE the 16-byte chunk
+// Element offset of (row, col) in a [ROWS][HEAD_DIM] fp16 tile. With SWIZZLE the 16-byte chunk
 // index is XORed with the row, so the 8 rows one ldmatrix reads fall in 8 different bank groups.
-template <class T>
+// WGMMA tiles are what its descriptors call 128-byte-swizzled: 64-column panels ([ROWS][64] each,
+// one after the other) whose 8 chunks per row are XORed with the row's low 3 bits.
+template <class T, int ROWS>
 __device__ __forceinline__ int tile_offset(int row, int col) {
-  if constexpr (T::kSwizzle) {
+  if constexpr (T::kWgmma) {
+    const int chunk = ((col >> 3) & 7) ^ (row & 7);
+    return (col >> 6) * ROWS * 64 + row * 64 + (chunk << 3) + (col & 7);
+  } else if constexpr (T::kSwizzle) {
     const int chunk = (col >> 3) ^ (row & 7);
     return row * T::kHeadDim + (chunk << 3) + (col & 7);
   } else {
@@ -188,7 +381,7 @@ __device__ __forceinline__ void load_tile(__half* tile, const __half* src, int r
     const int col = (c % T::kChunksPerRow) * 8;
     const bool valid = row0 + row < seq;
     const __half* g = src + (long long)(valid ? row0 + row : 0) * T::kHeadDim + col;
-    __half* s = tile + tile_offset<T>(row, col);
+    __half* s = tile + tile_offset<T, ROWS>(row, col);
     if constexpr (T::kCpAsync) {
       cp_async_16(s, g, valid);
     } else {
@@ -198,12 +391,368 @@ __device__ __forceinline__ void load_tile(__half* tile, const __half* src, int r
   }
 }
 
+// ---------------------------------------------------------------- the steps of one K/V tile
+
+// S = Q K^T for this warp's rows and keys, through mma.sync: Q from registers, K by ldmatrix.
+template <class T>
+__device__ __forceinline__ void scores_mma_sync(float (&s)[T::kMTiles][T::kSTiles][4],
+                                                const unsigned (&q_frag)[T::kMTiles][T::kQkSteps][4],
+                                                const __half* k_tile, int key_w, int lane) {
+#pragma unroll
+  for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < T::kSTiles; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) s[mt][nt][i] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < T::kQkSteps; ++ks)
+#pragma unroll
+    for (int np = 0; np < T::kSTiles / 2; ++np) {
+      unsigned b[4];
+      const int key = key_w + np * 16 + (lane & 7) + ((lane >> 4) << 3);
+      const int col = ks * 16 + ((lane >> 3) & 1) * 8;
+      ldmatrix_x4(b, k_tile + tile_offset<T, T::kBlockN>(key, col));
+#pragma unroll
+      for (int mt = 0; mt < T::kMTiles; ++mt) {
+        mma_16816(s[mt][2 * np], q_frag[mt][ks], b[0], b[1]);
+        mma_16816(s[mt][2 * np + 1], q_frag[mt][ks], b[2], b[3]);
+      }
+    }
+}
+
+// S = Q K^T for the warpgroup's 64 rows: one chain of HEAD_DIM/16 wgmmas, issued and committed
+// as one group but not waited for. The first overwrites s.
+template <class T>
+__device__ __forceinline__ void issue_scores_wgmma(float (&s)[T::kSTiles][4], const __half* q_tile,
+                                                   const __half* k_tile, int row_wg, int key_w) {
+  const unsigned long long q_desc = smem_desc(q_tile + tile_offset<T, T::kBlockM>(row_wg, 0), 16);
+  const unsigned long long k_desc = smem_desc(k_tile + tile_offset<T, T::kBlockN>(key_w, 0), 16);
+#pragma unroll
+  for (int ks = 0; ks < T::kQkSteps; ++ks)
+    Wgmma<T::kKeysPerWarp>::ss(s, q_desc + (tile_offset<T, T::kBlockM>(0, ks * 16) >> 3),
+                               k_desc + (tile_offset<T, T::kBlockN>(0, ks * 16) >> 3), ks > 0);
+  wgmma_commit();
+}
+
+// P as m16n8k16 A fragments: the fp32 scores of each k16 step of keys, rounded to fp16 pairs.
+template <class T>
+__device__ __forceinline__ void pack_p(unsigned (&a)[4], const float (&s)[T::kSTiles][4], int kk) {
+  a[0] = pack_half2(s[2 * kk][0], s[2 * kk][1]);
+  a[1] = pack_half2(s[2 * kk][2], s[2 * kk][3]);
+  a[2] = pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+  a[3] = pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+}
+
+// O += P V through mma.sync, V fragments by transposing ldmatrix.
+template <class T>
+__device__ __forceinline__ void accumulate_pv_mma_sync(float (&acc)[T::kMTiles][T::kOTiles][4],
+                                                       const float (&s)[T::kMTiles][T::kSTiles][4],
+                                                       const __half* v_tile, int key_w, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < T::kPvSteps; ++kk) {
+    unsigned a[T::kMTiles][4];
+#pragma unroll
+    for (int mt = 0; mt < T::kMTiles; ++mt) pack_p<T>(a[mt], s[mt], kk);
+#pragma unroll
+    for (int dp = 0; dp < T::kOTiles / 2; ++dp) {
+      unsigned b[4];
+      const int key = key_w + kk * 16 + (lane & 15);
+      const int col = dp * 16 + (lane >> 4) * 8;
+      ldmatrix_x4_trans(b, v_tile + tile_offset<T, T::kBlockN>(key, col));
+#pragma unroll
+      for (int mt = 0; mt < T::kMTiles; ++mt) {
+        mma_16816(acc[mt][2 * dp], a[mt], b[0], b[1]);
+        mma_16816(acc[mt][2 * dp + 1], a[mt], b[2], b[3]);
+      }
+    }
+  }
+}
+
+// O += P V for the warpgroup: P from registers, V (head dim contiguous, N-major) through a
+// descriptor; a 128-wide head dim spans two panels. Committed as one group, not waited for.
+template <class T>
+__device__ __forceinline__ void issue_pv_wgmma(float (&acc)[T::kOTiles][4],
+                                               const unsigned (&p_frag)[T::kPvSteps][4],
+                                               const __half* v_tile, int key_w) {
+  const unsigned long long v_desc =
+      smem_desc(v_tile + tile_offset<T, T::kBlockN>(key_w, 0), T::kBlockN * 64 * 2);
+#pragma unroll
+  for (int kk = 0; kk < T::kPvSteps; ++kk)
+    Wgmma<T::kHeadDim>::rs(acc, p_frag[kk], v_desc + (tile_offset<T, T::kBlockN>(kk * 16, 0) >> 3));
+  wgmma_commit();
+}
+
+// Masks keys past the sequence end and (causal) above the diagonal.
+template <class T>
+__device__ __forceinline__ void mask_scores(float (&s)[T::kMTiles][T::kSTiles][4], int row0, int key0,
+                                            int seq_k, int lane) {
+#pragma unroll
+  for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < T::kSTiles; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int row = row0 + mt * 16 + (lane >> 2) + (i >= 2 ? 8 : 0);
+        const int key = key0 + nt * 8 + (lane & 3) * 2 + (i & 1);
+        if (key >= seq_k || (T::kCausal && key > row)) s[mt][nt][i] = neg_inf();
+      }
+}
+
+// Online softmax in the log2 domain with the scale folded in: turns s into unnormalised
+// probabilities against the new running max, updates the running sum, and returns in alpha the
+// factor by which the output accumulated so far must shrink.
+template <class T>
+__device__ __forceinline__ void online_softmax(float (&s)[T::kMTiles][T::kSTiles][4],
+                                               float (&row_max)[T::kMTiles][2],
+                                               float (&row_sum)[T::kMTiles][2],
+                                               float (&alpha)[T::kMTiles][2], float scale_log2) {
+#pragma unroll
+  for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = neg_inf();
+#pragma unroll
+      for (int nt = 0; nt < T::kSTiles; ++nt)
+        mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float new_max = fmaxf(row_max[mt][h], mx * scale_log2);
+      // A row with every key masked so far keeps max -inf; subtract 0 to avoid inf - inf.
+      const float base = new_max == neg_inf() ? 0.f : new_max;
+      alpha[mt][h] = fast_exp2(row_max[mt][h] - base);
+      row_max[mt][h] = new_max;
+      float sum = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < T::kSTiles; ++nt) {
+        s[mt][nt][2 * h] = fast_exp2(s[mt][nt][2 * h] * scale_log2 - base);
+        s[mt][nt][2 * h + 1] = fast_exp2(s[mt][nt][2 * h + 1] * scale_log2 - base);
+        sum += s[mt][nt][2 * h] + s[mt][nt][2 * h + 1];
+      }
+      row_sum[mt][h] = row_sum[mt][h] * alpha[mt][h] + sum;
+    }
+}
+
+template <class T>
+__device__ __forceinline__ void rescale(float (&acc)[T::kMTiles][T::kOTiles][4],
+                                        const float (&alpha)[T::kMTiles][2]) {
+#pragma unroll
+  for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < T::kOTiles; ++nt) {
+      acc[mt][nt][0] *= alpha[mt][0];
+      acc[mt][nt][1] *= alpha[mt][0];
+      acc[mt][nt][2] *= alpha[mt][1];
+      acc[mt][nt][3] *= alpha[mt][1];
+    }
+}
+
+// ---------------------------------------------------------------- epilogue
+
+// Folds a partial result (unnormalised output, running max and sum of the same rows, over other
+// keys) into this thread's registers. Online softmax is exact over any partition of the keys.
+template <class T>
+__device__ __forceinline__ void fold_partial(float (&acc)[T::kMTiles][T::kOTiles][4],
+                                             float (&row_max)[T::kMTiles][2],
+                                             float (&row_sum)[T::kMTiles][2], int mt, int h,
+                                             float other_max, float other_sum,
+                                             const float (&other_acc)[T::kOTiles][2], int nt_begin,
+                                             int nt_end) {
+  const float new_max = fmaxf(row_max[mt][h], other_max);
+  const float base = new_max == neg_inf() ? 0.f : new_max;
+  const float a = fast_exp2(row_max[mt][h] - base);
+  const float b = fast_exp2(other_max - base);
+  row_max[mt][h] = new_max;
+  row_sum[mt][h] = row_sum[mt][h] * a + other_sum * b;
+#pragma unroll
+  for (int nt = 0; nt < T::kOTiles; ++nt) {
+    if (nt < nt_begin || nt >= nt_end) continue;
+    acc[mt][nt][2 * h] = acc[mt][nt][2 * h] * a + other_acc[nt][0] * b;
+    acc[mt][nt][2 * h + 1] = acc[mt][nt][2 * h + 1] * a + other_acc[nt][1] * b;
+  }
+}
+
+// A thread's partial result in fragment order: for every value, 32 consecutive floats, one per
+// lane, so that writes and reads are free of bank conflicts and need no index arithmetic.
+template <class T>
+struct Fragment {
+  static constexpr int kAccVals = T::kMTiles * T::kOTiles * 4;
+  static constexpr int kVals = kAccVals + T::kMTiles * 4;  // + max and sum of both row halves
+  __device__ static constexpr int acc_index(int mt, int nt, int i) { return (mt * T::kOTiles + nt) * 4 + i; }
+  __device__ static constexpr int max_index(int mt, int h) { return kAccVals + mt * 4 + h; }
+  __device__ static constexpr int sum_index(int mt, int h) { return kAccVals + mt * 4 + 2 + h; }
+};
+
+template <class T>
+__device__ __forceinline__ void write_fragment(float* dst, const float (&acc)[T::kMTiles][T::kOTiles][4],
+                                               const float (&row_max)[T::kMTiles][2],
+                                               const float (&row_sum)[T::kMTiles][2]) {
+  using F = Fragment<T>;
+#pragma unroll
+  for (int mt = 0; mt < T::kMTiles; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < T::kOTiles; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) dst[F::acc_index(mt, nt, i) * 32] = acc[mt][nt][i];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      dst[F::max_index(mt, h) * 32] = row_max[mt][h];
+      dst[F::sum_index(mt, h) * 32] = row_sum[mt][h];
+    }
+  }
+}
+
+// Warps that split a tile's keys (WARPS_KV > 1) hold partial results for the same rows; those of
+// key groups 1.. pass theirs through shared memory, in fragment order, to key group 0.
+template <class T>
+__device__ __forceinline__ void merge_key_groups(unsigned char* smem, float (&acc)[T::kMTiles][T::kOTiles][4],
+                                                 float (&row_max)[T::kMTiles][2],
+                                                 float (&row_sum)[T::kMTiles][2], int warp_m,
+                                                 int warp_kv, int lane) {
+  using F = Fragment<T>;
+  float* buf = reinterpret_cast<float*>(smem);  // [WARPS_KV - 1][WARPS_M][F::kVals][32]
+  __syncthreads();  // the buffer overlays tiles that slower warps may still be reading
+  if (warp_kv > 0)
+    write_fragment<T>(buf + ((warp_kv - 1) * T::kWarpsM + warp_m) * F::kVals * 32 + lane, acc,
+                      row_max, row_sum);
+  __syncthreads();
+  if (warp_kv == 0) {
+#pragma unroll
+    for (int g = 1; g < T::kWarpsKV; ++g) {
+      const float* src = buf + ((g - 1) * T::kWarpsM + warp_m) * F::kVals * 32 + lane;
+#pragma unroll
+      for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float other[T::kOTiles][2];
+#pragma unroll
+          for (int nt = 0; nt < T::kOTiles; ++nt) {
+            other[nt][0] = src[F::acc_index(mt, nt, 2 * h) * 32];
+            other[nt][1] = src[F::acc_index(mt, nt, 2 * h + 1) * 32];
+          }
+          fold_partial<T>(acc, row_max, row_sum, mt, h, src[F::max_index(mt, h) * 32],
+                          src[F::sum_index(mt, h) * 32], other, 0, T::kOTiles);
+        }
+    }
+  }
+  __syncthreads();  // the output tile is staged over the buffer next
+}
+
+// Normalises key group 0's rows, stages the fp16 tile in shared memory, then copies it out in
+// 16-byte rows with every thread of the block.
+template <class T>
+__device__ __forceinline__ void store_output(unsigned char* smem, __half* o, int m0, int seq_q,
+                                             const float (&acc)[T::kMTiles][T::kOTiles][4],
+                                             const float (&row_sum)[T::kMTiles][2], int row_w,
+                                             int warp_kv, int lane) {
+  __half* o_tile = reinterpret_cast<__half*>(smem);
+  if (warp_kv == 0) {
+#pragma unroll
+    for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float inv = row_sum[mt][h] > 0.f ? 1.f / row_sum[mt][h] : 0.f;
+        const int row = row_w + mt * 16 + (lane >> 2) + 8 * h;
+#pragma unroll
+        for (int nt = 0; nt < T::kOTiles; ++nt) {
+          const int col = nt * 8 + (lane & 3) * 2;
+          *reinterpret_cast<__half2*>(o_tile + tile_offset<T, T::kBlockM>(row, col)) =
+              __floats2half2_rn(acc[mt][nt][2 * h] * inv, acc[mt][nt][2 * h + 1] * inv);
+        }
+      }
+  }
+  __syncthreads();
+  constexpr int kChunks = T::kBlockM * T::kChunksPerRow;
+  constexpr int kIters = (kChunks + T::kThreads - 1) / T::kThreads;
+#pragma unroll
+  for (int i = 0; i < kIters; ++i) {
+    const int c = threadIdx.x + i * T::kThreads;
+    if (kChunks % T::kThreads != 0 && c >= kChunks) break;
+    const int row = c / T::kChunksPerRow;
+    const int col = (c % T::kChunksPerRow) * 8;
+    if (m0 + row < seq_q)
+      *reinterpret_cast<uint4*>(o + (long long)(m0 + row) * T::kHeadDim + col) =
+          *reinterpret_cast<const uint4*>(o_tile + tile_offset<T, T::kBlockM>(row, col));
+  }
+}
+
+// SPLIT_KV: the cluster's blocks hold partial results for the same rows over different keys.
+// Each block publishes key group 0's fragments in its own shared memory; then block r folds in
+// every other block's fragments for its share of the output columns, read through distributed
+// shared memory, and writes those columns. The second barrier keeps every block's buffer alive
+// until all have read it.
+template <class T>
+__device__ __forceinline__ void merge_cluster_and_store(unsigned char* smem, __half* o, int m0, int seq_q,
+                                                        float (&acc)[T::kMTiles][T::kOTiles][4],
+                                                        float (&row_max)[T::kMTiles][2],
+                                                        float (&row_sum)[T::kMTiles][2], int warp_m,
+                                                        int row_w, int warp_kv, int lane) {
+  using F = Fragment<T>;
+  float* mine = reinterpret_cast<float*>(smem + T::kSmemMerge) + warp_m * F::kVals * 32 + lane;
+  if (warp_kv == 0) write_fragment<T>(mine, acc, row_max, row_sum);
+  cluster_sync();
+  const unsigned rank = cluster_rank();
+  constexpr int kColsPerRank = (T::kOTiles + T::kSplitKV - 1) / T::kSplitKV;
+  const int nt_begin = rank * kColsPerRank;
+  const int nt_end = min(T::kOTiles, nt_begin + kColsPerRank);
+  if (warp_kv == 0) {
+    // This block's own partial is published: start empty and fold in every block's, own included.
+#pragma unroll
+    for (int mt = 0; mt < T::kMTiles; ++mt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        row_max[mt][h] = neg_inf();
+        row_sum[mt][h] = 0.f;
+      }
+#pragma unroll
+      for (int nt = 0; nt < T::kOTiles; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.f;
+    }
+#pragma unroll
+    for (int z = 0; z < T::kSplitKV; ++z) {
+      const unsigned src = peer_smem_addr(mine, z);
+#pragma unroll
+      for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float other[T::kOTiles][2];
+#pragma unroll
+          for (int nt = 0; nt < T::kOTiles; ++nt) {
+            if (nt < nt_begin || nt >= nt_end) continue;
+            other[nt][0] = load_peer_f32(src + 4 * 32 * F::acc_index(mt, nt, 2 * h));
+            other[nt][1] = load_peer_f32(src + 4 * 32 * F::acc_index(mt, nt, 2 * h + 1));
+          }
+          fold_partial<T>(acc, row_max, row_sum, mt, h, load_peer_f32(src + 4 * 32 * F::max_index(mt, h)),
+                          load_peer_f32(src + 4 * 32 * F::sum_index(mt, h)), other, nt_begin, nt_end);
+        }
+    }
+#pragma unroll
+    for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row_w + mt * 16 + (lane >> 2) + 8 * h;
+        if (m0 + row >= seq_q) continue;
+        const float inv = row_sum[mt][h] > 0.f ? 1.f / row_sum[mt][h] : 0.f;
+#pragma unroll
+        for (int nt = 0; nt < T::kOTiles; ++nt) {
+          if (nt < nt_begin || nt >= nt_end) continue;
+          *reinterpret_cast<__half2*>(o + (long long)(m0 + row) * T::kHeadDim + nt * 8 + (lane & 3) * 2) =
+              __floats2half2_rn(acc[mt][nt][2 * h] * inv, acc[mt][nt][2 * h + 1] * inv);
+        }
+      }
+  }
+  cluster_sync();
+}
+
 // ---------------------------------------------------------------- the kernel
 
 template <class T>
 __device__ __forceinline__ void forward(const FaParams& p) {
-  extern __shared__ __align__(128) unsigned char smem_raw[];
-  __half* q_tile = reinterpret_cast<__half*>(smem_raw);
+  extern __shared__ __align__(128) unsigned char smem_dynamic[];
+  unsigned char* smem = smem_dynamic;
+  if constexpr (T::kSmemAlign > 0)
+    smem += (T::kSmemAlign - (smem_addr(smem_dynamic) & (T::kSmemAlign - 1))) & (T::kSmemAlign - 1);
+  __half* q_tile = reinterpret_cast<__half*>(smem);
   __half* k_tiles = q_tile + T::kQElems;
   __half* v_tiles = k_tiles + T::kStages * T::kKVElems;
 
@@ -221,6 +770,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   const int warp_kv = warp / T::kWarpsM;
   const int row_w = warp_m * T::kRowsPerWarp;   // first row of this warp within the block
   const int key_w = warp_kv * T::kKeysPerWarp;  // first key of this warp within a tile
+  const int row_wg = row_w & ~63;                // WGMMA: first row of this warp's warpgroup
 
   // Causal blocks near the end of the sequence have the most work: start them first.
   const int m_block = T::kCausal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
@@ -234,41 +784,33 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   // Keys this block needs: all of them, or (causal) up to its last row's diagonal.
   const int kv_end = T::kCausal ? min(p.seq_k, m0 + T::kBlockM) : p.seq_k;
   const int all_tiles = (kv_end + T::kBlockN - 1) / T::kBlockN;
-  // With SPLIT_KV, block z takes its share of those tiles; the last block to finish merges.
+  // With SPLIT_KV, block z of the cluster takes its share of those tiles.
   const int tiles_per_split = (all_tiles + T::kSplitKV - 1) / T::kSplitKV;
   const int first_tile = T::kSplitKV > 1 ? (int)blockIdx.z * tiles_per_split : 0;
   const int n_tiles = T::kSplitKV > 1 ? max(0, min(all_tiles - first_tile, tiles_per_split))
                                       : all_tiles;
   const float scale_log2 = p.softmax_scale * 1.4426950408889634f;
 
-  // ---- prologue: Q, then the first STAGES-1 K/V tiles, each its own cp.async group.
+  auto load_kv = [&](int t) {  // tile t of this block into its stage
+    const int stage = t % T::kStages;
+    const int n0 = (first_tile + t) * T::kBlockN;
+    load_tile<T, T::kBlockN>(k_tiles + stage * T::kKVElems, k, n0, p.seq_k);
+    load_tile<T, T::kBlockN>(v_tiles + stage * T::kKVElems, v, n0, p.seq_k);
+  };
+
+  // ---- prologue: Q, then the first kPrefetch K/V tiles, each its own cp.async group.
   load_tile<T, T::kBlockM>(q_tile, q, m0, p.seq_q);
   if constexpr (T::kCpAsync) {
     cp_async_commit();
 #pragma unroll
-    for (int s = 0; s < T::kStages - 1; ++s) {
-      if (s < n_tiles) {
-        const int n0 = (first_tile + s) * T::kBlockN;
-        load_tile<T, T::kBlockN>(k_tiles + s * T::kKVElems, k, n0, p.seq_k);
-        load_tile<T, T::kBlockN>(v_tiles + s * T::kKVElems, v, n0, p.seq_k);
-      }
+    for (int t = 0; t < T::kPrefetch; ++t) {
+      if (t < n_tiles) load_kv(t);
       cp_async_commit();
     }
-    cp_async_wait<T::kStages - 1>();
   }
-  __syncthreads();
 
-  // Q stays in registers for the whole loop.
-  unsigned q_frag[T::kMTiles][T::kQkSteps][4];
-#pragma unroll
-  for (int mt = 0; mt < T::kMTiles; ++mt)
-#pragma unroll
-    for (int ks = 0; ks < T::kQkSteps; ++ks) {
-      const int row = row_w + mt * 16 + (lane & 15);
-      const int col = ks * 16 + (lane >> 4) * 8;
-      ldmatrix_x4(q_frag[mt][ks], q_tile + tile_offset<T>(row, col));
-    }
-
+  // mma.sync: Q stays in registers for the whole loop. WGMMA reads it from shared memory.
+  unsigned q_frag[T::kWgmma ? 1 : T::kMTiles][T::kWgmma ? 1 : T::kQkSteps][4];
   float acc[T::kMTiles][T::kOTiles][4];
   float row_max[T::kMTiles][2];
   float row_sum[T::kMTiles][2];
@@ -281,126 +823,112 @@ __device__ __forceinline__ void forward(const FaParams& p) {
     row_max[mt][0] = row_max[mt][1] = neg_inf();
     row_sum[mt][0] = row_sum[mt][1] = 0.f;
   }
+  // PV_ASYNC: the previous tile's P, whose P*V is still in flight.
+  unsigned p_prev[T::kPvSteps][4];
 
-  for (int t = 0; t < n_tiles; ++t) {
-    const int stage = t % T::kStages;
+  // One K/V tile. The first is peeled off: with kFirst a constant at each (inlined) call, what
+  // differs for it -- Q's fragments, no P*V in flight yet -- costs no branch, and no wgmma sits
+  // on a path ptxas must treat as divergent (it would serialise them).
+  auto step = [&](int t, const bool kFirst) {
+    // Tile t must have landed; tile t + kPrefetch starts its copy. PV_ASYNC keeps one stage back
+    // from the copies: the previous tile's V is read until this iteration's softmax is done.
     if constexpr (T::kCpAsync) {
-      const int ahead = t + T::kStages - 1;
-      if (T::kStages > 1 && ahead < n_tiles) {
-        const int s = ahead % T::kStages;
-        const int n_ahead = (first_tile + ahead) * T::kBlockN;
-        load_tile<T, T::kBlockN>(k_tiles + s * T::kKVElems, k, n_ahead, p.seq_k);
-        load_tile<T, T::kBlockN>(v_tiles + s * T::kKVElems, v, n_ahead, p.seq_k);
-      } else if (T::kStages == 1) {
-        load_tile<T, T::kBlockN>(k_tiles, k, (first_tile + t) * T::kBlockN, p.seq_k);
-        load_tile<T, T::kBlockN>(v_tiles, v, (first_tile + t) * T::kBlockN, p.seq_k);
-      }
+      if (t + T::kPrefetch < n_tiles) load_kv(t + T::kPrefetch);
       cp_async_commit();
-      cp_async_wait<T::kStages - 1>();
+      cp_async_wait<T::kPrefetch>();
+      if constexpr (T::kWgmma) fence_proxy_async();
     } else {
-      load_tile<T, T::kBlockN>(k_tiles, k, (first_tile + t) * T::kBlockN, p.seq_k);
-      load_tile<T, T::kBlockN>(v_tiles, v, (first_tile + t) * T::kBlockN, p.seq_k);
+      load_kv(t);
     }
     __syncthreads();
+    if constexpr (!T::kWgmma) {
+      if (kFirst) {
+#pragma unroll
+        for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+          for (int ks = 0; ks < T::kQkSteps; ++ks) {
+            const int row = row_w + mt * 16 + (lane & 15);
+            const int col = ks * 16 + (lane >> 4) * 8;
+            ldmatrix_x4(q_frag[mt][ks], q_tile + tile_offset<T, T::kBlockM>(row, col));
+          }
+      }
+    }
 
+    const int stage = t % T::kStages;
     const __half* k_tile = k_tiles + stage * T::kKVElems;
     const __half* v_tile = v_tiles + stage * T::kKVElems;
     const int n0 = (first_tile + t) * T::kBlockN;
+    const bool kPvInFlight = T::kPvAsync && !kFirst;
 
-    // ---- S = Q K^T for this warp's rows and keys.
+    // ---- S = Q K^T for this warp's rows and keys (with PV_ASYNC, beside the previous P*V).
     float s[T::kMTiles][T::kSTiles][4];
-#pragma unroll
-    for (int mt = 0; mt < T::kMTiles; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < T::kSTiles; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) s[mt][nt][i] = 0.f;
-#pragma unroll
-    for (int ks = 0; ks < T::kQkSteps; ++ks)
-#pragma unroll
-      for (int np = 0; np < T::kSTiles / 2; ++np) {
-        unsigned b[4];
-        const int key = key_w + np * 16 + (lane & 7) + ((lane >> 4) << 3);
-        const int col = ks * 16 + ((lane >> 3) & 1) * 8;
-        ldmatrix_x4(b, k_tile + tile_offset<T>(key, col));
-#pragma unroll
-        for (int mt = 0; mt < T::kMTiles; ++mt) {
-          mma_16816(s[mt][2 * np], q_frag[mt][ks], b[0], b[1]);
-          mma_16816(s[mt][2 * np + 1], q_frag[mt][ks], b[2], b[3]);
-        }
+    if constexpr (T::kWgmma) {
+      wgmma_fence();
+      issue_scores_wgmma<T>(s[0], q_tile, k_tile, row_wg, key_w);
+      if (kPvInFlight) {
+        issue_pv_wgmma<T>(acc[0], p_prev, v_tiles + ((t - 1) % T::kStages) * T::kKVElems, key_w);
+        wgmma_wait<1>();  // groups retire in order: the scores are done
+      } else {
+        wgmma_wait<0>();
       }
+      fence_operands(s[0]);
+    } else {
+      scores_mma_sync<T>(s, q_frag, k_tile, key_w, lane);
+    }
 
     // ---- mask: only tiles that cross the sequence end or the causal diagonal pay for it.
-    const bool needs_mask = n0 + T::kBlockN > p.seq_k || (T::kCausal && n0 + T::kBlockN - 1 > m0);
-    if (needs_mask) {
-#pragma unroll
-      for (int mt = 0; mt < T::kMTiles; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < T::kSTiles; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int row = m0 + row_w + mt * 16 + (lane >> 2) + (i >= 2 ? 8 : 0);
-            const int key = n0 + key_w + nt * 8 + (lane & 3) * 2 + (i & 1);
-            if (key >= p.seq_k || (T::kCausal && key > row)) s[mt][nt][i] = neg_inf();
-          }
-    }
+    if (n0 + T::kBlockN > p.seq_k || (T::kCausal && n0 + T::kBlockN - 1 > m0))
+      mask_scores<T>(s, m0 + row_w, n0 + key_w, p.seq_k, lane);
 
-    // ---- online softmax, in the log2 domain with the scale folded in.
-#pragma unroll
-    for (int mt = 0; mt < T::kMTiles; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float mx = neg_inf();
-#pragma unroll
-        for (int nt = 0; nt < T::kSTiles; ++nt)
-          mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float new_max = fmaxf(row_max[mt][h], mx * scale_log2);
-        // A row with every key masked so far keeps max -inf; subtract 0 to avoid inf - inf.
-        const float base = new_max == neg_inf() ? 0.f : new_max;
-        const float alpha = fast_exp2(row_max[mt][h] - base);
-        row_max[mt][h] = new_max;
-        float sum = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < T::kSTiles; ++nt) {
-          s[mt][nt][2 * h] = fast_exp2(s[mt][nt][2 * h] * scale_log2 - base);
-          s[mt][nt][2 * h + 1] = fast_exp2(s[mt][nt][2 * h + 1] * scale_log2 - base);
-          sum += s[mt][nt][2 * h] + s[mt][nt][2 * h + 1];
-        }
-        row_sum[mt][h] = row_sum[mt][h] * alpha + sum;
-#pragma unroll
-        for (int nt = 0; nt < T::kOTiles; ++nt) {
-          acc[mt][nt][2 * h] *= alpha;
-          acc[mt][nt][2 * h + 1] *= alpha;
-        }
-      }
-
-    // ---- O += P V: P goes from accumulator registers straight into A fragments.
-#pragma unroll
-    for (int kk = 0; kk < T::kPvSteps; ++kk) {
-      unsigned a[T::kMTiles][4];
-#pragma unroll
-      for (int mt = 0; mt < T::kMTiles; ++mt) {
-        a[mt][0] = pack_half2(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-        a[mt][1] = pack_half2(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-        a[mt][2] = pack_half2(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-        a[mt][3] = pack_half2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-      }
-#pragma unroll
-      for (int dp = 0; dp < T::kOTiles / 2; ++dp) {
-        unsigned b[4];
-        const int key = key_w + kk * 16 + (lane & 15);
-        const int col = dp * 16 + (lane >> 4) * 8;
-        ldmatrix_x4_trans(b, v_tile + tile_offset<T>(key, col));
-#pragma unroll
-        for (int mt = 0; mt < T::kMTiles; ++mt) {
-          mma_16816(acc[mt][2 * dp], a[mt], b[0], b[1]);
-          mma_16816(acc[mt][2 * dp + 1], a[mt], b[2], b[3]);
-        }
-      }
+    float alpha[T::kMTiles][2];
+    online_softmax<T>(s, row_max, row_sum, alpha, scale_log2);
+    if (kPvInFlight) {
+      wgmma_wait<0>();
+      fence_operands(acc[0]);
+      fence_operands(p_prev);
     }
-    __syncthreads();  // the next iteration's copies overwrite this stage
+    rescale<T>(acc, alpha);
+
+    // ---- O += P V: P goes from the score registers straight into A fragments.
+    if constexpr (T::kPvAsync) {
+#pragma unroll
+      for (int kk = 0; kk < T::kPvSteps; ++kk) pack_p<T>(p_prev[kk], s[0], kk);
+    } else if constexpr (T::kWgmma) {
+      unsigned p_frag[T::kPvSteps][4];
+#pragma unroll
+      for (int kk = 0; kk < T::kPvSteps; ++kk) pack_p<T>(p_frag[kk], s[0], kk);
+      wgmma_fence();
+      issue_pv_wgmma<T>(acc[0], p_frag, v_tile, key_w);
+      wgmma_wait<0>();
+      fence_operands(acc[0]);
+      fence_operands(p_frag);
+    } else {
+      accumulate_pv_mma_sync<T>(acc, s, v_tile, key_w, lane);
+    }
+    __syncthreads();  // the next iteration's copies overwrite a stage read here
+  };
+
+  if (n_tiles > 0) step(0, true);
+  for (int t = 1; t < n_tiles; ++t) step(t, false);
+  if constexpr (T::kPvAsync) {
+    // The last tile's P*V. A split without keys issues one too, so that no wgmma sits on a
+    // divergent path, and then discards what it read from a stage that was never filled.
+    wgmma_fence();
+    issue_pv_wgmma<T>(acc[0], p_prev, v_tiles + ((n_tiles + T::kStages - 1) % T::kStages) * T::kKVElems,
+                      key_w);
+    wgmma_wait<0>();
+    fence_operands(acc[0]);
+    fence_operands(p_prev);
+    if (n_tiles == 0) {
+#pragma unroll
+      for (int nt = 0; nt < T::kOTiles; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[0][nt][i] = 0.f;
+    }
+  }
+  if (n_tiles == 0) {  // a split without keys: nothing waited for Q's copy or synchronised yet
+    if constexpr (T::kCpAsync) cp_async_wait<0>();
+    __syncthreads();
   }
 
   // Row sums so far are per thread (its 2 of every 8 keys); complete them across the quad.
@@ -414,151 +942,14 @@ __device__ __forceinline__ void forward(const FaParams& p) {
       row_sum[mt][h] = l;
     }
 
-  if constexpr (T::kWarpsKV == 1 && T::kSplitKV == 1) {
-    // Normalise, stage the fp16 tile in shared memory, then copy out in 16-byte rows.
-    __half* o_tile = reinterpret_cast<__half*>(smem_raw);
-#pragma unroll
-    for (int mt = 0; mt < T::kMTiles; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float inv = row_sum[mt][h] > 0.f ? 1.f / row_sum[mt][h] : 0.f;
-        const int row = row_w + mt * 16 + (lane >> 2) + 8 * h;
-#pragma unroll
-        for (int nt = 0; nt < T::kOTiles; ++nt) {
-          const int col = nt * 8 + (lane & 3) * 2;
-          *reinterpret_cast<__half2*>(o_tile + tile_offset<T>(row, col)) =
-              __floats2half2_rn(acc[mt][nt][2 * h] * inv, acc[mt][nt][2 * h + 1] * inv);
-        }
-      }
-    __syncthreads();
-    constexpr int kChunks = T::kBlockM * T::kChunksPerRow;
-    constexpr int kIters = (kChunks + T::kThreads - 1) / T::kThreads;
-#pragma unroll
-    for (int i = 0; i < kIters; ++i) {
-      const int c = threadIdx.x + i * T::kThreads;
-      if (kChunks % T::kThreads != 0 && c >= kChunks) break;
-      const int row = c / T::kChunksPerRow;
-      const int col = (c % T::kChunksPerRow) * 8;
-      if (m0 + row < p.seq_q)
-        *reinterpret_cast<uint4*>(o + (long long)(m0 + row) * T::kHeadDim + col) =
-            *reinterpret_cast<const uint4*>(o_tile + tile_offset<T>(row, col));
-    }
-    return;
-  }
-
-  // The general epilogue: every (row, column pair) of the block's output is emitted once with
-  // its unnormalised value, running max and sum -- straight to fp16 output, or (SPLIT_KV) into
-  // this block's partial buffer for the cluster merge below.
-  float* partial = reinterpret_cast<float*>(smem_raw + T::kSmemMerge);
-  auto emit = [&](int row, int col, float o0, float o1, float mx, float l) {
-    if constexpr (T::kSplitKV == 1) {
-      const float inv = l > 0.f ? 1.f / l : 0.f;
-      *reinterpret_cast<__half2*>(o + (long long)(m0 + row) * T::kHeadDim + col) =
-          __floats2half2_rn(o0 * inv, o1 * inv);
-    } else {
-      float* dst = partial + row * T::kMergeStride;
-      dst[col] = o0;
-      dst[col + 1] = o1;
-      if (col == 0) {
-        dst[T::kHeadDim] = mx;
-        dst[T::kHeadDim + 1] = l;
-      }
-    }
-  };
-
-  if constexpr (T::kWarpsKV == 1) {
-    __syncthreads();  // the partial buffer overlays Q; a split with no tiles skipped the loop's barriers
-#pragma unroll
-    for (int mt = 0; mt < T::kMTiles; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = row_w + mt * 16 + (lane >> 2) + 8 * h;
-        if (m0 + row >= p.seq_q) continue;
-#pragma unroll
-        for (int nt = 0; nt < T::kOTiles; ++nt)
-          emit(row, nt * 8 + (lane & 3) * 2, acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1],
-               row_max[mt][h], row_sum[mt][h]);
-      }
+  if constexpr (T::kWarpsKV > 1)
+    merge_key_groups<T>(smem, acc, row_max, row_sum, warp_m, warp_kv, lane);
+  // The output tile overlays Q, which the last iteration's barrier has released.
+  if constexpr (T::kSplitKV == 1) {
+    store_output<T>(smem, o, m0, p.seq_q, acc, row_sum, row_w, warp_kv, lane);
   } else {
-    // Each key group writes its unnormalised partial output, max and sum; then all threads
-    // merge the groups element by element.
-    float* merge = reinterpret_cast<float*>(smem_raw);
-    __syncthreads();  // a split with no tiles skips the loop's barriers; Q may still be in use
-#pragma unroll
-    for (int mt = 0; mt < T::kMTiles; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = row_w + mt * 16 + (lane >> 2) + 8 * h;
-        float* dst = merge + (warp_kv * T::kBlockM + row) * T::kMergeStride;
-#pragma unroll
-        for (int nt = 0; nt < T::kOTiles; ++nt) {
-          const int col = nt * 8 + (lane & 3) * 2;
-          dst[col] = acc[mt][nt][2 * h];
-          dst[col + 1] = acc[mt][nt][2 * h + 1];
-        }
-        if ((lane & 3) == 0) {
-          dst[T::kHeadDim] = row_max[mt][h];
-          dst[T::kHeadDim + 1] = row_sum[mt][h];
-        }
-      }
-    __syncthreads();
-    constexpr int kPairs = T::kBlockM * T::kHeadDim / 2;
-    for (int e = threadIdx.x; e < kPairs; e += T::kThreads) {
-      const int row = (2 * e) / T::kHeadDim;
-      const int col = (2 * e) % T::kHeadDim;
-      if (m0 + row >= p.seq_q) continue;
-      float mx = neg_inf();
-#pragma unroll
-      for (int g = 0; g < T::kWarpsKV; ++g)
-        mx = fmaxf(mx, merge[(g * T::kBlockM + row) * T::kMergeStride + T::kHeadDim]);
-      const float base = mx == neg_inf() ? 0.f : mx;
-      float l = 0.f, o0 = 0.f, o1 = 0.f;
-#pragma unroll
-      for (int g = 0; g < T::kWarpsKV; ++g) {
-        const float* src = merge + (g * T::kBlockM + row) * T::kMergeStride;
-        const float w = fast_exp2(src[T::kHeadDim] - base);
-        l += src[T::kHeadDim + 1] * w;
-        o0 += src[col] * w;
-        o1 += src[col + 1] * w;
-      }
-      emit(row, col, o0, o1, mx, l);
-    }
-  }
-
-  if constexpr (T::kSplitKV > 1) {
-    // Each block of the cluster merges a slice of the rows, reading every block's partial
-    // buffer through distributed shared memory; the second barrier keeps the buffers alive until
-    // all blocks have read them.
-    cluster_sync();
-    const unsigned rank = cluster_rank();
-    constexpr int kRowsPerRank = (T::kBlockM + T::kSplitKV - 1) / T::kSplitKV;
-    constexpr int kPairs = kRowsPerRank * T::kHeadDim / 2;
-    for (int e = threadIdx.x; e < kPairs; e += T::kThreads) {
-      const int row = rank * kRowsPerRank + (2 * e) / T::kHeadDim;
-      const int col = (2 * e) % T::kHeadDim;
-      if (row >= T::kBlockM || m0 + row >= p.seq_q) continue;
-      const float* mine = partial + row * T::kMergeStride;
-      float mx = neg_inf();
-      float m_z[T::kSplitKV];
-#pragma unroll
-      for (int z = 0; z < T::kSplitKV; ++z) {
-        m_z[z] = load_peer_f32(peer_smem_addr(mine + T::kHeadDim, z));
-        mx = fmaxf(mx, m_z[z]);
-      }
-      const float base = mx == neg_inf() ? 0.f : mx;
-      float l = 0.f, o0 = 0.f, o1 = 0.f;
-#pragma unroll
-      for (int z = 0; z < T::kSplitKV; ++z) {
-        const float w = fast_exp2(m_z[z] - base);
-        l += w * load_peer_f32(peer_smem_addr(mine + T::kHeadDim + 1, z));
-        o0 += w * load_peer_f32(peer_smem_addr(mine + col, z));
-        o1 += w * load_peer_f32(peer_smem_addr(mine + col + 1, z));
-      }
-      const float inv = l > 0.f ? 1.f / l : 0.f;
-      *reinterpret_cast<__half2*>(o + (long long)(m0 + row) * T::kHeadDim + col) =
-          __floats2half2_rn(o0 * inv, o1 * inv);
-    }
-    cluster_sync();
+    merge_cluster_and_store<T>(smem, o, m0, p.seq_q, acc, row_max, row_sum, warp_m, row_w,
+                               warp_kv, lane);
   }
 }
 
@@ -572,11 +963,11 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 #endif
 
 template <int CAUSAL, int HEAD_DIM, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, int CP_ASYNC,
-          int SWIZZLE, int SPLIT_KV>
+          int SWIZZLE, int SPLIT_KV, int WGMMA, int PV_ASYNC>
 __global__ void __launch_bounds__(WARPS * 32) EVO_CLUSTER_DIMS(1, 1, SPLIT_KV)
     fa_s512_v3_kernel(const FaParams p) {
   fa::forward<fa::KernelTraits<CAUSAL, HEAD_DIM, BLOCK_M, BLOCK_N, WARPS, STAGES, CP_ASYNC, SWIZZLE,
-                               SPLIT_KV>>(p);
+                               SPLIT_KV, WGMMA, PV_ASYNC>>(p);
 }
 
 }  // namespace evo
