@@ -21,6 +21,7 @@ struct SearchSpace::Impl {
   struct Named {
     std::string name;
     Expression expr;
+    bool reads_arch = false;  // reads SM_ARCH: skipped while the architecture is unknown
   };
   std::vector<Named> derived;      // evaluated in order; each may read the ones before it
   std::vector<Named> constraints;  // checked in order; the first that is 0 is reported
@@ -33,8 +34,8 @@ struct SearchSpace::Impl {
 namespace {
 
 // The problem and device variables every expression may read.
-const char* const kProblemVariables[] = {"BATCH",    "HEADS",  "SEQ_Q",     "SEQ_K",
-                                         "HEAD_DIM", "CAUSAL", "SMEM_LIMIT"};
+const char* const kProblemVariables[] = {"BATCH",  "HEADS",      "SEQ_Q", "SEQ_K",
+                                         "HEAD_DIM", "CAUSAL", "SMEM_LIMIT", "SM_ARCH"};
 
 [[noreturn]] void bad_space(const std::string& why) {
   throw InputError("bad search space: " + why);
@@ -183,8 +184,9 @@ SearchSpace SearchSpace::from_json(std::string_view text) {
     const std::string where = "constraints[" + std::to_string(i) + "]";
     std::string name = string_field(constraints[i], "name", where);
     if (!constraint_names.insert(name).second) bad_space("constraint '" + name + "' is defined twice");
-    impl->constraints.push_back(
-        {name, checked_expression(field(constraints[i], "expr", where), "constraint " + name, known)});
+    Expression expr = checked_expression(field(constraints[i], "expr", where), "constraint " + name, known);
+    const bool reads_arch = expr.identifiers().count("SM_ARCH") > 0;
+    impl->constraints.push_back({name, std::move(expr), reads_arch});
   }
 
   impl->kernel_pattern = string_field(doc, "kernel", "space");
@@ -286,7 +288,7 @@ Genome SearchSpace::parse(std::string_view text) const {
 }
 
 std::map<std::string, int64_t> SearchSpace::variables(const Genome& g, const ProblemShape& p,
-                                                      int64_t smem_limit) const {
+                                                      int64_t smem_limit, int sm_arch) const {
   bool fits = g.template_id() == id_ && g.genes().size() == genes_.size();
   for (size_t i = 0; fits && i < genes_.size(); ++i) fits = g.genes()[i].first == genes_[i].name;
   if (!fits) throw InputError("genome '" + g.text() + "' does not fit the " + id_ + " search space");
@@ -299,15 +301,18 @@ std::map<std::string, int64_t> SearchSpace::variables(const Genome& g, const Pro
   vars["HEAD_DIM"] = p.head_dim;
   vars["CAUSAL"] = p.causal ? 1 : 0;
   vars["SMEM_LIMIT"] = smem_limit;
+  vars["SM_ARCH"] = sm_arch;
   for (const auto& d : impl_->derived) vars[d.name] = d.expr.eval(vars);
   return vars;
 }
 
 std::optional<std::string> SearchSpace::violated_constraint(const Genome& g, const ProblemShape& p,
-                                                            int64_t smem_limit) const {
-  const auto vars = variables(g, p, smem_limit);
-  for (const auto& c : impl_->constraints)
+                                                            int64_t smem_limit, int sm_arch) const {
+  const auto vars = variables(g, p, smem_limit, sm_arch);
+  for (const auto& c : impl_->constraints) {
+    if (c.reads_arch && sm_arch == kUnknownArch) continue;
     if (c.expr.eval(vars) == 0) return c.name;
+  }
   return std::nullopt;
 }
 
@@ -369,6 +374,15 @@ Genome SearchSpace::at(uint64_t index) const {
     index /= values.size();
   }
   return Genome(id_, std::move(genes));
+}
+
+int sm_arch_number(std::string_view arch) {
+  // "sm_90a" -> 90, "sm_100f" -> 100; anything else is unknown.
+  if (arch.substr(0, 3) != "sm_") return SearchSpace::kUnknownArch;
+  int n = 0;
+  size_t i = 3;
+  for (; i < arch.size() && arch[i] >= '0' && arch[i] <= '9' && i < 6; ++i) n = n * 10 + (arch[i] - '0');
+  return i > 3 ? n : SearchSpace::kUnknownArch;
 }
 
 }  // namespace evo

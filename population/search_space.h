@@ -2,7 +2,8 @@
 // A template's search space, read from its .space.json (kernel_templates/): genes and their
 // domains, derived values, named validity constraints, the kernel's name expression and launch
 // formulas. Expressions are integer arithmetic over genes, derived values, the problem (BATCH,
-// HEADS, SEQ_Q, SEQ_K, HEAD_DIM, CAUSAL) and the device (SMEM_LIMIT): + - * / %, comparisons,
+// HEADS, SEQ_Q, SEQ_K, HEAD_DIM, CAUSAL) and the device (SMEM_LIMIT, and SM_ARCH: 90 for an
+// sm_90a target, 0 while unknown): + - * / %, comparisons,
 // && || !, parentheses, min(a,b), max(a,b).
 #include <cstdint>
 #include <map>
@@ -50,13 +51,18 @@ class SearchSpace {
   // or a template prefix that is not this space's.
   Genome parse(std::string_view text) const;
 
+  // SM_ARCH when the target is not known yet (evod proposes genomes before a worker has them).
+  static constexpr int kUnknownArch = 0;
+
   // The first violated constraint's name ("kv_split_keeps_mma_k"), or nullopt if valid for this
-  // problem on a device with smem_limit bytes of shared memory per block.
+  // problem on a device with smem_limit bytes of shared memory per block and compile target
+  // sm_arch (sm_arch_number). Constraints that read SM_ARCH are skipped while it is unknown; the
+  // worker checks them again against its own target before compiling.
   std::optional<std::string> violated_constraint(const Genome& g, const ProblemShape& p,
-                                                 int64_t smem_limit) const;
+                                                 int64_t smem_limit, int sm_arch = kUnknownArch) const;
   // Value of every gene, derived value and problem variable, for name expressions and reports.
   std::map<std::string, int64_t> variables(const Genome& g, const ProblemShape& p,
-                                           int64_t smem_limit) const;
+                                           int64_t smem_limit, int sm_arch = kUnknownArch) const;
   LaunchConfig launch(const Genome& g, const ProblemShape& p) const;
   // "evo::fa_s512_v3_kernel<0, 64, 32, 64, 4, 2, 1, 1>"
   std::string kernel_name(const Genome& g, const ProblemShape& p) const;
@@ -79,5 +85,8 @@ class SearchSpace {
   std::vector<int> head_dims_;
   std::shared_ptr<const Impl> impl_;  // parsed expressions
 };
+
+// The number of a compile target: "sm_90a" -> 90, "sm_80" -> 80; kUnknownArch for anything else.
+int sm_arch_number(std::string_view arch);
 
 }  // namespace evo

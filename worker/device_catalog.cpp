@@ -20,6 +20,7 @@ DeviceModel hopper(const char* arch) {
   d.max_threads_per_sm = 2048;
   d.max_blocks_per_sm = 32;
   d.mma_sync_tflops = 660;
+  d.wgmma_tflops = 989;
   d.fp32_tflops = 67;
   d.hbm_gbps = 3350;
   d.l2_gbps = 3350 * 2.5;

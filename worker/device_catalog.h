@@ -21,6 +21,7 @@ struct DeviceModel {
   int max_threads_per_sm = 2048;
   int max_blocks_per_sm = 32;
   double mma_sync_tflops = 0;   // fp16 mma.sync, fp32 accumulate, dense, whole chip
+  double wgmma_tflops = 0;      // the same through wgmma (sm_90a); 0 where it does not exist
   double fp32_tflops = 0;       // non-tensor FP32 (softmax arithmetic)
   double hbm_gbps = 0;
   double l2_gbps = 0;           // K/V re-reads of a head mostly hit L2

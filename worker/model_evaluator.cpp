@@ -30,7 +30,7 @@ int blocks_per_sm(const DeviceModel& dev, int registers, int64_t smem_bytes, int
 
 KernelEstimate estimate_kernel(const DeviceModel& dev, const SearchSpace& space, const Genome& g,
                                const ProblemShape& shape, const v1::ResourceReport& resources) {
-  const auto vars = space.variables(g, shape, dev.smem_per_block_optin);
+  const auto vars = space.variables(g, shape, dev.smem_per_block_optin, sm_arch_number(dev.arch));
   const LaunchConfig launch = space.launch(g, shape);
   const double block_m = static_cast<double>(vars.at("BLOCK_M"));
   const double block_n = static_cast<double>(vars.at("BLOCK_N"));
@@ -67,7 +67,10 @@ KernelEstimate estimate_kernel(const DeviceModel& dev, const SearchSpace& space,
   const double clock_hz = dev.sm_clock_mhz * 1e6;
   const int resident_warps = concurrent * warps;
   const double issue_efficiency = std::min(1.0, resident_warps / 8.0);
-  const double sm_mma = dev.mma_sync_tflops * 1e12 / dev.sm_count * issue_efficiency;
+  // WGMMA genomes issue warpgroup MMAs, which reach the tensor cores' full rate on sm_90a.
+  const bool wgmma = vars.count("WGMMA") && vars.at("WGMMA") == 1 && dev.wgmma_tflops > 0;
+  const double sm_mma = (wgmma ? dev.wgmma_tflops : dev.mma_sync_tflops) * 1e12 / dev.sm_count *
+                        issue_efficiency;
   const double sm_fp32 = dev.fp32_tflops * 1e12 / dev.sm_count;
   // K/V tiles of one head are re-read by each of its blocks: mostly L2 hits.
   const double sm_bw = dev.l2_gbps * 1e9 / dev.sm_count;
@@ -111,7 +114,7 @@ class ModelEvaluator : public Evaluator {
     try {
       const SearchSpace& space = SearchSpace::for_template(g.template_id());
       for (const auto& s : shapes)
-        if (!space.violated_constraint(g, s, dev_.smem_per_block_optin))
+        if (!space.violated_constraint(g, s, dev_.smem_per_block_optin, sm_arch_number(dev_.arch)))
           compiler_.compile_candidate_async(g, s);
     } catch (const std::exception& e) {
       spdlog::debug("candidate={} prefetch skipped: {}", g.hash(), e.what());

@@ -48,7 +48,7 @@ std::optional<std::vector<CompiledKernel>> run_pre_launch_gates(
   for (const auto& shape : shapes) {
     std::optional<std::string> violated;
     try {
-      violated = space->violated_constraint(g, shape, smem_limit);
+      violated = space->violated_constraint(g, shape, smem_limit, sm_arch_number(compiler.arch()));
     } catch (const std::exception& e) {
       return reject(eval, v1::INVALID, "valid", e.what(), g);
     }

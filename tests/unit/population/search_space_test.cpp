@@ -36,7 +36,7 @@ TEST(SearchSpaceTest, LoadsTheRealSpace) {
   EXPECT_EQ(s.constraint_names(),
             (std::vector<std::string>{"block_m_multiple_of_mma_m", "warps_divide_evenly",
                                       "kv_split_keeps_mma_k", "pipeline_needs_cp_async",
-                                      "split_has_keys", "wgmma_whole_warpgroups",
+                                      "split_has_keys", "wgmma_needs_sm90a", "wgmma_whole_warpgroups",
                                       "wgmma_n_per_warpgroup", "wgmma_needs_swizzled_cp_async",
                                       "pv_async_needs_wgmma", "shared_memory_fits_device",
                                       "supported_head_dim"}));
@@ -282,4 +282,23 @@ TEST(SearchSpaceJsonTest, RejectsMalformedVariants) {
 }
 
 }  // namespace
+TEST(SearchSpaceTest, WgmmaNeedsAnSm90aTargetOnceTheTargetIsKnown) {
+  const Genome g = space().parse("BLOCK_M=64,BLOCK_N=128,WARPS=4,WGMMA=1");
+  const ProblemShape p = parse_shape("1x8x512x64");
+  EXPECT_EQ(space().violated_constraint(g, p, 227 * 1024, 80), "wgmma_needs_sm90a");
+  EXPECT_EQ(space().violated_constraint(g, p, 227 * 1024, 90), std::nullopt);
+  EXPECT_EQ(space().violated_constraint(g, p, 227 * 1024), std::nullopt) << "unknown target: not checked";
+  EXPECT_EQ(space().violated_constraint(space().parse("WGMMA=0"), p, 227 * 1024, 80), std::nullopt);
+  EXPECT_EQ(space().variables(g, p, 1000, 90).at("SM_ARCH"), 90);
+}
+
+TEST(SearchSpaceTest, SmArchNumberReadsCompileTargets) {
+  EXPECT_EQ(sm_arch_number("sm_90a"), 90);
+  EXPECT_EQ(sm_arch_number("sm_80"), 80);
+  EXPECT_EQ(sm_arch_number("sm_100f"), 100);
+  EXPECT_EQ(sm_arch_number("compute_90"), SearchSpace::kUnknownArch);
+  EXPECT_EQ(sm_arch_number("sm_"), SearchSpace::kUnknownArch);
+  EXPECT_EQ(sm_arch_number(""), SearchSpace::kUnknownArch);
+}
+
 }  // namespace evo

@@ -84,6 +84,12 @@ TEST(EvalCommand, InvalidGenomeFailsTheValidGateWithExit1) {
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("INVALID: violates kv_split_keeps_mma_k"), std::string::npos) << r.out;
 }
+TEST(EvalCommand, WgmmaGenomeForAnotherArchitectureIsInvalidBeforeCompiling) {
+  const Result r = run_worker(
+      "eval --seed fa_s512_v3 --genome 'BLOCK_M=64,BLOCK_N=128,WGMMA=1' --backend model --arch sm_80");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("INVALID: violates wgmma_needs_sm90a"), std::string::npos) << r.out;
+}
 TEST(EvalCommand, ModelBackendPrintsAnEstimatedEvaluationAsJson) {
   if (find_template("fa_s512_v3")->source.size() < 200)
     GTEST_SKIP() << "fa_s512_v3.cuh is still a placeholder";
