@@ -1,0 +1,187 @@
+// variant_sweep: correctness and timing of hand-picked fa_s512_v3 instantiations, outside the
+// service, for kernel work: one line per (variant, shape, causal) with registers, the relative L2
+// error against the float32 reference kernel, the per-launch event median and the per-call time
+// by CUDA-graph replay (20 calls per graph). The evolutionary runs are the way to pick genomes;
+// this is the way to see what a kernel change does to a few of them in one short GPU session.
+//
+//   nvcc -arch=sm_90a -std=c++17 -O3 -I kernel_templates bench/variant_sweep.cu -o variant_sweep
+//   ./variant_sweep          # every case;  ./variant_sweep N  one case;  ./variant_sweep 999  count
+//
+// A case is one instantiation run over a shape group; V: bit 0 WGMMA, bit 1 PV_ASYNC
+// (CP_ASYNC=1, SWIZZLE=1 throughout). Each case is meant to run in its own process, so that a
+// kernel that breaks the CUDA context stops only its own case.
+#include "fa_s512_v3.cuh"
+#include "reference_attention.cuh"
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#define CHECK(x)                                                                       \
+  do {                                                                                 \
+    const cudaError_t e_ = (x);                                                        \
+    if (e_ != cudaSuccess) {                                                           \
+      std::printf("CUDA error %s at line %d: %s\n", #x, __LINE__, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                    \
+    }                                                                                  \
+  } while (0)
+
+struct Shape {
+  int b, h, s, d;
+};
+
+template <class Launch>
+float median_launch_us(Launch launch, int samples) {
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  std::vector<float> us;
+  for (int i = 0; i < samples; ++i) {
+    CHECK(cudaEventRecord(e0));
+    launch(cudaStream_t{});
+    CHECK(cudaEventRecord(e1));
+    CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    us.push_back(ms * 1000);
+  }
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
+}
+
+// Per-call time of `calls` launches captured in one graph, median over `replays` replays.
+template <class Launch>
+float median_graph_us(Launch launch, int calls, int replays) {
+  cudaStream_t st;
+  CHECK(cudaStreamCreate(&st));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+  for (int i = 0; i < calls; ++i) launch(st);
+  CHECK(cudaStreamEndCapture(st, &graph));
+  CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  std::vector<float> us;
+  for (int r = 0; r < replays; ++r) {
+    CHECK(cudaEventRecord(e0, st));
+    CHECK(cudaGraphLaunch(exec, st));
+    CHECK(cudaEventRecord(e1, st));
+    CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    us.push_back(ms * 1000 / calls);
+  }
+  CHECK(cudaGraphExecDestroy(exec));
+  CHECK(cudaGraphDestroy(graph));
+  CHECK(cudaStreamDestroy(st));
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
+}
+
+template <int C, int D, int BM, int BN, int W, int ST, int SPLIT, int V>
+void run(const Shape& sh, const char* name) {
+  using T = evo::fa::KernelTraits<C, D, BM, BN, W, ST, 1, 1, SPLIT, V & 1, (V >> 1) & 1>;
+  auto kernel = evo::fa_s512_v3_kernel<C, D, BM, BN, W, ST, 1, 1, SPLIT, V & 1, (V >> 1) & 1>;
+  const size_t n = size_t(sh.b) * sh.h * sh.s * D;
+  std::vector<__half> host[3] = {std::vector<__half>(n), std::vector<__half>(n), std::vector<__half>(n)};
+  std::mt19937 rng(123);
+  std::normal_distribution<float> normal(0, 1);
+  for (auto& h : host)
+    for (auto& x : h) x = __float2half(normal(rng));
+  __half* dev[4];
+  float* ref;
+  for (auto& p : dev) CHECK(cudaMalloc(&p, n * 2));
+  CHECK(cudaMalloc(&ref, n * 4));
+  for (int i = 0; i < 3; ++i) CHECK(cudaMemcpy(dev[i], host[i].data(), n * 2, cudaMemcpyHostToDevice));
+  CHECK(cudaMemset(dev[3], 0xff, n * 2));  // NaN: an element the kernel never writes shows
+  const float scale = 1.f / std::sqrt(float(D));
+  evo_reference_attention<<<dim3((sh.s + 3) / 4, sh.b * sh.h), 128>>>(dev[0], dev[1], dev[2], ref, sh.b, sh.h,
+                                                                     sh.s, sh.s, D, scale, C);
+  CHECK(cudaGetLastError());
+
+  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
+  cudaFuncAttributes attr;
+  CHECK(cudaFuncGetAttributes(&attr, kernel));
+  const evo::FaParams params{dev[0], dev[1], dev[2], dev[3], sh.b, sh.h, sh.s, sh.s, scale, nullptr};
+  const dim3 grid((sh.s + BM - 1) / BM, sh.b * sh.h, SPLIT);
+  auto launch = [&](cudaStream_t st) { kernel<<<grid, T::kThreads, T::kSmemBytes, st>>>(params); };
+  launch(cudaStream_t{});
+  const cudaError_t launched = cudaGetLastError(), finished = cudaDeviceSynchronize();
+  if (launched != cudaSuccess || finished != cudaSuccess) {
+    std::printf("%-34s %dx%dx%dx%d c=%d LAUNCH FAILED %s / %s\n", name, sh.b, sh.h, sh.s, D, C,
+                cudaGetErrorString(launched), cudaGetErrorString(finished));
+    std::exit(1);
+  }
+  std::vector<__half> out(n);
+  std::vector<float> expect(n);
+  CHECK(cudaMemcpy(out.data(), dev[3], n * 2, cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(expect.data(), ref, n * 4, cudaMemcpyDeviceToHost));
+  double num = 0, den = 0;
+  long nonfinite = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const float a = __half2float(out[i]);
+    if (!std::isfinite(a)) {
+      ++nonfinite;
+      continue;
+    }
+    num += double(a - expect[i]) * (a - expect[i]);
+    den += double(expect[i]) * expect[i];
+  }
+
+  for (int i = 0; i < 20; ++i) launch(cudaStream_t{});  // warm-up
+  const float launch_us = median_launch_us(launch, 60);
+  const float graph_us = median_graph_us(launch, 20, 20);
+  CHECK(cudaGetLastError());
+  const double flops = 4.0 * sh.b * sh.h * double(sh.s) * sh.s * D / (C ? 2 : 1);
+  std::printf("%-34s %dx%dx%dx%d c=%d regs=%d relL2=%.2e nonfinite=%ld launch=%.2fus graph=%.2fus tflops=%.0f\n",
+              name, sh.b, sh.h, sh.s, D, C, attr.numRegs, std::sqrt(num / den), nonfinite, launch_us, graph_us,
+              flops / graph_us * 1e-6);
+  std::fflush(stdout);
+  for (auto* p : dev) CHECK(cudaFree(p));
+  CHECK(cudaFree(ref));
+}
+
+#define NAME(BM, BN, W, ST, SP, V) ("v" #V " " #BM "x" #BN "x" #W "x" #ST " split" #SP)
+#define SMALL(BM, BN, W, ST, SP, V)                                      \
+  for (auto sh : {Shape{1, 8, 512, 64}, Shape{2, 8, 512, 64}, Shape{1, 4, 1000, 64}}) { \
+    run<0, 64, BM, BN, W, ST, SP, V>(sh, NAME(BM, BN, W, ST, SP, V));   \
+    run<1, 64, BM, BN, W, ST, SP, V>(sh, NAME(BM, BN, W, ST, SP, V));   \
+  }
+#define MID(BM, BN, W, ST, SP, V)                                        \
+  for (auto sh : {Shape{16, 16, 512, 64}, Shape{4, 16, 2048, 64}}) {    \
+    run<0, 64, BM, BN, W, ST, SP, V>(sh, NAME(BM, BN, W, ST, SP, V));   \
+    run<1, 64, BM, BN, W, ST, SP, V>(sh, NAME(BM, BN, W, ST, SP, V));   \
+  }
+#define BIG(BM, BN, W, ST, SP, V)                                        \
+  for (auto sh : {Shape{2, 16, 4096, 128}, Shape{1, 4, 1000, 128}}) {   \
+    run<0, 128, BM, BN, W, ST, SP, V>(sh, NAME(BM, BN, W, ST, SP, V));  \
+    run<1, 128, BM, BN, W, ST, SP, V>(sh, NAME(BM, BN, W, ST, SP, V));  \
+  }
+
+int main(int argc, char** argv) {
+  const int want = argc > 1 ? atoi(argv[1]) : -1;
+  int idx = 0;
+#define CASE(X)                  \
+  if (want < 0 || want == idx) { \
+    X                            \
+  }                              \
+  ++idx;
+  // The best of each shape group in bench/NOTES.md's sweeps, and their nearest neighbours.
+  CASE(SMALL(32, 128, 8, 4, 1, 0))
+  CASE(SMALL(32, 128, 8, 2, 1, 0))
+  CASE(SMALL(64, 128, 4, 2, 1, 1))
+  CASE(SMALL(64, 256, 8, 2, 1, 1))
+  CASE(SMALL(64, 256, 8, 3, 1, 3))
+  CASE(SMALL(64, 128, 8, 3, 2, 1))
+  CASE(MID(64, 128, 4, 2, 1, 1))
+  CASE(MID(64, 128, 4, 3, 1, 3))
+  CASE(MID(128, 64, 8, 3, 1, 3))
+  CASE(BIG(128, 128, 8, 2, 1, 1))
+  CASE(BIG(128, 128, 8, 3, 1, 3))
+  CASE(BIG(64, 64, 4, 1, 1, 1))
+  if (want < 0 || want >= idx) printf("%d cases\n", idx);
+}
