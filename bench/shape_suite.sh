@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The shape suite of issue 5 on one GPU host, from a relocatable bundle (deploy/bundle.sh):
 #   1. evod + one `evo-worker --backend cuda` on loopback (as bench/gpu_acceptance.sh's run step),
+#      evod serving a fresh database, or a copy of an earlier invocation's (EVO_DB),
 #   2. one run per shape bucket, each covering its shape causal and non-causal
 #      (`--shape S --shape S:causal`), all submitted at once so the worker always has work,
 #   3. waits for all of them, prints each leaderboard,
 #   4. exports the winners as ONE dispatch table: `evoctl export r1 r2 ... --out OUT/table.cu`
 #      (also OUT/table.report.md and OUT/table.dispatch.json),
 #   5. benchmarks exactly that table: `bench/run_gpu_bench.sh OUT/table.dispatch.json OUT/bench`.
+# The database is left in OUT/evo.db (one consistent file when sqlite3 is installed), to be given
+# to the next invocation as EVO_DB.
 #
 #   bench/shape_suite.sh [--dry-run] BUNDLE_DIR OUT_DIR
 #
@@ -15,9 +18,19 @@
 #   EVO_POPULATION    candidates per generation (default 12)
 #   EVO_TOP_K         elites kept per run (default 3)
 #   EVO_SUITE         the shape buckets, space-separated BxHxSxD
-#                     (default "1x8x512x64 2x8x512x64 16x16x512x64 4x16x2048x64 2x16x4096x128")
+#                     (default "1x8x512x64 2x8x512x64 16x16x512x64 4x16x2048x64 2x16x4096x128");
+#                     empty ("") submits nothing, which needs EVO_DB and EVO_EXPORT=all
 #   EVO_RUN_TIMEOUT   seconds to wait for all runs together (default 300); runs still going then are
 #                     cancelled and those with an elite are exported anyway (the report says which)
+#   EVO_DB            an evo.db an earlier invocation left in its OUT_DIR (its -wal beside it is
+#                     taken too); evod serves a copy of it, so the earlier runs are kept and this
+#                     invocation's are added. Runs it left QUEUED or RUNNING (an invocation killed
+#                     mid-way) are resumed by evod and waited for with this invocation's runs.
+#                     Unset: a fresh database.
+#   EVO_EXPORT        runs (default): the table holds the runs this invocation submitted;
+#                     all: every run in the database with a confirmed elite (seed fa_s512_v3), the
+#                     newest serving a shape that two runs share; step 5 then benches the table's
+#                     shapes
 #   EVO_WORKER_BACKEND  cuda (default) or model (no GPU: every figure ESTIMATED; for trying the script)
 #   EVO_BENCH         1 (default) runs step 5; 0 skips it
 #
@@ -28,11 +41,19 @@
 #   well under that; the sanitizer pass of each elite candidate ~5-10 s; export ~1 s; bench ~3 min:
 #   nvcc builds the table (~1-2 min, every variant for both head dims and both causal settings),
 #   Triton pre-compiles its configs (~30 s), then ~3-5 s per shape and causal setting.
+#
+# Where one command may run 10 minutes at most, or for bigger budgets, spread the suite over
+# several invocations that hand the database on, and export and bench once at the end:
+#   EVO_BENCH=0 EVO_SUITE="1x8x512x64 2x8x512x64 16x16x512x64" bench/shape_suite.sh B out1
+#   EVO_BENCH=0 EVO_DB=out1/evo.db EVO_SUITE="4x16x2048x64 2x16x4096x128" bench/shape_suite.sh B out2
+#   EVO_DB=out2/evo.db EVO_SUITE="" EVO_EXPORT=all bench/shape_suite.sh B out3
+# Each search invocation takes about EVO_RUN_TIMEOUT at most plus ~30 s (keep it under the limit);
+# the last one ~3-4 min (export, then the bench of every bucket).
 # --dry-run checks the arguments, the bundle and the budgets, prints every step it would take, and
 # starts nothing.
 #
 # On any failure the script says what failed (and where its log is), goes on where it can, always
-# stops the daemons it started, and exits non-zero.
+# stops the daemons it started, and exits non-zero. Bad arguments or environment: one line, exit 2.
 set -uo pipefail
 
 usage() { echo "usage: bench/shape_suite.sh [--dry-run] BUNDLE_DIR OUT_DIR" >&2; exit 2; }
@@ -62,8 +83,22 @@ positive EVO_TOP_K "$top_k"
 positive EVO_RUN_TIMEOUT "$run_timeout"
 [[ $backend == cuda || $backend == model ]] || die "EVO_WORKER_BACKEND must be cuda or model, got '$backend'"
 [[ $bench == 0 || $bench == 1 ]] || die "EVO_BENCH must be 0 or 1, got '$bench'"
-read -r -a suite <<< "${EVO_SUITE:-1x8x512x64 2x8x512x64 16x16x512x64 4x16x2048x64 2x16x4096x128}"
-((${#suite[@]})) || die "EVO_SUITE names no shape"
+export_mode="${EVO_EXPORT:-runs}"
+[[ $export_mode == runs || $export_mode == all ]] || die "EVO_EXPORT must be runs or all, got '$export_mode'"
+db_in="${EVO_DB:-}"
+if [[ -n $db_in ]]; then
+  [[ -f $db_in ]] || die "EVO_DB '$db_in' is not a file (give the evo.db an earlier invocation left in its OUT_DIR)"
+  [[ -r $db_in ]] || die "EVO_DB '$db_in' cannot be read"
+  [[ $(head -c 15 "$db_in" 2>/dev/null) == "SQLite format 3" ]] || die "EVO_DB '$db_in' is not an SQLite database"
+  db_in="$(cd "$(dirname "$db_in")" && pwd)/$(basename "$db_in")"
+fi
+# Unset: the default suite; set but empty: no shape (export only).
+read -r -a suite <<< "${EVO_SUITE-1x8x512x64 2x8x512x64 16x16x512x64 4x16x2048x64 2x16x4096x128}"
+if ((!${#suite[@]})); then
+  [[ -n $db_in ]] || die "EVO_SUITE names no shape (an empty suite only exports, from EVO_DB's runs: set EVO_DB)"
+  [[ $export_mode == all ]] || die "EVO_SUITE is empty, so EVO_EXPORT=runs has no run to export: set EVO_EXPORT=all"
+fi
+seed_genome=fa_s512_v3
 declare -A seen_shape=()
 for s in "${suite[@]}"; do
   # evod checks the shapes for real; this catches a typo before any daemon starts.
@@ -87,19 +122,37 @@ fail() { failed+=("$1"); printf '!! %s failed: %s\n' "$1" "$2"; }
 
 if ((dry_run)); then
   say "dry run: nothing is started"
+  if [[ -n $db_in ]]; then
+    say "cp $db_in (and its -wal, if any) <scratch>/evo.db: its runs are kept"
+  fi
   say "evod serve --db <scratch>/evo.db --listen 127.0.0.1:<free port>   (log: $out/evod.log)"
   say "evo-worker --backend $backend   (log: $out/worker.log)"
+  if [[ -n $db_in ]]; then
+    say "runs $db_in left QUEUED or RUNNING: resumed by evod and waited for with this invocation's runs"
+  fi
   for s in "${suite[@]}"; do
-    say "evoctl submit --seed fa_s512_v3 --shape $s --shape $s:causal --generations $generations" \
+    say "evoctl submit --seed $seed_genome --shape $s --shape $s:causal --generations $generations" \
         "--population $population --top-k $top_k"
   done
-  say "wait for the ${#suite[@]} runs (at most ${run_timeout} s together), then print each leaderboard"
-  say "evoctl export <the ${#suite[@]} runs> --out $out/table.cu"
-  if ((bench)); then
+  if ((${#suite[@]})); then
+    say "wait for the ${#suite[@]} runs (at most ${run_timeout} s together), then print each leaderboard"
+  else
+    say "no run submitted (EVO_SUITE is empty)"
+  fi
+  if [[ $export_mode == runs ]]; then
+    say "evoctl export <the ${#suite[@]} runs> --out $out/table.cu"
+  else
+    say "evoctl export <every run in the database with an elite, seed $seed_genome, the newest per shape>" \
+        "--out $out/table.cu   (EVO_EXPORT=all)"
+  fi
+  if ((bench)) && [[ $export_mode == runs ]]; then
     say "bench/run_gpu_bench.sh $out/table.dispatch.json $out/bench --shapes ${suite[*]} --causal both"
+  elif ((bench)); then
+    say "bench/run_gpu_bench.sh $out/table.dispatch.json $out/bench --shapes <the table's shapes> --causal both"
   else
     say "bench skipped (EVO_BENCH=0)"
   fi
+  say "database left in $out/evo.db (EVO_DB for a next invocation)"
   exit 0
 fi
 
@@ -110,11 +163,55 @@ scratch="$(mktemp -d -t evo-shape-suite.XXXXXX)"
 export EVO_CACHE_DIR="$scratch/cache"
 evoctl="$bundle/bin/evoctl"
 
-# The daemons this script started, stopped however it ends (TERM, then KILL what is left).
+# The database into OUT_DIR, once evod is stopped. sqlite3's .backup writes one file with the WAL
+# folded in; without sqlite3 the file and its WAL are copied together. A WAL left in OUT_DIR by an
+# earlier invocation is removed first: beside another database it would corrupt it.
+# shellcheck disable=SC2317  # reached through the EXIT trap
+save_db() {
+  [[ -f $scratch/evo.db ]] || return 0
+  rm -f "$out/evo.db" "$out/evo.db-wal" "$out/evo.db-shm"
+  if command -v sqlite3 > /dev/null 2>&1 \
+       && sqlite3 "$scratch/evo.db" ".backup '$scratch/backup.db'" 2> "$scratch/backup.err"; then
+    cp "$scratch/backup.db" "$out/evo.db"
+  else
+    [[ -s $scratch/backup.err ]] && echo "shape_suite: sqlite3 .backup failed ($(head -n 1 "$scratch/backup.err")): copying the files"
+    cp "$scratch/evo.db" "$out/evo.db"
+    if [[ -f $scratch/evo.db-wal ]]; then cp "$scratch/evo.db-wal" "$out/evo.db-wal"; fi
+  fi
+  say "database: $out/evo.db (EVO_DB for a next invocation)"
+}
+
+# A long step (a run's watch, the bench) runs in the background while the script waits for it:
+# bash runs a trap only once the foreground command has ended, so INT/TERM (a session's time limit)
+# would otherwise wait for the step, and the database would not be saved. The step's output goes
+# to its log ($1) from inside: a redirection of this function would also take the trap's lines.
+step_pid=""
+waited_step() {
+  local log=$1
+  shift
+  "$@" > "$log" 2>&1 &
+  step_pid=$!
+  wait "$step_pid"
+  local rc=$?
+  step_pid=""
+  return "$rc"
+}
+# shellcheck disable=SC2317  # reached through the EXIT trap
+descendants() {  # $1: pid -> the pids of its children, theirs, ...
+  local c
+  for c in $(pgrep -P "$1" 2>/dev/null); do echo "$c"; descendants "$c"; done
+}
+
+# The daemons this script started, stopped however it ends (TERM, then KILL what is left), before
+# the database is copied out.
 pids=()
 # shellcheck disable=SC2317  # reached through the EXIT trap
 cleanup() {
   local status=$?
+  if [[ -n $step_pid ]]; then
+    # shellcheck disable=SC2046  # one pid a word
+    kill -TERM "$step_pid" $(descendants "$step_pid") 2>/dev/null
+  fi
   if ((${#pids[@]})); then
     say "stopping evod and the worker"
     for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null; done
@@ -124,9 +221,9 @@ cleanup() {
       ((alive)) || break
       sleep 0.25
     done
-    for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+    for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
   fi
-  cp "$scratch"/evo.db* "$out/" 2>/dev/null  # the runs' database (with its WAL), for a later look
+  save_db
   rm -rf "$scratch"
   exit "$status"
 }
@@ -142,12 +239,43 @@ finish() {
   exit 0
 }
 
+# Every run evod holds, one line each: ID, seed, state, device class, shapes (comma-separated),
+# separated by tabs. A shape is written as evoctl writes it: BxHxSxD or BxHxSqxSkxD, then :causal.
+list_runs() {
+  "$evoctl" runs --json | python3 -c '
+import json, sys
+for s in json.load(sys.stdin).get("runs", []):
+    r = s.get("run", {})
+    shapes = []
+    for p in r.get("shapes", []):
+        b, h, sq, sk, d = (int(p.get(k, 0)) for k in ("batch", "heads", "seqQ", "seqK", "headDim"))
+        text = f"{b}x{h}x{sq}x{d}" if sq == sk else f"{b}x{h}x{sq}x{sk}x{d}"
+        shapes.append(text + (":causal" if p.get("causal") else ""))
+    print(r.get("runId", ""), r.get("seed", "-"), r.get("state", "-"), r.get("deviceClass") or "-",
+          ",".join(shapes) or "-", sep="\t")
+'
+}
+
+# Whether a run has a confirmed elite (proto JSON leaves out an empty list: no "elites" key).
+has_elite() {
+  local json
+  json=$("$evoctl" leaderboard "$1" --top 1 --json 2> /dev/null) && [[ $json == *'"elites"'* ]]
+}
+
 # 1. Daemons.
+if [[ -n $db_in ]]; then
+  # The -shm is not taken: it is an index SQLite rebuilds from the WAL.
+  if ! { cp "$db_in" "$scratch/evo.db" && { [[ ! -f $db_in-wal ]] || cp "$db_in-wal" "$scratch/evo.db-wal"; }; }; then
+    rm -f "$scratch/evo.db" "$scratch/evo.db-wal"
+    fail database "cannot copy EVO_DB '$db_in'"
+    finish
+  fi
+fi
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') \
   || { fail daemons "python3 is needed to pick a free port"; finish; }
 addr="127.0.0.1:$port"
 export EVO_COORDINATOR="$addr"
-say "evod on $addr, one $backend worker"
+say "evod on $addr, one $backend worker$([[ -n $db_in ]] && echo ", database: a copy of $db_in")"
 "$bundle/bin/evod" serve --db "$scratch/evo.db" --listen "$addr" > "$out/evod.log" 2>&1 &
 pids+=($!)
 up=0
@@ -170,10 +298,29 @@ if ! kill -0 "${pids[1]}" 2>/dev/null; then
   finish
 fi
 
+# The earlier runs: those left unfinished are resumed by evod, so they are waited for below.
+resumed=()
+if [[ -n $db_in ]]; then
+  if listing=$(list_runs); then
+    count=0
+    while IFS=$'\t' read -r id _ state _ shapes; do
+      [[ -n $id ]] || continue
+      count=$((count + 1))
+      if [[ $state == QUEUED || $state == RUNNING ]]; then
+        say "run $id ($shapes) was left $state: evod resumes it"
+        resumed+=("$id")
+      fi
+    done <<< "$listing"
+    say "EVO_DB holds $count run(s)"
+  else
+    fail database "evoctl runs failed on the database of '$db_in'"
+  fi
+fi
+
 # 2. One run per shape bucket, causal and non-causal.
 runs=()
 for s in "${suite[@]}"; do
-  if run=$("$evoctl" submit --seed fa_s512_v3 --shape "$s" --shape "$s:causal" --generations "$generations" \
+  if run=$("$evoctl" submit --seed "$seed_genome" --shape "$s" --shape "$s:causal" --generations "$generations" \
              --population "$population" --top-k "$top_k" --rng-seed 7 2> "$out/submit-$s.err"); then
     say "run $run: $s and $s:causal"
     runs+=("$run")
@@ -181,14 +328,15 @@ for s in "${suite[@]}"; do
     fail "submit-$s" "$(cat "$out/submit-$s.err")"
   fi
 done
-((${#runs[@]})) || finish
+[[ $export_mode == all || ${#runs[@]} -gt 0 ]] || finish
 
 # 3. Wait for every run under one deadline; cancel what is still going when it passes.
+waited=("${resumed[@]}" "${runs[@]}")
 deadline=$((SECONDS + run_timeout))
-for run in "${runs[@]}"; do
+for run in "${waited[@]}"; do
   left=$((deadline - SECONDS))
   ((left > 0)) || left=1
-  timeout "$left" "$evoctl" status "$run" --watch > "$out/watch-$run.log" 2>&1
+  waited_step "$out/watch-$run.log" timeout "$left" "$evoctl" status "$run" --watch
   rc=$?
   tail -n 1 "$out/watch-$run.log"
   if ((rc == 124)); then
@@ -203,16 +351,55 @@ if ! kill -0 "${pids[1]}" 2>/dev/null; then
   tail -n 5 "$out/worker.log"
 fi
 exportable=()
-for run in "${runs[@]}"; do
+for run in "${waited[@]}"; do
   say "leaderboard of $run"
   "$evoctl" leaderboard "$run" --top 5 | tee "$out/leaderboard-$run.txt"
-  # Proto JSON leaves out an empty list: no "elites" key, no winner to export.
-  if "$evoctl" leaderboard "$run" --top 1 --json 2> /dev/null | grep -q '"elites"'; then
-    exportable+=("$run")
+  if has_elite "$run"; then
+    [[ " ${runs[*]} " == *" $run "* ]] && exportable+=("$run")
   else
     fail "elite-$run" "run $run has no confirmed elite: its shapes are left out of the table"
   fi
 done
+
+# EVO_EXPORT=all: every run of the database with an elite. A shape belongs to one bucket, so going
+# from the newest run back, a run that shares a shape with a newer one already taken is left out.
+if [[ $export_mode == all ]]; then
+  exportable=()
+  if ! listing=$(list_runs); then
+    fail export "evoctl runs failed"
+    finish
+  fi
+  say "runs in the database (newest first) and which the table takes"
+  declare -A claimed=() classes=()
+  while IFS=$'\t' read -r id seed state class shapes; do
+    [[ -n $id ]] || continue
+    if [[ $seed != "$seed_genome" ]]; then
+      say "  $id  $shapes  left out: seed $seed, not $seed_genome"
+      continue
+    fi
+    if ! has_elite "$id"; then
+      say "  $id  $shapes  left out: no confirmed elite ($state)"
+      continue
+    fi
+    clash=""
+    IFS=, read -r -a run_shapes <<< "$shapes"
+    for sh in "${run_shapes[@]}"; do
+      if [[ -n ${claimed[$sh]:-} ]]; then clash="newer run ${claimed[$sh]} serves $sh"; break; fi
+    done
+    if [[ -n $clash ]]; then
+      say "  $id  $shapes  left out: $clash"
+      continue
+    fi
+    for sh in "${run_shapes[@]}"; do claimed[$sh]=$id; done
+    classes[$class]=1
+    exportable=("$id" "${exportable[@]}")
+    say "  $id  $shapes  taken ($state, $class)"
+  done < <(tac <<< "$listing")
+  if ((${#classes[@]} > 1)); then
+    say "note: the table's winners were measured on different device classes: ${!classes[*]}"
+  fi
+  ((${#exportable[@]})) || fail export "the database holds no run of $seed_genome with a confirmed elite"
+fi
 ((${#exportable[@]})) || finish
 
 # 4. One dispatch table of every winner.
@@ -222,15 +409,32 @@ if ! "$evoctl" export "${exportable[@]}" --out "$out/table.cu" 2>&1 | tee "$out/
   finish
 fi
 
-# 5. The table against SDPA and autotuned Triton, on the suite's shapes.
+# 5. The table against SDPA and autotuned Triton: on the suite's shapes, or (EVO_EXPORT=all) on
+# the table's.
 if ((bench)); then
-  say "bench/run_gpu_bench.sh $out/table.dispatch.json $out/bench"
-  if "$root/bench/run_gpu_bench.sh" "$out/table.dispatch.json" "$out/bench" --shapes "${suite[@]}" \
-       --causal both > "$out/bench.log" 2>&1; then
-    tail -n 30 "$out/bench/compare.txt"
+  bench_shapes=("${suite[@]}")
+  if [[ $export_mode == all ]]; then
+    mapfile -t bench_shapes < <(python3 -c '
+import json, sys
+seen = []
+for e in json.load(open(sys.argv[1])).get("shapes", []):
+    if e["shape"] not in seen:
+        seen.append(e["shape"])
+print("\n".join(seen))
+' "$out/table.dispatch.json")
+    [[ -n ${bench_shapes[0]:-} ]] || bench_shapes=()
+  fi
+  if ((!${#bench_shapes[@]})); then
+    fail bench "$out/table.dispatch.json names no shape the bench can run"
   else
-    fail bench "see $out/bench.log"
-    tail -n 10 "$out/bench.log"
+    say "bench/run_gpu_bench.sh $out/table.dispatch.json $out/bench --shapes ${bench_shapes[*]}"
+    if waited_step "$out/bench.log" "$root/bench/run_gpu_bench.sh" "$out/table.dispatch.json" "$out/bench" \
+         --shapes "${bench_shapes[@]}" --causal both; then
+      tail -n 30 "$out/bench/compare.txt"
+    else
+      fail bench "see $out/bench.log"
+      tail -n 10 "$out/bench.log"
+    fi
   fi
 fi
 finish
