@@ -19,6 +19,7 @@
 #include "errors.h"
 #include "exporter_expr.h"
 #include "exporter_text.h"
+#include "search_space.h"
 #include "template_registry.h"
 
 namespace evo {
@@ -56,7 +57,7 @@ SpaceForExport read_space(const KernelTemplate& t) {
   SpaceForExport s;
   s.id = std::string(t.id);
   std::set<std::string> known = {"BATCH", "HEADS", "SEQ_Q", "SEQ_K", "HEAD_DIM", "CAUSAL",
-                                 "SMEM_LIMIT"};
+                                 "SMEM_LIMIT", "SM_ARCH"};
   std::set<std::string> runtime = kRuntimeNames;
   auto reads_runtime = [&](const CxxExpression& e) {
     for (const auto& n : e.names)
@@ -185,13 +186,14 @@ void emit_workspace(std::ostringstream& o) {
 
 // Everything a (genome, CAUSAL, HEAD_DIM) instantiation knows at compile time.
 void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& g, size_t index,
-                  int64_t smem_limit) {
+                  int64_t smem_limit, int sm_arch) {
   o << "// Variant " << index << ": " << export_text::genome(g) << "\n"
     << "template <int CAUSAL_, int HEAD_DIM_>\n"
     << "struct Variant" << index << " {\n"
     << "  static constexpr long long CAUSAL = CAUSAL_;\n"
     << "  static constexpr long long HEAD_DIM = HEAD_DIM_;\n"
-    << "  static constexpr long long SMEM_LIMIT = " << smem_limit << "LL;\n";
+    << "  static constexpr long long SMEM_LIMIT = " << smem_limit << "LL;\n"
+    << "  static constexpr long long SM_ARCH = " << sm_arch << "LL;  // the target it was measured on\n";
   for (const auto& [name, value] : g.genes())
     o << "  static constexpr long long " << name << " = " << value << "LL;\n";
   for (const auto& d : s.derived)
@@ -416,7 +418,9 @@ v1::ExportResponse export_dispatch_table(const KernelTemplate& tmpl, const std::
     << "constexpr long long evo_min(long long a, long long b) { return a < b ? a : b; }\n"
     << "constexpr long long evo_max(long long a, long long b) { return a > b ? a : b; }\n\n";
   if (space.has_workspace) emit_workspace(o);
-  for (size_t i = 0; i < variants.size(); ++i) emit_variant(o, space, variants[i].genome, i, smem_limit);
+  const int sm_arch = sm_arch_number(arch);
+  for (size_t i = 0; i < variants.size(); ++i)
+    emit_variant(o, space, variants[i].genome, i, smem_limit, sm_arch);
   emit_dispatch(o, space, variants);
   emit_entry_point(o);
 

@@ -34,6 +34,14 @@ TEST(Exporter, SourceExposesTheCEntryPointAndBakesInTheGenes) {
   EXPECT_EQ(r.genome().rfind("fa_s512_v3:BLOCK_M=", 0), 0u);
 }
 
+// SM_ARCH, which constraints may read (wgmma_needs_sm90a), is the target the evidence was measured
+// on; the exported file is built for that target.
+TEST(Exporter, SmArchIsTheMeasuredTarget) {
+  const auto r = export_standalone(default_genome(), {shape_1x8x512x64()}, measured_evaluation(false));
+  EXPECT_NE(r.source().find("static constexpr long long SM_ARCH = 90LL;"), std::string::npos);
+  EXPECT_NE(r.source().find("/* wgmma_needs_sm90a */"), std::string::npos);
+}
+
 TEST(Exporter, SourceIncludesOnlyToolkitAndStandardHeaders) {
   const auto r = export_standalone(default_genome(), {shape_1x8x512x64()}, measured_evaluation(false));
   std::regex include_line(R"(^\s*#\s*include\s*(.*)$)");
