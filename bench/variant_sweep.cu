@@ -5,13 +5,11 @@
 // this is the way to see what a kernel change does to a few of them in one short GPU session.
 //
 //   nvcc -arch=sm_90a -std=c++17 -O3 -I kernel_templates bench/variant_sweep.cu -o variant_sweep
-//   ./variant_sweep          # every case;  ./variant_sweep N  one case;  ./variant_sweep 999  count
+//   ./variant_sweep          # every case;  ./variant_sweep N  one case;  ./variant_sweep 999 count
 //
 // A case is one instantiation run over a shape group; V: bit 0 WGMMA, bit 1 PV_ASYNC
 // (CP_ASYNC=1, SWIZZLE=1 throughout). Each case is meant to run in its own process, so that a
 // kernel that breaks the CUDA context stops only its own case.
-#include "fa_s512_v3.cuh"
-#include "reference_attention.cuh"
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -19,13 +17,16 @@
 #include <random>
 #include <vector>
 
-#define CHECK(x)                                                                       \
-  do {                                                                                 \
-    const cudaError_t e_ = (x);                                                        \
-    if (e_ != cudaSuccess) {                                                           \
+#include "fa_s512_v3.cuh"
+#include "reference_attention.cuh"
+
+#define CHECK(x)                                                                           \
+  do {                                                                                     \
+    const cudaError_t e_ = (x);                                                            \
+    if (e_ != cudaSuccess) {                                                               \
       std::printf("CUDA error %s at line %d: %s\n", #x, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                    \
-    }                                                                                  \
+      std::exit(1);                                                                        \
+    }                                                                                      \
   } while (0)
 
 struct Shape {
@@ -87,7 +88,8 @@ void run(const Shape& sh, const char* name) {
   using T = evo::fa::KernelTraits<C, D, BM, BN, W, ST, 1, 1, SPLIT, V & 1, (V >> 1) & 1>;
   auto kernel = evo::fa_s512_v3_kernel<C, D, BM, BN, W, ST, 1, 1, SPLIT, V & 1, (V >> 1) & 1>;
   const size_t n = size_t(sh.b) * sh.h * sh.s * D;
-  std::vector<__half> host[3] = {std::vector<__half>(n), std::vector<__half>(n), std::vector<__half>(n)};
+  std::vector<__half> host[3] = {std::vector<__half>(n), std::vector<__half>(n),
+                                 std::vector<__half>(n)};
   std::mt19937 rng(123);
   std::normal_distribution<float> normal(0, 1);
   for (auto& h : host)
@@ -96,17 +98,19 @@ void run(const Shape& sh, const char* name) {
   float* ref;
   for (auto& p : dev) CHECK(cudaMalloc(&p, n * 2));
   CHECK(cudaMalloc(&ref, n * 4));
-  for (int i = 0; i < 3; ++i) CHECK(cudaMemcpy(dev[i], host[i].data(), n * 2, cudaMemcpyHostToDevice));
+  for (int i = 0; i < 3; ++i)
+    CHECK(cudaMemcpy(dev[i], host[i].data(), n * 2, cudaMemcpyHostToDevice));
   CHECK(cudaMemset(dev[3], 0xff, n * 2));  // NaN: an element the kernel never writes shows
   const float scale = 1.f / std::sqrt(float(D));
-  evo_reference_attention<<<dim3((sh.s + 3) / 4, sh.b * sh.h), 128>>>(dev[0], dev[1], dev[2], ref, sh.b, sh.h,
-                                                                     sh.s, sh.s, D, scale, C);
+  evo_reference_attention<<<dim3((sh.s + 3) / 4, sh.b * sh.h), 128>>>(
+      dev[0], dev[1], dev[2], ref, sh.b, sh.h, sh.s, sh.s, D, scale, C);
   CHECK(cudaGetLastError());
 
   CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
   cudaFuncAttributes attr;
   CHECK(cudaFuncGetAttributes(&attr, kernel));
-  const evo::FaParams params{dev[0], dev[1], dev[2], dev[3], sh.b, sh.h, sh.s, sh.s, scale, nullptr};
+  const evo::FaParams params{dev[0], dev[1], dev[2], dev[3], sh.b,
+                             sh.h,   sh.s,   sh.s,   scale,  nullptr};
   const dim3 grid((sh.s + BM - 1) / BM, sh.b * sh.h, SPLIT);
   auto launch = [&](cudaStream_t st) { kernel<<<grid, T::kThreads, T::kSmemBytes, st>>>(params); };
   launch(cudaStream_t{});
@@ -137,30 +141,29 @@ void run(const Shape& sh, const char* name) {
   const float graph_us = median_graph_us(launch, 20, 20);
   CHECK(cudaGetLastError());
   const double flops = 4.0 * sh.b * sh.h * double(sh.s) * sh.s * D / (C ? 2 : 1);
-  std::printf("%-34s %dx%dx%dx%d c=%d regs=%d relL2=%.2e nonfinite=%ld launch=%.2fus graph=%.2fus tflops=%.0f\n",
-              name, sh.b, sh.h, sh.s, D, C, attr.numRegs, std::sqrt(num / den), nonfinite, launch_us, graph_us,
-              flops / graph_us * 1e-6);
+  std::printf(
+      "%-34s %dx%dx%dx%d c=%d regs=%d relL2=%.2e nonfinite=%ld launch=%.2fus graph=%.2fus "
+      "tflops=%.0f\n",
+      name, sh.b, sh.h, sh.s, D, C, attr.numRegs, std::sqrt(num / den), nonfinite, launch_us,
+      graph_us, flops / graph_us * 1e-6);
   std::fflush(stdout);
   for (auto* p : dev) CHECK(cudaFree(p));
   CHECK(cudaFree(ref));
 }
 
 #define NAME(BM, BN, W, ST, SP, V) ("v" #V " " #BM "x" #BN "x" #W "x" #ST " split" #SP)
-#define SMALL(BM, BN, W, ST, SP, V)                                      \
-  for (auto sh : {Shape{1, 8, 512, 64}, Shape{2, 8, 512, 64}, Shape{1, 4, 1000, 64}}) { \
-    run<0, 64, BM, BN, W, ST, SP, V>(sh, NAME(BM, BN, W, ST, SP, V));   \
-    run<1, 64, BM, BN, W, ST, SP, V>(sh, NAME(BM, BN, W, ST, SP, V));   \
+// One instantiation (both causal settings) over a group of shapes of one head dim.
+#define OVER(D, SHAPES, BM, BN, W, ST, SP, V)                          \
+  for (auto sh : SHAPES) {                                             \
+    run<0, D, BM, BN, W, ST, SP, V>(sh, NAME(BM, BN, W, ST, SP, V));   \
+    run<1, D, BM, BN, W, ST, SP, V>(sh, NAME(BM, BN, W, ST, SP, V));   \
   }
-#define MID(BM, BN, W, ST, SP, V)                                        \
-  for (auto sh : {Shape{16, 16, 512, 64}, Shape{4, 16, 2048, 64}}) {    \
-    run<0, 64, BM, BN, W, ST, SP, V>(sh, NAME(BM, BN, W, ST, SP, V));   \
-    run<1, 64, BM, BN, W, ST, SP, V>(sh, NAME(BM, BN, W, ST, SP, V));   \
-  }
-#define BIG(BM, BN, W, ST, SP, V)                                        \
-  for (auto sh : {Shape{2, 16, 4096, 128}, Shape{1, 4, 1000, 128}}) {   \
-    run<0, 128, BM, BN, W, ST, SP, V>(sh, NAME(BM, BN, W, ST, SP, V));  \
-    run<1, 128, BM, BN, W, ST, SP, V>(sh, NAME(BM, BN, W, ST, SP, V));  \
-  }
+#define SMALL_SHAPES {Shape{1, 8, 512, 64}, Shape{2, 8, 512, 64}, Shape{1, 4, 1000, 64}}
+#define MID_SHAPES {Shape{16, 16, 512, 64}, Shape{4, 16, 2048, 64}}
+#define BIG_SHAPES {Shape{2, 16, 4096, 128}, Shape{1, 4, 1000, 128}}
+#define SMALL(...) OVER(64, SMALL_SHAPES, __VA_ARGS__)
+#define MID(...) OVER(64, MID_SHAPES, __VA_ARGS__)
+#define BIG(...) OVER(128, BIG_SHAPES, __VA_ARGS__)
 
 int main(int argc, char** argv) {
   const int want = argc > 1 ? atoi(argv[1]) : -1;

@@ -75,7 +75,7 @@ struct KernelTraits {
   static constexpr int kFragmentBytesPerRow = 4 * (kHeadDim + 8);
   static constexpr int kSmemMerge = (kWarpsKV - 1) * kBlockM * kFragmentBytesPerRow;
   // ... and with SPLIT_KV each block publishes its merged partial after that buffer.
-  static constexpr int kSmemPartial = kSplitKV > 1 ? kBlockM * kFragmentBytesPerRow : 0;
+  static constexpr int kSmemPartial = kSplitKV > 1 ? (kBlockM * kFragmentBytesPerRow) : 0;
   static constexpr int kSmemEpilogue = kSmemMerge + kSmemPartial;
   // wgmma's 128-byte swizzle repeats every 1024 bytes and is anchored to absolute addresses, so
   // the tiles start on a 1024-byte boundary; the slack lets the kernel round its base up.
@@ -97,8 +97,9 @@ struct KernelTraits {
   static_assert(!kWgmma || kKeysPerWarp == 32 || kKeysPerWarp == 64 || kKeysPerWarp == 128,
                 "WGMMA: each warpgroup's keys per tile are the N of one wgmma: 32, 64 or 128");
   static_assert(!kWgmma || (kCpAsync && kSwizzle), "WGMMA: cp.async into swizzled tiles");
-  static_assert(!kPvAsync || (kWgmma && kStages >= 2),
-                "PV_ASYNC: an asynchronous wgmma P*V, and a stage for its V besides the current tile");
+  static_assert(
+      !kPvAsync || (kWgmma && kStages >= 2),
+      "PV_ASYNC: an asynchronous wgmma P*V, and a stage for its V besides the current tile");
 };
 
 // ---------------------------------------------------------------- PTX wrappers
@@ -109,8 +110,8 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
 
 // Copies 16 bytes, or writes 16 zero bytes when !valid (tails past the sequence end).
 __device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)),
-               "l"(src), "r"(valid ? 16 : 0));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
@@ -218,18 +219,6 @@ struct Wgmma<32> {
         : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3)
         : "l"(a), "l"(b), "r"(accumulate));
   }
-  // d += A[64x16] * B[16x32]; A from registers (the m16n8k16 A fragment of each warp's 16
-  // rows), B from shared memory, N-major (transposed).
-  static __device__ __forceinline__ void rs(float (&d)[4][4], const unsigned (&a)[4],
-                                            unsigned long long b) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
-        "{%16, %17, %18, %19}, %20, p, 1, 1, 1;\n}\n"
-        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
-  }
 };
 
 template <>
@@ -240,9 +229,11 @@ struct Wgmma<64> {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
         "%32, %33, p, 1, 1, 0, 0;\n}\n"
-        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4), EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7)
+        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4),
+          EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7)
         : "l"(a), "l"(b), "r"(accumulate));
   }
   // d += A[64x16] * B[16x64]; A from registers (the m16n8k16 A fragment of each warp's 16
@@ -252,9 +243,11 @@ struct Wgmma<64> {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
         "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4), EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7)
+        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4),
+          EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7)
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
   }
 };
@@ -267,9 +260,15 @@ struct Wgmma<128> {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, "
+        "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, "
+        "%53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
         "%64, %65, p, 1, 1, 0, 0;\n}\n"
-        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4), EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7), EVO_ACC4(d, 8), EVO_ACC4(d, 9), EVO_ACC4(d, 10), EVO_ACC4(d, 11), EVO_ACC4(d, 12), EVO_ACC4(d, 13), EVO_ACC4(d, 14), EVO_ACC4(d, 15)
+        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4),
+          EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7), EVO_ACC4(d, 8), EVO_ACC4(d, 9),
+          EVO_ACC4(d, 10), EVO_ACC4(d, 11), EVO_ACC4(d, 12), EVO_ACC4(d, 13), EVO_ACC4(d, 14),
+          EVO_ACC4(d, 15)
         : "l"(a), "l"(b), "r"(accumulate));
   }
   // d += A[64x16] * B[16x128]; A from registers (the m16n8k16 A fragment of each warp's 16
@@ -279,9 +278,15 @@ struct Wgmma<128> {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, "
+        "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, "
+        "%53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
         "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4), EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7), EVO_ACC4(d, 8), EVO_ACC4(d, 9), EVO_ACC4(d, 10), EVO_ACC4(d, 11), EVO_ACC4(d, 12), EVO_ACC4(d, 13), EVO_ACC4(d, 14), EVO_ACC4(d, 15)
+        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4),
+          EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7), EVO_ACC4(d, 8), EVO_ACC4(d, 9),
+          EVO_ACC4(d, 10), EVO_ACC4(d, 11), EVO_ACC4(d, 12), EVO_ACC4(d, 13), EVO_ACC4(d, 14),
+          EVO_ACC4(d, 15)
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
   }
 };
@@ -328,7 +333,8 @@ __device__ __forceinline__ float load_peer_f32(unsigned addr) {
 }
 __device__ __forceinline__ void cluster_sync() {
 #if __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::);
+  asm volatile(
+      "barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::);
 #else
   __trap();  // SPLIT_KV > 1 needs clusters, which exist from sm_90 on
 #endif
@@ -395,9 +401,9 @@ __device__ __forceinline__ void load_tile(__half* tile, const __half* src, int r
 
 // S = Q K^T for this warp's rows and keys, through mma.sync: Q from registers, K by ldmatrix.
 template <class T>
-__device__ __forceinline__ void scores_mma_sync(float (&s)[T::kMTiles][T::kSTiles][4],
-                                                const unsigned (&q_frag)[T::kMTiles][T::kQkSteps][4],
-                                                const __half* k_tile, int key_w, int lane) {
+__device__ __forceinline__ void scores_mma_sync(
+    float (&s)[T::kMTiles][T::kSTiles][4], const unsigned (&q_frag)[T::kMTiles][T::kQkSteps][4],
+    const __half* k_tile, int key_w, int lane) {
 #pragma unroll
   for (int mt = 0; mt < T::kMTiles; ++mt)
 #pragma unroll
@@ -484,8 +490,8 @@ __device__ __forceinline__ void issue_pv_wgmma(float (&acc)[T::kOTiles][4],
 
 // Masks keys past the sequence end and (causal) above the diagonal.
 template <class T>
-__device__ __forceinline__ void mask_scores(float (&s)[T::kMTiles][T::kSTiles][4], int row0, int key0,
-                                            int seq_k, int lane) {
+__device__ __forceinline__ void mask_scores(float (&s)[T::kMTiles][T::kSTiles][4], int row0,
+                                            int key0, int seq_k, int lane) {
 #pragma unroll
   for (int mt = 0; mt < T::kMTiles; ++mt)
 #pragma unroll
@@ -577,13 +583,16 @@ template <class T>
 struct Fragment {
   static constexpr int kAccVals = T::kMTiles * T::kOTiles * 4;
   static constexpr int kVals = kAccVals + T::kMTiles * 4;  // + max and sum of both row halves
-  __device__ static constexpr int acc_index(int mt, int nt, int i) { return (mt * T::kOTiles + nt) * 4 + i; }
+  __device__ static constexpr int acc_index(int mt, int nt, int i) {
+    return (mt * T::kOTiles + nt) * 4 + i;
+  }
   __device__ static constexpr int max_index(int mt, int h) { return kAccVals + mt * 4 + h; }
   __device__ static constexpr int sum_index(int mt, int h) { return kAccVals + mt * 4 + 2 + h; }
 };
 
 template <class T>
-__device__ __forceinline__ void write_fragment(float* dst, const float (&acc)[T::kMTiles][T::kOTiles][4],
+__device__ __forceinline__ void write_fragment(float* dst,
+                                               const float (&acc)[T::kMTiles][T::kOTiles][4],
                                                const float (&row_max)[T::kMTiles][2],
                                                const float (&row_sum)[T::kMTiles][2]) {
   using F = Fragment<T>;
@@ -604,7 +613,8 @@ __device__ __forceinline__ void write_fragment(float* dst, const float (&acc)[T:
 // Warps that split a tile's keys (WARPS_KV > 1) hold partial results for the same rows; those of
 // key groups 1.. pass theirs through shared memory, in fragment order, to key group 0.
 template <class T>
-__device__ __forceinline__ void merge_key_groups(unsigned char* smem, float (&acc)[T::kMTiles][T::kOTiles][4],
+__device__ __forceinline__ void merge_key_groups(unsigned char* smem,
+                                                 float (&acc)[T::kMTiles][T::kOTiles][4],
                                                  float (&row_max)[T::kMTiles][2],
                                                  float (&row_sum)[T::kMTiles][2], int warp_m,
                                                  int warp_kv, int lane) {
@@ -681,7 +691,8 @@ __device__ __forceinline__ void store_output(unsigned char* smem, __half* o, int
 // shared memory, and writes those columns. The second barrier keeps every block's buffer alive
 // until all have read it.
 template <class T>
-__device__ __forceinline__ void merge_cluster_and_store(unsigned char* smem, __half* o, int m0, int seq_q,
+__device__ __forceinline__ void merge_cluster_and_store(unsigned char* smem, __half* o, int m0,
+                                                        int seq_q,
                                                         float (&acc)[T::kMTiles][T::kOTiles][4],
                                                         float (&row_max)[T::kMTiles][2],
                                                         float (&row_sum)[T::kMTiles][2], int warp_m,
@@ -722,8 +733,9 @@ __device__ __forceinline__ void merge_cluster_and_store(unsigned char* smem, __h
             other[nt][0] = load_peer_f32(src + 4 * 32 * F::acc_index(mt, nt, 2 * h));
             other[nt][1] = load_peer_f32(src + 4 * 32 * F::acc_index(mt, nt, 2 * h + 1));
           }
-          fold_partial<T>(acc, row_max, row_sum, mt, h, load_peer_f32(src + 4 * 32 * F::max_index(mt, h)),
-                          load_peer_f32(src + 4 * 32 * F::sum_index(mt, h)), other, nt_begin, nt_end);
+          fold_partial<T>(
+              acc, row_max, row_sum, mt, h, load_peer_f32(src + 4 * 32 * F::max_index(mt, h)),
+              load_peer_f32(src + 4 * 32 * F::sum_index(mt, h)), other, nt_begin, nt_end);
         }
     }
 #pragma unroll
@@ -736,7 +748,8 @@ __device__ __forceinline__ void merge_cluster_and_store(unsigned char* smem, __h
 #pragma unroll
         for (int nt = 0; nt < T::kOTiles; ++nt) {
           if (nt < nt_begin || nt >= nt_end) continue;
-          *reinterpret_cast<__half2*>(o + (long long)(m0 + row) * T::kHeadDim + nt * 8 + (lane & 3) * 2) =
+          *reinterpret_cast<__half2*>(o + (long long)(m0 + row) * T::kHeadDim + nt * 8 +
+                                      (lane & 3) * 2) =
               __floats2half2_rn(acc[mt][nt][2 * h] * inv, acc[mt][nt][2 * h + 1] * inv);
         }
       }
@@ -770,7 +783,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   const int warp_kv = warp / T::kWarpsM;
   const int row_w = warp_m * T::kRowsPerWarp;   // first row of this warp within the block
   const int key_w = warp_kv * T::kKeysPerWarp;  // first key of this warp within a tile
-  const int row_wg = row_w & ~63;                // WGMMA: first row of this warp's warpgroup
+  const int row_wg = row_w & ~63;               // WGMMA: first row of this warp's warpgroup
 
   // Causal blocks near the end of the sequence have the most work: start them first.
   const int m_block = T::kCausal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
@@ -787,8 +800,8 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   // With SPLIT_KV, block z of the cluster takes its share of those tiles.
   const int tiles_per_split = (all_tiles + T::kSplitKV - 1) / T::kSplitKV;
   const int first_tile = T::kSplitKV > 1 ? (int)blockIdx.z * tiles_per_split : 0;
-  const int n_tiles = T::kSplitKV > 1 ? max(0, min(all_tiles - first_tile, tiles_per_split))
-                                      : all_tiles;
+  const int n_tiles =
+      T::kSplitKV > 1 ? max(0, min(all_tiles - first_tile, tiles_per_split)) : all_tiles;
   const float scale_log2 = p.softmax_scale * 1.4426950408889634f;
 
   auto load_kv = [&](int t) {  // tile t of this block into its stage
@@ -914,8 +927,8 @@ __device__ __forceinline__ void forward(const FaParams& p) {
     // The last tile's P*V. A split without keys issues one too, so that no wgmma sits on a
     // divergent path, and then discards what it read from a stage that was never filled.
     wgmma_fence();
-    issue_pv_wgmma<T>(acc[0], p_prev, v_tiles + ((n_tiles + T::kStages - 1) % T::kStages) * T::kKVElems,
-                      key_w);
+    issue_pv_wgmma<T>(acc[0], p_prev,
+                      v_tiles + ((n_tiles + T::kStages - 1) % T::kStages) * T::kKVElems, key_w);
     wgmma_wait<0>();
     fence_operands(acc[0]);
     fence_operands(p_prev);
@@ -948,8 +961,8 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   if constexpr (T::kSplitKV == 1) {
     store_output<T>(smem, o, m0, p.seq_q, acc, row_sum, row_w, warp_kv, lane);
   } else {
-    merge_cluster_and_store<T>(smem, o, m0, p.seq_q, acc, row_max, row_sum, warp_m, row_w,
-                               warp_kv, lane);
+    merge_cluster_and_store<T>(smem, o, m0, p.seq_q, acc, row_max, row_sum, warp_m, row_w, warp_kv,
+                               lane);
   }
 }
 

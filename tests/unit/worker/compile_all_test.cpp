@@ -77,7 +77,7 @@ void sweep(const std::string& arch) {
   {
     KernelCompiler untouched(invalid_dir.path(), arch, 1);
     for (const auto& [g, shape] : jobs) {
-      const auto violated = space.violated_constraint(g, shape, smem_limit);
+      const auto violated = space.violated_constraint(g, shape, smem_limit, sm_arch_number(arch));
       if (!violated) {
         valid.emplace_back(g, shape);
         continue;
