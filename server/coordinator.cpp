@@ -289,7 +289,14 @@ v1::LeaseResponse Coordinator::lease(const v1::LeaseRequest& req) {
     int64_t live_since = now - int64_t(server::kLiveWorkerHeartbeats) * std::max(50, options_.lease_ttl_ms / 3);
     bool another_worker = store_.count_live_workers(wclass, live_since, worker.id) > 0;
 
-    for (const auto& listed : store_.active_runs()) {
+    std::vector<RunRecord> runs = store_.active_runs();
+    {
+      std::lock_guard<std::mutex> lock(schedule_mutex_);
+      auto last = std::find_if(runs.begin(), runs.end(),
+                               [&](const RunRecord& r) { return r.id == last_leased_run_; });
+      if (last != runs.end()) std::rotate(runs.begin(), std::next(last), runs.end());
+    }
+    for (const auto& listed : runs) {
       if (resp.leases_size() >= want) break;
       if (!listed.device_class.empty() && listed.device_class != wclass) continue;
       // Cache hits can breed a new generation mid-loop: re-read the queue until it holds nothing to hand out.
@@ -328,6 +335,10 @@ v1::LeaseResponse Coordinator::lease(const v1::LeaseRequest& req) {
           v1::Lease* out = resp.add_leases();
           out->set_lease_id(l.id);
           out->set_run_id(run->id);
+          {
+            std::lock_guard<std::mutex> lock(schedule_mutex_);
+            last_leased_run_ = run->id;
+          }
           out->set_candidate_id(c.id);
           out->set_genome(c.genome);
           for (const auto& s : shapes_of(*run)) *out->add_shapes() = shape_to_proto(s);

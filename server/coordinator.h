@@ -95,6 +95,11 @@ class Coordinator {
   CoordinatorOptions options_;
   std::mt19937_64 rng_;
 
+  // The run the last lease went to: the next lease request starts with the run after it, so that
+  // concurrent runs take turns on the workers instead of the oldest taking them all.
+  std::mutex schedule_mutex_;
+  std::string last_leased_run_;
+
   mutable std::mutex change_mutex_;
   std::condition_variable change_cv_;
   uint64_t changes_ = 0;

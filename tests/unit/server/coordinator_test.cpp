@@ -328,6 +328,22 @@ TEST_F(CoordinatorTest, TheCacheNeverAnswersForAnotherProblem) {
   for (const auto& c : store_.candidates_of_run(bigger.run_id())) EXPECT_EQ(c.result_source, "measured");
 }
 
+// Two runs at once share one worker in turn; the older does not take every lease until it is done.
+TEST_F(CoordinatorTest, ConcurrentRunsTakeTurnsOnTheWorkers) {
+  const std::string w = add_worker("sm_90a/H100");
+  const std::string first = submit(2, 4, 2, 7, "1x8x512x64").run_id();
+  const std::string second = submit(2, 4, 2, 8, "2x8x512x64").run_id();
+  std::vector<std::string> order;
+  for (int i = 0; i < 6; ++i) {
+    const auto granted = lease(w, 1);
+    ASSERT_EQ(granted.leases_size(), 1);
+    order.push_back(granted.leases(0).run_id());
+    report(w, granted.leases(0), evaluation(granted.leases(0), "sm_90a/H100", 1.0));
+    now_ += 10;
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{first, second, first, second, first, second}));
+}
+
 TEST_F(CoordinatorTest, CancelledRunHandsOutNothing) {
   auto w = add_worker("sm_90a/Fake");
   auto run = submit(2, 4, 2);
