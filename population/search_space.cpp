@@ -34,7 +34,7 @@ struct SearchSpace::Impl {
 namespace {
 
 // The problem and device variables every expression may read.
-const char* const kProblemVariables[] = {"BATCH",  "HEADS",      "SEQ_Q", "SEQ_K",
+const char* const kProblemVariables[] = {"BATCH",    "HEADS",  "SEQ_Q",      "SEQ_K",
                                          "HEAD_DIM", "CAUSAL", "SMEM_LIMIT", "SM_ARCH"};
 
 [[noreturn]] void bad_space(const std::string& why) {

@@ -142,7 +142,8 @@ void CudaEvaluator::prefetch(const Genome& g, const std::vector<ProblemShape>& s
     const auto& space = SearchSpace::for_template(g.template_id());
     std::set<std::string> names;
     for (const auto& s : shapes)
-      if (!space.violated_constraint(g, s, device_.smem_per_block_optin(), sm_arch_number(compiler_->arch())) &&
+      if (!space.violated_constraint(g, s, device_.smem_per_block_optin(),
+                                     sm_arch_number(compiler_->arch())) &&
           names.insert(space.kernel_name(g, s)).second)
         compiler_->compile_candidate_async(g, s);  // lands in the cache; evaluate() finds it
   } catch (const std::exception& e) {

@@ -70,6 +70,16 @@ TEST(ModelEstimate, SplittingKeysHelpsAFewLongRows) {
   EXPECT_LT(split.us, whole.us);
 }
 
+// At a compute-bound shape the same tiles estimate faster through wgmma, the full tensor rate.
+TEST(ModelEstimate, WgmmaTilesAreFasterWhereTheTensorRateBinds) {
+  const auto s = shape(4, 16, 2048);
+  const char* tiles = "BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2";
+  const auto sync = estimate_kernel(h100(), space(), space().parse(tiles), s, resources(165));
+  const auto wgmma =
+      estimate_kernel(h100(), space(), space().parse(std::string(tiles) + ",WGMMA=1"), s, resources(165));
+  EXPECT_LT(wgmma.us, sync.us);
+}
+
 TEST(ModelEvaluator, UnknownArchIsAnInputError) {
   EvaluatorOptions o;
   o.backend = "model";
