@@ -938,6 +938,9 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[0][nt][i] = 0.f;
     }
+    // Other warpgroups may still be reading V for their last P*V, and the epilogue's buffers
+    // (the cluster's partials) overlay the V stages.
+    __syncthreads();
   }
   if (n_tiles == 0) {  // a split without keys: nothing waited for Q's copy or synchronised yet
     if constexpr (T::kCpAsync) cp_async_wait<0>();

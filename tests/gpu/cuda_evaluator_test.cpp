@@ -68,6 +68,21 @@ TEST(CudaEvaluator, DefaultGenomePassesEveryGateShape) {
   EXPECT_EQ(e.device().backend(), "cuda");
 }
 
+// Two warpgroups, PV_ASYNC and a cluster of four: the last P*V of one warpgroup once raced the
+// other's write of the cluster partials over the V stages, and 448 outputs came out NaN at
+// 2,8,512,64 causal (the correctness gate caught it during a search; a barrier fixed it).
+TEST(CudaEvaluator, PvAsyncWarpgroupsInAClusterFinishBeforeTheMerge) {
+  EVO_REQUIRE_GPU();
+  CudaEvaluator& ev = *shared_evaluator();
+  if (ev.device().arch() != "sm_90a") GTEST_SKIP() << "WGMMA genomes need sm_90a";
+  const auto& space = SearchSpace::for_template("fa_s512_v3");
+  const Genome g =
+      space.parse("BLOCK_M=128,BLOCK_N=64,WARPS=8,STAGES=2,SPLIT_KV=4,WGMMA=1,PV_ASYNC=1");
+  const v1::Evaluation e =
+      ev.evaluate(g, {parse_shape("2x8x512x64:causal"), parse_shape("1x4x1000x64:causal")}, false);
+  EXPECT_EQ(e.status(), v1::OK) << gate_summary(e);
+}
+
 TEST(CudaEvaluator, TwentyGenomesSpreadOverTheSpacePassCorrectness) {
   EVO_REQUIRE_GPU();
   CudaEvaluator& ev = *shared_evaluator();
