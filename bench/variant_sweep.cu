@@ -33,21 +33,24 @@ struct Shape {
   int b, h, s, d;
 };
 
-template <class Launch>
-float median_launch_us(Launch launch, int samples) {
+// Median over `samples` of the event-timed `enqueue(stream)`, divided by the calls it makes.
+template <class Enqueue>
+float median_us(cudaStream_t stream, Enqueue enqueue, int samples, int calls_per_sample) {
   cudaEvent_t e0, e1;
   CHECK(cudaEventCreate(&e0));
   CHECK(cudaEventCreate(&e1));
   std::vector<float> us;
   for (int i = 0; i < samples; ++i) {
-    CHECK(cudaEventRecord(e0));
-    launch(cudaStream_t{});
-    CHECK(cudaEventRecord(e1));
+    CHECK(cudaEventRecord(e0, stream));
+    enqueue(stream);
+    CHECK(cudaEventRecord(e1, stream));
     CHECK(cudaEventSynchronize(e1));
     float ms = 0;
     CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    us.push_back(ms * 1000);
+    us.push_back(ms * 1000 / calls_per_sample);
   }
+  CHECK(cudaEventDestroy(e0));
+  CHECK(cudaEventDestroy(e1));
   std::sort(us.begin(), us.end());
   return us[us.size() / 2];
 }
@@ -63,24 +66,12 @@ float median_graph_us(Launch launch, int calls, int replays) {
   for (int i = 0; i < calls; ++i) launch(st);
   CHECK(cudaStreamEndCapture(st, &graph));
   CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  std::vector<float> us;
-  for (int r = 0; r < replays; ++r) {
-    CHECK(cudaEventRecord(e0, st));
-    CHECK(cudaGraphLaunch(exec, st));
-    CHECK(cudaEventRecord(e1, st));
-    CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    us.push_back(ms * 1000 / calls);
-  }
+  const float us = median_us(
+      st, [&](cudaStream_t s) { CHECK(cudaGraphLaunch(exec, s)); }, replays, calls);
   CHECK(cudaGraphExecDestroy(exec));
   CHECK(cudaGraphDestroy(graph));
   CHECK(cudaStreamDestroy(st));
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
+  return us;
 }
 
 template <int C, int D, int BM, int BN, int W, int ST, int SPLIT, int V>
@@ -137,7 +128,7 @@ void run(const Shape& sh, const char* name) {
   }
 
   for (int i = 0; i < 20; ++i) launch(cudaStream_t{});  // warm-up
-  const float launch_us = median_launch_us(launch, 60);
+  const float launch_us = median_us(cudaStream_t{}, launch, 60, 1);
   const float graph_us = median_graph_us(launch, 20, 20);
   CHECK(cudaGetLastError());
   const double flops = 4.0 * sh.b * sh.h * double(sh.s) * sh.s * D / (C ? 2 : 1);
@@ -153,14 +144,23 @@ void run(const Shape& sh, const char* name) {
 
 #define NAME(BM, BN, W, ST, SP, V) ("v" #V " " #BM "x" #BN "x" #W "x" #ST " split" #SP)
 // One instantiation (both causal settings) over a group of shapes of one head dim.
-#define OVER(D, SHAPES, BM, BN, W, ST, SP, V)                          \
-  for (auto sh : SHAPES) {                                             \
-    run<0, D, BM, BN, W, ST, SP, V>(sh, NAME(BM, BN, W, ST, SP, V));   \
-    run<1, D, BM, BN, W, ST, SP, V>(sh, NAME(BM, BN, W, ST, SP, V));   \
+#define OVER(D, SHAPES, BM, BN, W, ST, SP, V)                        \
+  for (auto sh : SHAPES) {                                           \
+    run<0, D, BM, BN, W, ST, SP, V>(sh, NAME(BM, BN, W, ST, SP, V)); \
+    run<1, D, BM, BN, W, ST, SP, V>(sh, NAME(BM, BN, W, ST, SP, V)); \
   }
-#define SMALL_SHAPES {Shape{1, 8, 512, 64}, Shape{2, 8, 512, 64}, Shape{1, 4, 1000, 64}}
-#define MID_SHAPES {Shape{16, 16, 512, 64}, Shape{4, 16, 2048, 64}}
-#define BIG_SHAPES {Shape{2, 16, 4096, 128}, Shape{1, 4, 1000, 128}}
+#define SMALL_SHAPES                                                     \
+  {                                                                      \
+    Shape{1, 8, 512, 64}, Shape{2, 8, 512, 64}, Shape { 1, 4, 1000, 64 } \
+  }
+#define MID_SHAPES                                    \
+  {                                                   \
+    Shape{16, 16, 512, 64}, Shape { 4, 16, 2048, 64 } \
+  }
+#define BIG_SHAPES                                     \
+  {                                                    \
+    Shape{2, 16, 4096, 128}, Shape { 1, 4, 1000, 128 } \
+  }
 #define SMALL(...) OVER(64, SMALL_SHAPES, __VA_ARGS__)
 #define MID(...) OVER(64, MID_SHAPES, __VA_ARGS__)
 #define BIG(...) OVER(128, BIG_SHAPES, __VA_ARGS__)

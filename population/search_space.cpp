@@ -21,7 +21,7 @@ struct SearchSpace::Impl {
   struct Named {
     std::string name;
     Expression expr;
-    bool reads_arch = false;  // reads SM_ARCH: skipped while the architecture is unknown
+    bool reads_arch = false;  // reads SM_ARCH, maybe through a derived value: skipped while unknown
   };
   std::vector<Named> derived;      // evaluated in order; each may read the ones before it
   std::vector<Named> constraints;  // checked in order; the first that is 0 is reported
@@ -166,6 +166,13 @@ SearchSpace SearchSpace::from_json(std::string_view text) {
     space.genes_.push_back(std::move(g));
   }
 
+  // SM_ARCH and the derived values that read it, directly or through another.
+  std::set<std::string> arch_names = {"SM_ARCH"};
+  auto reads_any = [](const Expression& e, const std::set<std::string>& names) {
+    for (const auto& id : e.identifiers())
+      if (names.count(id)) return true;
+    return false;
+  };
   if (auto it = doc.find("derived"); it != doc.end()) {
     if (!it->is_array()) bad_space("derived must be an array");
     for (size_t i = 0; i < it->size(); ++i) {
@@ -173,6 +180,7 @@ SearchSpace SearchSpace::from_json(std::string_view text) {
       std::string name = string_field((*it)[i], "name", where);
       Expression e = checked_expression(field((*it)[i], "expr", where), where + " (" + name + ")", known);
       define(name, "derived value");
+      if (reads_any(e, arch_names)) arch_names.insert(name);
       impl->derived.push_back({name, e});
     }
   }
@@ -185,7 +193,7 @@ SearchSpace SearchSpace::from_json(std::string_view text) {
     std::string name = string_field(constraints[i], "name", where);
     if (!constraint_names.insert(name).second) bad_space("constraint '" + name + "' is defined twice");
     Expression expr = checked_expression(field(constraints[i], "expr", where), "constraint " + name, known);
-    const bool reads_arch = expr.identifiers().count("SM_ARCH") > 0;
+    const bool reads_arch = reads_any(expr, arch_names);
     impl->constraints.push_back({name, std::move(expr), reads_arch});
   }
 

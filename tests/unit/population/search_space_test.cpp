@@ -292,6 +292,22 @@ TEST(SearchSpaceTest, WgmmaNeedsAnSm90aTargetOnceTheTargetIsKnown) {
   EXPECT_EQ(space().variables(g, p, 1000, 90).at("SM_ARCH"), 90);
 }
 
+// A constraint that reads SM_ARCH through a derived value is still a device constraint.
+TEST(SearchSpaceTest, ArchConstraintThroughADerivedValueWaitsForTheTarget) {
+  const SearchSpace s = SearchSpace::from_json(R"({
+    "template": "t", "head_dims": [64],
+    "genes": [{"name": "A", "values": [0, 1], "default": 1}],
+    "derived": [{"name": "HOPPER", "expr": "SM_ARCH == 90"}],
+    "constraints": [{"name": "a_needs_hopper", "expr": "A == 0 || HOPPER"}],
+    "kernel": "k<{A}>",
+    "launch": {"threads": "32", "grid_x": "1", "grid_y": "1", "grid_z": "1", "smem_bytes": "0"}
+  })");
+  const Genome g = s.parse("A=1");
+  EXPECT_EQ(s.violated_constraint(g, ProblemShape{}, 0), std::nullopt);
+  EXPECT_EQ(s.violated_constraint(g, ProblemShape{}, 0, 80), "a_needs_hopper");
+  EXPECT_EQ(s.violated_constraint(g, ProblemShape{}, 0, 90), std::nullopt);
+}
+
 TEST(SearchSpaceTest, SmArchNumberReadsCompileTargets) {
   EXPECT_EQ(sm_arch_number("sm_90a"), 90);
   EXPECT_EQ(sm_arch_number("sm_80"), 80);
