@@ -6,8 +6,10 @@
 //
 //   nvcc -arch=sm_90a -std=c++17 -O3 -I kernel_templates bench/variant_sweep.cu -o variant_sweep
 //   ./variant_sweep          # every case;  ./variant_sweep N  one case;  ./variant_sweep 999 count
+//   VARIANT_SWEEP_CHECK_ONLY=1 ./variant_sweep N   # one checked launch per shape, no timing
+//                                                  # (for compute-sanitizer)
 //
-// A case is one instantiation run over a shape group; V: bit 0 WGMMA, bit 1 PV_ASYNC
+// A case is one instantiation run over a shape group; V: bit 0 WGMMA, bit 1 PV_ASYNC, bit 2 TMA
 // (CP_ASYNC=1, SWIZZLE=1 throughout). Each case is meant to run in its own process, so that a
 // kernel that breaks the CUDA context stops only its own case.
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include <random>
 #include <vector>
 
+#include "attention_tensor_maps.h"
 #include "fa_s512_v3.cuh"
 #include "reference_attention.cuh"
 
@@ -76,8 +79,9 @@ float median_graph_us(Launch launch, int calls, int replays) {
 
 template <int C, int D, int BM, int BN, int W, int ST, int SPLIT, int V>
 void run(const Shape& sh, const char* name) {
-  using T = evo::fa::KernelTraits<C, D, BM, BN, W, ST, 1, 1, SPLIT, V & 1, (V >> 1) & 1>;
-  auto kernel = evo::fa_s512_v3_kernel<C, D, BM, BN, W, ST, 1, 1, SPLIT, V & 1, (V >> 1) & 1>;
+  constexpr int kWgmma = V & 1, kPvAsync = (V >> 1) & 1, kTma = (V >> 2) & 1;
+  using T = evo::fa::KernelTraits<C, D, BM, BN, W, ST, 1, 1, SPLIT, kWgmma, kPvAsync, kTma>;
+  auto kernel = evo::fa_s512_v3_kernel<C, D, BM, BN, W, ST, 1, 1, SPLIT, kWgmma, kPvAsync, kTma>;
   const size_t n = size_t(sh.b) * sh.h * sh.s * D;
   std::vector<__half> host[3] = {std::vector<__half>(n), std::vector<__half>(n),
                                  std::vector<__half>(n)};
@@ -100,8 +104,8 @@ void run(const Shape& sh, const char* name) {
   CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
   cudaFuncAttributes attr;
   CHECK(cudaFuncGetAttributes(&attr, kernel));
-  const evo::FaParams params{dev[0], dev[1], dev[2], dev[3], sh.b,
-                             sh.h,   sh.s,   sh.s,   scale,  nullptr};
+  evo::FaParams params{dev[0], dev[1], dev[2], dev[3], sh.b, sh.h, sh.s, sh.s, scale, nullptr, {}, {}, {}};
+  if (kTma) CHECK(evo::encode_attention_tensor_maps(params, D));
   const dim3 grid((sh.s + BM - 1) / BM, sh.b * sh.h, SPLIT);
   auto launch = [&](cudaStream_t st) { kernel<<<grid, T::kThreads, T::kSmemBytes, st>>>(params); };
   launch(cudaStream_t{});
@@ -127,6 +131,13 @@ void run(const Shape& sh, const char* name) {
     den += double(expect[i]) * expect[i];
   }
 
+  if (std::getenv("VARIANT_SWEEP_CHECK_ONLY") != nullptr) {
+    std::printf("%-34s %dx%dx%dx%d c=%d regs=%d relL2=%.2e nonfinite=%ld (checked, not timed)\n",
+                name, sh.b, sh.h, sh.s, D, C, attr.numRegs, std::sqrt(num / den), nonfinite);
+    for (auto* p : dev) CHECK(cudaFree(p));
+    CHECK(cudaFree(ref));
+    return;
+  }
   for (int i = 0; i < 20; ++i) launch(cudaStream_t{});  // warm-up
   const float launch_us = median_us(cudaStream_t{}, launch, 60, 1);
   const float graph_us = median_graph_us(launch, 20, 20);
@@ -189,5 +200,28 @@ int main(int argc, char** argv) {
   // Two warpgroups, PV_ASYNC and a cluster of 4: the last P*V raced the cluster partials (NaNs at
   // 2,8,512,64 causal) until a barrier separated them.
   CASE(SMALL(128, 64, 8, 2, 4, 3))
+  // TMA copies (bit 2) beside the same instantiations with cp.async, for each shape group.
+  CASE(SMALL(64, 128, 4, 2, 1, 5))
+  CASE(SMALL(64, 128, 4, 3, 1, 7))
+  CASE(SMALL(64, 128, 8, 3, 2, 5))
+  CASE(MID(64, 128, 4, 2, 1, 5))
+  CASE(MID(64, 64, 4, 2, 1, 5))
+  CASE(MID(64, 64, 4, 2, 1, 1))
+  CASE(MID(128, 128, 8, 2, 1, 5))
+  CASE(MID(128, 128, 8, 3, 1, 7))
+  CASE(BIG(128, 128, 8, 2, 1, 5))
+  CASE(BIG(128, 128, 8, 3, 1, 7))
+  CASE(BIG(128, 64, 8, 3, 1, 7))
+  CASE(SMALL(128, 64, 8, 2, 4, 7))
+  // Small shapes are bound by L2 traffic, not by the SM count, if every 32-row block streams its
+  // head's whole K/V: 128-row blocks split four ways read a quarter of it.
+  CASE(SMALL(32, 128, 4, 3, 1, 0))
+  CASE(SMALL(128, 128, 8, 2, 4, 1))
+  CASE(SMALL(128, 64, 8, 2, 4, 1))
+  CASE(SMALL(128, 64, 8, 2, 4, 0))
+  CASE(SMALL(128, 64, 16, 2, 4, 1))
+  CASE(SMALL(64, 64, 4, 2, 4, 1))
+  CASE(SMALL(64, 128, 4, 2, 2, 1))
+  CASE(SMALL(64, 64, 8, 2, 2, 1))
   if (want < 0 || want >= idx) printf("%d cases\n", idx);
 }

@@ -16,6 +16,11 @@
 // shared memory through descriptors, and O += P V takes P from registers. The accumulators of a
 // wgmma have the same per-warp layout as m16n8k16 ones, so masking, the online softmax and the
 // epilogues are shared by both paths. Tiles then use the 128-byte swizzle the descriptors describe.
+//
+// TMA = 1 (with WGMMA) hands the copies to the tensor memory accelerator: one thread issues each
+// tile as a few bulk tensor copies that land already swizzled and complete on an mbarrier, so the
+// warps spend no instructions on addresses and wait on the barrier instead of a block-wide sync.
+// The host describes Q, K and V once per call with tensor maps (attention_tensor_maps.h).
 #include <cuda_fp16.h>
 
 namespace evo {
@@ -30,12 +35,18 @@ struct FaParams {
   // Scratch for kernels whose space asks for it ("workspace_bytes"); fa_s512_v3 needs none
   // (its split-KV merges through distributed shared memory) and is passed nullptr.
   void* workspace;
+  // TMA instantiations only: CUtensorMap descriptors of q, k and v, filled on the host by
+  // evo::encode_attention_tensor_maps (attention_tensor_maps.h) before the launch.
+  struct alignas(64) TensorMap {
+    unsigned long long opaque[16];
+  };
+  TensorMap q_map, k_map, v_map;
 };
 
 namespace fa {
 
 template <int CAUSAL_, int HEAD_DIM_, int BLOCK_M_, int BLOCK_N_, int WARPS_, int STAGES_,
-          int CP_ASYNC_, int SWIZZLE_, int SPLIT_KV_, int WGMMA_, int PV_ASYNC_>
+          int CP_ASYNC_, int SWIZZLE_, int SPLIT_KV_, int WGMMA_, int PV_ASYNC_, int TMA_ = 0>
 struct KernelTraits {
   static constexpr bool kCausal = CAUSAL_ != 0;
   static constexpr int kHeadDim = HEAD_DIM_;
@@ -48,6 +59,7 @@ struct KernelTraits {
   static constexpr int kSplitKV = SPLIT_KV_;
   static constexpr bool kWgmma = WGMMA_ != 0;
   static constexpr bool kPvAsync = PV_ASYNC_ != 0;
+  static constexpr bool kTma = TMA_ != 0;
 
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kWarpsM = kWarps < kBlockM / 16 ? kWarps : kBlockM / 16;
@@ -80,8 +92,14 @@ struct KernelTraits {
   // wgmma's 128-byte swizzle repeats every 1024 bytes and is anchored to absolute addresses, so
   // the tiles start on a 1024-byte boundary; the slack lets the kernel round its base up.
   static constexpr int kSmemAlign = kWgmma ? 1024 : 0;
-  static constexpr int kSmemBytes =
-      (kSmemMain > kSmemEpilogue ? kSmemMain : kSmemEpilogue) + kSmemAlign;
+  static constexpr int kSmemTiles = kSmemMain > kSmemEpilogue ? kSmemMain : kSmemEpilogue;
+  // TMA: one mbarrier per stage and one for Q, after the tiles (never overlaid by the epilogue).
+  static constexpr int kSmemBarriers = kTma ? 64 : 0;
+  static constexpr int kSmemBytes = kSmemTiles + kSmemAlign + kSmemBarriers;
+  // A bulk tensor copy moves one box: 64 columns (the 128-byte swizzle's width) by kTmaBoxRows
+  // rows of one (batch, head). attention_tensor_maps.h encodes the same box.
+  static constexpr int kTmaBoxCols = 64;
+  static constexpr int kTmaBoxRows = 32;
 
   static_assert(kHeadDim == 64 || kHeadDim == 128, "head dim must be 64 or 128");
   static_assert(kBlockM % 16 == 0, "BLOCK_M must be whole m16 MMA tiles");
@@ -100,6 +118,10 @@ struct KernelTraits {
   static_assert(
       !kPvAsync || (kWgmma && kStages >= 2),
       "PV_ASYNC: an asynchronous wgmma P*V, and a stage for its V besides the current tile");
+  static_assert(!kTma || kWgmma, "TMA: the copies land in wgmma's swizzled 64-column panels");
+  static_assert(!kTma || (kBlockM % kTmaBoxRows == 0 && kBlockN % kTmaBoxRows == 0),
+                "TMA: tiles are whole boxes");
+  static_assert(kStages + 1 <= kSmemBarriers / 8 || !kTma, "TMA: room for the mbarriers");
 };
 
 // ---------------------------------------------------------------- PTX wrappers
@@ -180,6 +202,57 @@ __device__ __forceinline__ void wgmma_wait() {
 __device__ __forceinline__ void fence_proxy_async() {
 #if EVO_HAS_WGMMA
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+// ---------------------------------------------------------------- TMA and mbarriers (sm_90)
+// A stage's mbarrier completes a phase when its expected bytes have landed; waiters name the
+// phase by its parity. Off sm_90a the TMA path cannot be instantiated (WGMMA is required), so
+// these are empty there.
+
+__device__ __forceinline__ void mbarrier_init(unsigned long long* bar, unsigned count) {
+#if EVO_HAS_WGMMA
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count)
+               : "memory");
+#endif
+}
+// Makes the initialised barriers visible to the copy engine before any copy names them.
+__device__ __forceinline__ void mbarrier_init_fence() {
+#if EVO_HAS_WGMMA
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+// The calling thread's arrival, announcing `bytes` still to land in this phase.
+__device__ __forceinline__ void mbarrier_expect_bytes(unsigned long long* bar, unsigned bytes) {
+#if EVO_HAS_WGMMA
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)),
+               "r"(bytes)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void mbarrier_wait(unsigned long long* bar, unsigned parity) {
+#if EVO_HAS_WGMMA
+  unsigned done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+#endif
+}
+// One box of a 3-d tensor map (column, row, batch*head) into shared memory, completing on `bar`.
+__device__ __forceinline__ void tma_load_box(void* dst, const FaParams::TensorMap& map, int col,
+                                             int row, int bh, unsigned long long* bar) {
+#if EVO_HAS_WGMMA
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<unsigned long long>(&map)), "r"(col), "r"(row), "r"(bh),
+      "r"(smem_addr(bar))
+      : "memory");
 #endif
 }
 // A wgmma reads and writes its registers asynchronously; after the wait, these empty asm
@@ -395,6 +468,19 @@ __device__ __forceinline__ void load_tile(__half* tile, const __half* src, int r
       *reinterpret_cast<uint4*>(s) = x;
     }
   }
+}
+
+// TMA: the same rows as load_tile, as boxes issued by one thread; rows past the sequence's end
+// arrive as zeros (the tensor map's bounds are per (batch, head)). Completes on `bar`, which
+// the caller has told to expect ROWS * HEAD_DIM * 2 bytes.
+template <class T, int ROWS>
+__device__ __forceinline__ void tma_load_tile(__half* tile, const FaParams::TensorMap& map,
+                                              int row0, int bh, unsigned long long* bar) {
+#pragma unroll
+  for (int col = 0; col < T::kHeadDim; col += T::kTmaBoxCols)
+#pragma unroll
+    for (int row = 0; row < ROWS; row += T::kTmaBoxRows)
+      tma_load_box(tile + tile_offset<T, ROWS>(row, col), map, col, row0 + row, bh, bar);
 }
 
 // ---------------------------------------------------------------- the steps of one K/V tile
@@ -768,6 +854,8 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   __half* q_tile = reinterpret_cast<__half*>(smem);
   __half* k_tiles = q_tile + T::kQElems;
   __half* v_tiles = k_tiles + T::kStages * T::kKVElems;
+  // TMA: full[stage] for each K/V stage, then Q's.
+  unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + T::kSmemTiles);
 
   // A launch with less dynamic shared memory than this instantiation needs would corrupt
   // memory silently; stop it loudly instead.
@@ -807,13 +895,36 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   auto load_kv = [&](int t) {  // tile t of this block into its stage
     const int stage = t % T::kStages;
     const int n0 = (first_tile + t) * T::kBlockN;
-    load_tile<T, T::kBlockN>(k_tiles + stage * T::kKVElems, k, n0, p.seq_k);
-    load_tile<T, T::kBlockN>(v_tiles + stage * T::kKVElems, v, n0, p.seq_k);
+    if constexpr (T::kTma) {  // called by one thread
+      mbarrier_expect_bytes(&full[stage], 2 * T::kKVElems * 2);
+      tma_load_tile<T, T::kBlockN>(k_tiles + stage * T::kKVElems, p.k_map, n0, (int)bh, &full[stage]);
+      tma_load_tile<T, T::kBlockN>(v_tiles + stage * T::kKVElems, p.v_map, n0, (int)bh, &full[stage]);
+    } else {
+      load_tile<T, T::kBlockN>(k_tiles + stage * T::kKVElems, k, n0, p.seq_k);
+      load_tile<T, T::kBlockN>(v_tiles + stage * T::kKVElems, v, n0, p.seq_k);
+    }
   };
 
-  // ---- prologue: Q, then the first kPrefetch K/V tiles, each its own cp.async group.
-  load_tile<T, T::kBlockM>(q_tile, q, m0, p.seq_q);
-  if constexpr (T::kCpAsync) {
+  // ---- prologue: Q, then the first kPrefetch K/V tiles, each its own cp.async group (or, with
+  // TMA, on its stage's barrier).
+  if constexpr (T::kTma) {
+    if (threadIdx.x == 0) {
+#pragma unroll
+      for (int i = 0; i <= T::kStages; ++i) mbarrier_init(&full[i], 1);
+      mbarrier_init_fence();
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      mbarrier_expect_bytes(&full[T::kStages], T::kQElems * 2);
+      tma_load_tile<T, T::kBlockM>(q_tile, p.q_map, m0, (int)bh, &full[T::kStages]);
+#pragma unroll
+      for (int t = 0; t < T::kPrefetch; ++t)
+        if (t < n_tiles) load_kv(t);
+    }
+  } else {
+    load_tile<T, T::kBlockM>(q_tile, q, m0, p.seq_q);
+  }
+  if constexpr (T::kCpAsync && !T::kTma) {
     cp_async_commit();
 #pragma unroll
     for (int t = 0; t < T::kPrefetch; ++t) {
@@ -845,15 +956,21 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   auto step = [&](int t, const bool kFirst) {
     // Tile t must have landed; tile t + kPrefetch starts its copy. PV_ASYNC keeps one stage back
     // from the copies: the previous tile's V is read until this iteration's softmax is done.
-    if constexpr (T::kCpAsync) {
+    if constexpr (T::kTma) {
+      // The stage it refills was last read in the previous iteration, before its closing barrier.
+      if (threadIdx.x == 0 && t + T::kPrefetch < n_tiles) load_kv(t + T::kPrefetch);
+      if (kFirst) mbarrier_wait(&full[T::kStages], 0);
+      mbarrier_wait(&full[t % T::kStages], (t / T::kStages) & 1);
+    } else if constexpr (T::kCpAsync) {
       if (t + T::kPrefetch < n_tiles) load_kv(t + T::kPrefetch);
       cp_async_commit();
       cp_async_wait<T::kPrefetch>();
       if constexpr (T::kWgmma) fence_proxy_async();
+      __syncthreads();
     } else {
       load_kv(t);
+      __syncthreads();
     }
-    __syncthreads();
     if constexpr (!T::kWgmma) {
       if (kFirst) {
 #pragma unroll
@@ -943,7 +1060,11 @@ __device__ __forceinline__ void forward(const FaParams& p) {
     __syncthreads();
   }
   if (n_tiles == 0) {  // a split without keys: nothing waited for Q's copy or synchronised yet
-    if constexpr (T::kCpAsync) cp_async_wait<0>();
+    if constexpr (T::kTma) {
+      mbarrier_wait(&full[T::kStages], 0);
+    } else if constexpr (T::kCpAsync) {
+      cp_async_wait<0>();
+    }
     __syncthreads();
   }
 
@@ -978,12 +1099,14 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 #define EVO_CLUSTER_DIMS(x, y, z)
 #endif
 
+// __grid_constant__: the TMA path hands the copy engine the address of its tensor maps, which
+// must stay in the kernel's parameter space rather than be copied to the stack.
 template <int CAUSAL, int HEAD_DIM, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, int CP_ASYNC,
-          int SWIZZLE, int SPLIT_KV, int WGMMA, int PV_ASYNC>
+          int SWIZZLE, int SPLIT_KV, int WGMMA, int PV_ASYNC, int TMA = 0>
 __global__ void __launch_bounds__(WARPS * 32) EVO_CLUSTER_DIMS(1, 1, SPLIT_KV)
-    fa_s512_v3_kernel(const FaParams p) {
+    fa_s512_v3_kernel(const __grid_constant__ FaParams p) {
   fa::forward<fa::KernelTraits<CAUSAL, HEAD_DIM, BLOCK_M, BLOCK_N, WARPS, STAGES, CP_ASYNC, SWIZZLE,
-                               SPLIT_KV, WGMMA, PV_ASYNC>>(p);
+                               SPLIT_KV, WGMMA, PV_ASYNC, TMA>>(p);
 }
 
 }  // namespace evo

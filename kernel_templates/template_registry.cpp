@@ -6,11 +6,12 @@
 extern const char kFaS512V3Source[];
 extern const char kFaS512V3Space[];
 extern const char kReferenceAttentionSource[];
+extern const char kAttentionTensorMapsSource[];
 
 namespace evo {
 namespace {
 const KernelTemplate kTemplates[] = {
-    {"fa_s512_v3", kFaS512V3Source, kFaS512V3Space},
+    {"fa_s512_v3", kFaS512V3Source, kFaS512V3Space, kAttentionTensorMapsSource},
 };
 }  // namespace
 

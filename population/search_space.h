@@ -32,6 +32,9 @@ struct LaunchConfig {
   // Zero-initialised device scratch the kernel needs (split-KV partials); 0 for none. The caller
   // allocates and zeroes it once and passes it in FaParams::workspace.
   int64_t workspace_bytes = 0;
+  // The kernel loads through TMA: the caller encodes CUtensorMaps of q, k and v into FaParams
+  // before each launch (kernel_templates/attention_tensor_maps.h).
+  bool tensor_maps = false;
 };
 
 class SearchSpace {
@@ -64,7 +67,7 @@ class SearchSpace {
   std::map<std::string, int64_t> variables(const Genome& g, const ProblemShape& p,
                                            int64_t smem_limit, int sm_arch = kUnknownArch) const;
   LaunchConfig launch(const Genome& g, const ProblemShape& p) const;
-  // "evo::fa_s512_v3_kernel<0, 64, 32, 64, 4, 2, 1, 1, 1, 0, 0>"
+  // "evo::fa_s512_v3_kernel<0, 64, 32, 64, 4, 2, 1, 1, 1, 0, 0, 0>"
   std::string kernel_name(const Genome& g, const ProblemShape& p) const;
   // Floating-point operations one launch performs, from the space's "flops" expression (which may
   // depend on the genome, e.g. for a kernel that skips masked blocks); ProblemShape::flops() where

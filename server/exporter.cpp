@@ -44,6 +44,7 @@ struct SpaceForExport {
   std::vector<Formula> constraints;
   std::map<std::string, Formula> launch;  // threads, grid_x, grid_y, grid_z, smem_bytes
   bool has_workspace = false;              // launch.workspace_bytes: a per-stream scratch buffer
+  bool has_tensor_maps = false;            // launch.tensor_maps: encode q/k/v maps before a launch
   std::string kernel_pattern;
 };
 
@@ -96,6 +97,14 @@ SpaceForExport read_space(const KernelTemplate& t) {
                        Formula{"workspace_bytes",
                                to_cxx_expression(j.at("launch").at("workspace_bytes").get<std::string>(),
                                                  known, "launch formula workspace_bytes"),
+                               false});
+    }
+    if (j.at("launch").contains("tensor_maps")) {
+      s.has_tensor_maps = true;
+      s.launch.emplace("tensor_maps",
+                       Formula{"tensor_maps",
+                               to_cxx_expression(j.at("launch").at("tensor_maps").get<std::string>(),
+                                                 known, "launch formula tensor_maps"),
                                false});
     }
     s.kernel_pattern = j.at("kernel").get<std::string>();
@@ -225,15 +234,21 @@ void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& 
     << "          smem > SMEM_LIMIT)\n"
     << "        return cudaErrorInvalidValue;\n"
     << "      const auto kernel = " << kernel_name(s, g) << ";\n";
+  if (s.has_workspace || s.has_tensor_maps)
+    o << "      evo::FaParams args = p;\n";
+  else
+    o << "      const evo::FaParams& args = p;\n";
   if (s.has_workspace)
-    o << "      evo::FaParams args = p;\n"
-      << "      const long long workspace_bytes = " << s.launch.at("workspace_bytes").expr.code << ";\n"
+    o << "      const long long workspace_bytes = " << s.launch.at("workspace_bytes").expr.code << ";\n"
       << "      if (workspace_bytes > 0) {\n"
       << "        const cudaError_t e = workspace_for(stream, workspace_bytes, &args.workspace);\n"
       << "        if (e != cudaSuccess) return e;\n"
       << "      }\n";
-  else
-    o << "      const evo::FaParams& args = p;\n";
+  if (s.has_tensor_maps)
+    o << "      if (" << s.launch.at("tensor_maps").expr.code << ") {  // loads through TMA\n"
+      << "        const cudaError_t e = evo::encode_attention_tensor_maps(args, HEAD_DIM_);\n"
+      << "        if (e != cudaSuccess) return e;\n"
+      << "      }\n";
   o
     << "      if (smem > 48 * 1024) {\n"
     << "        // Above 48 KB a kernel must opt in to dynamic shared memory; once per size suffices.\n"
@@ -412,8 +427,11 @@ v1::ExportResponse export_dispatch_table(const KernelTemplate& tmpl, const std::
     << "#include <cuda_fp16.h>\n#include <cuda_runtime.h>\n\n"
     << "// ---------------------------------------------------------------- kernel template: "
     << space.id << "\n"
-    << template_body(t->source) << "\n"
-    << "// ---------------------------------------------------------------- the exported variants\n"
+    << template_body(t->source) << "\n";
+  if (!t->host_source.empty())
+    o << "// ---------------------------------------------------------------- its host support\n"
+      << template_body(t->host_source) << "\n";
+  o    << "// ---------------------------------------------------------------- the exported variants\n"
     << "namespace evo_export {\n\n"
     << "constexpr long long evo_min(long long a, long long b) { return a < b ? a : b; }\n"
     << "constexpr long long evo_max(long long a, long long b) { return a > b ? a : b; }\n\n";

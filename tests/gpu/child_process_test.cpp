@@ -128,6 +128,7 @@ TEST(EvalRequestJson, RoundTrips) {
   j.threads = 128;
   j.smem_bytes = 65536;
   j.workspace_bytes = 4096;
+  j.tensor_maps = true;
   r.shapes.push_back(j);
   const EvalRequest back = request_from_json(to_json(r));
   EXPECT_EQ(back.seed, 42u);
@@ -137,6 +138,7 @@ TEST(EvalRequestJson, RoundTrips) {
   EXPECT_EQ(back.shapes[0].grid, j.grid);
   EXPECT_EQ(back.shapes[0].smem_bytes, 65536);
   EXPECT_EQ(back.shapes[0].workspace_bytes, 4096);
+  EXPECT_TRUE(back.shapes[0].tensor_maps);
   EXPECT_EQ(back.shapes[0].kernel, "_Z3foo");
 }
 

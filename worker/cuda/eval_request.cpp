@@ -22,7 +22,8 @@ std::string to_json(const EvalRequest& r) {
                       {"grid", {s.grid[0], s.grid[1], s.grid[2]}},
                       {"threads", s.threads},
                       {"smem_bytes", s.smem_bytes},
-                      {"workspace_bytes", s.workspace_bytes}});
+                      {"workspace_bytes", s.workspace_bytes},
+                      {"tensor_maps", s.tensor_maps}});
   }
   json j = {{"device", r.device},
             {"seed", r.seed},
@@ -80,6 +81,7 @@ EvalRequest request_from_json(const std::string& text) {
       job.threads = field(s, "threads").get<int64_t>();
       job.smem_bytes = field(s, "smem_bytes").get<int64_t>();
       job.workspace_bytes = field(s, "workspace_bytes").get<int64_t>();
+      job.tensor_maps = field(s, "tensor_maps").get<bool>();
       r.shapes.push_back(std::move(job));
     }
     return r;

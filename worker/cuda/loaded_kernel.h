@@ -22,10 +22,17 @@ struct FaParams {
   int batch, heads, seq_q, seq_k;
   float softmax_scale;
   void* workspace;  // split-KV scratch, zeroed once; nullptr when the launch needs none
+  // CUtensorMap descriptors for instantiations that load through TMA; zeros otherwise.
+  struct alignas(64) TensorMap {
+    unsigned long long opaque[16];
+  };
+  TensorMap q_map, k_map, v_map;
 };
-static_assert(sizeof(FaParams) == 5 * sizeof(void*) + 5 * 4 + 4, "FaParams layout drifted");
 static_assert(offsetof(FaParams, workspace) == 4 * sizeof(void*) + 5 * 4 + 4, "FaParams layout drifted");
-static_assert(alignof(FaParams) == alignof(void*), "FaParams alignment drifted");
+static_assert(offsetof(FaParams, q_map) == 64 && sizeof(FaParams::TensorMap) == 128,
+              "FaParams layout drifted");
+static_assert(sizeof(FaParams) == 64 + 3 * 128, "FaParams layout drifted");
+static_assert(alignof(FaParams) == 64, "FaParams alignment drifted");
 
 struct LaunchDims {
   std::array<int64_t, 3> grid{1, 1, 1};

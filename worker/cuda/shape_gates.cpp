@@ -5,6 +5,7 @@
 #include <random>
 #include <vector>
 
+#include "attention_tensor_maps.h"
 #include "cuda_error.h"
 #include "fp16_host.h"
 
@@ -57,7 +58,7 @@ uint64_t check_seed(uint64_t seed, const ShapeJob& job, int check) {
 }
 
 FaParams params_for(const ShapeJob& job, void* q, void* k, void* v, void* o, void* workspace) {
-  FaParams p;
+  FaParams p{};
   p.q = static_cast<const __half*>(q);
   p.k = static_cast<const __half*>(k);
   p.v = static_cast<const __half*>(v);
@@ -68,6 +69,7 @@ FaParams params_for(const ShapeJob& job, void* q, void* k, void* v, void* o, voi
   p.seq_k = job.shape.seq_k;
   p.softmax_scale = 1.f / std::sqrt(static_cast<float>(job.shape.head_dim));
   p.workspace = workspace;
+  if (job.tensor_maps) EVO_CUDA_CHECK(encode_attention_tensor_maps(p, job.shape.head_dim));
   return p;
 }
 

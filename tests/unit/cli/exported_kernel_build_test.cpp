@@ -10,6 +10,8 @@ TEST_F(ExportedKernel, StandaloneBuildsAndExposesTheEntryPoint) { EXPECT_NE(entr
 
 TEST_F(ExportedKernel, DispatchTableBuildsAndExposesTheEntryPoint) { EXPECT_NE(entry_of(dispatch_), nullptr); }
 
+TEST_F(ExportedKernel, TmaGenomeBuildsAndExposesTheEntryPoint) { EXPECT_NE(entry_of(tma_), nullptr); }
+
 void expect_refusals(EntryPoint f) {
   // Fake device pointers: each call must be refused before anything dereferences them.
   char buf[4] = {};

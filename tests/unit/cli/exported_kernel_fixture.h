@@ -1,6 +1,6 @@
 #pragma once
-// Exports the default genome (and a two-genome dispatch table), builds each with the real nvcc
-// exactly as the report says, and loads it; skips without nvcc.
+// Exports the default genome, a two-genome dispatch table and a genome that loads through TMA,
+// builds each with the real nvcc exactly as the report says, and loads it; skips without nvcc.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -76,12 +76,18 @@ class ExportedKernel : public ::testing::Test {
         std::string_view(real->source).find("void* workspace;") != std::string_view::npos)
       space["launch"]["workspace_bytes"] = "4 * BATCH * HEADS * SEQ_Q";
     static const std::string space_text = space.dump();
-    const KernelTemplate tmpl{real->id, real->source, space_text};
+    const KernelTemplate tmpl{real->id, real->source, space_text, real->host_source};
     dispatch_ = build("table", export_dispatch_table(tmpl, {{seed, {testing::shape_1x8x512x64()}, testing::measured_evaluation(false)},
                                                       {Genome(seed.template_id(), genes), {split_bucket()}, testing::measured_evaluation(false)}}));
+    // The wgmma path with TMA copies: its launch encodes tensor maps with the template's host code.
+    Genome tma = seed;
+    for (const auto& [gene, value] : std::vector<std::pair<std::string, int64_t>>{
+             {"BLOCK_M", 64}, {"BLOCK_N", 128}, {"WARPS", 4}, {"WGMMA", 1}, {"TMA", 1}})
+      tma.set(gene, value);
+    tma_ = build("tma", export_standalone(tma, {testing::shape_1x8x512x64()}, testing::measured_evaluation(false)));
   }
   static void TearDownTestSuite() {
-    for (Built* b : {&standalone_, &dispatch_})
+    for (Built* b : {&standalone_, &dispatch_, &tma_})
       if (b->handle) dlclose(b->handle);
     if (!dir_.empty()) fs::remove_all(dir_);
   }
@@ -104,7 +110,7 @@ class ExportedKernel : public ::testing::Test {
 
   static inline std::string nvcc_;
   static inline fs::path dir_;
-  static inline Built standalone_, dispatch_;
+  static inline Built standalone_, dispatch_, tma_;
 };
 
 }  // namespace evo

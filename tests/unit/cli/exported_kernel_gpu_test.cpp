@@ -95,6 +95,19 @@ TEST_F(ExportedKernelOnGpu, StandaloneMatchesTheFloatReference) {
   EXPECT_LE(relative_error(f, 2, 200, 128, false), kFp16Tolerance) << "head_dim 128";
 }
 
+// Tensor maps encoded per call: ragged and causal lengths land as zeros past the end, and the
+// head_dim 128 instantiation reads two 64-column panels per row.
+TEST_F(ExportedKernelOnGpu, TmaGenomeMatchesTheFloatReference) {
+  const EntryPoint f = entry_of(tma_);
+  ASSERT_NE(f, nullptr);
+  int major = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  if (major != 9) GTEST_SKIP() << "the TMA genome is built for sm_90a";
+  EXPECT_LE(relative_error(f, 2, 256, 64, false), kFp16Tolerance);
+  EXPECT_LE(relative_error(f, 2, 1000, 64, true), kFp16Tolerance) << "ragged, causal";
+  EXPECT_LE(relative_error(f, 2, 200, 128, false), kFp16Tolerance) << "head_dim 128";
+}
+
 TEST_F(ExportedKernelOnGpu, DispatchTableMatchesTheFloatReferenceInBothBuckets) {
   const EntryPoint f = entry_of(dispatch_);
   ASSERT_NE(f, nullptr);

@@ -97,7 +97,7 @@ TEST(Exporter, WorkspaceIsStreamOrderedWhenTheSpaceAsksForOne) {
   auto space = nlohmann::json::parse(real->space_json);
   space["launch"]["workspace_bytes"] = "(BLOCK_M > 16) * 4 * BATCH * HEADS * SEQ_Q";
   const std::string space_text = space.dump();
-  const KernelTemplate with_workspace{real->id, real->source, space_text};
+  const KernelTemplate with_workspace{real->id, real->source, space_text, real->host_source};
   const auto r = export_dispatch_table(with_workspace, {{default_genome(), {shape_1x8x512x64()}, measured_evaluation(false)}});
   EXPECT_NE(r.source().find("const long long workspace_bytes = (BLOCK_M > 16LL) * 4LL * BATCH * HEADS * SEQ_Q;"),
             std::string::npos);
@@ -110,6 +110,21 @@ TEST(Exporter, WorkspaceIsStreamOrderedWhenTheSpaceAsksForOne) {
   if (!nlohmann::json::parse(real->space_json).at("launch").contains("workspace_bytes")) {
     EXPECT_EQ(plain.source().find("workspace_for"), std::string::npos);
   }
+}
+
+// A TMA genome's launch encodes the tensor maps, with the encoder the template ships for the
+// host; the encoder is part of the file, so the export still needs no evo header.
+TEST(Exporter, TmaGenomesEncodeTheirTensorMapsBeforeTheLaunch) {
+  Genome g = default_genome();
+  for (const auto& [gene, value] : std::vector<std::pair<std::string, int64_t>>{
+           {"BLOCK_M", 64}, {"BLOCK_N", 128}, {"WARPS", 4}, {"WGMMA", 1}, {"TMA", 1}})
+    g.set(gene, value);
+  const auto r = export_standalone(g, {shape_1x8x512x64()}, measured_evaluation(false));
+  EXPECT_NE(r.source().find("if (TMA) {  // loads through TMA\n"
+                            "        const cudaError_t e = evo::encode_attention_tensor_maps(args, HEAD_DIM_);"),
+            std::string::npos);
+  EXPECT_NE(r.source().find("inline cudaError_t encode_attention_tensor_map("), std::string::npos);
+  EXPECT_EQ(r.source().find("#pragma once"), std::string::npos);
 }
 
 TEST(Exporter, ReportCarriesTheEvidence) {

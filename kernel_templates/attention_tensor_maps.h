@@ -1,0 +1,63 @@
+#pragma once
+// Host side of fa_s512_v3's TMA gene: the tensor maps through which the copy engine reads Q, K and
+// V. Each is a 3-d view [batch * heads][seq][head_dim] of a contiguous fp16 tensor, read in boxes
+// of 64 columns (128 bytes, the width of the 128-byte swizzle the wgmma tiles use) by 32 rows of
+// one (batch, head); rows past the sequence's end arrive as zeros. The kernel's traits
+// (kTmaBoxCols, kTmaBoxRows) name the same box.
+//
+// The encoder is looked up in the driver at run time, so nothing that includes this links the
+// driver library; a host without a driver gets the runtime's error, not a failed load.
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace evo {
+
+inline constexpr unsigned kTensorMapBoxCols = 64;
+inline constexpr unsigned kTensorMapBoxRows = 32;
+
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                   const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                   const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                   CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// One map over `base` ([batch_heads][rows][head_dim] fp16) into `out` (128 bytes, 64-aligned).
+// Returns cudaSuccess, or cudaErrorInvalidValue when the driver refuses the view.
+inline cudaError_t encode_attention_tensor_map(void* out, const void* base, int batch_heads,
+                                               int rows, int head_dim) {
+  static EncodeTiledFn encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      fn = nullptr;
+    return reinterpret_cast<EncodeTiledFn>(fn);
+  }();
+  if (encode == nullptr) return cudaErrorNotSupported;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(head_dim), static_cast<cuuint64_t>(rows),
+                              static_cast<cuuint64_t>(batch_heads)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(head_dim) * 2,
+                                 static_cast<cuuint64_t>(rows) * head_dim * 2};
+  const cuuint32_t box[3] = {kTensorMapBoxCols, kTensorMapBoxRows, 1};
+  const cuuint32_t unit[3] = {1, 1, 1};
+  const CUresult r = encode(static_cast<CUtensorMap*>(out), CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
+                            const_cast<void*>(base), dims, strides, box, unit,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+// Fills the q_map, k_map and v_map of an FaParams-like struct from its q, k, v and shape.
+template <class Params>
+cudaError_t encode_attention_tensor_maps(Params& p, int head_dim) {
+  static_assert(sizeof(p.q_map) == sizeof(CUtensorMap), "a tensor map is 128 opaque bytes");
+  const int bh = p.batch * p.heads;
+  cudaError_t e = encode_attention_tensor_map(&p.q_map, p.q, bh, p.seq_q, head_dim);
+  if (e == cudaSuccess) e = encode_attention_tensor_map(&p.k_map, p.k, bh, p.seq_k, head_dim);
+  if (e == cudaSuccess) e = encode_attention_tensor_map(&p.v_map, p.v, bh, p.seq_k, head_dim);
+  return e;
+}
+
+}  // namespace evo
