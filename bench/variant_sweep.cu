@@ -213,8 +213,8 @@ int main(int argc, char** argv) {
   CASE(BIG(128, 128, 8, 3, 1, 7))
   CASE(BIG(128, 64, 8, 3, 1, 7))
   CASE(SMALL(128, 64, 8, 2, 4, 7))
-  // Small shapes are bound by L2 traffic, not by the SM count, if every 32-row block streams its
-  // head's whole K/V: 128-row blocks split four ways read a quarter of it.
+  // Small shapes with less L2 traffic: 128-row blocks split four ways read a quarter of K/V each.
+  // Measured slower than 32-row blocks (bench/NOTES.md): the small shapes are latency-bound.
   CASE(SMALL(32, 128, 4, 3, 1, 0))
   CASE(SMALL(128, 128, 8, 2, 4, 1))
   CASE(SMALL(128, 64, 8, 2, 4, 1))
