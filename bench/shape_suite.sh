@@ -31,6 +31,9 @@
 #                     all: every run in the database with a confirmed elite (seed fa_s512_v3), the
 #                     newest serving a shape that two runs share; step 5 then benches the table's
 #                     shapes
+#   EVO_START_FILE    warm starts: lines "BxHxSxD GENOME" (# comments, blank lines allowed); each
+#                     bucket's run starts from its lines' genomes (`evoctl submit --start`) besides
+#                     the default genome and random ones. Unset: no warm start.
 #   EVO_WORKER_BACKEND  cuda (default) or model (no GPU: every figure ESTIMATED; for trying the script)
 #   EVO_BENCH         1 (default) runs step 5; 0 skips it
 #
@@ -99,6 +102,22 @@ if ((!${#suite[@]})); then
   [[ $export_mode == all ]] || die "EVO_SUITE is empty, so EVO_EXPORT=runs has no run to export: set EVO_EXPORT=all"
 fi
 seed_genome=fa_s512_v3
+# Warm starts per bucket, from EVO_START_FILE.
+declare -A start_args=()
+start_file="${EVO_START_FILE:-}"
+if [[ -n $start_file ]]; then
+  [[ -r $start_file ]] || die "EVO_START_FILE '$start_file' cannot be read"
+  line_no=0
+  while IFS= read -r line || [[ -n $line ]]; do
+    line_no=$((line_no + 1))
+    line="${line%%#*}"
+    read -r bucket genome extra <<< "$line"
+    [[ -z ${bucket:-} ]] && continue
+    [[ -n ${genome:-} && -z ${extra:-} ]] \
+      || die "EVO_START_FILE line $line_no: expected 'BxHxSxD GENOME', got '$line'"
+    start_args[$bucket]+=" --start $genome"
+  done < "$start_file"
+fi
 declare -A seen_shape=()
 for s in "${suite[@]}"; do
   # evod checks the shapes for real; this catches a typo before any daemon starts.
@@ -132,7 +151,7 @@ if ((dry_run)); then
   fi
   for s in "${suite[@]}"; do
     say "evoctl submit --seed $seed_genome --shape $s --shape $s:causal --generations $generations" \
-        "--population $population --top-k $top_k"
+        "--population $population --top-k $top_k${start_args[$s]:-}"
   done
   if ((${#suite[@]})); then
     say "wait for the ${#suite[@]} runs (at most ${run_timeout} s together), then print each leaderboard"
@@ -320,8 +339,9 @@ fi
 # 2. One run per shape bucket, causal and non-causal.
 runs=()
 for s in "${suite[@]}"; do
+  read -r -a starts <<< "${start_args[$s]:-}"
   if run=$("$evoctl" submit --seed "$seed_genome" --shape "$s" --shape "$s:causal" --generations "$generations" \
-             --population "$population" --top-k "$top_k" --rng-seed 7 2> "$out/submit-$s.err"); then
+             --population "$population" --top-k "$top_k" --rng-seed 7 "${starts[@]}" 2> "$out/submit-$s.err"); then
     say "run $run: $s and $s:causal"
     runs+=("$run")
   else

@@ -91,22 +91,16 @@ SpaceForExport read_space(const KernelTemplate& t) {
                 false};
       s.launch.emplace(key, std::move(f));
     }
-    if (j.at("launch").contains("workspace_bytes")) {
-      s.has_workspace = true;
-      s.launch.emplace("workspace_bytes",
-                       Formula{"workspace_bytes",
-                               to_cxx_expression(j.at("launch").at("workspace_bytes").get<std::string>(),
-                                                 known, "launch formula workspace_bytes"),
-                               false});
+    // Optional formulas: host work before the launch.
+    for (const char* key : {"workspace_bytes", "tensor_maps"}) {
+      if (!j.at("launch").contains(key)) continue;
+      s.launch.emplace(key, Formula{key,
+                                    to_cxx_expression(j.at("launch").at(key).get<std::string>(), known,
+                                                      std::string("launch formula ") + key),
+                                    false});
     }
-    if (j.at("launch").contains("tensor_maps")) {
-      s.has_tensor_maps = true;
-      s.launch.emplace("tensor_maps",
-                       Formula{"tensor_maps",
-                               to_cxx_expression(j.at("launch").at("tensor_maps").get<std::string>(),
-                                                 known, "launch formula tensor_maps"),
-                               false});
-    }
+    s.has_workspace = s.launch.count("workspace_bytes") > 0;
+    s.has_tensor_maps = s.launch.count("tensor_maps") > 0;
     s.kernel_pattern = j.at("kernel").get<std::string>();
   } catch (const nlohmann::json::exception& e) {
     throw InputError("space of '" + s.id + "' lacks what the exporter needs: " + e.what());
