@@ -119,8 +119,9 @@ std::string status_summary(const v1::RunStatus& s) {
     << "\n"
     << "  seed " << r.seed() << ", shapes " << shapes_text(r) << ", strategy " << r.strategy() << ", rng seed "
     << r.rng_seed() << ", top-k " << r.top_k() << "\n"
-    << "  device class " << (r.device_class().empty() ? "(not fixed yet)" : r.device_class()) << "\n"
-    << "  " << progress_line(s, false) << "\n";
+    << "  device class " << (r.device_class().empty() ? "(not fixed yet)" : r.device_class()) << "\n";
+  for (const auto& g : r.start_genomes()) o << "  start " << g << "\n";
+  o << "  " << progress_line(s, false) << "\n";
   if (!s.best_genome().empty()) o << "  best " << s.best_genome() << "\n";
   if (s.estimated()) o << "  ESTIMATED (model evaluator, no GPU): times are estimates, not measurements\n";
   return o.str();

@@ -84,6 +84,7 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
         o.submit.rng_seed = parse_unsigned(a, p.value_of(a));
         o.submit.rng_seed_set = true;
       } else if (a == "--device-class") o.submit.device_class = p.value_of(a);
+      else if (a == "--start") o.submit.start_genomes.push_back(p.value_of(a));
       else throw UsageError("unknown option '" + a + "'");
     } else if (o.command.empty()) {
       if (!kCommands.count(a)) throw UsageError("unknown command '" + a + "' (commands: submit, status, leaderboard, runs, cancel, export)");
@@ -97,7 +98,7 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
 
   static const std::map<std::string, std::set<std::string>> kAllowed = {
       {"submit", {"--seed", "--shape", "--causal", "--generations", "--population", "--top-k", "--strategy",
-                  "--rng-seed", "--device-class", "--watch"}},
+                  "--rng-seed", "--device-class", "--start", "--watch"}},
       {"status", {"--watch"}},
       {"leaderboard", {"--top", "--json"}},
       {"runs", {"--json"}},
@@ -126,11 +127,16 @@ std::string help_text(const std::string& command) {
     return "usage: evoctl submit --seed TEMPLATE [--shape BxHxSxD[:causal] ...] [--causal]\n"
            "                     [--generations N] [--population P] [--top-k K]\n"
            "                     [--strategy evolve|random|exhaustive] [--rng-seed S]\n"
-           "                     [--device-class CLASS] [--watch]\n"
+           "                     [--device-class CLASS] [--start GENOME ...] [--watch]\n"
            "Starts a tuning run and prints its id. Defaults come from evod: shape 1x8x512x64,\n"
            "5 generations of 16, top-k 3, strategy evolve, rng seed 1, the device class of the first\n"
            "worker that leases. --causal applies to every shape given without a suffix; a shape may\n"
-           "name seq_q and seq_k apart as BxHxSqxSkxD. --watch follows the run like status --watch.\n";
+           "name seq_q and seq_k apart as BxHxSqxSkxD. --watch follows the run like status --watch.\n"
+           "--start (repeatable) puts a known genome into generation 0 beside the default genome:\n"
+           "GENOME as leaderboard prints it, with or without the TEMPLATE: prefix, e.g.\n"
+           "BLOCK_M=64,BLOCK_N=128,WARPS=4; genes not named take their defaults. evod refuses the run\n"
+           "if one does not parse, breaks a constraint for one of the shapes, or the population has\n"
+           "no room for them all.\n";
   if (command == "status")
     return "usage: evoctl status RUN [--watch]\n"
            "Prints the run's state, generation, evaluations, best time and genome. --watch follows it\n"

@@ -27,6 +27,7 @@ struct SubmitOptions {
   uint64_t rng_seed = 0;
   bool rng_seed_set = false;
   std::string device_class;
+  std::vector<std::string> start_genomes;  // --start, sent as typed: evod parses and validates them
 };
 
 struct Options {

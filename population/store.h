@@ -35,6 +35,7 @@ struct RunRecord {
   std::string message;
   int current_generation = 0;
   int64_t smem_limit = 0;           // what the strategy checks genomes against
+  std::vector<std::string> start_genomes;  // canonical genome texts generation 0 starts from
 };
 
 enum class CandidateState { kQueued, kLeased, kDone };
@@ -115,7 +116,7 @@ struct StoreOptions {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   // Opens or creates the database file and migrates it to kSchemaVersion. Throws StoreError with
   // one line for people when the directory does not exist, the file is read-only or it is not a

@@ -77,8 +77,12 @@ class StrategyBase : public Strategy {
     return true;
   }
 
-  // The default genome leads generation 0 (and any later one that lacks it, after a restart).
-  void add_seed(Batch& batch) const { offer(batch, {space().default_genome(), "seed", {}}); }
+  // The default genome and then the start genomes lead generation 0 (and any later one that
+  // lacks them, after a restart or when a small population left no room for all).
+  void add_seed(Batch& batch) const {
+    offer(batch, {space().default_genome(), "seed", {}});
+    for (const auto& g : ctx_.start_genomes) offer(batch, {g, "start", {}});
+  }
 
   // Random valid unseen genomes until the batch is full: rejection sampling first; if that
   // stalls (a nearly exhausted space), a random pick among the remaining ones.
@@ -99,8 +103,8 @@ class StrategyBase : public Strategy {
   }
 
   void log_generation(const char* strategy, int generation, const Batch& batch, size_t total) const {
-    spdlog::debug("run={} strategy={} generation={} proposed={} seed={} random={}", ctx_.run_id,
-                  strategy, generation, total, batch.count("seed"), batch.count("random"));
+    spdlog::debug("run={} strategy={} generation={} proposed={} seed={} start={} random={}", ctx_.run_id,
+                  strategy, generation, total, batch.count("seed"), batch.count("start"), batch.count("random"));
   }
 
   StrategyContext ctx_;

@@ -22,7 +22,7 @@ struct ScoredCandidate {
 
 struct Offspring {
   Genome genome;
-  std::string op;                    // "seed", "random", "exhaustive", "crossover", "mutation", "crossover+mutation"
+  std::string op;                    // "seed", "start", "random", "exhaustive", "crossover", "mutation", "crossover+mutation"
   std::vector<std::string> parents;  // parents' canonical genome texts
 };
 
@@ -32,6 +32,9 @@ struct StrategyContext {
   int64_t smem_limit = 227 * 1024;   // the target device's opt-in shared memory per block
   uint64_t rng_seed = 1;
   int top_k = 3;
+  // Warm start: offered right after the default genome (op "start"), through the same checks as
+  // any proposal, so an invalid or repeated one is dropped rather than proposed.
+  std::vector<Genome> start_genomes;
   std::string run_id;  // only for log lines
 };
 
@@ -39,7 +42,8 @@ class Strategy {
  public:
   virtual ~Strategy() = default;
   // Proposes up to `population` valid genomes never seen in `history` (the run's every evaluated
-  // or proposed candidate) nor twice in the result. Generation 0 always holds the default genome.
+  // or proposed candidate) nor twice in the result. Generation 0 always holds the default genome,
+  // then the context's valid start genomes (as many as `population` leaves room for).
   // Returns fewer, or none, when the space is exhausted.
   virtual std::vector<Offspring> next_generation(int generation,
                                                  const std::vector<ScoredCandidate>& history,

@@ -49,8 +49,46 @@ std::unique_ptr<Strategy> strategy_for(const RunRecord& run, const SearchSpace& 
   ctx.smem_limit = run.smem_limit;
   ctx.rng_seed = run.rng_seed;
   ctx.top_k = run.top_k;
+  for (const auto& text : run.start_genomes) ctx.start_genomes.push_back(space.parse(text));
   ctx.run_id = run.id;
   return make_strategy(run.strategy, ctx);
+}
+
+// The canonical texts of a submit's start genomes, each checked as the strategy will check it, so
+// that a genome the strategy would drop is refused now instead. Constraints that read SM_ARCH are
+// skipped, as by the strategy: the target is unknown until a worker leases, and the worker's valid
+// gate reports such a genome INVALID. The smem limit is the run's, fixed at submit.
+std::vector<std::string> check_start_genomes(const v1::SubmitRunRequest& req, const RunRecord& run,
+                                             const SearchSpace& space) {
+  const auto shapes = shapes_of(run);
+  std::vector<std::string> out;
+  for (const auto& text : req.start_genomes()) {
+    const std::string named = "start genome '" + text + "'";
+    Genome g;
+    try {
+      g = space.parse(text);
+    } catch (const InputError& e) {
+      throw InputError(named + ": " + e.what());
+    }
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      std::optional<std::string> violated;
+      try {
+        violated = space.violated_constraint(g, shapes[i], run.smem_limit);
+      } catch (const InputError& e) {
+        throw InputError(named + " cannot be checked for shape " + run.shapes[i] + ": " + e.what());
+      }
+      if (violated)
+        throw InputError(named + " violates constraint '" + *violated + "' for shape " + run.shapes[i]);
+    }
+    if (std::find(out.begin(), out.end(), g.text()) == out.end()) out.push_back(g.text());
+  }
+  // Generation 0 must hold them all beside the default genome.
+  const std::string seed_genome = space.default_genome().text();
+  const int needed = static_cast<int>(out.size()) + (std::find(out.begin(), out.end(), seed_genome) == out.end());
+  if (!out.empty() && needed > run.population)
+    throw InputError(std::to_string(out.size()) + " start genomes and the default genome need a population of " +
+                     std::to_string(needed) + ", got " + std::to_string(run.population));
+  return out;
 }
 
 void insert_generation(Store& store, const RunRecord& run, int generation,
@@ -155,6 +193,7 @@ v1::Run Coordinator::submit(const v1::SubmitRunRequest& req) {
     run.rng_seed = req.rng_seed() == 0 ? server::kDefaultRngSeed : req.rng_seed();
     run.device_class = req.device_class();
     run.smem_limit = server::kDefaultSmemLimit;
+    run.start_genomes = check_start_genomes(req, run, *space);
     run.state = v1::QUEUED;
     run.created_ms = options_.clock();
     // make_strategy rejects an unknown strategy name; generation 0 is computed before any write.
@@ -173,9 +212,9 @@ v1::Run Coordinator::submit(const v1::SubmitRunRequest& req) {
     insert_generation(store_, run, 0, generation0, 0);
   });
   spdlog::info("event=run_submitted run_id={} seed={} shapes={} generations={} population={} top_k={} "
-               "strategy={} rng_seed={} device_class=\"{}\" candidates={}",
+               "strategy={} rng_seed={} device_class=\"{}\" start_genomes={} candidates={}",
                run.id, run.seed, run.shapes.size(), run.generations, run.population, run.top_k,
-               run.strategy, run.rng_seed, run.device_class, generation0.size());
+               run.strategy, run.rng_seed, run.device_class, run.start_genomes.size(), generation0.size());
   notify_change();
   return to_proto(run);
 }

@@ -128,6 +128,8 @@ void check_request(const v1::SubmitRunRequest& r) {
   for (const auto& s : r.shapes()) check_text(s, "shapes[]", kMaxShapeTextBytes, true);
   check_text(r.strategy(), "strategy", kMaxTextBytes, false);
   check_text(r.device_class(), "device_class", kMaxTextBytes, false);
+  check_count(r.start_genomes_size(), kMaxStartGenomes, "start_genomes");
+  for (const auto& g : r.start_genomes()) check_text(g, "start_genomes[]", kMaxGenomeTextBytes, false);
 }
 
 void check_request(const v1::RunRef& r) { check_id(r.run_id(), "run_id"); }

@@ -57,6 +57,7 @@ v1::Run Coordinator::to_proto(const RunRecord& r) {
   run.set_state(static_cast<v1::RunState>(r.state));
   run.set_created_unix_ms(r.created_ms);
   run.set_message(r.message);
+  for (const auto& g : r.start_genomes) run.add_start_genomes(g);
   return run;
 }
 

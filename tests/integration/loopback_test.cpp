@@ -137,6 +137,31 @@ TEST(Loopback, EvodKilledAndRestartedResumesWithEveryReportKept) {
   expect_each_candidate_counted_once(c.db(), run.run_id());
 }
 
+TEST(Loopback, StartGenomesLeadGenerationZeroAcrossAnEvodRestart) {
+  Cluster c;
+  c.start_evod();
+  v1::Run run;
+  auto req = run_request(2, 3, 1, 4);
+  req.add_start_genomes("BLOCK_N=128,BLOCK_M=64");
+  ASSERT_TRUE(c.submit(req, &run).ok());
+  const std::string canonical = "fa_s512_v3:BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1,";
+  ASSERT_EQ(run.start_genomes_size(), 1);
+  EXPECT_EQ(run.start_genomes(0).rfind(canonical, 0), 0u) << run.start_genomes(0);
+  c.evod().kill(SIGKILL);
+  c.evod().wait();
+  c.start_evod();
+  c.start_worker("a");
+  ASSERT_TRUE(c.wait_done(run.run_id(), 300)) << c.evod().log();
+  auto st = c.status(run.run_id());
+  ASSERT_EQ(st.run().start_genomes_size(), 1);
+  EXPECT_EQ(st.run().start_genomes(0), run.start_genomes(0));
+  DbReader r(c.db());
+  EXPECT_EQ(r.column("SELECT genome FROM candidates WHERE run_id = ? AND op = 'start' AND generation = 0", run.run_id()),
+            std::vector<std::string>{run.start_genomes(0)});
+  EXPECT_EQ(r.count("SELECT COUNT(*) FROM candidates WHERE run_id = ? AND op = 'start'", run.run_id()), 1);
+  EXPECT_EQ(st.evaluations_done(), 6);
+}
+
 class BadInput : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -167,6 +192,12 @@ TEST_F(BadInput, SubmissionsGetInvalidArgumentAndChangeNothing) {
   s = c_.submit(req, &run);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("population"), std::string::npos) << s.error_message();
+  req = run_request(1, 4, 1, 1);
+  req.add_start_genomes("BLOCK_M=64");
+  req.add_start_genomes("BLOCK_M=48");
+  s = c_.submit(req, &run);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "start genome 'BLOCK_M=48': BLOCK_M=48 is outside its domain {16, 32, 64, 128}");
   EXPECT_EQ(dump(), before);
 }
 

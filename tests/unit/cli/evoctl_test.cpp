@@ -53,6 +53,25 @@ TEST_F(Evoctl, SubmitPrintsTheRunIdAloneAndSendsTheOptions) {
   EXPECT_TRUE(req.causal());
 }
 
+TEST_F(Evoctl, SubmitStartIsRepeatableAndSentAsTyped) {
+  const auto r = run({"submit", "--start", "BLOCK_M=64,BLOCK_N=128,WARPS=4", "--seed", "fa_s512_v3", "--start",
+                      "fa_s512_v3:BLOCK_M=128,WARPS=8"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  const auto& req = server_.service.last_submit;
+  ASSERT_EQ(req.start_genomes_size(), 2);
+  EXPECT_EQ(req.start_genomes(0), "BLOCK_M=64,BLOCK_N=128,WARPS=4");
+  EXPECT_EQ(req.start_genomes(1), "fa_s512_v3:BLOCK_M=128,WARPS=8");
+  ASSERT_EQ(run({"submit", "--seed", "fa_s512_v3"}).exit_status, 0);
+  EXPECT_EQ(server_.service.last_submit.start_genomes_size(), 0);
+}
+
+TEST_F(Evoctl, SubmitHelpDescribesStart) {
+  const auto r = run({"submit", "--help"});
+  ASSERT_EQ(r.exit_status, 0);
+  EXPECT_NE(r.out.find("[--start GENOME ...]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--start (repeatable) puts a known genome into generation 0"), std::string::npos) << r.out;
+}
+
 TEST_F(Evoctl, SubmitLeavesUnsetSizesUnsetSoEvodDefaultsApply) {
   const auto r = run({"submit", "--seed", "fa_s512_v3"});
   ASSERT_EQ(r.exit_status, 0) << r.err;
@@ -84,7 +103,8 @@ TEST_F(Evoctl, UsageErrorsExitTwoWithOneLine) {
   for (const auto& args : std::vector<std::vector<std::string>>{
            {}, {"frobnicate"}, {"submit"}, {"status"}, {"export", "r1"}, {"export", "--out", "t.cu"}, {"submit", "--seed", "x", "--population", "0"},
            {"submit", "--seed", "x", "--strategy", "greedy"}, {"leaderboard", "--top", "-3"}, {"cancel", "r1", "r2"},
-           {"status", "r1", "--json"}, {"runs", "--bogus"}, {"submit", "--seed"}}) {
+           {"status", "r1", "--json"}, {"runs", "--bogus"}, {"submit", "--seed"},
+           {"submit", "--seed", "x", "--start"}, {"status", "r1", "--start", "BLOCK_M=64"}}) {
     const auto r = run(args);
     EXPECT_EQ(r.exit_status, 2) << ::testing::PrintToString(args);
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;

@@ -28,6 +28,19 @@ TEST(Format, ProgressBarFillsWithEvaluations) {
   EXPECT_NE(progress_line(s, false).find("gen 4/4"), std::string::npos);
 }
 
+TEST(Format, StatusSummaryListsTheStartGenomes) {
+  v1::RunStatus s;
+  s.mutable_run()->set_run_id("r1");
+  s.mutable_run()->set_generations(2);
+  EXPECT_EQ(status_summary(s).find("  start "), std::string::npos);
+  s.mutable_run()->add_start_genomes("fa_s512_v3:BLOCK_M=64,BLOCK_N=128");
+  s.mutable_run()->add_start_genomes("fa_s512_v3:BLOCK_M=128,WARPS=8");
+  const std::string out = status_summary(s);
+  EXPECT_NE(out.find("\n  start fa_s512_v3:BLOCK_M=64,BLOCK_N=128\n  start fa_s512_v3:BLOCK_M=128,WARPS=8\n"),
+            std::string::npos)
+      << out;
+}
+
 TEST(Format, GrpcCodeNames) {
   EXPECT_EQ(grpc_code_name(3), "INVALID_ARGUMENT");
   EXPECT_EQ(grpc_code_name(9), "FAILED_PRECONDITION");

@@ -81,6 +81,50 @@ TEST(StrategyTest, GenerationZeroLeadsWithTheDefaultGenome) {
   }
 }
 
+TEST(StrategyTest, StartGenomesFollowTheDefaultInGenerationZeroAndInvalidOnesAreDropped) {
+  const Genome fast = space().parse("BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2");
+  const Genome other = space().parse("fa_s512_v3:BLOCK_M=128,WARPS=8");
+  // Needs far more shared memory than the limit: valid to parse, invalid to propose.
+  const Genome too_big = space().parse("BLOCK_M=128,BLOCK_N=256,STAGES=4");
+  for (const char* name : {"evolve", "random", "exhaustive"}) {
+    auto ctx = context(3);
+    ASSERT_TRUE(valid_for(ctx, fast) && valid_for(ctx, other));
+    ASSERT_FALSE(valid_for(ctx, too_big));
+    // The default genome and a repeat are offered once only.
+    ctx.start_genomes = {fast, too_big, space().default_genome(), other, fast};
+    auto strategy = make_strategy(name, ctx);
+    auto gen0 = strategy->next_generation(0, {}, 6);
+    ASSERT_EQ(gen0.size(), 6u) << name;
+    EXPECT_EQ(gen0[0].op, "seed") << name;
+    EXPECT_EQ(gen0[1].genome, fast) << name;
+    EXPECT_EQ(gen0[2].genome, other) << name;
+    for (int i : {1, 2}) {
+      EXPECT_EQ(gen0[i].op, "start") << name;
+      EXPECT_TRUE(gen0[i].parents.empty()) << name;
+    }
+    for (size_t i = 3; i < gen0.size(); ++i) {
+      EXPECT_NE(gen0[i].op, "start") << name;
+      EXPECT_NE(gen0[i].genome, too_big) << name;
+    }
+    // Never proposed twice: later generations know them from the history.
+    std::vector<ScoredCandidate> history;
+    for (const auto& o : gen0) history.push_back({o.genome, synthetic_us(o.genome)});
+    for (const auto& o : strategy->next_generation(1, history, 6)) {
+      EXPECT_NE(o.op, "start") << name;
+      EXPECT_NE(o.genome, fast) << name;
+      EXPECT_NE(o.genome, other) << name;
+    }
+  }
+}
+
+TEST(StrategyTest, StartGenomeOfAnotherSpaceIsDropped) {
+  auto ctx = context(3);
+  ctx.start_genomes = {Genome("other_template", {{"BLOCK_M", 64}})};
+  auto gen0 = make_strategy("random", ctx)->next_generation(0, {}, 4);
+  ASSERT_EQ(gen0.size(), 4u);
+  for (const auto& o : gen0) EXPECT_NE(o.op, "start");
+}
+
 TEST(StrategyTest, SameSeedSameSequenceDifferentSeedDifferent) {
   for (const char* name : {"evolve", "random"}) {
     EXPECT_EQ(texts(run(name, 42, 5, 8)), texts(run(name, 42, 5, 8))) << name;

@@ -1,10 +1,12 @@
 // The coordinator's scheduling logic in-process, with a fake evaluator and a fake clock.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 
 #include "coordinator.h"
+#include "search_space.h"
 #include "store.h"
 #include "test_db.h"
 
@@ -271,6 +273,93 @@ TEST_F(CoordinatorTest, BadSubmissionsAreRefusedAndChangeNothing) {
     coord_->submit(req);
   } catch (const CoordinatorError& e) {
     EXPECT_EQ(std::string(e.what()).rfind("unknown seed 'x'", 0), 0u) << e.what();
+  }
+}
+
+TEST_F(CoordinatorTest, BadStartGenomeIsOneClearRefusalAndChangesNothing) {
+  const std::string before = store_.dump();
+  auto refusal = [&](const std::vector<std::string>& starts, int population = 4) -> std::string {
+    v1::SubmitRunRequest req;
+    req.set_seed("fa_s512_v3");
+    req.add_shapes("1x8x4096x64");
+    req.add_shapes("1x8x512x64");
+    req.set_population(population);
+    req.set_top_k(1);
+    for (const auto& g : starts) req.add_start_genomes(g);
+    try {
+      coord_->submit(req);
+    } catch (const CoordinatorError& e) {
+      EXPECT_EQ(e.code(), Code::kInvalidArgument) << e.what();
+      return e.what();
+    }
+    ADD_FAILURE() << "submit accepted " << ::testing::PrintToString(starts);
+    return "";
+  };
+  const std::string good = "BLOCK_M=64,BLOCK_N=128";
+  EXPECT_EQ(refusal({good, "BLOCK_Q=64"}).rfind("start genome 'BLOCK_Q=64': unknown gene 'BLOCK_Q' (genes: BLOCK_M,", 0),
+            0u);
+  EXPECT_EQ(refusal({"BLOCK_M=48"}), "start genome 'BLOCK_M=48': BLOCK_M=48 is outside its domain {16, 32, 64, 128}");
+  EXPECT_EQ(refusal({"fa_other:BLOCK_M=64"}),
+            "start genome 'fa_other:BLOCK_M=64': genome is for template 'fa_other', not 'fa_s512_v3'");
+  EXPECT_EQ(refusal({"BLOCK_M=64;BLOCK_N=64"}).rfind("start genome 'BLOCK_M=64;BLOCK_N=64': malformed genome", 0), 0u);
+  // Valid for the long shape, not for the short one: the constraint and the shape are named.
+  EXPECT_EQ(refusal({"BLOCK_N=256,SPLIT_KV=8"}),
+            "start genome 'BLOCK_N=256,SPLIT_KV=8' violates constraint 'split_has_keys' for shape 1x8x512x64");
+  EXPECT_EQ(refusal({good, "BLOCK_M=128,BLOCK_N=256,STAGES=4"}),
+            "start genome 'BLOCK_M=128,BLOCK_N=256,STAGES=4' violates constraint 'shared_memory_fits_device' for "
+            "shape 1x8x4096x64");
+  // Generation 0 has no room for them all.
+  EXPECT_EQ(refusal({good, "BLOCK_M=128,WARPS=8"}, 2),
+            "2 start genomes and the default genome need a population of 3, got 2");
+  EXPECT_EQ(store_.dump(), before);
+}
+
+TEST_F(CoordinatorTest, StartGenomesLeadGenerationZeroAndSurviveARestart) {
+  const SearchSpace& space = SearchSpace::for_template("fa_s512_v3");
+  // WGMMA=1 breaks no constraint evod can check: SM_ARCH is the worker's to check.
+  const std::string wgmma = "BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,WGMMA=1,TMA=1";
+  const std::string wide = "fa_s512_v3:BLOCK_M=128,WARPS=8";
+  v1::SubmitRunRequest req;
+  req.set_seed("fa_s512_v3");
+  req.set_generations(3);
+  req.set_population(4);
+  req.set_top_k(2);
+  req.set_strategy("random");
+  for (const auto& g : {wgmma, wide, wgmma}) req.add_start_genomes(g);
+  const v1::Run run = coord_->submit(req);
+  const std::vector<std::string> canonical = {space.parse(wgmma).text(), space.parse(wide).text()};
+  EXPECT_EQ(std::vector<std::string>(run.start_genomes().begin(), run.start_genomes().end()), canonical);
+
+  auto gen0 = store_.candidates_of_run(run.run_id());
+  ASSERT_EQ(gen0.size(), 4u);
+  EXPECT_EQ(gen0[0].op, "seed");
+  EXPECT_EQ(gen0[1].genome, canonical[0]);
+  EXPECT_EQ(gen0[2].genome, canonical[1]);
+  for (int i : {1, 2}) {
+    EXPECT_EQ(gen0[i].op, "start");
+    EXPECT_EQ(gen0[i].generation, 0);
+  }
+
+  // evod restarts: the run, start genomes included, comes back from the file.
+  coord_.reset();
+  Store reopened(dir_.file("evo.db"));
+  CoordinatorOptions opt;
+  opt.lease_ttl_ms = 1000;
+  opt.clock = [this] { return now_; };
+  coord_ = std::make_unique<Coordinator>(reopened, opt);
+  const auto st = coord_->status(run.run_id());
+  EXPECT_EQ(std::vector<std::string>(st.run().start_genomes().begin(), st.run().start_genomes().end()), canonical);
+  drive({add_worker("sm_90a/model/estimated", true)}, "sm_90a/model/estimated", [](const v1::Lease&) { return 1.0; },
+        true);
+  EXPECT_EQ(coord_->status(run.run_id()).run().state(), v1::DONE);
+  auto all = reopened.candidates_of_run(run.run_id());
+  EXPECT_EQ(all.size(), 12u);
+  for (const auto& c : all) {
+    const bool is_start = std::find(canonical.begin(), canonical.end(), c.genome) != canonical.end();
+    EXPECT_EQ(c.op == "start", is_start) << c.id << " " << c.genome;
+    if (is_start) {
+      EXPECT_EQ(c.generation, 0) << c.id;
+    }
   }
 }
 

@@ -291,6 +291,16 @@ TEST_F(RpcBadInput, SubmitRun) {
       {"1 MB strategy", StatusCode::INVALID_ARGUMENT, submit([](auto& r) { r.set_strategy(k1MB); })},
       {"device class with a control character", StatusCode::INVALID_ARGUMENT,
        submit([](auto& r) { r.set_device_class("sm_90a\x1b[2J"); })},
+      {"start genome with an unknown gene", StatusCode::INVALID_ARGUMENT,
+       submit([](auto& r) { r.add_start_genomes("BLOCK_Q=64"); })},
+      {"start genome over the shared memory limit", StatusCode::INVALID_ARGUMENT,
+       submit([](auto& r) { r.add_start_genomes("BLOCK_M=128,BLOCK_N=256,STAGES=4"); })},
+      {"1 MB start genome", StatusCode::INVALID_ARGUMENT, submit([](auto& r) { r.add_start_genomes(k1MB); })},
+      {"10k start genomes", StatusCode::INVALID_ARGUMENT, submit([](auto& r) {
+         for (int i = 0; i < 10000; ++i) r.add_start_genomes("BLOCK_M=64");
+       })},
+      {"start genome with a control character", StatusCode::INVALID_ARGUMENT,
+       submit([](auto& r) { r.add_start_genomes("BLOCK_M=64\n"); })},
   });
 }
 

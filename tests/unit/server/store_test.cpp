@@ -19,7 +19,7 @@ TEST(Store, MigratesAnEmptyDatabaseToTheCurrentSchema) {
   EXPECT_EQ(again.schema_version(), Store::kSchemaVersion);
   std::string dump = again.dump();
   std::string versions = dump.substr(0, dump.find("SELECT * FROM runs"));
-  EXPECT_EQ(versions, "SELECT * FROM schema_version ORDER BY version\n1\n2\n");
+  EXPECT_EQ(versions, "SELECT * FROM schema_version ORDER BY version\n1\n2\n3\n");
 }
 
 // Version 1 cached times without saying which shapes they timed; migrating drops those entries
@@ -29,7 +29,8 @@ TEST(Store, MigrationToVersionTwoDropsCacheEntriesWithoutAProblem) {
   { Store fresh(dir.file("evo.db")); }
   {
     SqliteConnection db(dir.file("evo.db"));
-    db.exec("DELETE FROM schema_version WHERE version = 2;"
+    db.exec("DELETE FROM schema_version WHERE version >= 2;"
+            "ALTER TABLE runs DROP COLUMN start_genomes;"
             "DROP TABLE result_cache;"
             "CREATE TABLE result_cache (genome_hash TEXT NOT NULL, device_class TEXT NOT NULL,"
             " toolkit TEXT NOT NULL, evaluation_id INTEGER NOT NULL, fitness_us REAL,"
@@ -41,10 +42,75 @@ TEST(Store, MigrationToVersionTwoDropsCacheEntriesWithoutAProblem) {
             " '1x8x512x64', 1, 1, 1, 'evolve', 1, '', 1, 0, '', 1);");
   }
   Store migrated(dir.file("evo.db"));
-  EXPECT_EQ(migrated.schema_version(), 2);
+  EXPECT_EQ(migrated.schema_version(), Store::kSchemaVersion);
   migrated.transaction([&] {
     EXPECT_FALSE(migrated.cache_get("h", "1x8x512x64", "sm_90a/H100", "t"));
     EXPECT_TRUE(migrated.get_run("run-0001"));
+  });
+}
+
+RunRecord sample_run(const std::string& id) {
+  RunRecord run;
+  run.id = id;
+  run.seed = "fa_s512_v3";
+  run.shapes = {"1x8x512x64", "1x8x1024x64:causal"};
+  run.generations = run.population = run.top_k = 1;
+  run.strategy = "evolve";
+  run.smem_limit = 1;
+  return run;
+}
+
+TEST(Store, StartGenomesRoundTrip) {
+  test::TempDir dir;
+  const std::vector<std::string> starts = {"fa_s512_v3:BLOCK_M=64,BLOCK_N=128,WARPS=4",
+                                           "fa_s512_v3:BLOCK_M=128,BLOCK_N=64,WARPS=8"};
+  {
+    Store store(dir.file("evo.db"));
+    store.transaction([&] {
+      RunRecord with = sample_run("run-0001");
+      with.start_genomes = starts;
+      store.insert_run(with);
+      store.insert_run(sample_run("run-0002"));
+    });
+  }
+  Store reopened(dir.file("evo.db"));
+  reopened.transaction([&] {
+    EXPECT_EQ(reopened.get_run("run-0001")->start_genomes, starts);
+    EXPECT_TRUE(reopened.get_run("run-0002")->start_genomes.empty());
+    auto runs = reopened.list_runs();
+    ASSERT_EQ(runs.size(), 2u);
+    EXPECT_EQ(runs[0].start_genomes, starts);
+    EXPECT_EQ(runs[0].shapes, sample_run("").shapes);
+  });
+}
+
+// A version-2 database (no start_genomes column) migrates in place: its runs stay, with no start
+// genomes, and new runs store theirs.
+TEST(Store, MigrationToVersionThreeKeepsRunsAndAddsStartGenomes) {
+  test::TempDir dir;
+  { Store fresh(dir.file("evo.db")); }
+  {
+    SqliteConnection db(dir.file("evo.db"));
+    db.exec("DELETE FROM schema_version WHERE version = 3;"
+            "ALTER TABLE runs DROP COLUMN start_genomes;"
+            "INSERT INTO runs (id, seed, shapes, generations, population, top_k, strategy, rng_seed,"
+            " device_class, state, created_ms, message, smem_limit) VALUES ('run-0001', 'fa_s512_v3',"
+            " '1x8x512x64', 2, 4, 1, 'random', 9, 'sm_90a/H100', 2, 5, '', 232448);");
+  }
+  Store migrated(dir.file("evo.db"));
+  EXPECT_EQ(migrated.schema_version(), 3);
+  migrated.transaction([&] {
+    auto old = migrated.get_run("run-0001");
+    ASSERT_TRUE(old);
+    EXPECT_TRUE(old->start_genomes.empty());
+    EXPECT_EQ(old->strategy, "random");
+    EXPECT_EQ(old->rng_seed, 9u);
+    EXPECT_EQ(old->device_class, "sm_90a/H100");
+    EXPECT_EQ(old->smem_limit, 232448);
+    RunRecord fresh = sample_run("run-0002");
+    fresh.start_genomes = {"fa_s512_v3:BLOCK_M=64"};
+    migrated.insert_run(fresh);
+    EXPECT_EQ(migrated.get_run("run-0002")->start_genomes, fresh.start_genomes);
   });
 }
 
