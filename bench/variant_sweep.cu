@@ -9,8 +9,8 @@
 //   VARIANT_SWEEP_CHECK_ONLY=1 ./variant_sweep N   # one checked launch per shape, no timing
 //                                                  # (for compute-sanitizer)
 //
-// A case is one instantiation run over a shape group; V: bit 0 WGMMA, bit 1 PV_ASYNC, bit 2 TMA
-// (CP_ASYNC=1, SWIZZLE=1 throughout). Each case is meant to run in its own process, so that a
+// A case is one instantiation run over a shape group; V: bit 0 WGMMA, bit 1 PV_ASYNC, bit 2 TMA,
+// bit 3 STAGE_RELEASE (CP_ASYNC=1, SWIZZLE=1 throughout). Each case is meant to run in its own process, so that a
 // kernel that breaks the CUDA context stops only its own case.
 #include <algorithm>
 #include <cmath>
@@ -79,9 +79,10 @@ float median_graph_us(Launch launch, int calls, int replays) {
 
 template <int C, int D, int BM, int BN, int W, int ST, int SPLIT, int V>
 void run(const Shape& sh, const char* name) {
-  constexpr int kWgmma = V & 1, kPvAsync = (V >> 1) & 1, kTma = (V >> 2) & 1;
-  using T = evo::fa::KernelTraits<C, D, BM, BN, W, ST, 1, 1, SPLIT, kWgmma, kPvAsync, kTma>;
-  auto kernel = evo::fa_s512_v3_kernel<C, D, BM, BN, W, ST, 1, 1, SPLIT, kWgmma, kPvAsync, kTma>;
+  constexpr int kWgmma = V & 1, kPvAsync = (V >> 1) & 1, kTma = (V >> 2) & 1, kRelease = (V >> 3) & 1;
+  using T = evo::fa::KernelTraits<C, D, BM, BN, W, ST, 1, 1, SPLIT, kWgmma, kPvAsync, kTma, kRelease>;
+  auto kernel =
+      evo::fa_s512_v3_kernel<C, D, BM, BN, W, ST, 1, 1, SPLIT, kWgmma, kPvAsync, kTma, kRelease>;
   const size_t n = size_t(sh.b) * sh.h * sh.s * D;
   std::vector<__half> host[3] = {std::vector<__half>(n), std::vector<__half>(n),
                                  std::vector<__half>(n)};
@@ -213,6 +214,16 @@ int main(int argc, char** argv) {
   CASE(BIG(128, 128, 8, 3, 1, 7))
   CASE(BIG(128, 64, 8, 3, 1, 7))
   CASE(SMALL(128, 64, 8, 2, 4, 7))
+  // STAGE_RELEASE (bit 3): the TMA cases above without the block-wide barrier per tile.
+  CASE(SMALL(64, 128, 4, 3, 1, 15))
+  CASE(MID(64, 128, 4, 2, 1, 13))
+  CASE(MID(64, 64, 4, 2, 1, 13))
+  CASE(MID(128, 128, 8, 2, 1, 13))
+  CASE(MID(128, 128, 8, 3, 1, 15))
+  CASE(BIG(128, 128, 8, 2, 1, 13))
+  CASE(BIG(128, 128, 8, 3, 1, 15))
+  CASE(BIG(128, 64, 8, 3, 1, 15))
+  CASE(SMALL(128, 64, 8, 2, 4, 15))
   // Small shapes with less L2 traffic: 128-row blocks split four ways read a quarter of K/V each.
   // Measured slower than 32-row blocks (bench/NOTES.md): the small shapes are latency-bound.
   CASE(SMALL(32, 128, 4, 3, 1, 0))

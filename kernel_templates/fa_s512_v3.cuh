@@ -21,6 +21,9 @@
 // tile as a few bulk tensor copies that land already swizzled and complete on an mbarrier, so the
 // warps spend no instructions on addresses and wait on the barrier instead of a block-wide sync.
 // The host describes Q, K and V once per call with tensor maps (attention_tensor_maps.h).
+// STAGE_RELEASE = 1 (with TMA) also drops the block-wide barrier that ends each tile: every warp
+// hands a stage back on its own "empty" mbarrier once it has read it, and the copying thread waits
+// for that before refilling the stage, so the warpgroups of a block need not move in step.
 #include <cuda_fp16.h>
 
 namespace evo {
@@ -46,7 +49,8 @@ struct FaParams {
 namespace fa {
 
 template <int CAUSAL_, int HEAD_DIM_, int BLOCK_M_, int BLOCK_N_, int WARPS_, int STAGES_,
-          int CP_ASYNC_, int SWIZZLE_, int SPLIT_KV_, int WGMMA_, int PV_ASYNC_, int TMA_ = 0>
+          int CP_ASYNC_, int SWIZZLE_, int SPLIT_KV_, int WGMMA_, int PV_ASYNC_, int TMA_ = 0,
+          int STAGE_RELEASE_ = 0>
 struct KernelTraits {
   static constexpr bool kCausal = CAUSAL_ != 0;
   static constexpr int kHeadDim = HEAD_DIM_;
@@ -60,6 +64,7 @@ struct KernelTraits {
   static constexpr bool kWgmma = WGMMA_ != 0;
   static constexpr bool kPvAsync = PV_ASYNC_ != 0;
   static constexpr bool kTma = TMA_ != 0;
+  static constexpr bool kStageRelease = STAGE_RELEASE_ != 0;
 
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kWarpsM = kWarps < kBlockM / 16 ? kWarps : kBlockM / 16;
@@ -93,8 +98,9 @@ struct KernelTraits {
   // the tiles start on a 1024-byte boundary; the slack lets the kernel round its base up.
   static constexpr int kSmemAlign = kWgmma ? 1024 : 0;
   static constexpr int kSmemTiles = kSmemMain > kSmemEpilogue ? kSmemMain : kSmemEpilogue;
-  // TMA: one mbarrier per stage and one for Q, after the tiles (never overlaid by the epilogue).
-  static constexpr int kSmemBarriers = kTma ? 64 : 0;
+  // TMA: a "full" mbarrier per stage, one for Q and an "empty" one per stage, after the tiles
+  // (never overlaid by the epilogue).
+  static constexpr int kSmemBarriers = kTma ? 128 : 0;
   static constexpr int kSmemBytes = kSmemTiles + kSmemAlign + kSmemBarriers;
   // A bulk tensor copy moves one box: 64 columns (the 128-byte swizzle's width) by kTmaBoxRows
   // rows of one (batch, head). attention_tensor_maps.h encodes the same box.
@@ -121,7 +127,8 @@ struct KernelTraits {
   static_assert(!kTma || kWgmma, "TMA: the copies land in wgmma's swizzled 64-column panels");
   static_assert(!kTma || (kBlockM % kTmaBoxRows == 0 && kBlockN % kTmaBoxRows == 0),
                 "TMA: tiles are whole boxes");
-  static_assert(kStages + 1 <= kSmemBarriers / 8 || !kTma, "TMA: room for the mbarriers");
+  static_assert(2 * kStages + 1 <= kSmemBarriers / 8 || !kTma, "TMA: room for the mbarriers");
+  static_assert(!kStageRelease || kTma, "STAGE_RELEASE: stages are refilled by TMA");
 };
 
 // ---------------------------------------------------------------- PTX wrappers
@@ -228,6 +235,12 @@ __device__ __forceinline__ void mbarrier_expect_bytes(unsigned long long* bar, u
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)),
                "r"(bytes)
                : "memory");
+#endif
+}
+// One arrival (release semantics: this thread's earlier reads of the stage are done).
+__device__ __forceinline__ void mbarrier_arrive(unsigned long long* bar) {
+#if EVO_HAS_WGMMA
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 #endif
 }
 __device__ __forceinline__ void mbarrier_wait(unsigned long long* bar, unsigned parity) {
@@ -854,8 +867,9 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   __half* q_tile = reinterpret_cast<__half*>(smem);
   __half* k_tiles = q_tile + T::kQElems;
   __half* v_tiles = k_tiles + T::kStages * T::kKVElems;
-  // TMA: full[stage] for each K/V stage, then Q's.
+  // TMA: full[stage] for each K/V stage, then Q's; STAGE_RELEASE: empty[stage] after them.
   unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + T::kSmemTiles);
+  unsigned long long* empty = full + T::kStages + 1;
 
   // A launch with less dynamic shared memory than this instantiation needs would corrupt
   // memory silently; stop it loudly instead.
@@ -911,6 +925,9 @@ __device__ __forceinline__ void forward(const FaParams& p) {
     if (threadIdx.x == 0) {
 #pragma unroll
       for (int i = 0; i <= T::kStages; ++i) mbarrier_init(&full[i], 1);
+      if constexpr (T::kStageRelease)
+#pragma unroll
+        for (int i = 0; i < T::kStages; ++i) mbarrier_init(&empty[i], T::kWarps);
       mbarrier_init_fence();
     }
     __syncthreads();
@@ -957,8 +974,15 @@ __device__ __forceinline__ void forward(const FaParams& p) {
     // Tile t must have landed; tile t + kPrefetch starts its copy. PV_ASYNC keeps one stage back
     // from the copies: the previous tile's V is read until this iteration's softmax is done.
     if constexpr (T::kTma) {
-      // The stage it refills was last read in the previous iteration, before its closing barrier.
-      if (threadIdx.x == 0 && t + T::kPrefetch < n_tiles) load_kv(t + T::kPrefetch);
+      // The stage it refills was last read in the previous iteration: before its closing barrier,
+      // or (STAGE_RELEASE) before every warp's arrival on the stage's empty barrier.
+      if (threadIdx.x == 0 && t + T::kPrefetch < n_tiles) {
+        const int use = (t + T::kPrefetch) / T::kStages;  // how often the stage was filled before
+        if (T::kStageRelease && use > 0)
+          mbarrier_wait(&empty[(t + T::kPrefetch) % T::kStages], (use - 1) & 1);
+        load_kv(t + T::kPrefetch);
+      }
+      __syncwarp();
       if (kFirst) mbarrier_wait(&full[T::kStages], 0);
       mbarrier_wait(&full[t % T::kStages], (t / T::kStages) & 1);
     } else if constexpr (T::kCpAsync) {
@@ -1016,6 +1040,8 @@ __device__ __forceinline__ void forward(const FaParams& p) {
       wgmma_wait<0>();
       fence_operands(acc[0]);
       fence_operands(p_prev);
+      // The previous tile's V was its stage's last reader (its K was read before).
+      if (T::kStageRelease && lane == 0) mbarrier_arrive(&empty[(t - 1) % T::kStages]);
     }
     rescale<T>(acc, alpha);
 
@@ -1035,7 +1061,11 @@ __device__ __forceinline__ void forward(const FaParams& p) {
     } else {
       accumulate_pv_mma_sync<T>(acc, s, v_tile, key_w, lane);
     }
-    __syncthreads();  // the next iteration's copies overwrite a stage read here
+    if constexpr (T::kStageRelease) {
+      if (!T::kPvAsync && lane == 0) mbarrier_arrive(&empty[stage]);  // P*V has retired: done here
+    } else {
+      __syncthreads();  // the next iteration's copies overwrite a stage read here
+    }
   };
 
   if (n_tiles > 0) step(0, true);
@@ -1057,6 +1087,10 @@ __device__ __forceinline__ void forward(const FaParams& p) {
     }
     // Other warpgroups may still be reading V for their last P*V, and the epilogue's buffers
     // (the cluster's partials) overlay the V stages.
+    __syncthreads();
+  } else if constexpr (T::kStageRelease) {
+    // No barrier ended the last tile: every warp must be done with Q and the stages before the
+    // epilogue's buffers overlay them.
     __syncthreads();
   }
   if (n_tiles == 0) {  // a split without keys: nothing waited for Q's copy or synchronised yet
@@ -1102,11 +1136,11 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 // __grid_constant__: the TMA path hands the copy engine the address of its tensor maps, which
 // must stay in the kernel's parameter space rather than be copied to the stack.
 template <int CAUSAL, int HEAD_DIM, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, int CP_ASYNC,
-          int SWIZZLE, int SPLIT_KV, int WGMMA, int PV_ASYNC, int TMA = 0>
+          int SWIZZLE, int SPLIT_KV, int WGMMA, int PV_ASYNC, int TMA = 0, int STAGE_RELEASE = 0>
 __global__ void __launch_bounds__(WARPS * 32) EVO_CLUSTER_DIMS(1, 1, SPLIT_KV)
     fa_s512_v3_kernel(const __grid_constant__ FaParams p) {
   fa::forward<fa::KernelTraits<CAUSAL, HEAD_DIM, BLOCK_M, BLOCK_N, WARPS, STAGES, CP_ASYNC, SWIZZLE,
-                               SPLIT_KV, WGMMA, PV_ASYNC, TMA>>(p);
+                               SPLIT_KV, WGMMA, PV_ASYNC, TMA, STAGE_RELEASE>>(p);
 }
 
 }  // namespace evo

@@ -85,13 +85,18 @@ TEST(CudaEvaluator, PvAsyncWarpgroupsInAClusterFinishBeforeTheMerge) {
 
 // TMA copies: the worker encodes tensor maps per input set; ragged tails arrive as zeros, head
 // dim 128 reads two panels, and a split-KV cluster's blocks each wait on their own barriers.
+// STAGE_RELEASE genomes (two warpgroups drifting apart, with and without PV_ASYNC) go through the
+// sanitizer's racecheck and synccheck too.
 TEST(CudaEvaluator, TmaGenomesPassEveryGateWithTheirTensorMaps) {
   EVO_REQUIRE_GPU();
   CudaEvaluator& ev = *shared_evaluator();
   if (ev.device().arch() != "sm_90a") GTEST_SKIP() << "TMA genomes need wgmma, on sm_90a";
   const auto& space = SearchSpace::for_template("fa_s512_v3");
   for (const char* genes : {"BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=3,WGMMA=1,PV_ASYNC=1,TMA=1",
-                            "BLOCK_M=128,BLOCK_N=64,WARPS=8,STAGES=2,SPLIT_KV=4,WGMMA=1,TMA=1"}) {
+                            "BLOCK_M=128,BLOCK_N=64,WARPS=8,STAGES=2,SPLIT_KV=4,WGMMA=1,TMA=1",
+                            "BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=2,WGMMA=1,TMA=1,STAGE_RELEASE=1",
+                            "BLOCK_M=128,BLOCK_N=64,WARPS=8,STAGES=3,WGMMA=1,PV_ASYNC=1,TMA=1,"
+                            "STAGE_RELEASE=1"}) {
     const v1::Evaluation e = ev.evaluate(
         space.parse(genes),
         {parse_shape("1x4x1000x64:causal"), parse_shape("1x2x300x128"), parse_shape("2x8x512x64")},
