@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "attention_tensor_maps.h"
 #include "child_main.h"
 #include "child_process.h"
 #include "eval_request.h"
@@ -140,6 +141,14 @@ TEST(EvalRequestJson, RoundTrips) {
   EXPECT_EQ(back.shapes[0].workspace_bytes, 4096);
   EXPECT_TRUE(back.shapes[0].tensor_maps);
   EXPECT_EQ(back.shapes[0].kernel, "_Z3foo");
+}
+
+// A view the driver cannot describe (no rows), or a host without a driver, is an error code the
+// caller reports, never a call through a missing entry point.
+TEST(TensorMaps, AnUnencodableViewIsAnErrorNotACrash) {
+  alignas(64) unsigned char map[128] = {};
+  alignas(16) static unsigned char base[256] = {};
+  EXPECT_NE(evo::encode_attention_tensor_map(map, base, 1, 0, 64), cudaSuccess);
 }
 
 TEST(EvalRequestJson, MalformedIsOneLine) {
