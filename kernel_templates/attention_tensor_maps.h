@@ -49,14 +49,41 @@ inline cudaError_t encode_attention_tensor_map(void* out, const void* base, int 
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
+// The last map a thread encoded for one of q, k, v: a model calls attention on the same buffers
+// step after step, and the entry point then copies 128 bytes instead of asking the driver again.
+struct RememberedTensorMap {
+  const void* base = nullptr;
+  int batch_heads = 0, rows = 0, head_dim = 0;
+  CUtensorMap map;
+};
+
+inline cudaError_t encode_remembered(RememberedTensorMap& last, void* out, const void* base,
+                                     int batch_heads, int rows, int head_dim) {
+  if (last.base != base || last.batch_heads != batch_heads || last.rows != rows ||
+      last.head_dim != head_dim) {
+    const cudaError_t e = encode_attention_tensor_map(&last.map, base, batch_heads, rows, head_dim);
+    if (e != cudaSuccess) {
+      last.base = nullptr;
+      return e;
+    }
+    last.base = base;
+    last.batch_heads = batch_heads;
+    last.rows = rows;
+    last.head_dim = head_dim;
+  }
+  *static_cast<CUtensorMap*>(out) = last.map;
+  return cudaSuccess;
+}
+
 // Fills the q_map, k_map and v_map of an FaParams-like struct from its q, k, v and shape.
 template <class Params>
 cudaError_t encode_attention_tensor_maps(Params& p, int head_dim) {
   static_assert(sizeof(p.q_map) == sizeof(CUtensorMap), "a tensor map is 128 opaque bytes");
+  static thread_local RememberedTensorMap last[3];
   const int bh = p.batch * p.heads;
-  cudaError_t e = encode_attention_tensor_map(&p.q_map, p.q, bh, p.seq_q, head_dim);
-  if (e == cudaSuccess) e = encode_attention_tensor_map(&p.k_map, p.k, bh, p.seq_k, head_dim);
-  if (e == cudaSuccess) e = encode_attention_tensor_map(&p.v_map, p.v, bh, p.seq_k, head_dim);
+  cudaError_t e = encode_remembered(last[0], &p.q_map, p.q, bh, p.seq_q, head_dim);
+  if (e == cudaSuccess) e = encode_remembered(last[1], &p.k_map, p.k, bh, p.seq_k, head_dim);
+  if (e == cudaSuccess) e = encode_remembered(last[2], &p.v_map, p.v, bh, p.seq_k, head_dim);
   return e;
 }
 
