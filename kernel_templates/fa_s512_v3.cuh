@@ -911,8 +911,10 @@ __device__ __forceinline__ void forward(const FaParams& p) {
     const int n0 = (first_tile + t) * T::kBlockN;
     if constexpr (T::kTma) {  // called by one thread
       mbarrier_expect_bytes(&full[stage], 2 * T::kKVElems * 2);
-      tma_load_tile<T, T::kBlockN>(k_tiles + stage * T::kKVElems, p.k_map, n0, (int)bh, &full[stage]);
-      tma_load_tile<T, T::kBlockN>(v_tiles + stage * T::kKVElems, p.v_map, n0, (int)bh, &full[stage]);
+      __half* k_stage = k_tiles + stage * T::kKVElems;
+      __half* v_stage = v_tiles + stage * T::kKVElems;
+      tma_load_tile<T, T::kBlockN>(k_stage, p.k_map, n0, (int)bh, &full[stage]);
+      tma_load_tile<T, T::kBlockN>(v_stage, p.v_map, n0, (int)bh, &full[stage]);
     } else {
       load_tile<T, T::kBlockN>(k_tiles + stage * T::kKVElems, k, n0, p.seq_k);
       load_tile<T, T::kBlockN>(v_tiles + stage * T::kKVElems, v, n0, p.seq_k);
