@@ -10,7 +10,7 @@
 //                                                  # (for compute-sanitizer)
 //
 // A case is one instantiation run over a shape group; V: bit 0 WGMMA, bit 1 PV_ASYNC, bit 2 TMA,
-// bit 3 STAGE_RELEASE (CP_ASYNC=1, SWIZZLE=1 throughout). Each case is meant to run in its own process, so that a
+// bit 3 STAGE_RELEASE, bit 4 PINGPONG (CP_ASYNC=1, SWIZZLE=1 throughout). Each case is meant to run in its own process, so that a
 // kernel that breaks the CUDA context stops only its own case.
 #include <algorithm>
 #include <cmath>
@@ -79,10 +79,12 @@ float median_graph_us(Launch launch, int calls, int replays) {
 
 template <int C, int D, int BM, int BN, int W, int ST, int SPLIT, int V>
 void run(const Shape& sh, const char* name) {
-  constexpr int kWgmma = V & 1, kPvAsync = (V >> 1) & 1, kTma = (V >> 2) & 1, kRelease = (V >> 3) & 1;
-  using T = evo::fa::KernelTraits<C, D, BM, BN, W, ST, 1, 1, SPLIT, kWgmma, kPvAsync, kTma, kRelease>;
-  auto kernel =
-      evo::fa_s512_v3_kernel<C, D, BM, BN, W, ST, 1, 1, SPLIT, kWgmma, kPvAsync, kTma, kRelease>;
+  constexpr int kWgmma = V & 1, kPvAsync = (V >> 1) & 1, kTma = (V >> 2) & 1, kRelease = (V >> 3) & 1,
+                kPingPong = (V >> 4) & 1;
+  using T = evo::fa::KernelTraits<C, D, BM, BN, W, ST, 1, 1, SPLIT, kWgmma, kPvAsync, kTma, kRelease,
+                                  kPingPong>;
+  auto kernel = evo::fa_s512_v3_kernel<C, D, BM, BN, W, ST, 1, 1, SPLIT, kWgmma, kPvAsync, kTma,
+                                       kRelease, kPingPong>;
   const size_t n = size_t(sh.b) * sh.h * sh.s * D;
   std::vector<__half> host[3] = {std::vector<__half>(n), std::vector<__half>(n),
                                  std::vector<__half>(n)};
@@ -173,7 +175,14 @@ void run(const Shape& sh, const char* name) {
   {                                                    \
     Shape{2, 16, 4096, 128}, Shape { 1, 4, 1000, 128 } \
   }
+// One (batch, head) to eight at sequence 512: the same blocks, 16 to 128 of them at once. If the
+// time grows with the count, the blocks contend for L2; if not, each block's own chain sets it.
+#define SCALING_SHAPES                                                                     \
+  {                                                                                        \
+    Shape{1, 1, 512, 64}, Shape{1, 2, 512, 64}, Shape{1, 4, 512, 64}, Shape { 1, 8, 512, 64 } \
+  }
 #define SMALL(...) OVER(64, SMALL_SHAPES, __VA_ARGS__)
+#define SCALING(...) OVER(64, SCALING_SHAPES, __VA_ARGS__)
 #define MID(...) OVER(64, MID_SHAPES, __VA_ARGS__)
 #define BIG(...) OVER(128, BIG_SHAPES, __VA_ARGS__)
 
@@ -234,5 +243,21 @@ int main(int argc, char** argv) {
   CASE(SMALL(64, 64, 4, 2, 4, 1))
   CASE(SMALL(64, 128, 4, 2, 2, 1))
   CASE(SMALL(64, 64, 8, 2, 2, 1))
+  // Block count against time at the small shapes' block shapes (cases 42-43).
+  CASE(SCALING(32, 128, 8, 4, 1, 0))
+  CASE(SCALING(64, 128, 4, 2, 1, 5))
+  // PINGPONG (bit 4) beside the same instantiation without it (cases 44-55).
+  CASE(SMALL(64, 128, 8, 4, 1, 31))
+  CASE(SMALL(64, 128, 8, 4, 1, 15))
+  CASE(MID(128, 128, 8, 3, 1, 31))
+  CASE(MID(128, 128, 8, 3, 1, 15))
+  CASE(MID(128, 128, 8, 4, 1, 31))
+  CASE(MID(128, 64, 8, 4, 1, 31))
+  CASE(MID(128, 64, 8, 4, 1, 15))
+  CASE(BIG(128, 128, 8, 3, 1, 31))
+  CASE(BIG(128, 64, 8, 4, 1, 31))
+  CASE(BIG(128, 64, 8, 4, 1, 15))
+  CASE(SMALL(128, 64, 8, 4, 1, 31))
+  CASE(MID(128, 128, 8, 4, 1, 15))
   if (want < 0 || want >= idx) printf("%d cases\n", idx);
 }

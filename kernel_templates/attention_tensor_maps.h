@@ -1,7 +1,7 @@
 #pragma once
 // Host side of fa_s512_v3's TMA gene: the tensor maps through which the copy engine reads Q, K and
 // V. Each is a 3-d view [batch * heads][seq][head_dim] of a contiguous fp16 tensor, read in boxes
-// of 64 columns (128 bytes, the width of the 128-byte swizzle the wgmma tiles use) by 32 rows of
+// of 64 columns (128 bytes, the width of the 128-byte swizzle the wgmma tiles use) by 64 rows of
 // one (batch, head); rows past the sequence's end arrive as zeros. The kernel's traits
 // (kTmaBoxCols, kTmaBoxRows) name the same box.
 //
@@ -15,7 +15,7 @@
 namespace evo {
 
 inline constexpr unsigned kTensorMapBoxCols = 64;
-inline constexpr unsigned kTensorMapBoxRows = 32;
+inline constexpr unsigned kTensorMapBoxRows = 64;
 
 using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
                                    const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,

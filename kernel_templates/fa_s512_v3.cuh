@@ -22,8 +22,11 @@
 // warps spend no instructions on addresses and wait on the barrier instead of a block-wide sync.
 // The host describes Q, K and V once per call with tensor maps (attention_tensor_maps.h).
 // STAGE_RELEASE = 1 (with TMA) also drops the block-wide barrier that ends each tile: every warp
-// hands a stage back on its own "empty" mbarrier once it has read it, and the copying thread waits
-// for that before refilling the stage, so the warpgroups of a block need not move in step.
+// counts itself out of a stage once it has read it, and the last warp to leave refills the stage
+// on the spot, so no warp waits for another and the warpgroups of a block need not move in step.
+// PINGPONG = 1 (two warpgroups, STAGE_RELEASE and PV_ASYNC) takes turns on the tensor cores, as in
+// FlashAttention-3: a warpgroup issues its tile's two GEMMs only when the other has issued its
+// own, so one warpgroup's softmax runs while the other's GEMMs occupy the tensor cores.
 #include <cuda_fp16.h>
 
 namespace evo {
@@ -50,7 +53,7 @@ namespace fa {
 
 template <int CAUSAL_, int HEAD_DIM_, int BLOCK_M_, int BLOCK_N_, int WARPS_, int STAGES_,
           int CP_ASYNC_, int SWIZZLE_, int SPLIT_KV_, int WGMMA_, int PV_ASYNC_, int TMA_ = 0,
-          int STAGE_RELEASE_ = 0>
+          int STAGE_RELEASE_ = 0, int PINGPONG_ = 0>
 struct KernelTraits {
   static constexpr bool kCausal = CAUSAL_ != 0;
   static constexpr int kHeadDim = HEAD_DIM_;
@@ -65,6 +68,7 @@ struct KernelTraits {
   static constexpr bool kPvAsync = PV_ASYNC_ != 0;
   static constexpr bool kTma = TMA_ != 0;
   static constexpr bool kStageRelease = STAGE_RELEASE_ != 0;
+  static constexpr bool kPingPong = PINGPONG_ != 0;
 
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kWarpsM = kWarps < kBlockM / 16 ? kWarps : kBlockM / 16;
@@ -80,6 +84,9 @@ struct KernelTraits {
   // K/V tiles whose copies run ahead of the one being computed. PV_ASYNC holds one stage more:
   // the previous tile's V, read by a P*V still in flight.
   static constexpr int kPrefetch = kStages - 1 - (kPvAsync ? 1 : 0);
+  // STAGE_RELEASE refills a stage as soon as its last reader leaves it, so every stage is filled
+  // up front and the copies then run kStages tiles ahead.
+  static constexpr int kPrologueTiles = kStageRelease ? kStages : kPrefetch;
 
   // Shared memory: Q tile, then STAGES K tiles, then STAGES V tiles (all fp16). After the main
   // loop the same bytes hold either the output tile (fp16) or the cross-warp merge buffer (fp32).
@@ -98,14 +105,15 @@ struct KernelTraits {
   // the tiles start on a 1024-byte boundary; the slack lets the kernel round its base up.
   static constexpr int kSmemAlign = kWgmma ? 1024 : 0;
   static constexpr int kSmemTiles = kSmemMain > kSmemEpilogue ? kSmemMain : kSmemEpilogue;
-  // TMA: a "full" mbarrier per stage, one for Q and an "empty" one per stage, after the tiles
-  // (never overlaid by the epilogue).
+  // TMA: a "full" mbarrier per stage and one for Q, then (STAGE_RELEASE) a counter of the warps
+  // that have left each stage, after the tiles (never overlaid by the epilogue).
   static constexpr int kSmemBarriers = kTma ? 128 : 0;
   static constexpr int kSmemBytes = kSmemTiles + kSmemAlign + kSmemBarriers;
   // A bulk tensor copy moves one box: 64 columns (the 128-byte swizzle's width) by kTmaBoxRows
-  // rows of one (batch, head). attention_tensor_maps.h encodes the same box.
+  // rows of one (batch, head). attention_tensor_maps.h encodes the same box. 8 KiB boxes fill a
+  // stage faster than 4 KiB ones (bench/NOTES.md: 168 vs 179 us at 4,16,2048,64, same call).
   static constexpr int kTmaBoxCols = 64;
-  static constexpr int kTmaBoxRows = 32;
+  static constexpr int kTmaBoxRows = 64;
 
   static_assert(kHeadDim == 64 || kHeadDim == 128, "head dim must be 64 or 128");
   static_assert(kBlockM % 16 == 0, "BLOCK_M must be whole m16 MMA tiles");
@@ -127,8 +135,12 @@ struct KernelTraits {
   static_assert(!kTma || kWgmma, "TMA: the copies land in wgmma's swizzled 64-column panels");
   static_assert(!kTma || (kBlockM % kTmaBoxRows == 0 && kBlockN % kTmaBoxRows == 0),
                 "TMA: tiles are whole boxes");
-  static_assert(2 * kStages + 1 <= kSmemBarriers / 8 || !kTma, "TMA: room for the mbarriers");
+  static_assert(8 * (kStages + 1) + 4 * kStages <= kSmemBarriers || !kTma,
+                "TMA: room for the mbarriers and the stage counters");
   static_assert(!kStageRelease || kTma, "STAGE_RELEASE: stages are refilled by TMA");
+  static_assert(!kPingPong || (kStageRelease && kPvAsync && kWarps == 8),
+                "PINGPONG: two warpgroups whose two GEMMs per tile are issued together, and no "
+                "block-wide barrier per tile to hold them in step");
 };
 
 // ---------------------------------------------------------------- PTX wrappers
@@ -212,6 +224,16 @@ __device__ __forceinline__ void fence_proxy_async() {
 #endif
 }
 
+// Named barriers 1 and 2 pass the tensor cores' turn between two warpgroups (PINGPONG): `sync`
+// waits for the 128 arrivals of the other warpgroup, `arrive` gives them without waiting.
+// Barrier 0 is __syncthreads'.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 // ---------------------------------------------------------------- TMA and mbarriers (sm_90)
 // A stage's mbarrier completes a phase when its expected bytes have landed; waiters name the
 // phase by its parity. Off sm_90a the TMA path cannot be instantiated (WGMMA is required), so
@@ -235,12 +257,6 @@ __device__ __forceinline__ void mbarrier_expect_bytes(unsigned long long* bar, u
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)),
                "r"(bytes)
                : "memory");
-#endif
-}
-// One arrival (release semantics: this thread's earlier reads of the stage are done).
-__device__ __forceinline__ void mbarrier_arrive(unsigned long long* bar) {
-#if EVO_HAS_WGMMA
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 #endif
 }
 __device__ __forceinline__ void mbarrier_wait(unsigned long long* bar, unsigned parity) {
@@ -867,9 +883,9 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   __half* q_tile = reinterpret_cast<__half*>(smem);
   __half* k_tiles = q_tile + T::kQElems;
   __half* v_tiles = k_tiles + T::kStages * T::kKVElems;
-  // TMA: full[stage] for each K/V stage, then Q's; STAGE_RELEASE: empty[stage] after them.
+  // TMA: full[stage] for each K/V stage, then Q's; STAGE_RELEASE: left[stage] after them.
   unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + T::kSmemTiles);
-  unsigned long long* empty = full + T::kStages + 1;
+  unsigned* left = reinterpret_cast<unsigned*>(full + T::kStages + 1);
 
   // A launch with less dynamic shared memory than this instantiation needs would corrupt
   // memory silently; stop it loudly instead.
@@ -886,6 +902,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   const int row_w = warp_m * T::kRowsPerWarp;   // first row of this warp within the block
   const int key_w = warp_kv * T::kKeysPerWarp;  // first key of this warp within a tile
   const int row_wg = row_w & ~63;               // WGMMA: first row of this warp's warpgroup
+  const int warpgroup = warp >> 2;
 
   // Causal blocks near the end of the sequence have the most work: start them first.
   const int m_block = T::kCausal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
@@ -929,7 +946,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
       for (int i = 0; i <= T::kStages; ++i) mbarrier_init(&full[i], 1);
       if constexpr (T::kStageRelease)
 #pragma unroll
-        for (int i = 0; i < T::kStages; ++i) mbarrier_init(&empty[i], T::kWarps);
+        for (int i = 0; i < T::kStages; ++i) left[i] = 0;
       mbarrier_init_fence();
     }
     __syncthreads();
@@ -937,7 +954,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
       mbarrier_expect_bytes(&full[T::kStages], T::kQElems * 2);
       tma_load_tile<T, T::kBlockM>(q_tile, p.q_map, m0, (int)bh, &full[T::kStages]);
 #pragma unroll
-      for (int t = 0; t < T::kPrefetch; ++t)
+      for (int t = 0; t < T::kPrologueTiles; ++t)
         if (t < n_tiles) load_kv(t);
     }
   } else {
@@ -969,6 +986,23 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   // PV_ASYNC: the previous tile's P, whose P*V is still in flight.
   unsigned p_prev[T::kPvSteps][4];
 
+  // STAGE_RELEASE: this warp has read tile t's stage for the last time. The last of the block's
+  // warps to leave a stage refills it with tile t + STAGES; the fences order every warp's reads
+  // of the stage before the copy that overwrites it.
+  auto leave_stage = [&](int t) {
+    if (lane == 0) {
+      __threadfence_block();
+      const unsigned left_before = atomicAdd(&left[t % T::kStages], 1u);
+      if (left_before % T::kWarps == T::kWarps - 1 && t + T::kStages < n_tiles) {
+        __threadfence_block();
+        load_kv(t + T::kStages);
+      }
+    }
+  };
+  // PINGPONG: warpgroup 0 takes the first turn. Every turn given is taken: a warpgroup gives
+  // one per tile but warpgroup 1 not after its last, so no arrival outlives the kernel.
+  if (T::kPingPong && warpgroup == 1 && n_tiles > 0) named_barrier_arrive(1, 256);
+
   // One K/V tile. The first is peeled off: with kFirst a constant at each (inlined) call, what
   // differs for it -- Q's fragments, no P*V in flight yet -- costs no branch, and no wgmma sits
   // on a path ptxas must treat as divergent (it would serialise them).
@@ -976,14 +1010,10 @@ __device__ __forceinline__ void forward(const FaParams& p) {
     // Tile t must have landed; tile t + kPrefetch starts its copy. PV_ASYNC keeps one stage back
     // from the copies: the previous tile's V is read until this iteration's softmax is done.
     if constexpr (T::kTma) {
-      // The stage it refills was last read in the previous iteration: before its closing barrier,
-      // or (STAGE_RELEASE) before every warp's arrival on the stage's empty barrier.
-      if (threadIdx.x == 0 && t + T::kPrefetch < n_tiles) {
-        const int use = (t + T::kPrefetch) / T::kStages;  // how often the stage was filled before
-        if (T::kStageRelease && use > 0)
-          mbarrier_wait(&empty[(t + T::kPrefetch) % T::kStages], (use - 1) & 1);
+      // The stage it refills was last read in the previous iteration, before its closing barrier.
+      // (STAGE_RELEASE refills stages in leave_stage instead.)
+      if (!T::kStageRelease && threadIdx.x == 0 && t + T::kPrefetch < n_tiles)
         load_kv(t + T::kPrefetch);
-      }
       __syncwarp();
       if (kFirst) mbarrier_wait(&full[T::kStages], 0);
       mbarrier_wait(&full[t % T::kStages], (t / T::kStages) & 1);
@@ -1019,10 +1049,14 @@ __device__ __forceinline__ void forward(const FaParams& p) {
     // ---- S = Q K^T for this warp's rows and keys (with PV_ASYNC, beside the previous P*V).
     float s[T::kMTiles][T::kSTiles][4];
     if constexpr (T::kWgmma) {
+      if constexpr (T::kPingPong) named_barrier_sync(1 + warpgroup, 256);  // this one's turn
       wgmma_fence();
       issue_scores_wgmma<T>(s[0], q_tile, k_tile, row_wg, key_w);
-      if (kPvInFlight) {
+      if (kPvInFlight)
         issue_pv_wgmma<T>(acc[0], p_prev, v_tiles + ((t - 1) % T::kStages) * T::kKVElems, key_w);
+      if (T::kPingPong && (warpgroup == 0 || t + 1 < n_tiles))
+        named_barrier_arrive(2 - warpgroup, 256);  // the other's turn
+      if (kPvInFlight) {
         wgmma_wait<1>();  // groups retire in order: the scores are done
       } else {
         wgmma_wait<0>();
@@ -1043,7 +1077,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
       fence_operands(acc[0]);
       fence_operands(p_prev);
       // The previous tile's V was its stage's last reader (its K was read before).
-      if (T::kStageRelease && lane == 0) mbarrier_arrive(&empty[(t - 1) % T::kStages]);
+      if constexpr (T::kStageRelease) leave_stage(t - 1);
     }
     rescale<T>(acc, alpha);
 
@@ -1064,7 +1098,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
       accumulate_pv_mma_sync<T>(acc, s, v_tile, key_w, lane);
     }
     if constexpr (T::kStageRelease) {
-      if (!T::kPvAsync && lane == 0) mbarrier_arrive(&empty[stage]);  // P*V has retired: done here
+      if (!T::kPvAsync) leave_stage(t);  // P*V has retired: done with this stage
     } else {
       __syncthreads();  // the next iteration's copies overwrite a stage read here
     }
@@ -1138,11 +1172,12 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 // __grid_constant__: the TMA path hands the copy engine the address of its tensor maps, which
 // must stay in the kernel's parameter space rather than be copied to the stack.
 template <int CAUSAL, int HEAD_DIM, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, int CP_ASYNC,
-          int SWIZZLE, int SPLIT_KV, int WGMMA, int PV_ASYNC, int TMA = 0, int STAGE_RELEASE = 0>
+          int SWIZZLE, int SPLIT_KV, int WGMMA, int PV_ASYNC, int TMA = 0, int STAGE_RELEASE = 0,
+          int PINGPONG = 0>
 __global__ void __launch_bounds__(WARPS * 32) EVO_CLUSTER_DIMS(1, 1, SPLIT_KV)
     fa_s512_v3_kernel(const __grid_constant__ FaParams p) {
   fa::forward<fa::KernelTraits<CAUSAL, HEAD_DIM, BLOCK_M, BLOCK_N, WARPS, STAGES, CP_ASYNC, SWIZZLE,
-                               SPLIT_KV, WGMMA, PV_ASYNC, TMA, STAGE_RELEASE>>(p);
+                               SPLIT_KV, WGMMA, PV_ASYNC, TMA, STAGE_RELEASE, PINGPONG>>(p);
 }
 
 }  // namespace evo

@@ -85,8 +85,9 @@ TEST(CudaEvaluator, PvAsyncWarpgroupsInAClusterFinishBeforeTheMerge) {
 
 // TMA copies: the worker encodes tensor maps per input set; ragged tails arrive as zeros, head
 // dim 128 reads two panels, and a split-KV cluster's blocks each wait on their own barriers.
-// STAGE_RELEASE genomes (two warpgroups drifting apart, with and without PV_ASYNC) go through the
-// sanitizer's racecheck and synccheck too.
+// STAGE_RELEASE genomes (two warpgroups drifting apart, with and without PV_ASYNC) and PINGPONG
+// ones (two warpgroups taking turns, splitting rows or keys) go through the sanitizer's racecheck
+// and synccheck too.
 TEST(CudaEvaluator, TmaGenomesPassEveryGateWithTheirTensorMaps) {
   EVO_REQUIRE_GPU();
   CudaEvaluator& ev = *shared_evaluator();
@@ -96,7 +97,11 @@ TEST(CudaEvaluator, TmaGenomesPassEveryGateWithTheirTensorMaps) {
                             "BLOCK_M=128,BLOCK_N=64,WARPS=8,STAGES=2,SPLIT_KV=4,WGMMA=1,TMA=1",
                             "BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=2,WGMMA=1,TMA=1,STAGE_RELEASE=1",
                             "BLOCK_M=128,BLOCK_N=64,WARPS=8,STAGES=3,WGMMA=1,PV_ASYNC=1,TMA=1,"
-                            "STAGE_RELEASE=1"}) {
+                            "STAGE_RELEASE=1",
+                            "BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=3,WGMMA=1,PV_ASYNC=1,TMA=1,"
+                            "STAGE_RELEASE=1,PINGPONG=1",
+                            "BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=3,WGMMA=1,PV_ASYNC=1,TMA=1,"
+                            "STAGE_RELEASE=1,PINGPONG=1"}) {
     const v1::Evaluation e = ev.evaluate(
         space.parse(genes),
         {parse_shape("1x4x1000x64:causal"), parse_shape("1x2x300x128"), parse_shape("2x8x512x64")},
