@@ -17,6 +17,9 @@
 #   EVO_GENERATIONS   generations per run (default 3)
 #   EVO_POPULATION    candidates per generation (default 12)
 #   EVO_TOP_K         elites kept per run (default 3)
+#   EVO_RNG_SEED      the runs' random seed (default 7). A run that repeats an earlier one over the
+#                     same database retraces its path from cached results; another seed explores
+#                     other genomes
 #   EVO_SUITE         the shape buckets, space-separated BxHxSxD
 #                     (default "1x8x512x64 2x8x512x64 16x16x512x64 4x16x2048x64 2x16x4096x128");
 #                     empty ("") submits nothing, which needs EVO_DB and EVO_EXPORT=all
@@ -77,12 +80,14 @@ positive() {  # $1: name, $2: value
 generations="${EVO_GENERATIONS:-3}"
 population="${EVO_POPULATION:-12}"
 top_k="${EVO_TOP_K:-3}"
+rng_seed="${EVO_RNG_SEED:-7}"
 run_timeout="${EVO_RUN_TIMEOUT:-300}"
 backend="${EVO_WORKER_BACKEND:-cuda}"
 bench="${EVO_BENCH:-1}"
 positive EVO_GENERATIONS "$generations"
 positive EVO_POPULATION "$population"
 positive EVO_TOP_K "$top_k"
+positive EVO_RNG_SEED "$rng_seed"
 positive EVO_RUN_TIMEOUT "$run_timeout"
 [[ $backend == cuda || $backend == model ]] || die "EVO_WORKER_BACKEND must be cuda or model, got '$backend'"
 [[ $bench == 0 || $bench == 1 ]] || die "EVO_BENCH must be 0 or 1, got '$bench'"
@@ -151,7 +156,7 @@ if ((dry_run)); then
   fi
   for s in "${suite[@]}"; do
     say "evoctl submit --seed $seed_genome --shape $s --shape $s:causal --generations $generations" \
-        "--population $population --top-k $top_k${start_args[$s]:-}"
+        "--population $population --top-k $top_k --rng-seed $rng_seed${start_args[$s]:-}"
   done
   if ((${#suite[@]})); then
     say "wait for the ${#suite[@]} runs (at most ${run_timeout} s together), then print each leaderboard"
@@ -341,7 +346,7 @@ runs=()
 for s in "${suite[@]}"; do
   read -r -a starts <<< "${start_args[$s]:-}"
   if run=$("$evoctl" submit --seed "$seed_genome" --shape "$s" --shape "$s:causal" --generations "$generations" \
-             --population "$population" --top-k "$top_k" --rng-seed 7 "${starts[@]}" 2> "$out/submit-$s.err"); then
+             --population "$population" --top-k "$top_k" --rng-seed "$rng_seed" "${starts[@]}" 2> "$out/submit-$s.err"); then
     say "run $run: $s and $s:causal"
     runs+=("$run")
   else

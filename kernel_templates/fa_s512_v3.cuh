@@ -988,12 +988,14 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 
   // STAGE_RELEASE: this warp has read tile t's stage for the last time. The last of the block's
   // warps to leave a stage refills it with tile t + STAGES; the fences order every warp's reads
-  // of the stage before the copy that overwrites it.
+  // of the stage before the copy that overwrites it. Where no tile is left to refill it with,
+  // every warp skips the count alike: the atomic's round trip would sit on each warp's path
+  // between tiles for nothing (at sequence 512 the prologue has loaded every tile already).
   auto leave_stage = [&](int t) {
-    if (lane == 0) {
+    if (lane == 0 && t + T::kStages < n_tiles) {
       __threadfence_block();
       const unsigned left_before = atomicAdd(&left[t % T::kStages], 1u);
-      if (left_before % T::kWarps == T::kWarps - 1 && t + T::kStages < n_tiles) {
+      if (left_before % T::kWarps == T::kWarps - 1) {
         __threadfence_block();
         load_kv(t + T::kStages);
       }
