@@ -7,17 +7,7 @@
 //
 // One line per (method, blocks, bytes): the per-call time by CUDA-graph replay, the time above a
 // kernel that copies nothing, and the bytes per microsecond per block that implies.
-#include <cstdio>
-#include <cstdlib>
-
-#define CHECK(x)                                                                           \
-  do {                                                                                     \
-    const cudaError_t e_ = (x);                                                            \
-    if (e_ != cudaSuccess) {                                                               \
-      std::printf("CUDA error %s at line %d: %s\n", #x, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
+#include "gpu_timing.cuh"
 
 constexpr int kThreads = 256;
 constexpr int kSources = 8;  // blocks read one of 8 regions, as the 16 blocks of a head share K/V
@@ -67,43 +57,6 @@ __global__ void fill_bulk(const char* src, int bytes, int chunk, int* sink) {
   if (threadIdx.x == 0 && bytes > 0 && tile[bytes - 1] == 127) atomicAdd(sink, 1);
 }
 
-template <class Launch>
-float graph_us(Launch launch) {
-  constexpr int kCalls = 20, kReplays = 30;
-  cudaStream_t st;
-  CHECK(cudaStreamCreate(&st));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-  for (int i = 0; i < kCalls; ++i) launch(st);
-  CHECK(cudaStreamEndCapture(st, &graph));
-  CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  CHECK(cudaGraphLaunch(exec, st));  // warm-up
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  float best[kReplays];
-  for (int r = 0; r < kReplays; ++r) {
-    CHECK(cudaEventRecord(e0, st));
-    CHECK(cudaGraphLaunch(exec, st));
-    CHECK(cudaEventRecord(e1, st));
-    CHECK(cudaEventSynchronize(e1));
-    CHECK(cudaEventElapsedTime(&best[r], e0, e1));
-  }
-  // median
-  for (int i = 0; i < kReplays; ++i)
-    for (int j = i + 1; j < kReplays; ++j)
-      if (best[j] < best[i]) {
-        const float x = best[i];
-        best[i] = best[j];
-        best[j] = x;
-      }
-  CHECK(cudaGraphExecDestroy(exec));
-  CHECK(cudaGraphDestroy(graph));
-  CHECK(cudaStreamDestroy(st));
-  return best[kReplays / 2] * 1000.f / kCalls;
-}
-
 int main() {
   char* src;
   int* sink;
@@ -119,15 +72,15 @@ int main() {
     float empty_cp = 0, empty_bulk = 0;
     for (int bytes : sizes) {
       // Same shared memory for every size, so that the occupancy (one block per SM) stays fixed.
-      const float cp = graph_us([&](cudaStream_t st) {
+      const float cp = median_graph_us([&](cudaStream_t st) {
         fill_cp_async<<<g, kThreads, max_smem, st>>>(src, bytes, sink);
-      });
-      const float bulk4 = graph_us([&](cudaStream_t st) {
+      }, 20, 30);
+      const float bulk4 = median_graph_us([&](cudaStream_t st) {
         fill_bulk<<<g, kThreads, max_smem, st>>>(src, bytes, 4096, sink);
-      });
-      const float bulk16 = graph_us([&](cudaStream_t st) {
+      }, 20, 30);
+      const float bulk16 = median_graph_us([&](cudaStream_t st) {
         fill_bulk<<<g, kThreads, max_smem, st>>>(src, bytes, 16384, sink);
-      });
+      }, 20, 30);
       CHECK(cudaGetLastError());
       if (bytes == 0) {
         empty_cp = cp;
