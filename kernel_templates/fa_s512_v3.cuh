@@ -111,7 +111,7 @@ struct KernelTraits {
   static constexpr int kSmemBytes = kSmemTiles + kSmemAlign + kSmemBarriers;
   // A bulk tensor copy moves one box: 64 columns (the 128-byte swizzle's width) by kTmaBoxRows
   // rows of one (batch, head). attention_tensor_maps.h encodes the same box. 8 KiB boxes fill a
-  // stage faster than 4 KiB ones (bench/NOTES.md: 168 vs 179 us at 4,16,2048,64, same call).
+  // stage faster than 4 KiB ones (bench/NOTES.md: 168 vs 179 us at 4,16,2048,64, one H200 call).
   static constexpr int kTmaBoxCols = 64;
   static constexpr int kTmaBoxRows = 64;
 
