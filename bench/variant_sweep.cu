@@ -10,8 +10,8 @@
 //                                                  # (for compute-sanitizer)
 //
 // A case is one instantiation run over a shape group; V: bit 0 WGMMA, bit 1 PV_ASYNC, bit 2 TMA,
-// bit 3 STAGE_RELEASE, bit 4 PINGPONG (CP_ASYNC=1, SWIZZLE=1 throughout). Each case is meant to run in its own process, so that a
-// kernel that breaks the CUDA context stops only its own case.
+// bit 3 STAGE_RELEASE, bit 4 PINGPONG (CP_ASYNC=1, SWIZZLE=1 throughout). Each case is meant to
+// run in its own process, so that a kernel that breaks the CUDA context stops only its own case.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

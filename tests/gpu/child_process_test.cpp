@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -149,6 +150,27 @@ TEST(TensorMaps, AnUnencodableViewIsAnErrorNotACrash) {
   alignas(64) unsigned char map[128] = {};
   alignas(16) static unsigned char base[256] = {};
   EXPECT_NE(evo::encode_attention_tensor_map(map, base, 1, 0, 64), cudaSuccess);
+}
+
+// A failed encode writes into the remembered map before it fails: the next call for the view that
+// map described must encode afresh, not hand out what the failed call left behind.
+TEST(TensorMaps, AFailedEncodeForgetsTheRememberedMap) {
+  alignas(16) static unsigned char base[4096] = {};
+  evo::RememberedTensorMap last;
+  last.base = base;
+  last.batch_heads = 1;
+  last.rows = 8;
+  last.head_dim = 64;
+  std::memset(&last.map, 0xab, sizeof last.map);  // stands for the map of an earlier call
+  alignas(64) unsigned char out[128] = {};
+  EXPECT_NE(evo::encode_remembered(last, out, base, 1, 0, 64), cudaSuccess);
+
+  alignas(64) unsigned char fresh[128] = {};
+  const cudaError_t want = evo::encode_attention_tensor_map(fresh, base, 1, 8, 64);
+  EXPECT_EQ(evo::encode_remembered(last, out, base, 1, 8, 64), want);
+  if (want == cudaSuccess) {
+    EXPECT_EQ(std::memcmp(out, fresh, sizeof out), 0);
+  }
 }
 
 TEST(EvalRequestJson, MalformedIsOneLine) {
