@@ -10,7 +10,8 @@
 //                                                  # (for compute-sanitizer)
 //
 // A case is one instantiation run over a shape group; V: bit 0 WGMMA, bit 1 PV_ASYNC, bit 2 TMA,
-// bit 3 STAGE_RELEASE, bit 4 PINGPONG (CP_ASYNC=1, SWIZZLE=1 throughout). Each case is meant to
+// bit 3 STAGE_RELEASE, bit 4 PINGPONG, bit 5 TMA_BOX_ROWS=32 instead of 64 (CP_ASYNC=1, SWIZZLE=1
+// throughout). Each case is meant to
 // run in its own process, so that a kernel that breaks the CUDA context stops only its own case.
 #include <algorithm>
 #include <cmath>
@@ -31,11 +32,11 @@ struct Shape {
 template <int C, int D, int BM, int BN, int W, int ST, int SPLIT, int V>
 void run(const Shape& sh, const char* name) {
   constexpr int kWgmma = V & 1, kPvAsync = (V >> 1) & 1, kTma = (V >> 2) & 1, kRelease = (V >> 3) & 1,
-                kPingPong = (V >> 4) & 1;
+                kPingPong = (V >> 4) & 1, kBoxRows = (V >> 5) & 1 ? 32 : 64;
   using T = evo::fa::KernelTraits<C, D, BM, BN, W, ST, 1, 1, SPLIT, kWgmma, kPvAsync, kTma, kRelease,
-                                  kPingPong>;
+                                  kPingPong, kBoxRows>;
   auto kernel = evo::fa_s512_v3_kernel<C, D, BM, BN, W, ST, 1, 1, SPLIT, kWgmma, kPvAsync, kTma,
-                                       kRelease, kPingPong>;
+                                       kRelease, kPingPong, kBoxRows>;
   const size_t n = size_t(sh.b) * sh.h * sh.s * D;
   std::vector<__half> host[3] = {std::vector<__half>(n), std::vector<__half>(n),
                                  std::vector<__half>(n)};
@@ -59,7 +60,7 @@ void run(const Shape& sh, const char* name) {
   cudaFuncAttributes attr;
   CHECK(cudaFuncGetAttributes(&attr, kernel));
   evo::FaParams params{dev[0], dev[1], dev[2], dev[3], sh.b, sh.h, sh.s, sh.s, scale, nullptr, {}, {}, {}};
-  if (kTma) CHECK(evo::encode_attention_tensor_maps(params, D));
+  if (kTma) CHECK(evo::encode_attention_tensor_maps(params, D, kBoxRows));
   const dim3 grid((sh.s + BM - 1) / BM, sh.b * sh.h, SPLIT);
   auto launch = [&](cudaStream_t st) { kernel<<<grid, T::kThreads, T::kSmemBytes, st>>>(params); };
   launch(cudaStream_t{});
@@ -210,5 +211,18 @@ int main(int argc, char** argv) {
   CASE(BIG(128, 64, 8, 4, 1, 15))
   CASE(SMALL(128, 64, 8, 4, 1, 31))
   CASE(MID(128, 128, 8, 4, 1, 15))
+  // TMA_BOX_ROWS (bit 5): the suites' TMA winners with 32-row boxes beside 64-row ones (56-67).
+  CASE(SMALL(64, 128, 8, 4, 1, 15))
+  CASE(SMALL(64, 128, 8, 4, 1, 47))
+  CASE(SMALL(64, 128, 4, 4, 1, 7))
+  CASE(SMALL(64, 128, 4, 4, 1, 39))
+  CASE(SMALL(64, 64, 4, 3, 1, 7))
+  CASE(SMALL(64, 64, 4, 3, 1, 39))
+  CASE(MID(64, 64, 4, 2, 1, 5))
+  CASE(MID(64, 64, 4, 2, 1, 37))
+  CASE(MID(64, 128, 4, 2, 1, 5))
+  CASE(MID(64, 128, 4, 2, 1, 37))
+  CASE(BIG(128, 128, 8, 3, 1, 5))
+  CASE(BIG(128, 128, 8, 3, 1, 37))
   if (want < 0 || want >= idx) printf("%d cases\n", idx);
 }

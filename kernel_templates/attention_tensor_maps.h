@@ -1,9 +1,10 @@
 #pragma once
 // Host side of fa_s512_v3's TMA gene: the tensor maps through which the copy engine reads Q, K and
 // V. Each is a 3-d view [batch * heads][seq][head_dim] of a contiguous fp16 tensor, read in boxes
-// of 64 columns (128 bytes, the width of the 128-byte swizzle the wgmma tiles use) by 64 rows of
-// one (batch, head); rows past the sequence's end arrive as zeros. The kernel's traits
-// (kTmaBoxCols, kTmaBoxRows) name the same box.
+// of 64 columns (128 bytes, the width of the 128-byte swizzle the wgmma tiles use) by box_rows
+// rows of one (batch, head); rows past the sequence's end arrive as zeros. The kernel's traits
+// (kTmaBoxCols, kTmaBoxRows: its TMA_BOX_ROWS gene) name the same box, and the space's launch
+// formula "tensor_map_box_rows" tells the host the rows.
 //
 // The encoder is looked up in the driver at run time, so nothing that includes this links the
 // driver library; a host without a driver gets the runtime's error, not a failed load.
@@ -15,7 +16,12 @@
 namespace evo {
 
 inline constexpr unsigned kTensorMapBoxCols = 64;
-inline constexpr unsigned kTensorMapBoxRows = 64;
+
+// The box heights a kernel may ask for: the copy engine takes up to 256 rows, and the kernel's
+// tiles are whole boxes of 32 or 64.
+inline constexpr bool valid_tensor_map_box_rows(int box_rows) {
+  return box_rows == 32 || box_rows == 64;
+}
 
 using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
                                    const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
@@ -23,9 +29,11 @@ using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t
                                    CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
 // One map over `base` ([batch_heads][rows][head_dim] fp16) into `out` (128 bytes, 64-aligned).
-// Returns cudaSuccess, or cudaErrorInvalidValue when the driver refuses the view.
+// Returns cudaSuccess, or cudaErrorInvalidValue for a box the kernels never use or a view the
+// driver refuses.
 inline cudaError_t encode_attention_tensor_map(void* out, const void* base, int batch_heads,
-                                               int rows, int head_dim) {
+                                               int rows, int head_dim, int box_rows) {
+  if (!valid_tensor_map_box_rows(box_rows)) return cudaErrorInvalidValue;
   static EncodeTiledFn encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult found{};
@@ -40,7 +48,7 @@ inline cudaError_t encode_attention_tensor_map(void* out, const void* base, int 
                               static_cast<cuuint64_t>(batch_heads)};
   const cuuint64_t strides[2] = {static_cast<cuuint64_t>(head_dim) * 2,
                                  static_cast<cuuint64_t>(rows) * head_dim * 2};
-  const cuuint32_t box[3] = {kTensorMapBoxCols, kTensorMapBoxRows, 1};
+  const cuuint32_t box[3] = {kTensorMapBoxCols, static_cast<cuuint32_t>(box_rows), 1};
   const cuuint32_t unit[3] = {1, 1, 1};
   const CUresult r = encode(static_cast<CUtensorMap*>(out), CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
                             const_cast<void*>(base), dims, strides, box, unit,
@@ -53,15 +61,16 @@ inline cudaError_t encode_attention_tensor_map(void* out, const void* base, int 
 // step after step, and the entry point then copies 128 bytes instead of asking the driver again.
 struct RememberedTensorMap {
   const void* base = nullptr;
-  int batch_heads = 0, rows = 0, head_dim = 0;
+  int batch_heads = 0, rows = 0, head_dim = 0, box_rows = 0;
   CUtensorMap map;
 };
 
 inline cudaError_t encode_remembered(RememberedTensorMap& last, void* out, const void* base,
-                                     int batch_heads, int rows, int head_dim) {
+                                     int batch_heads, int rows, int head_dim, int box_rows) {
   if (last.base != base || last.batch_heads != batch_heads || last.rows != rows ||
-      last.head_dim != head_dim) {
-    const cudaError_t e = encode_attention_tensor_map(&last.map, base, batch_heads, rows, head_dim);
+      last.head_dim != head_dim || last.box_rows != box_rows) {
+    const cudaError_t e =
+        encode_attention_tensor_map(&last.map, base, batch_heads, rows, head_dim, box_rows);
     if (e != cudaSuccess) {
       last.base = nullptr;
       return e;
@@ -70,20 +79,24 @@ inline cudaError_t encode_remembered(RememberedTensorMap& last, void* out, const
     last.batch_heads = batch_heads;
     last.rows = rows;
     last.head_dim = head_dim;
+    last.box_rows = box_rows;
   }
   *static_cast<CUtensorMap*>(out) = last.map;
   return cudaSuccess;
 }
 
-// Fills the q_map, k_map and v_map of an FaParams-like struct from its q, k, v and shape.
+// Fills the q_map, k_map and v_map of an FaParams-like struct from its q, k, v and shape, in
+// boxes of box_rows rows (the kernel's TMA_BOX_ROWS).
 template <class Params>
-cudaError_t encode_attention_tensor_maps(Params& p, int head_dim) {
+cudaError_t encode_attention_tensor_maps(Params& p, int head_dim, int box_rows) {
   static_assert(sizeof(p.q_map) == sizeof(CUtensorMap), "a tensor map is 128 opaque bytes");
   static thread_local RememberedTensorMap last[3];
   const int bh = p.batch * p.heads;
-  cudaError_t e = encode_remembered(last[0], &p.q_map, p.q, bh, p.seq_q, head_dim);
-  if (e == cudaSuccess) e = encode_remembered(last[1], &p.k_map, p.k, bh, p.seq_k, head_dim);
-  if (e == cudaSuccess) e = encode_remembered(last[2], &p.v_map, p.v, bh, p.seq_k, head_dim);
+  cudaError_t e = encode_remembered(last[0], &p.q_map, p.q, bh, p.seq_q, head_dim, box_rows);
+  if (e == cudaSuccess)
+    e = encode_remembered(last[1], &p.k_map, p.k, bh, p.seq_k, head_dim, box_rows);
+  if (e == cudaSuccess)
+    e = encode_remembered(last[2], &p.v_map, p.v, bh, p.seq_k, head_dim, box_rows);
   return e;
 }
 

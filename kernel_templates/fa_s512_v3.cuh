@@ -20,7 +20,8 @@
 // TMA = 1 (with WGMMA) hands the copies to the tensor memory accelerator: one thread issues each
 // tile as a few bulk tensor copies that land already swizzled and complete on an mbarrier, so the
 // warps spend no instructions on addresses and wait on the barrier instead of a block-wide sync.
-// The host describes Q, K and V once per call with tensor maps (attention_tensor_maps.h).
+// The host describes Q, K and V once per call with tensor maps (attention_tensor_maps.h) whose
+// boxes are 64 columns by TMA_BOX_ROWS (32 or 64) rows.
 // STAGE_RELEASE = 1 (with TMA) also drops the block-wide barrier that ends each tile: every warp
 // counts itself out of a stage once it has read it, and the last warp to leave refills the stage
 // on the spot, so no warp waits for another and the warpgroups of a block need not move in step.
@@ -53,7 +54,7 @@ namespace fa {
 
 template <int CAUSAL_, int HEAD_DIM_, int BLOCK_M_, int BLOCK_N_, int WARPS_, int STAGES_,
           int CP_ASYNC_, int SWIZZLE_, int SPLIT_KV_, int WGMMA_, int PV_ASYNC_, int TMA_ = 0,
-          int STAGE_RELEASE_ = 0, int PINGPONG_ = 0>
+          int STAGE_RELEASE_ = 0, int PINGPONG_ = 0, int TMA_BOX_ROWS_ = 64>
 struct KernelTraits {
   static constexpr bool kCausal = CAUSAL_ != 0;
   static constexpr int kHeadDim = HEAD_DIM_;
@@ -109,11 +110,12 @@ struct KernelTraits {
   // that have left each stage, after the tiles (never overlaid by the epilogue).
   static constexpr int kSmemBarriers = kTma ? 128 : 0;
   static constexpr int kSmemBytes = kSmemTiles + kSmemAlign + kSmemBarriers;
-  // A bulk tensor copy moves one box: 64 columns (the 128-byte swizzle's width) by kTmaBoxRows
-  // rows of one (batch, head). attention_tensor_maps.h encodes the same box. 8 KiB boxes fill a
-  // stage faster than 4 KiB ones (bench/NOTES.md: 168 vs 179 us at 4,16,2048,64, one H200 call).
+  // A bulk tensor copy moves one box: 64 columns (the 128-byte swizzle's width) by TMA_BOX_ROWS
+  // rows of one (batch, head); the host encodes the same box (encode_attention_tensor_maps is
+  // told the rows by the launch formula). Neither size wins everywhere (bench/NOTES.md): 8 KiB
+  // boxes fill a stage faster at the large shapes, 4 KiB ones start the first tile sooner.
   static constexpr int kTmaBoxCols = 64;
-  static constexpr int kTmaBoxRows = 64;
+  static constexpr int kTmaBoxRows = TMA_BOX_ROWS_;
 
   static_assert(kHeadDim == 64 || kHeadDim == 128, "head dim must be 64 or 128");
   static_assert(kBlockM % 16 == 0, "BLOCK_M must be whole m16 MMA tiles");
@@ -133,6 +135,7 @@ struct KernelTraits {
       !kPvAsync || (kWgmma && kStages >= 2),
       "PV_ASYNC: an asynchronous wgmma P*V, and a stage for its V besides the current tile");
   static_assert(!kTma || kWgmma, "TMA: the copies land in wgmma's swizzled 64-column panels");
+  static_assert(!kTma || kTmaBoxRows == 32 || kTmaBoxRows == 64, "TMA_BOX_ROWS: 32 or 64");
   static_assert(!kTma || (kBlockM % kTmaBoxRows == 0 && kBlockN % kTmaBoxRows == 0),
                 "TMA: tiles are whole boxes");
   static_assert(8 * (kStages + 1) + 4 * kStages <= kSmemBarriers || !kTma,
@@ -1175,11 +1178,12 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 // must stay in the kernel's parameter space rather than be copied to the stack.
 template <int CAUSAL, int HEAD_DIM, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, int CP_ASYNC,
           int SWIZZLE, int SPLIT_KV, int WGMMA, int PV_ASYNC, int TMA = 0, int STAGE_RELEASE = 0,
-          int PINGPONG = 0>
+          int PINGPONG = 0, int TMA_BOX_ROWS = 64>
 __global__ void __launch_bounds__(WARPS * 32) EVO_CLUSTER_DIMS(1, 1, SPLIT_KV)
     fa_s512_v3_kernel(const __grid_constant__ FaParams p) {
   fa::forward<fa::KernelTraits<CAUSAL, HEAD_DIM, BLOCK_M, BLOCK_N, WARPS, STAGES, CP_ASYNC, SWIZZLE,
-                               SPLIT_KV, WGMMA, PV_ASYNC, TMA, STAGE_RELEASE, PINGPONG>>(p);
+                               SPLIT_KV, WGMMA, PV_ASYNC, TMA, STAGE_RELEASE, PINGPONG,
+                               TMA_BOX_ROWS>>(p);
 }
 
 }  // namespace evo

@@ -12,7 +12,7 @@ struct KernelTemplate {
   std::string_view source;      // CUDA C++; includes nothing beyond the CUDA toolkit's headers
   std::string_view space_json;  // see fa_s512_v3.space.json
   // Host code an exported file needs besides the kernel (it encodes the tensor maps of a space
-  // whose launch has "tensor_maps"); empty when there is none.
+  // whose launch has "tensor_map_box_rows"); empty when there is none.
   std::string_view host_source;
 };
 

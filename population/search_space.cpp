@@ -28,7 +28,7 @@ struct SearchSpace::Impl {
   std::string kernel_pattern;      // "{NAME}" placeholders
   Expression threads, grid_x, grid_y, grid_z, smem_bytes;
   std::optional<Expression> workspace_bytes;  // optional: scratch memory the kernel needs
-  std::optional<Expression> tensor_maps;      // optional: nonzero when it loads through TMA
+  std::optional<Expression> tensor_map_box_rows;  // optional: TMA box rows, 0 without TMA
   std::optional<Expression> flops;
 };
 
@@ -214,8 +214,8 @@ SearchSpace SearchSpace::from_json(std::string_view text) {
   impl->smem_bytes = launch_expr("smem_bytes");
   if (launch.is_object() && launch.contains("workspace_bytes"))
     impl->workspace_bytes = launch_expr("workspace_bytes");
-  if (launch.is_object() && launch.contains("tensor_maps"))
-    impl->tensor_maps = launch_expr("tensor_maps");
+  if (launch.is_object() && launch.contains("tensor_map_box_rows"))
+    impl->tensor_map_box_rows = launch_expr("tensor_map_box_rows");
 
   if (auto it = doc.find("flops"); it != doc.end()) impl->flops = checked_expression(*it, "flops", known);
 
@@ -343,7 +343,7 @@ LaunchConfig SearchSpace::launch(const Genome& g, const ProblemShape& p) const {
   l.grid_z = impl_->grid_z.eval(vars);
   l.smem_bytes = impl_->smem_bytes.eval(vars);
   l.workspace_bytes = impl_->workspace_bytes ? impl_->workspace_bytes->eval(vars) : 0;
-  l.tensor_maps = impl_->tensor_maps && impl_->tensor_maps->eval(vars) != 0;
+  l.tensor_map_box_rows = impl_->tensor_map_box_rows ? impl_->tensor_map_box_rows->eval(vars) : 0;
   return l;
 }
 

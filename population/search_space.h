@@ -32,9 +32,10 @@ struct LaunchConfig {
   // Zero-initialised device scratch the kernel needs (split-KV partials); 0 for none. The caller
   // allocates and zeroes it once and passes it in FaParams::workspace.
   int64_t workspace_bytes = 0;
-  // The kernel loads through TMA: the caller encodes CUtensorMaps of q, k and v into FaParams
-  // before each launch (kernel_templates/attention_tensor_maps.h).
-  bool tensor_maps = false;
+  // Nonzero: the kernel loads through TMA, and the caller encodes CUtensorMaps of q, k and v
+  // with boxes of this many rows into FaParams before each launch
+  // (kernel_templates/attention_tensor_maps.h). 0: no tensor maps.
+  int64_t tensor_map_box_rows = 0;
 };
 
 class SearchSpace {

@@ -44,7 +44,7 @@ struct SpaceForExport {
   std::vector<Formula> constraints;
   std::map<std::string, Formula> launch;  // threads, grid_x, grid_y, grid_z, smem_bytes
   bool has_workspace = false;              // launch.workspace_bytes: a per-stream scratch buffer
-  bool has_tensor_maps = false;            // launch.tensor_maps: encode q/k/v maps before a launch
+  bool has_tensor_maps = false;            // launch.tensor_map_box_rows: encode q/k/v maps first
   std::string kernel_pattern;
 };
 
@@ -92,7 +92,7 @@ SpaceForExport read_space(const KernelTemplate& t) {
       s.launch.emplace(key, std::move(f));
     }
     // Optional formulas: host work before the launch.
-    for (const char* key : {"workspace_bytes", "tensor_maps"}) {
+    for (const char* key : {"workspace_bytes", "tensor_map_box_rows"}) {
       if (!j.at("launch").contains(key)) continue;
       s.launch.emplace(key, Formula{key,
                                     to_cxx_expression(j.at("launch").at(key).get<std::string>(), known,
@@ -100,7 +100,7 @@ SpaceForExport read_space(const KernelTemplate& t) {
                                     false});
     }
     s.has_workspace = s.launch.count("workspace_bytes") > 0;
-    s.has_tensor_maps = s.launch.count("tensor_maps") > 0;
+    s.has_tensor_maps = s.launch.count("tensor_map_box_rows") > 0;
     s.kernel_pattern = j.at("kernel").get<std::string>();
   } catch (const nlohmann::json::exception& e) {
     throw InputError("space of '" + s.id + "' lacks what the exporter needs: " + e.what());
@@ -239,8 +239,11 @@ void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& 
       << "        if (e != cudaSuccess) return e;\n"
       << "      }\n";
   if (s.has_tensor_maps)
-    o << "      if (" << s.launch.at("tensor_maps").expr.code << ") {  // loads through TMA\n"
-      << "        const cudaError_t e = evo::encode_attention_tensor_maps(args, HEAD_DIM_);\n"
+    o << "      const long long tensor_map_box_rows = "
+      << s.launch.at("tensor_map_box_rows").expr.code << ";\n"
+      << "      if (tensor_map_box_rows > 0) {  // loads through TMA, in boxes of this many rows\n"
+      << "        const cudaError_t e = evo::encode_attention_tensor_maps(\n"
+      << "            args, HEAD_DIM_, static_cast<int>(tensor_map_box_rows));\n"
       << "        if (e != cudaSuccess) return e;\n"
       << "      }\n";
   o

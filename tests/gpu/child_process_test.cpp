@@ -130,7 +130,7 @@ TEST(EvalRequestJson, RoundTrips) {
   j.threads = 128;
   j.smem_bytes = 65536;
   j.workspace_bytes = 4096;
-  j.tensor_maps = true;
+  j.tensor_map_box_rows = 32;
   r.shapes.push_back(j);
   const EvalRequest back = request_from_json(to_json(r));
   EXPECT_EQ(back.seed, 42u);
@@ -140,7 +140,7 @@ TEST(EvalRequestJson, RoundTrips) {
   EXPECT_EQ(back.shapes[0].grid, j.grid);
   EXPECT_EQ(back.shapes[0].smem_bytes, 65536);
   EXPECT_EQ(back.shapes[0].workspace_bytes, 4096);
-  EXPECT_TRUE(back.shapes[0].tensor_maps);
+  EXPECT_EQ(back.shapes[0].tensor_map_box_rows, 32);
   EXPECT_EQ(back.shapes[0].kernel, "_Z3foo");
 }
 
@@ -149,7 +149,17 @@ TEST(EvalRequestJson, RoundTrips) {
 TEST(TensorMaps, AnUnencodableViewIsAnErrorNotACrash) {
   alignas(64) unsigned char map[128] = {};
   alignas(16) static unsigned char base[256] = {};
-  EXPECT_NE(evo::encode_attention_tensor_map(map, base, 1, 0, 64), cudaSuccess);
+  EXPECT_NE(evo::encode_attention_tensor_map(map, base, 1, 0, 64, 64), cudaSuccess);
+}
+
+// The kernels' tiles are whole boxes of 32 or 64 rows; any other height is refused before the
+// driver is asked, so a space that names one fails its first evaluation, not a later launch.
+TEST(TensorMaps, BoxHeightsTheKernelsNeverUseAreRefused) {
+  alignas(64) unsigned char map[128] = {};
+  alignas(16) static unsigned char base[64 * 64 * 2] = {};
+  for (int rows : {0, 16, 48, 128, -64})
+    EXPECT_EQ(evo::encode_attention_tensor_map(map, base, 1, 64, 64, rows), cudaErrorInvalidValue)
+        << rows;
 }
 
 // A failed encode writes into the remembered map before it fails: the next call for the view that
@@ -161,15 +171,37 @@ TEST(TensorMaps, AFailedEncodeForgetsTheRememberedMap) {
   last.batch_heads = 1;
   last.rows = 8;
   last.head_dim = 64;
+  last.box_rows = 64;
   std::memset(&last.map, 0xab, sizeof last.map);  // stands for the map of an earlier call
   alignas(64) unsigned char out[128] = {};
-  EXPECT_NE(evo::encode_remembered(last, out, base, 1, 0, 64), cudaSuccess);
+  EXPECT_NE(evo::encode_remembered(last, out, base, 1, 0, 64, 64), cudaSuccess);
 
   alignas(64) unsigned char fresh[128] = {};
-  const cudaError_t want = evo::encode_attention_tensor_map(fresh, base, 1, 8, 64);
-  EXPECT_EQ(evo::encode_remembered(last, out, base, 1, 8, 64), want);
+  const cudaError_t want = evo::encode_attention_tensor_map(fresh, base, 1, 8, 64, 64);
+  EXPECT_EQ(evo::encode_remembered(last, out, base, 1, 8, 64, 64), want);
   if (want == cudaSuccess) {
     EXPECT_EQ(std::memcmp(out, fresh, sizeof out), 0);
+  }
+}
+
+// Two genomes of one export may read the same tensors in boxes of different heights: the map
+// remembered for one box must not be handed to a kernel that copies the other.
+TEST(TensorMaps, AnotherBoxHeightIsAnotherMap) {
+  alignas(16) static unsigned char base[4096] = {};
+  evo::RememberedTensorMap last;
+  last.base = base;
+  last.batch_heads = 1;
+  last.rows = 32;
+  last.head_dim = 64;
+  last.box_rows = 64;
+  std::memset(&last.map, 0xab, sizeof last.map);  // stands for the 64-row map of an earlier call
+  alignas(64) unsigned char out[128] = {};
+  alignas(64) unsigned char fresh[128] = {};
+  const cudaError_t want = evo::encode_attention_tensor_map(fresh, base, 1, 32, 64, 32);
+  EXPECT_EQ(evo::encode_remembered(last, out, base, 1, 32, 64, 32), want);
+  if (want == cudaSuccess) {
+    EXPECT_EQ(std::memcmp(out, fresh, sizeof out), 0);
+    EXPECT_EQ(last.box_rows, 32);
   }
 }
 

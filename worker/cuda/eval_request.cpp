@@ -23,7 +23,7 @@ std::string to_json(const EvalRequest& r) {
                       {"threads", s.threads},
                       {"smem_bytes", s.smem_bytes},
                       {"workspace_bytes", s.workspace_bytes},
-                      {"tensor_maps", s.tensor_maps}});
+                      {"tensor_map_box_rows", s.tensor_map_box_rows}});
   }
   json j = {{"device", r.device},
             {"seed", r.seed},
@@ -81,7 +81,7 @@ EvalRequest request_from_json(const std::string& text) {
       job.threads = field(s, "threads").get<int64_t>();
       job.smem_bytes = field(s, "smem_bytes").get<int64_t>();
       job.workspace_bytes = field(s, "workspace_bytes").get<int64_t>();
-      job.tensor_maps = field(s, "tensor_maps").get<bool>();
+      job.tensor_map_box_rows = field(s, "tensor_map_box_rows").get<int>();
       r.shapes.push_back(std::move(job));
     }
     return r;

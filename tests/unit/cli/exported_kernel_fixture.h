@@ -79,10 +79,12 @@ class ExportedKernel : public ::testing::Test {
     const KernelTemplate tmpl{real->id, real->source, space_text, real->host_source};
     dispatch_ = build("table", export_dispatch_table(tmpl, {{seed, {testing::shape_1x8x512x64()}, testing::measured_evaluation(false)},
                                                       {Genome(seed.template_id(), genes), {split_bucket()}, testing::measured_evaluation(false)}}));
-    // The wgmma path with TMA copies: its launch encodes tensor maps with the template's host code.
+    // The wgmma path with TMA copies: its launch encodes tensor maps with the template's host code,
+    // in boxes of 32 rows (the default 64 is what the exports of bench/ use), two to a Q tile.
     Genome tma = seed;
     for (const auto& [gene, value] : std::vector<std::pair<std::string, int64_t>>{
-             {"BLOCK_M", 64}, {"BLOCK_N", 128}, {"WARPS", 4}, {"WGMMA", 1}, {"TMA", 1}})
+             {"BLOCK_M", 64}, {"BLOCK_N", 128}, {"WARPS", 4}, {"WGMMA", 1}, {"TMA", 1},
+             {"TMA_BOX_ROWS", 32}})
       tma.set(gene, value);
     tma_ = build("tma", export_standalone(tma, {testing::shape_1x8x512x64()}, testing::measured_evaluation(false)));
   }

@@ -120,9 +120,13 @@ TEST(Exporter, TmaGenomesEncodeTheirTensorMapsBeforeTheLaunch) {
            {"BLOCK_M", 64}, {"BLOCK_N", 128}, {"WARPS", 4}, {"WGMMA", 1}, {"TMA", 1}})
     g.set(gene, value);
   const auto r = export_standalone(g, {shape_1x8x512x64()}, measured_evaluation(false));
-  EXPECT_NE(r.source().find("if (TMA) {  // loads through TMA\n"
-                            "        const cudaError_t e = evo::encode_attention_tensor_maps(args, HEAD_DIM_);"),
+  EXPECT_NE(r.source().find("      const long long tensor_map_box_rows = TMA * TMA_BOX_ROWS;\n"
+                            "      if (tensor_map_box_rows > 0) {"),
             std::string::npos);
+  EXPECT_NE(r.source().find("evo::encode_attention_tensor_maps(\n"
+                            "            args, HEAD_DIM_, static_cast<int>(tensor_map_box_rows));"),
+            std::string::npos);
+  EXPECT_NE(r.source().find("static constexpr long long TMA_BOX_ROWS = 64LL;"), std::string::npos);
   EXPECT_NE(r.source().find("inline cudaError_t encode_attention_tensor_map("), std::string::npos);
   EXPECT_EQ(r.source().find("#pragma once"), std::string::npos);
 }

@@ -24,7 +24,7 @@ std::string error_of(const std::function<void()>& f) {
 TEST(SearchSpaceTest, LoadsTheRealSpace) {
   const SearchSpace& s = space();
   EXPECT_EQ(s.id(), "fa_s512_v3");
-  ASSERT_EQ(s.genes().size(), 12u);
+  ASSERT_EQ(s.genes().size(), 13u);
   EXPECT_EQ(s.genes()[0].name, "BLOCK_M");
   EXPECT_EQ(s.genes()[0].values, (std::vector<int64_t>{16, 32, 64, 128}));
   EXPECT_EQ(s.genes()[0].default_value, 32);
@@ -39,7 +39,7 @@ TEST(SearchSpaceTest, LoadsTheRealSpace) {
                                       "split_has_keys", "wgmma_needs_sm90a", "wgmma_whole_warpgroups",
                                       "wgmma_n_per_warpgroup", "wgmma_needs_swizzled_cp_async",
                                       "pv_async_needs_wgmma", "tma_needs_wgmma", "tma_whole_boxes",
-                                      "stage_release_needs_tma", "pingpong_two_warpgroups",
+                                      "box_rows_need_tma", "stage_release_needs_tma", "pingpong_two_warpgroups",
                                       "shared_memory_fits_device",
                                       "supported_head_dim"}));
 }
@@ -71,15 +71,19 @@ TEST(SearchSpaceTest, LaunchOfDefaultGenome) {
   EXPECT_EQ(space().launch(space().default_genome(), parse_shape("2x4x1000x64")).grid_y, 8);
 }
 
-TEST(SearchSpaceTest, TmaGenomesAskForTensorMapsAndRoomForTheirBarriers) {
+TEST(SearchSpaceTest, TmaGenomesAskForTensorMapsOfTheirBoxAndRoomForTheirBarriers) {
   const ProblemShape p = parse_shape("1x8x512x64");
-  EXPECT_FALSE(space().launch(space().default_genome(), p).tensor_maps);
+  EXPECT_EQ(space().launch(space().default_genome(), p).tensor_map_box_rows, 0);
   const Genome cp_async = space().parse("BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,WGMMA=1");
   Genome tma = cp_async;
   tma.set("TMA", 1);
+  Genome small_boxes = tma;
+  small_boxes.set("TMA_BOX_ROWS", 32);
   const LaunchConfig a = space().launch(cp_async, p), b = space().launch(tma, p);
-  EXPECT_FALSE(a.tensor_maps);
-  EXPECT_TRUE(b.tensor_maps);
+  EXPECT_EQ(a.tensor_map_box_rows, 0);
+  EXPECT_EQ(b.tensor_map_box_rows, 64);
+  EXPECT_EQ(space().launch(small_boxes, p).tensor_map_box_rows, 32);
+  EXPECT_EQ(space().launch(small_boxes, p).smem_bytes, b.smem_bytes);
   // Two 8-byte mbarriers per stage (full, empty) and one for Q, in a 128-byte slot after the tiles.
   EXPECT_EQ(b.smem_bytes, a.smem_bytes + 128);
   EXPECT_EQ(space().violated_constraint(tma, p, 227 * 1024, 90), std::nullopt);
@@ -99,9 +103,9 @@ TEST(SearchSpaceTest, MergeBufferCanDominateSharedMemory) {
 
 TEST(SearchSpaceTest, KernelName) {
   EXPECT_EQ(space().kernel_name(space().default_genome(), parse_shape("1x8x512x64")),
-            "evo::fa_s512_v3_kernel<0, 64, 32, 64, 4, 2, 1, 1, 1, 0, 0, 0, 0, 0>");
+            "evo::fa_s512_v3_kernel<0, 64, 32, 64, 4, 2, 1, 1, 1, 0, 0, 0, 0, 0, 64>");
   EXPECT_EQ(space().kernel_name(space().parse("BLOCK_M=128,SWIZZLE=0"), parse_shape("1x8x512x128:causal")),
-            "evo::fa_s512_v3_kernel<1, 128, 128, 64, 4, 2, 1, 0, 1, 0, 0, 0, 0, 0>");
+            "evo::fa_s512_v3_kernel<1, 128, 128, 64, 4, 2, 1, 0, 1, 0, 0, 0, 0, 0, 64>");
 }
 
 TEST(SearchSpaceTest, FlopsFromTheSpace) {
@@ -124,9 +128,9 @@ TEST(SearchSpaceTest, SizeAndAtCoverEveryGenomeOnce) {
   EXPECT_EQ(texts.size(), space().size());
   // First gene slowest, last fastest.
   EXPECT_EQ(space().at(0).genes_text(),
-            "BLOCK_M=16,BLOCK_N=32,WARPS=1,STAGES=1,CP_ASYNC=0,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0");
+            "BLOCK_M=16,BLOCK_N=32,WARPS=1,STAGES=1,CP_ASYNC=0,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64");
   EXPECT_EQ(space().at(1).genes_text(),
-            "BLOCK_M=16,BLOCK_N=32,WARPS=1,STAGES=1,CP_ASYNC=0,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=1");
+            "BLOCK_M=16,BLOCK_N=32,WARPS=1,STAGES=1,CP_ASYNC=0,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=32");
   Genome last = space().at(space().size() - 1);
   for (const auto& gene : space().genes()) EXPECT_EQ(last.get(gene.name), gene.values.back());
   EXPECT_THROW(space().at(space().size()), std::out_of_range);
@@ -166,6 +170,8 @@ TEST(SearchSpaceTest, EveryConstraintRejectsItsViolation) {
   };
   EXPECT_EQ(violated(tma_with({}), p, limit), "(valid)");
   EXPECT_EQ(violated(tma_with({{"BLOCK_N", 32}}), p, limit), "tma_whole_boxes");
+  EXPECT_EQ(violated(tma_with({{"BLOCK_N", 32}, {"TMA_BOX_ROWS", 32}}), p, limit), "(valid)");
+  EXPECT_EQ(violated(with({{"TMA_BOX_ROWS", 32}}), p, limit), "box_rows_need_tma");
   EXPECT_EQ(violated(with({{"STAGE_RELEASE", 1}}), p, limit), "stage_release_needs_tma");
   // Two warpgroups of 64 rows each, STAGE_RELEASE and PV_ASYNC: PINGPONG is valid; one short of
   // any of them, it is not.
@@ -193,7 +199,8 @@ bool hand_valid(const Genome& g, const ProblemShape& p, int64_t smem_limit) {
   const int64_t bm = g.get("BLOCK_M"), bn = g.get("BLOCK_N"), w = g.get("WARPS"), st = g.get("STAGES"),
                 cp = g.get("CP_ASYNC"), sw = g.get("SWIZZLE"), split = g.get("SPLIT_KV"),
                 wg = g.get("WGMMA"), pv = g.get("PV_ASYNC"), tma = g.get("TMA"),
-                rel = g.get("STAGE_RELEASE"), pp = g.get("PINGPONG"), d = p.head_dim;
+                rel = g.get("STAGE_RELEASE"), pp = g.get("PINGPONG"), box = g.get("TMA_BOX_ROWS"),
+                d = p.head_dim;
   const int64_t wm = std::min(w, bm / 16), wkv = w / wm;
   const int64_t merge = (wkv - 1) * 4 * bm * (d + 8), partial = (split > 1) * 4 * bm * (d + 8);
   const int64_t smem = std::max(2 * d * (bm + 2 * st * bn), merge + partial) + wg * 1024 + tma * 128;
@@ -202,7 +209,7 @@ bool hand_valid(const Genome& g, const ProblemShape& p, int64_t smem_limit) {
                                     bn / wkv <= 128 && cp == 1 && sw == 1);
   return bm % 16 == 0 && w % wm == 0 && bm % (16 * wm) == 0 && (bn / wkv) % 16 == 0 &&
          (st == 1 || cp == 1) && (split == 1 || split <= kv_tiles) && wgmma_ok &&
-         (pv == 0 || (wg == 1 && st >= 2)) && (tma == 0 || wg == 1) && (tma == 0 || bn % 64 == 0) &&
+         (pv == 0 || (wg == 1 && st >= 2)) && (tma == 0 || wg == 1) && (tma == 0 || bn % box == 0) && (tma == 1 || box == 64) &&
          (rel == 0 || tma == 1) && (pp == 0 || (w == 8 && rel == 1 && pv == 1)) &&
          smem <= smem_limit &&
          (d == 64 || d == 128);
@@ -225,9 +232,9 @@ TEST(SearchSpaceTest, ValidityAgreesWithHandWrittenFormulas) {
 
 TEST(SearchSpaceTest, ParseAcceptsPrefixSpacesAndDefaults) {
   Genome g = space().parse(" fa_s512_v3 : BLOCK_M = 64 , WARPS=8 ");
-  EXPECT_EQ(g.text(), "fa_s512_v3:BLOCK_M=64,BLOCK_N=64,WARPS=8,STAGES=2,CP_ASYNC=1,SWIZZLE=1,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0");
+  EXPECT_EQ(g.text(), "fa_s512_v3:BLOCK_M=64,BLOCK_N=64,WARPS=8,STAGES=2,CP_ASYNC=1,SWIZZLE=1,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64");
   EXPECT_EQ(space().parse("SWIZZLE=0,BLOCK_M=16").genes_text(),
-            "BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0");
+            "BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64");
   EXPECT_EQ(space().parse(""), space().default_genome());
   EXPECT_EQ(space().parse("fa_s512_v3:"), space().default_genome());
 }
@@ -236,7 +243,7 @@ TEST(SearchSpaceTest, ParseErrors) {
   auto parse_error = [](const std::string& t) { return error_of([&] { space().parse(t); }); };
   EXPECT_EQ(parse_error("FOO=1"),
             "unknown gene 'FOO' (genes: BLOCK_M, BLOCK_N, WARPS, STAGES, CP_ASYNC, SWIZZLE, SPLIT_KV, "
-            "WGMMA, PV_ASYNC, TMA, STAGE_RELEASE, PINGPONG)");
+            "WGMMA, PV_ASYNC, TMA, STAGE_RELEASE, PINGPONG, TMA_BOX_ROWS)");
   EXPECT_EQ(parse_error("BLOCK_M=48"), "BLOCK_M=48 is outside its domain {16, 32, 64, 128}");
   EXPECT_EQ(parse_error("BLOCK_M=-16"), "BLOCK_M=-16 is outside its domain {16, 32, 64, 128}");
   for (const char* bad : {"BLOCK_M", "BLOCK_M=", "=32", "BLOCK_M=32,", ",BLOCK_M=32", "BLOCK_M=32,,WARPS=4",
