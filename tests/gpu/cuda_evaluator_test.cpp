@@ -102,7 +102,7 @@ TEST(CudaEvaluator, TmaGenomesPassEveryGateWithTheirTensorMaps) {
                             "STAGE_RELEASE=1,PINGPONG=1",
                             "BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=3,WGMMA=1,PV_ASYNC=1,TMA=1,"
                             "STAGE_RELEASE=1,PINGPONG=1",
-                            "BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=4,WGMMA=1,PV_ASYNC=1,TMA=1,"
+                            "BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=3,WGMMA=1,PV_ASYNC=1,TMA=1,"
                             "STAGE_RELEASE=1,TMA_BOX_ROWS=32",
                             "BLOCK_M=64,BLOCK_N=32,WARPS=4,STAGES=3,WGMMA=1,TMA=1,TMA_BOX_ROWS=32"}) {
     const v1::Evaluation e = ev.evaluate(
