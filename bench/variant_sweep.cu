@@ -8,6 +8,8 @@
 //   ./variant_sweep          # every case;  ./variant_sweep N  one case;  ./variant_sweep 999 count
 //   VARIANT_SWEEP_CHECK_ONLY=1 ./variant_sweep N   # one checked launch per shape, no timing
 //                                                  # (for compute-sanitizer)
+//   VARIANT_SWEEP_ONLY=4x16x2048x64:noncausal ./variant_sweep N   # one problem only (for ncu)
+//   VARIANT_SWEEP_SMEM=57344 ./variant_sweep N     # launch with that much dynamic shared memory
 //
 // A case is one instantiation run over a shape group; V: bit 0 WGMMA, bit 1 PV_ASYNC, bit 2 TMA,
 // bit 3 STAGE_RELEASE, bit 4 PINGPONG, bit 5 TMA_BOX_ROWS=32 instead of 64 (CP_ASYNC=1, SWIZZLE=1
@@ -18,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "attention_tensor_maps.h"
@@ -29,8 +32,22 @@ struct Shape {
   int b, h, s, d;
 };
 
+// VARIANT_SWEEP_ONLY=BxHxSxD[:causal|:noncausal] runs a case on that one problem (for ncu).
+bool selected(const Shape& sh, int causal) {
+  const char* only = std::getenv("VARIANT_SWEEP_ONLY");
+  if (only == nullptr || *only == 0) return true;
+  char want[64];
+  std::snprintf(want, sizeof want, "%dx%dx%dx", sh.b, sh.h, sh.s);
+  const std::string o(only), prefix(want);
+  if (o.compare(0, prefix.size(), prefix) != 0) return false;
+  if (o.find(":causal") != std::string::npos) return causal == 1;
+  if (o.find(":noncausal") != std::string::npos) return causal == 0;
+  return true;
+}
+
 template <int C, int D, int BM, int BN, int W, int ST, int SPLIT, int V>
 void run(const Shape& sh, const char* name) {
+  if (!selected(sh, C)) return;
   constexpr int kWgmma = V & 1, kPvAsync = (V >> 1) & 1, kTma = (V >> 2) & 1, kRelease = (V >> 3) & 1,
                 kPingPong = (V >> 4) & 1, kBoxRows = (V >> 5) & 1 ? 32 : 64;
   using T = evo::fa::KernelTraits<C, D, BM, BN, W, ST, 1, 1, SPLIT, kWgmma, kPvAsync, kTma, kRelease,
@@ -56,13 +73,17 @@ void run(const Shape& sh, const char* name) {
       dev[0], dev[1], dev[2], ref, sh.b, sh.h, sh.s, sh.s, D, scale, C);
   CHECK(cudaGetLastError());
 
-  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
+  // VARIANT_SWEEP_SMEM=N launches with N bytes of dynamic shared memory instead of the kernel's
+  // own need (when larger): fewer blocks then share an SM, all else equal.
+  const char* smem_env = std::getenv("VARIANT_SWEEP_SMEM");
+  const int smem = std::max<int>(T::kSmemBytes, smem_env ? std::atoi(smem_env) : 0);
+  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   cudaFuncAttributes attr;
   CHECK(cudaFuncGetAttributes(&attr, kernel));
   evo::FaParams params{dev[0], dev[1], dev[2], dev[3], sh.b, sh.h, sh.s, sh.s, scale, nullptr, {}, {}, {}};
   if (kTma) CHECK(evo::encode_attention_tensor_maps(params, D, kBoxRows));
   const dim3 grid((sh.s + BM - 1) / BM, sh.b * sh.h, SPLIT);
-  auto launch = [&](cudaStream_t st) { kernel<<<grid, T::kThreads, T::kSmemBytes, st>>>(params); };
+  auto launch = [&](cudaStream_t st) { kernel<<<grid, T::kThreads, smem, st>>>(params); };
   launch(cudaStream_t{});
   const cudaError_t launched = cudaGetLastError(), finished = cudaDeviceSynchronize();
   if (launched != cudaSuccess || finished != cudaSuccess) {
@@ -224,5 +245,17 @@ int main(int argc, char** argv) {
   CASE(MID(64, 128, 4, 2, 1, 37))
   CASE(BIG(128, 128, 8, 3, 1, 5))
   CASE(BIG(128, 128, 8, 3, 1, 37))
+  // STAGE_RELEASE with PV_ASYNC in single-warpgroup blocks that still fit three or four to an SM:
+  // the refill follows the last P*V, so two stages keep a copy in flight (68-71).
+  CASE(MID(64, 128, 4, 2, 1, 15))
+  CASE(MID(64, 64, 4, 3, 1, 15))
+  CASE(MID(64, 64, 4, 4, 1, 15))
+  CASE(MID(64, 128, 4, 2, 1, 13))
+  // The mid shapes' 2048 blocks are 5.2 waves of three per SM (ncu): clusters that split each
+  // row tile's keys two or four ways make 10.3 or 20.7 waves, a smaller last one (72-75).
+  CASE(MID(64, 128, 4, 2, 2, 5))
+  CASE(MID(64, 128, 4, 2, 4, 5))
+  CASE(MID(64, 64, 4, 2, 2, 5))
+  CASE(MID(64, 64, 4, 2, 4, 5))
   if (want < 0 || want >= idx) printf("%d cases\n", idx);
 }
