@@ -162,17 +162,24 @@ TEST(TensorMaps, BoxHeightsTheKernelsNeverUseAreRefused) {
         << rows;
 }
 
+// What an earlier call left remembered for a 1 x rows x 64 view of `base` in 64-row boxes; the
+// map's bytes are a marker no encoder writes.
+evo::RememberedTensorMap remembered_marker(const void* base, int rows) {
+  evo::RememberedTensorMap last;
+  last.base = base;
+  last.batch_heads = 1;
+  last.rows = rows;
+  last.head_dim = 64;
+  last.box_rows = 64;
+  std::memset(&last.map, 0xab, sizeof last.map);
+  return last;
+}
+
 // A failed encode writes into the remembered map before it fails: the next call for the view that
 // map described must encode afresh, not hand out what the failed call left behind.
 TEST(TensorMaps, AFailedEncodeForgetsTheRememberedMap) {
   alignas(16) static unsigned char base[4096] = {};
-  evo::RememberedTensorMap last;
-  last.base = base;
-  last.batch_heads = 1;
-  last.rows = 8;
-  last.head_dim = 64;
-  last.box_rows = 64;
-  std::memset(&last.map, 0xab, sizeof last.map);  // stands for the map of an earlier call
+  evo::RememberedTensorMap last = remembered_marker(base, 8);
   alignas(64) unsigned char out[128] = {};
   EXPECT_NE(evo::encode_remembered(last, out, base, 1, 0, 64, 64), cudaSuccess);
 
@@ -188,13 +195,7 @@ TEST(TensorMaps, AFailedEncodeForgetsTheRememberedMap) {
 // remembered for one box must not be handed to a kernel that copies the other.
 TEST(TensorMaps, AnotherBoxHeightIsAnotherMap) {
   alignas(16) static unsigned char base[4096] = {};
-  evo::RememberedTensorMap last;
-  last.base = base;
-  last.batch_heads = 1;
-  last.rows = 32;
-  last.head_dim = 64;
-  last.box_rows = 64;
-  std::memset(&last.map, 0xab, sizeof last.map);  // stands for the 64-row map of an earlier call
+  evo::RememberedTensorMap last = remembered_marker(base, 32);
   alignas(64) unsigned char out[128] = {};
   alignas(64) unsigned char fresh[128] = {};
   const cudaError_t want = evo::encode_attention_tensor_map(fresh, base, 1, 32, 64, 32);
