@@ -257,5 +257,12 @@ int main(int argc, char** argv) {
   CASE(MID(64, 128, 4, 2, 4, 5))
   CASE(MID(64, 64, 4, 2, 2, 5))
   CASE(MID(64, 64, 4, 2, 4, 5))
+  // TMA with one stage: K and V refilled apart, each under the other's GEMM (76-80), so that
+  // four 64x128 blocks fit on an SM by shared memory (40 KB each) where two stages fit three.
+  CASE(MID(64, 128, 4, 1, 1, 5))
+  CASE(MID(64, 64, 4, 1, 1, 5))
+  CASE(SMALL(64, 128, 4, 1, 1, 5))
+  CASE(BIG(64, 128, 4, 1, 1, 5))
+  CASE(SMALL(128, 64, 8, 1, 2, 5))
   if (want < 0 || want >= idx) printf("%d cases\n", idx);
 }

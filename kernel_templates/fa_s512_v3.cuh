@@ -88,6 +88,15 @@ struct KernelTraits {
   // STAGE_RELEASE refills a stage as soon as its last reader leaves it, so every stage is filled
   // up front and the copies then run kStages tiles ahead.
   static constexpr int kPrologueTiles = kStageRelease ? kStages : kPrefetch;
+  // TMA with one stage (and no STAGE_RELEASE): K and V have their own barriers and are refilled
+  // apart, K(t+1) as soon as QK^T(t) is done and V(t+1) once P*V(t) is, so each copy runs under
+  // the GEMM and softmax of the other half of the tile. Without it a single stage would copy
+  // each tile only when it is needed; with it one stage keeps the copies off the critical path
+  // at the least shared memory, and more blocks fit on an SM.
+  static constexpr bool kSplitRefill = TMA_ != 0 && STAGES_ == 1 && STAGE_RELEASE_ == 0;
+  // TMA's "full" mbarriers: one per stage (K and V, or K alone with kSplitRefill), one for Q,
+  // then V's with kSplitRefill.
+  static constexpr int kFullBarriers = kStages + 1 + (kSplitRefill ? 1 : 0);
 
   // Shared memory: Q tile, then STAGES K tiles, then STAGES V tiles (all fp16). After the main
   // loop the same bytes hold either the output tile (fp16) or the cross-warp merge buffer (fp32).
@@ -138,7 +147,7 @@ struct KernelTraits {
   static_assert(!kTma || kTmaBoxRows == 32 || kTmaBoxRows == 64, "TMA_BOX_ROWS: 32 or 64");
   static_assert(!kTma || (kBlockM % kTmaBoxRows == 0 && kBlockN % kTmaBoxRows == 0),
                 "TMA: tiles are whole boxes");
-  static_assert(8 * (kStages + 1) + 4 * kStages <= kSmemBarriers || !kTma,
+  static_assert(8 * kFullBarriers + 4 * kStages <= kSmemBarriers || !kTma,
                 "TMA: room for the mbarriers and the stage counters");
   static_assert(!kStageRelease || kTma, "STAGE_RELEASE: stages are refilled by TMA");
   static_assert(!kPingPong || (kStageRelease && kPvAsync && kWarps == 8),
@@ -886,9 +895,12 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   __half* q_tile = reinterpret_cast<__half*>(smem);
   __half* k_tiles = q_tile + T::kQElems;
   __half* v_tiles = k_tiles + T::kStages * T::kKVElems;
-  // TMA: full[stage] for each K/V stage, then Q's; STAGE_RELEASE: left[stage] after them.
+  // TMA: full[stage] for each K/V stage, then Q's, then (kSplitRefill) V's; STAGE_RELEASE:
+  // left[stage] after them.
   unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + T::kSmemTiles);
-  unsigned* left = reinterpret_cast<unsigned*>(full + T::kStages + 1);
+  unsigned long long* const full_q = &full[T::kStages];
+  unsigned long long* const full_v = &full[T::kStages + 1];  // kSplitRefill only
+  unsigned* left = reinterpret_cast<unsigned*>(full + T::kFullBarriers);
 
   // A launch with less dynamic shared memory than this instantiation needs would corrupt
   // memory silently; stop it loudly instead.
@@ -926,10 +938,22 @@ __device__ __forceinline__ void forward(const FaParams& p) {
       T::kSplitKV > 1 ? max(0, min(all_tiles - first_tile, tiles_per_split)) : all_tiles;
   const float scale_log2 = p.softmax_scale * 1.4426950408889634f;
 
+  // kSplitRefill: K or V of tile t alone, into the one stage, each on its own barrier.
+  auto load_k = [&](int t) {
+    mbarrier_expect_bytes(&full[0], T::kKVElems * 2);
+    tma_load_tile<T, T::kBlockN>(k_tiles, p.k_map, (first_tile + t) * T::kBlockN, (int)bh, &full[0]);
+  };
+  auto load_v = [&](int t) {
+    mbarrier_expect_bytes(full_v, T::kKVElems * 2);
+    tma_load_tile<T, T::kBlockN>(v_tiles, p.v_map, (first_tile + t) * T::kBlockN, (int)bh, full_v);
+  };
   auto load_kv = [&](int t) {  // tile t of this block into its stage
     const int stage = t % T::kStages;
     const int n0 = (first_tile + t) * T::kBlockN;
-    if constexpr (T::kTma) {  // called by one thread
+    if constexpr (T::kSplitRefill) {  // called by one thread
+      load_k(t);
+      load_v(t);
+    } else if constexpr (T::kTma) {  // called by one thread
       mbarrier_expect_bytes(&full[stage], 2 * T::kKVElems * 2);
       __half* k_stage = k_tiles + stage * T::kKVElems;
       __half* v_stage = v_tiles + stage * T::kKVElems;
@@ -946,7 +970,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   if constexpr (T::kTma) {
     if (threadIdx.x == 0) {
 #pragma unroll
-      for (int i = 0; i <= T::kStages; ++i) mbarrier_init(&full[i], 1);
+      for (int i = 0; i < T::kFullBarriers; ++i) mbarrier_init(&full[i], 1);
       if constexpr (T::kStageRelease)
 #pragma unroll
         for (int i = 0; i < T::kStages; ++i) left[i] = 0;
@@ -954,11 +978,12 @@ __device__ __forceinline__ void forward(const FaParams& p) {
     }
     __syncthreads();
     if (threadIdx.x == 0) {
-      mbarrier_expect_bytes(&full[T::kStages], T::kQElems * 2);
-      tma_load_tile<T, T::kBlockM>(q_tile, p.q_map, m0, (int)bh, &full[T::kStages]);
+      mbarrier_expect_bytes(full_q, T::kQElems * 2);
+      tma_load_tile<T, T::kBlockM>(q_tile, p.q_map, m0, (int)bh, full_q);
 #pragma unroll
       for (int t = 0; t < T::kPrologueTiles; ++t)
         if (t < n_tiles) load_kv(t);
+      if (T::kSplitRefill && n_tiles > 0) load_kv(0);
     }
   } else {
     load_tile<T, T::kBlockM>(q_tile, q, m0, p.seq_q);
@@ -1017,10 +1042,14 @@ __device__ __forceinline__ void forward(const FaParams& p) {
     if constexpr (T::kTma) {
       // The stage it refills was last read in the previous iteration, before its closing barrier.
       // (STAGE_RELEASE refills stages in leave_stage instead.)
-      if (!T::kStageRelease && threadIdx.x == 0 && t + T::kPrefetch < n_tiles)
+      if constexpr (T::kSplitRefill) {
+        // P*V(t-1) is done (the previous iteration's closing barrier): V(t) may overwrite it.
+        if (!kFirst && threadIdx.x == 0) load_v(t);
+      } else if (!T::kStageRelease && threadIdx.x == 0 && t + T::kPrefetch < n_tiles) {
         load_kv(t + T::kPrefetch);
+      }
       __syncwarp();
-      if (kFirst) mbarrier_wait(&full[T::kStages], 0);
+      if (kFirst) mbarrier_wait(full_q, 0);
       mbarrier_wait(&full[t % T::kStages], (t / T::kStages) & 1);
     } else if constexpr (T::kCpAsync) {
       if (t + T::kPrefetch < n_tiles) load_kv(t + T::kPrefetch);
@@ -1067,6 +1096,10 @@ __device__ __forceinline__ void forward(const FaParams& p) {
         wgmma_wait<0>();
       }
       fence_operands(s[0]);
+      if constexpr (T::kSplitRefill) {
+        __syncthreads();  // every warpgroup is done with K(t)
+        if (threadIdx.x == 0 && t + 1 < n_tiles) load_k(t + 1);
+      }
     } else {
       scores_mma_sync<T>(s, q_frag, k_tile, key_w, lane);
     }
@@ -1094,6 +1127,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
       unsigned p_frag[T::kPvSteps][4];
 #pragma unroll
       for (int kk = 0; kk < T::kPvSteps; ++kk) pack_p<T>(p_frag[kk], s[0], kk);
+      if constexpr (T::kSplitRefill) mbarrier_wait(full_v, t & 1);
       wgmma_fence();
       issue_pv_wgmma<T>(acc[0], p_frag, v_tile, key_w);
       wgmma_wait<0>();
@@ -1136,7 +1170,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   }
   if (n_tiles == 0) {  // a split without keys: nothing waited for Q's copy or synchronised yet
     if constexpr (T::kTma) {
-      mbarrier_wait(&full[T::kStages], 0);
+      mbarrier_wait(full_q, 0);
     } else if constexpr (T::kCpAsync) {
       cp_async_wait<0>();
     }
