@@ -29,6 +29,16 @@ std::vector<std::string> template_ids() {
 
 std::string_view reference_attention_source() { return kReferenceAttentionSource; }
 
+std::string template_fingerprint(std::string_view id) {
+  const KernelTemplate* t = find_template(id);
+  if (t == nullptr) return std::string(id);
+  std::string material;
+  for (std::string_view part : {t->source, t->space_json, t->host_source}) {
+    material += fnv1a_hex(part);  // per part, so that no two splits of one text collide
+  }
+  return std::string(id) + "@" + fnv1a_hex(material);
+}
+
 std::string fnv1a_hex(std::string_view text) {
   uint64_t h = 14695981039346656037ull;
   for (unsigned char c : text) {

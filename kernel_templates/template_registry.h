@@ -26,4 +26,9 @@ std::string_view reference_attention_source();
 // A stable 64-bit FNV-1a hash, hex; used for cache keys over template sources and genomes.
 std::string fnv1a_hex(std::string_view text);
 
+// "fa_s512_v3@<hash of its kernel source, space and host code>": what a cache of results per
+// genome must be keyed by besides the genome, since one genome names a different kernel once the
+// template's code changes. The id alone for an unknown template.
+std::string template_fingerprint(std::string_view id);
+
 }  // namespace evo

@@ -13,6 +13,7 @@
 #include "search_space.h"
 #include "shape.h"
 #include "strategy.h"
+#include "template_registry.h"
 
 namespace evo {
 
@@ -285,10 +286,17 @@ std::string problem_key(const RunRecord& run) {
   for (const auto& s : run.shapes) key += (key.empty() ? "" : ",") + s;
   return key;
 }
+
+// The result cache's toolkit part: the worker's NVRTC and CUDA, and the run's kernel template as
+// this build has it, so that a database kept across a change of the template's code never
+// answers for a genome whose kernel has changed since.
+std::string cache_toolkit(const v1::DeviceInfo& device, const RunRecord& run) {
+  return toolkit_of(device) + " / " + template_fingerprint(run.seed);
+}
 }  // namespace
 
-bool Coordinator::try_cache(const RunRecord& run, const CandidateRecord& c, const std::string& toolkit) {
-  auto hit = store_.cache_get(c.genome_hash, problem_key(run), run.device_class, toolkit);
+bool Coordinator::try_cache(const RunRecord& run, const CandidateRecord& c, const v1::DeviceInfo& device) {
+  auto hit = store_.cache_get(c.genome_hash, problem_key(run), run.device_class, cache_toolkit(device, run));
   if (!hit) return false;
   auto source = store_.get_evaluation(hit->evaluation_id);
   if (!source) return false;
@@ -324,7 +332,6 @@ v1::LeaseResponse Coordinator::lease(const v1::LeaseRequest& req) {
     int64_t now = options_.clock();
     store_.touch_worker(worker.id, now);
     const std::string& wclass = worker.device.device_class();
-    const std::string toolkit = toolkit_of(worker.device);
     int64_t live_since = now - int64_t(server::kLiveWorkerHeartbeats) * std::max(50, options_.lease_ttl_ms / 3);
     bool another_worker = store_.count_live_workers(wclass, live_since, worker.id) > 0;
 
@@ -351,7 +358,7 @@ v1::LeaseResponse Coordinator::lease(const v1::LeaseRequest& req) {
             run->device_class = wclass;
             logs.push_back(fmt::format("event=run_device_class run_id={} device_class=\"{}\"", run->id, wclass));
           }
-          if (!c.confirmation && try_cache(*run, c, toolkit)) {
+          if (!c.confirmation && try_cache(*run, c, worker.device)) {
             again = true;
             continue;
           }
@@ -406,7 +413,7 @@ bool Coordinator::would_enter_elites(const RunRecord& run, double fitness_us) {
 void Coordinator::apply_result(const RunRecord& run, const CandidateRecord& c, int64_t eval_id,
                                const v1::Evaluation& e, const std::string& worker_id) {
   const bool ok = e.status() == v1::OK;
-  const std::string toolkit = toolkit_of(e.device());
+  const std::string toolkit = cache_toolkit(e.device(), run);
   if (!c.confirmation) {
     if (ok && !e.estimated() && would_enter_elites(run, e.fitness_us())) {
       // Timing noise must not crown a winner: a would-be elite is measured a second time.

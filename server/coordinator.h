@@ -83,7 +83,7 @@ class Coordinator {
   // to a confirmation, or done. Then breeds the next generation when this one is complete.
   void apply_result(const RunRecord& run, const CandidateRecord& candidate, int64_t evaluation_id,
                     const v1::Evaluation& evaluation, const std::string& worker_id);
-  bool try_cache(const RunRecord& run, const CandidateRecord& candidate, const std::string& toolkit);
+  bool try_cache(const RunRecord& run, const CandidateRecord& candidate, const v1::DeviceInfo& device);
   void advance_if_generation_complete(const std::string& run_id);
   bool would_enter_elites(const RunRecord& run, double fitness_us);
   v1::RunStatus build_status(const RunRecord& run);

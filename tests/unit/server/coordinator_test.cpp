@@ -8,6 +8,7 @@
 #include "coordinator.h"
 #include "search_space.h"
 #include "store.h"
+#include "store_sqlite.h"
 #include "test_db.h"
 
 namespace evo {
@@ -415,6 +416,23 @@ TEST_F(CoordinatorTest, TheCacheNeverAnswersForAnotherProblem) {
   int leased = drive({w}, "sm_90a/model/estimated", [](const v1::Lease&) { return 1.0; }, true);
   EXPECT_EQ(leased, 12);
   for (const auto& c : store_.candidates_of_run(bigger.run_id())) EXPECT_EQ(c.result_source, "measured");
+}
+
+// A database kept across an upgrade: its cached times were measured on the template's old code,
+// and one genome names another kernel once that code changes. Here the rows are rewritten as an
+// older build of the template would have keyed them; none of them may answer for this one.
+TEST_F(CoordinatorTest, TheCacheNeverAnswersForAnotherVersionOfTheTemplate) {
+  auto w = add_worker("sm_90a/model/estimated", true);
+  submit(2, 6, 2, 42);
+  drive({w}, "sm_90a/model/estimated", [](const v1::Lease&) { return 1.0; }, true);
+  {
+    SqliteConnection db(dir_.file("evo.db"));
+    db.exec("UPDATE result_cache SET toolkit = replace(toolkit, '@', '@0ld')");
+    EXPECT_GT(db.total_changes(), 0) << "the cache key names the template's code";
+  }
+  auto again = submit(2, 6, 2, 42);
+  EXPECT_EQ(drive({w}, "sm_90a/model/estimated", [](const v1::Lease&) { return 1.0; }, true), 12);
+  for (const auto& c : store_.candidates_of_run(again.run_id())) EXPECT_EQ(c.result_source, "measured");
 }
 
 // Two runs at once share one worker in turn; the older does not take every lease until it is done.
