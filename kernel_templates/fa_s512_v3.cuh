@@ -86,9 +86,6 @@ struct KernelTraits {
   // K/V tiles whose copies run ahead of the one being computed. PV_ASYNC holds one stage more:
   // the previous tile's V, read by a P*V still in flight.
   static constexpr int kPrefetch = kStages - 1 - (kPvAsync ? 1 : 0);
-  // STAGE_RELEASE refills a stage as soon as its last reader leaves it, so every stage is filled
-  // up front and the copies then run kStages tiles ahead.
-  static constexpr int kPrologueTiles = kStageRelease ? kStages : kPrefetch;
   // TMA with one stage (and no STAGE_RELEASE): K and V have their own barriers and are refilled
   // apart, K(t+1) as soon as QK^T(t) is done and V(t+1) once P*V(t) is, so each copy runs under
   // the GEMM and softmax of the other half of the tile. Without it a single stage would copy
@@ -96,6 +93,9 @@ struct KernelTraits {
   // 64x128 tiles, one H100 call); with it one stage keeps the copies off the critical path in
   // the least shared memory.
   static constexpr bool kSplitRefill = TMA_ != 0 && STAGES_ == 1 && STAGE_RELEASE_ == 0;
+  // STAGE_RELEASE refills a stage as soon as its last reader leaves it, so every stage is filled
+  // up front and the copies then run kStages tiles ahead; so does kSplitRefill's one stage.
+  static constexpr int kPrologueTiles = kStageRelease || kSplitRefill ? kStages : kPrefetch;
   // TMA's "full" mbarriers: one per stage (K and V, or K alone with kSplitRefill), one for Q,
   // then V's with kSplitRefill.
   static constexpr int kFullBarriers = kStages + 1 + (kSplitRefill ? 1 : 0);
@@ -985,7 +985,6 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 #pragma unroll
       for (int t = 0; t < T::kPrologueTiles; ++t)
         if (t < n_tiles) load_kv(t);
-      if (T::kSplitRefill && n_tiles > 0) load_kv(0);
     }
   } else {
     load_tile<T, T::kBlockM>(q_tile, q, m0, p.seq_q);

@@ -2,6 +2,9 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <iterator>
+#include <string>
+#include <vector>
 
 extern const char kFaS512V3Source[];
 extern const char kFaS512V3Space[];
@@ -30,13 +33,20 @@ std::vector<std::string> template_ids() {
 std::string_view reference_attention_source() { return kReferenceAttentionSource; }
 
 std::string template_fingerprint(std::string_view id) {
-  const KernelTemplate* t = find_template(id);
-  if (t == nullptr) return std::string(id);
-  std::string material;
-  for (std::string_view part : {t->source, t->space_json, t->host_source}) {
-    material += fnv1a_hex(part);  // per part, so that no two splits of one text collide
-  }
-  return std::string(id) + "@" + fnv1a_hex(material);
+  // The templates are compiled in, and evod asks for every lease and result: hash each once.
+  static const std::vector<std::string> fingerprints = [] {
+    std::vector<std::string> out;
+    for (const auto& t : kTemplates) {
+      std::string material;
+      for (std::string_view part : {t.source, t.space_json, t.host_source})
+        material += fnv1a_hex(part);  // per part, so that no two splits of one text collide
+      out.push_back(std::string(t.id) + "@" + fnv1a_hex(material));
+    }
+    return out;
+  }();
+  for (size_t i = 0; i < std::size(kTemplates); ++i)
+    if (kTemplates[i].id == id) return fingerprints[i];
+  return std::string(id);
 }
 
 std::string fnv1a_hex(std::string_view text) {
