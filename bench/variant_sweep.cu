@@ -13,8 +13,8 @@
 //
 // A case is one instantiation run over a shape group; V: bit 0 WGMMA, bit 1 PV_ASYNC, bit 2 TMA,
 // bit 3 STAGE_RELEASE, bit 4 PINGPONG, bit 5 TMA_BOX_ROWS=32 instead of 64 (CP_ASYNC=1, SWIZZLE=1
-// throughout). Each case is meant to
-// run in its own process, so that a kernel that breaks the CUDA context stops only its own case.
+// throughout). Each case is meant to run in its own process, so that a kernel that breaks the
+// CUDA context stops only its own case.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
