@@ -203,6 +203,16 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4],
 #define EVO_HAS_WGMMA 0
 #endif
 
+// One stage: the tiles sit at the same addresses in every iteration, so the compiler would compute
+// every k-step's K and V descriptor once, before the loop, and hold them all in registers. Made
+// opaque here, they are computed where they are used: wg 64x128x4x1 at head dim 64 takes 122
+// registers instead of 154, and four blocks fit on an SM instead of three.
+template <class T>
+__device__ __forceinline__ unsigned long long per_iteration(unsigned long long desc) {
+  if constexpr (T::kStages == 1) asm volatile("" : "+l"(desc));
+  return desc;
+}
+
 // Shared-memory matrix descriptor: start address, leading and stride byte offsets (all in 16-byte
 // units) and the 128-byte swizzle mode. K-major tiles ignore the leading offset; for N-major ones
 // it is the distance between 64-column panels. The stride offset is the distance between groups of
@@ -561,7 +571,8 @@ template <class T>
 __device__ __forceinline__ void issue_scores_wgmma(float (&s)[T::kSTiles][4], const __half* q_tile,
                                                    const __half* k_tile, int row_wg, int key_w) {
   const unsigned long long q_desc = smem_desc(q_tile + tile_offset<T, T::kBlockM>(row_wg, 0), 16);
-  const unsigned long long k_desc = smem_desc(k_tile + tile_offset<T, T::kBlockN>(key_w, 0), 16);
+  const unsigned long long k_desc =
+      per_iteration<T>(smem_desc(k_tile + tile_offset<T, T::kBlockN>(key_w, 0), 16));
 #pragma unroll
   for (int ks = 0; ks < T::kQkSteps; ++ks)
     Wgmma<T::kKeysPerWarp>::ss(s, q_desc + (tile_offset<T, T::kBlockM>(0, ks * 16) >> 3),
@@ -609,8 +620,8 @@ template <class T>
 __device__ __forceinline__ void issue_pv_wgmma(float (&acc)[T::kOTiles][4],
                                                const unsigned (&p_frag)[T::kPvSteps][4],
                                                const __half* v_tile, int key_w) {
-  const unsigned long long v_desc =
-      smem_desc(v_tile + tile_offset<T, T::kBlockN>(key_w, 0), T::kBlockN * 64 * 2);
+  const unsigned long long v_desc = per_iteration<T>(
+      smem_desc(v_tile + tile_offset<T, T::kBlockN>(key_w, 0), T::kBlockN * 64 * 2));
 #pragma unroll
   for (int kk = 0; kk < T::kPvSteps; ++kk)
     Wgmma<T::kHeadDim>::rs(acc, p_frag[kk], v_desc + (tile_offset<T, T::kBlockN>(kk * 16, 0) >> 3));
@@ -1111,6 +1122,10 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 
     float alpha[T::kMTiles][2];
     online_softmax<T>(s, row_max, row_sum, alpha, scale_log2);
+    // V(t), copied since the step began. Waited for before P is packed, not between packing and
+    // P*V: there ptxas kept the scores and P's fragments live at once (154 registers against 122
+    // with per_iteration's descriptors; 28 bytes of spill at a 128 cap).
+    if constexpr (T::kSplitRefill) mbarrier_wait(full_v, t & 1);
     if (kPvInFlight) {
       wgmma_wait<0>();
       fence_operands(acc[0]);
@@ -1128,7 +1143,6 @@ __device__ __forceinline__ void forward(const FaParams& p) {
       unsigned p_frag[T::kPvSteps][4];
 #pragma unroll
       for (int kk = 0; kk < T::kPvSteps; ++kk) pack_p<T>(p_frag[kk], s[0], kk);
-      if constexpr (T::kSplitRefill) mbarrier_wait(full_v, t & 1);
       wgmma_fence();
       issue_pv_wgmma<T>(acc[0], p_frag, v_tile, key_w);
       wgmma_wait<0>();
