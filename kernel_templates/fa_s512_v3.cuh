@@ -951,28 +951,28 @@ __device__ __forceinline__ void forward(const FaParams& p) {
       T::kSplitKV > 1 ? max(0, min(all_tiles - first_tile, tiles_per_split)) : all_tiles;
   const float scale_log2 = p.softmax_scale * 1.4426950408889634f;
 
+  // TMA, one thread: tile t's K and/or V into `stage`, completing on `bar`.
+  auto tma_copy = [&](int t, int stage, unsigned long long* bar, const bool with_k,
+                      const bool with_v) {
+    const int n0 = (first_tile + t) * T::kBlockN;
+    mbarrier_expect_bytes(bar, (int(with_k) + int(with_v)) * T::kKVElems * 2);
+    if (with_k)
+      tma_load_tile<T, T::kBlockN>(k_tiles + stage * T::kKVElems, p.k_map, n0, (int)bh, bar);
+    if (with_v)
+      tma_load_tile<T, T::kBlockN>(v_tiles + stage * T::kKVElems, p.v_map, n0, (int)bh, bar);
+  };
   // kSplitRefill: K or V of tile t alone, into the one stage, each on its own barrier.
-  auto load_k = [&](int t) {
-    mbarrier_expect_bytes(&full[0], T::kKVElems * 2);
-    tma_load_tile<T, T::kBlockN>(k_tiles, p.k_map, (first_tile + t) * T::kBlockN, (int)bh, &full[0]);
-  };
-  auto load_v = [&](int t) {
-    mbarrier_expect_bytes(full_v, T::kKVElems * 2);
-    tma_load_tile<T, T::kBlockN>(v_tiles, p.v_map, (first_tile + t) * T::kBlockN, (int)bh, full_v);
-  };
+  auto load_k = [&](int t) { tma_copy(t, 0, &full[0], true, false); };
+  auto load_v = [&](int t) { tma_copy(t, 0, full_v, false, true); };
   auto load_kv = [&](int t) {  // tile t of this block into its stage
     const int stage = t % T::kStages;
-    const int n0 = (first_tile + t) * T::kBlockN;
     if constexpr (T::kSplitRefill) {  // called by one thread
       load_k(t);
       load_v(t);
     } else if constexpr (T::kTma) {  // called by one thread
-      mbarrier_expect_bytes(&full[stage], 2 * T::kKVElems * 2);
-      __half* k_stage = k_tiles + stage * T::kKVElems;
-      __half* v_stage = v_tiles + stage * T::kKVElems;
-      tma_load_tile<T, T::kBlockN>(k_stage, p.k_map, n0, (int)bh, &full[stage]);
-      tma_load_tile<T, T::kBlockN>(v_stage, p.v_map, n0, (int)bh, &full[stage]);
+      tma_copy(t, stage, &full[stage], true, true);
     } else {
+      const int n0 = (first_tile + t) * T::kBlockN;
       load_tile<T, T::kBlockN>(k_tiles + stage * T::kKVElems, k, n0, p.seq_k);
       load_tile<T, T::kBlockN>(v_tiles + stage * T::kKVElems, v, n0, p.seq_k);
     }
