@@ -49,6 +49,12 @@ std::string template_fingerprint(std::string_view id) {
   return std::string(id);
 }
 
+std::vector<std::string> template_fingerprints() {
+  std::vector<std::string> out;
+  for (const auto& id : template_ids()) out.push_back(template_fingerprint(id));
+  return out;
+}
+
 std::string fnv1a_hex(std::string_view text) {
   uint64_t h = 14695981039346656037ull;
   for (unsigned char c : text) {

@@ -30,5 +30,7 @@ std::string fnv1a_hex(std::string_view text);
 // genome must be keyed by besides the genome, since one genome names a different kernel once the
 // template's code changes. The id alone for an unknown template.
 std::string template_fingerprint(std::string_view id);
+// The fingerprints of every template of this build, in template_ids() order.
+std::vector<std::string> template_fingerprints();
 
 }  // namespace evo

@@ -237,9 +237,37 @@ v1::Run Coordinator::cancel(const std::string& run_id) {
 
 // ---------------------------------------------------------------- workers
 
+namespace {
+// Why a worker's kernel templates are not evod's, or "" when they are. Each of evod's templates
+// must be reported with evod's fingerprint: a worker built from other template code would answer
+// for a genome with another kernel's time, and the result cache would keep it.
+std::string foreign_templates(const v1::DeviceInfo& device) {
+  const auto& reported = device.template_fingerprints();
+  for (const auto& id : template_ids()) {
+    const std::string ours = template_fingerprint(id);
+    const std::string prefix = id + "@";
+    auto theirs = std::find_if(reported.begin(), reported.end(),
+                               [&](const std::string& f) { return f.rfind(prefix, 0) == 0; });
+    if (theirs == reported.end())
+      return "the worker reports no fingerprint for template " + id + " (evod has " + ours +
+             "); it predates this check or was built without the template: deploy evod and "
+             "evo-worker from one build";
+    if (*theirs != ours)  // 64 bytes are enough to tell them apart in a one-line error
+      return "the worker's template " + theirs->substr(0, 64) + " is not evod's " + ours +
+             ": they were built from different kernel code; deploy evod and evo-worker from one "
+             "build";
+  }
+  return "";
+}
+}  // namespace
+
 v1::RegisterWorkerResponse Coordinator::register_worker(const v1::RegisterWorkerRequest& req) {
   if (req.device().device_class().empty())
     throw CoordinatorError(Code::kInvalidArgument, "register: device.device_class is empty");
+  if (const std::string why = foreign_templates(req.device()); !why.empty()) {
+    spdlog::warn("event=worker_refused name={} reason=\"{}\"", req.name(), why);
+    throw CoordinatorError(Code::kFailedPrecondition, "register: " + why);
+  }
   WorkerRecord w;
   w.name = req.name().empty() ? "unnamed" : req.name();
   w.device = req.device();

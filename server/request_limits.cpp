@@ -61,6 +61,9 @@ void check_device(const v1::DeviceInfo& d) {
   check_non_negative(d.smem_per_block_optin(), "device.smem_per_block_optin");
   check_non_negative(d.l2_bytes(), "device.l2_bytes");
   check_non_negative(d.global_mem_bytes(), "device.global_mem_bytes");
+  check_count(d.template_fingerprints_size(), kMaxTemplates, "device.template_fingerprints");
+  for (const auto& f : d.template_fingerprints())
+    check_text(f, "device.template_fingerprints[]", kMaxTextBytes, true);
 }
 
 void check_evaluation(const v1::Evaluation& e) {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "process_harness.h"
+#include "template_registry.h"
 
 namespace evo::fault {
 
@@ -39,6 +40,7 @@ class Evod {
     v1::RegisterWorkerRequest req;
     req.set_name("fake");
     req.mutable_device()->set_device_class(kDeviceClass);
+    for (auto& f : template_fingerprints()) req.mutable_device()->add_template_fingerprints(std::move(f));
     v1::RegisterWorkerResponse resp;
     grpc::ClientContext ctx;
     EXPECT_TRUE(stub_->RegisterWorker(&ctx, req, &resp).ok());

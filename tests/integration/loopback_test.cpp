@@ -8,6 +8,7 @@
 #include "process_harness.h"
 #include "store.h"
 #include "store_sqlite.h"
+#include "template_registry.h"
 
 namespace evo::it {
 namespace {
@@ -219,6 +220,7 @@ TEST_F(BadInput, ReportOnALeaseNotHeldIsRefused) {
     v1::RegisterWorkerRequest req;
     req.set_name(name);
     req.mutable_device()->set_device_class("sm_90a/model/estimated");
+    for (auto& f : template_fingerprints()) req.mutable_device()->add_template_fingerprints(std::move(f));
     v1::RegisterWorkerResponse resp;
     EXPECT_TRUE(c_.client().RegisterWorker(&ctx, req, &resp).ok());
     return resp.worker_id();

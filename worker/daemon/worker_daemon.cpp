@@ -21,6 +21,7 @@
 #include "token.h"
 #include "shape.h"
 #include "shape_proto.h"
+#include "template_registry.h"
 
 namespace evo {
 
@@ -211,6 +212,8 @@ class WorkerDaemon {
     v1::RegisterWorkerRequest req;
     req.set_name(opt_.name);
     *req.mutable_device() = evaluator_.device();
+    // evod registers only workers built from its own kernel templates.
+    for (auto& f : template_fingerprints()) req.mutable_device()->add_template_fingerprints(std::move(f));
     auto resp = link_.register_worker(req);
     if (!resp) return false;
     worker_id_ = resp->worker_id();

@@ -9,6 +9,7 @@
 #include "search_space.h"
 #include "store.h"
 #include "store_sqlite.h"
+#include "template_registry.h"
 #include "test_db.h"
 
 namespace evo {
@@ -24,6 +25,7 @@ v1::DeviceInfo device(const std::string& device_class, bool estimated = false) {
   d.set_nvrtc_version("12.8");
   d.set_cuda_version("12.8");
   d.set_backend(estimated ? "model" : "cuda");
+  for (auto& f : template_fingerprints()) d.add_template_fingerprints(std::move(f));
   return d;
 }
 
@@ -248,6 +250,42 @@ TEST_F(CoordinatorTest, ReportsOnLeasesNotHeldAreRefusedAndChangeNothing) {
   v1::Evaluation no_status;
   EXPECT_EQ(code_of([&] { report(a, l, no_status); }), Code::kInvalidArgument);
   EXPECT_EQ(store_.dump(), before);
+}
+
+// A worker built from other kernel code than evod's would answer for a genome with another
+// kernel's time, which the result cache then keeps: evod refuses to register it.
+TEST_F(CoordinatorTest, AWorkerBuiltFromOtherTemplateCodeIsRefused) {
+  const std::string before = store_.dump();
+  auto refusal = [&](const std::function<void(v1::DeviceInfo&)>& edit) -> std::string {
+    v1::RegisterWorkerRequest req;
+    req.set_name("w");
+    *req.mutable_device() = device("sm_90a/Fake GPU");
+    edit(*req.mutable_device());
+    try {
+      coord_->register_worker(req);
+    } catch (const CoordinatorError& e) {
+      EXPECT_EQ(e.code(), Code::kFailedPrecondition) << e.what();
+      return e.what();
+    }
+    ADD_FAILURE() << "registered";
+    return "";
+  };
+  const std::string ours = template_fingerprint("fa_s512_v3");
+  const std::string other =
+      refusal([](v1::DeviceInfo& d) { d.set_template_fingerprints(0, "fa_s512_v3@0123456789abcdef"); });
+  EXPECT_NE(other.find("fa_s512_v3@0123456789abcdef is not evod's " + ours), std::string::npos) << other;
+  EXPECT_NE(other.find("deploy evod and evo-worker from one build"), std::string::npos) << other;
+  const std::string none = refusal([](v1::DeviceInfo& d) { d.clear_template_fingerprints(); });
+  EXPECT_NE(none.find("reports no fingerprint for template fa_s512_v3 (evod has " + ours + ")"),
+            std::string::npos)
+      << none;
+  // Another template's fingerprint is not this one's.
+  const std::string elsewhere =
+      refusal([](v1::DeviceInfo& d) { d.set_template_fingerprints(0, "fa_other@0123456789abcdef"); });
+  EXPECT_NE(elsewhere.find("no fingerprint for template fa_s512_v3"), std::string::npos) << elsewhere;
+  EXPECT_EQ(store_.dump(), before);
+  // The same worker with this build's fingerprints registers.
+  EXPECT_FALSE(add_worker("sm_90a/Fake GPU").empty());
 }
 
 TEST_F(CoordinatorTest, BadSubmissionsAreRefusedAndChangeNothing) {

@@ -145,6 +145,22 @@ TEST_F(RpcBadInput, RegisterWorker) {
       {"name with a newline", StatusCode::INVALID_ARGUMENT, req([](auto& r) { r.set_name("w\nevent=forged"); })},
       {"1 MB device class", StatusCode::INVALID_ARGUMENT, req([](auto& r) { r.mutable_device()->set_device_class(k1MB); })},
       {"negative sm_count", StatusCode::INVALID_ARGUMENT, req([](auto& r) { r.mutable_device()->set_sm_count(-132); })},
+      {"template of other kernel code", StatusCode::FAILED_PRECONDITION, req([](auto& r) {
+         r.mutable_device()->set_template_fingerprints(0, "fa_s512_v3@0000000000000000");
+       })},
+      {"template of other code, 256-byte fingerprint", StatusCode::FAILED_PRECONDITION, req([](auto& r) {
+         r.mutable_device()->set_template_fingerprints(0, "fa_s512_v3@" + std::string(245, 'f'));
+       })},
+      {"no template fingerprints", StatusCode::FAILED_PRECONDITION,
+       req([](auto& r) { r.mutable_device()->clear_template_fingerprints(); })},
+      {"65 template fingerprints", StatusCode::INVALID_ARGUMENT, req([](auto& r) {
+         for (int i = 0; i < 64; ++i) r.mutable_device()->add_template_fingerprints("t@" + std::to_string(i));
+       })},
+      {"fingerprint with a newline", StatusCode::INVALID_ARGUMENT, req([](auto& r) {
+         r.mutable_device()->add_template_fingerprints("t@1\nevent=forged");
+       })},
+      {"1 MB fingerprint", StatusCode::INVALID_ARGUMENT,
+       req([](auto& r) { r.mutable_device()->add_template_fingerprints(k1MB); })},
   });
 }
 

@@ -12,6 +12,7 @@
 #include "evo/evo.grpc.pb.h"
 #include "grpc_server.h"
 #include "store.h"
+#include "template_registry.h"
 #include "test_db.h"
 #include "token_gate.h"
 
@@ -25,6 +26,7 @@ inline v1::DeviceInfo test_device() {
   d.set_nvrtc_version("12.8");
   d.set_cuda_version("12.8");
   d.set_backend("cuda");
+  for (auto& f : template_fingerprints()) d.add_template_fingerprints(std::move(f));
   return d;
 }
 
