@@ -93,6 +93,11 @@ struct KernelTraits {
   // 64x128 tiles, one H100 call); with it one stage keeps the copies off the critical path in
   // the least shared memory.
   static constexpr bool kSplitRefill = TMA_ != 0 && STAGES_ == 1 && STAGE_RELEASE_ == 0;
+  // Where kSplitRefill waits for V(t). At head dim 64, before P is packed: waiting between the
+  // packing and P*V, ptxas keeps the scores and P's fragments live at once (154 registers against
+  // 122, three blocks per SM instead of four). At 128 two blocks fit either way (80 KB of shared
+  // memory), and waiting early cost 4-6 % at 2,16,4096,128 (bench/NOTES.md, one H100 call).
+  static constexpr bool kWaitVBeforePack = kSplitRefill && HEAD_DIM_ == 64;
   // STAGE_RELEASE refills a stage as soon as its last reader leaves it, so every stage is filled
   // up front and the copies then run kStages tiles ahead; so does kSplitRefill's one stage.
   static constexpr int kPrologueTiles = kStageRelease || kSplitRefill ? kStages : kPrefetch;
@@ -1122,10 +1127,8 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 
     float alpha[T::kMTiles][2];
     online_softmax<T>(s, row_max, row_sum, alpha, scale_log2);
-    // V(t), copied since the step began. Waited for before P is packed, not between packing and
-    // P*V: there ptxas kept the scores and P's fragments live at once (154 registers against 122
-    // with per_iteration's descriptors; 28 bytes of spill at a 128 cap).
-    if constexpr (T::kSplitRefill) mbarrier_wait(full_v, t & 1);
+    // V(t), copied since the step began (see kWaitVBeforePack).
+    if constexpr (T::kWaitVBeforePack) mbarrier_wait(full_v, t & 1);
     if (kPvInFlight) {
       wgmma_wait<0>();
       fence_operands(acc[0]);
@@ -1143,6 +1146,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
       unsigned p_frag[T::kPvSteps][4];
 #pragma unroll
       for (int kk = 0; kk < T::kPvSteps; ++kk) pack_p<T>(p_frag[kk], s[0], kk);
+      if constexpr (T::kSplitRefill && !T::kWaitVBeforePack) mbarrier_wait(full_v, t & 1);
       wgmma_fence();
       issue_pv_wgmma<T>(acc[0], p_frag, v_tile, key_w);
       wgmma_wait<0>();
