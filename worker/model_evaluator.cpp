@@ -36,7 +36,14 @@ KernelEstimate estimate_kernel(const DeviceModel& dev, const SearchSpace& space,
   const double block_n = static_cast<double>(vars.at("BLOCK_N"));
   const int warps = static_cast<int>(vars.at("WARPS"));
   const int warps_kv = vars.count("WARPS_KV") ? static_cast<int>(vars.at("WARPS_KV")) : 1;
-  const bool pipelined = vars.at("STAGES") >= 2 && vars.at("CP_ASYNC") == 1;
+  // Copies run under the math with two or more stages (cp.async or TMA), and with TMA's one stage,
+  // whose K and V are refilled apart (bench/NOTES.md: 55.6 -> 48.9 us at 16,16,512,64 when one
+  // stage stopped copying each tile only when it was needed).
+  const bool tma = vars.count("TMA") && vars.at("TMA") == 1;
+  const bool stage_release = vars.count("STAGE_RELEASE") && vars.at("STAGE_RELEASE") == 1;
+  const bool one_stage_split_refill = tma && vars.at("STAGES") == 1 && !stage_release;
+  const bool pipelined =
+      (vars.at("STAGES") >= 2 && (vars.at("CP_ASYNC") == 1 || tma)) || one_stage_split_refill;
   // SPLIT_KV blocks share one row tile's keys (grid_z) and merge fp32 partials through distributed
   // shared memory. Not modelled: the cluster barriers and co-scheduling, which on an H100/H200
   // made 4-block clusters slower than unsplit blocks at 1,8,512,64 (bench/NOTES.md).

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <mutex>
 #include <set>
 
 #include "process_harness.h"
@@ -67,7 +68,9 @@ TEST(Loopback, ThreeWorkersFinishFiveGenerationsOfSixteen) {
   for (int i = 0; i < board.elites_size(); ++i) {
     EXPECT_EQ(board.elites(i).rank(), i + 1);
     EXPECT_TRUE(board.elites(i).estimated());
-    if (i) EXPECT_LE(board.elites(i - 1).fitness_us(), board.elites(i).fitness_us());
+    if (i) {
+      EXPECT_LE(board.elites(i - 1).fitness_us(), board.elites(i).fitness_us());
+    }
   }
   EXPECT_GT(board.seed_us(), 0);
   EXPECT_EQ(st.best_us(), board.elites(0).fitness_us());
@@ -285,6 +288,48 @@ TEST(Worker, CudaBackendWithoutGpuSaysSoInOneLine) {
   std::string log = worker.log();
   EXPECT_NE(log.find("--backend model"), std::string::npos) << log;
   EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+}
+
+// Answers RegisterWorker as evod answers a worker built from other template code, and keeps the
+// fingerprints the worker reported.
+class RefusingCoordinator final : public v1::Coordinator::Service {
+ public:
+  grpc::Status RegisterWorker(grpc::ServerContext*, const v1::RegisterWorkerRequest* req,
+                              v1::RegisterWorkerResponse*) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    reported_.assign(req->device().template_fingerprints().begin(),
+                     req->device().template_fingerprints().end());
+    return {grpc::StatusCode::FAILED_PRECONDITION,
+            "register: the worker's template fa_s512_v3@0123456789abcdef is not evod's"};
+  }
+  std::vector<std::string> reported() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return reported_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::string> reported_;
+};
+
+TEST(Worker, ReportsItsTemplatesAndStopsWhenEvodRefusesThem) {
+  Cluster c;
+  RefusingCoordinator coordinator;
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&coordinator);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_GT(port, 0);
+  Process worker({EVO_WORKER_BIN, "--coordinator", "127.0.0.1:" + std::to_string(port), "--backend",
+                  "model"},
+                 c.dir() + "/worker.log");
+  EXPECT_EQ(worker.wait(), 1);
+  EXPECT_EQ(coordinator.reported(), template_fingerprints());
+  const std::string log = worker.log();
+  EXPECT_NE(log.find("event=register_failed"), std::string::npos) << log;
+  EXPECT_NE(log.find("is not evod's"), std::string::npos) << log;
+  server->Shutdown();
 }
 
 }  // namespace
