@@ -210,8 +210,8 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4],
 
 // One stage: the tiles sit at the same addresses in every iteration, so the compiler would compute
 // every k-step's K and V descriptor once, before the loop, and hold them all in registers. Made
-// opaque here, they are computed where they are used: wg 64x128x4x1 at head dim 64 takes 122
-// registers instead of 154, and four blocks fit on an SM instead of three.
+// opaque here, they are computed where they are used: with kWaitVBeforePack, wg 64x128x4x1 at
+// head dim 64 takes 122 registers instead of 154, and four blocks fit on an SM instead of three.
 template <class T>
 __device__ __forceinline__ unsigned long long per_iteration(unsigned long long desc) {
   if constexpr (T::kStages == 1) asm volatile("" : "+l"(desc));

@@ -20,7 +20,7 @@ inline constexpr size_t kMaxGenomeTextBytes = 512;  // a whole fa_s512_v3 genome
 inline constexpr int kMaxHeartbeatLeases = 1024;
 inline constexpr int kMaxExportRuns = 64;           // runs behind one dispatch table
 inline constexpr int kMaxGates = 64;
-inline constexpr int kMaxTemplates = 64;          // template fingerprints of one worker
+inline constexpr int kMaxTemplates = 64;            // template fingerprints of one worker
 inline constexpr size_t kMaxEvaluationBytes = 1 << 20;  // a ptxas log and a message fit easily
 
 void check_request(const v1::RegisterWorkerRequest& request);
