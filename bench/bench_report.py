@@ -3,7 +3,8 @@
 A row is a plain dict:
     {"shape": "1,8,512,64", "causal": false, "floors": {"compute_us", "memory_us", "floor_us"},
      "kernels": {name: {"graph_us", "launch_us", "rel_l2", "note", "config"}}}
-A figure that could not be measured is None and prints as "n/a"; "note" says why.
+A figure that could not be measured is None and prints as "n/a"; "note" says why. "launch_clock" and
+"graph_clock", where present, are bench_clocks.summarize's account of the SM clock while it was timed.
 """
 from __future__ import annotations
 
@@ -90,6 +91,26 @@ def accuracy_table(results: list[dict]) -> str:
     return render_table(headers, rows)
 
 
+def fmt_clock(clock) -> str:
+    """"lowest/median MHz", then "cap" where the power cap held the clock down and "slow" where a
+    thermal or hardware slowdown did."""
+    if not clock:
+        return "n/a"
+    text = f"{clock['clock_mhz_min']:.0f}/{clock['clock_mhz_median']:.0f}"
+    if clock.get("power_capped"):
+        text += " cap"
+    if clock.get("slowdown"):
+        text += " slow"
+    return text
+
+
+def clock_table(results: list[dict], field: str) -> str:
+    headers = ["B,H,S,D", "causal"] + [f"{KERNEL_TITLES[k]} MHz" for k in KERNELS]
+    rows = [[row["shape"], str(int(row["causal"]))] + [fmt_clock(_figure(row, k, field)) for k in KERNELS]
+            for row in results]
+    return render_table(headers, rows)
+
+
 def floors_table(results: list[dict]) -> str:
     headers = ["B,H,S,D", "causal", "GFLOP", "MiB moved", "compute floor µs", "memory floor µs"]
     rows = [[row["shape"], str(int(row["causal"])), f"{row['gflop']:.3f}", f"{row['mib']:.1f}",
@@ -113,6 +134,8 @@ def render_report(env: dict, results: list[dict]) -> str:
     parts = ["\n".join(header_lines(env)), ""]
     for field, title in METHODS:
         parts += [f"## {title} (µs)", timing_table(results, field), ""]
+    parts += ["## SM clock while each graph replay ran (lowest/median sample; cap = held down by the power "
+              "cap, slow = by a thermal or hardware slowdown)", clock_table(results, "graph_clock"), ""]
     parts += ["## correctness vs float32 reference (limit %.0e) and Triton autotune winner" % REL_L2_LIMIT,
               accuracy_table(results), "", "## floors per shape", floors_table(results)]
     return "\n".join(parts) + "\n"

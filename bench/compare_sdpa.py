@@ -22,6 +22,7 @@ from typing import Callable
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_args import parse_args  # noqa: E402
+from bench_clocks import ClockWatch, attach_clocks  # noqa: E402
 from bench_dispatch import DispatchError, DispatchTable, load_dispatch  # noqa: E402
 from bench_report import KERNELS, fmt_rel_l2, fmt_us, header_lines, render_report, write_json  # noqa: E402
 from bench_shapes import Shape, attention_bytes, attention_flops, floors_us  # noqa: E402
@@ -135,7 +136,9 @@ class ContextLost(RuntimeError):
 
 
 def measure(torch, timing, cand: Candidate, ref, args, flusher) -> dict:
-    res = {"graph_us": None, "launch_us": None, "rel_l2": None, "note": cand.unavailable, "config": None}
+    # "windows": when each figure was timed, for the clock samples (bench_clocks.attach_clocks).
+    res = {"graph_us": None, "launch_us": None, "rel_l2": None, "note": cand.unavailable, "config": None,
+           "windows": {}}
     if cand.call is None:
         return res
     with warnings.catch_warnings(record=True) as caught:
@@ -149,9 +152,13 @@ def measure(torch, timing, cand: Candidate, ref, args, flusher) -> dict:
                 res["rel_l2"] = timing.rel_l2(out, ref)
                 if cand.config:
                     res["config"] = cand.config()
+                t0 = time.time()
                 res["launch_us"] = timing.per_launch_us(cand.call, args.iters, flusher)
+                res["windows"]["launch"] = (t0, time.time())
                 try:
+                    t0 = time.time()
                     res["graph_us"] = timing.graph_replay_us(cand.call, args.graph_calls, args.graph_replays)
+                    res["windows"]["graph"] = (t0, time.time())
                 except Exception as err:  # capture refused (e.g. a host sync inside): keep the other figures
                     res["note"] = f"graph replay failed: {first_line(err)}"
         except Exception as err:
@@ -221,7 +228,10 @@ def run(args, dispatch) -> int:
     print("\n".join(header_lines(env)), flush=True)
 
     results, status = [], 0
+    uuid = str(getattr(props, "uuid", "") or "")  # nvidia-smi names the same card by its UUID
+    clocks = ClockWatch(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}" if uuid else "0")
     try:
+        clocks.start()
         for index, shape in enumerate(args.shape_list):
             gen = torch.Generator(device=device).manual_seed(args.seed + index)
             dims = (shape.batch, shape.heads, shape.seq, shape.head_dim)
@@ -250,6 +260,9 @@ def run(args, dispatch) -> int:
     except ContextLost as err:
         print(f"fatal: {err}; the figures so far are reported below", flush=True)
         status = 1
+    finally:
+        clocks.stop()
+    attach_clocks(results, clocks.summary)
     for row in results:   # keep the table's column order whatever ran
         row["kernels"] = {k: row["kernels"][k] for k in KERNELS if k in row["kernels"]}
     print("\n" + render_report(env, results), flush=True)

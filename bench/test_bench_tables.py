@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 from contextlib import redirect_stderr
 
@@ -19,6 +20,7 @@ sys.path.insert(0, HERE)
 
 import bench_args  # noqa: E402
 import bench_build  # noqa: E402
+import bench_clocks  # noqa: E402
 import bench_dispatch  # noqa: E402
 import bench_report  # noqa: E402
 import bench_shapes  # noqa: E402
@@ -179,6 +181,79 @@ class Report(unittest.TestCase):
         self.assertEqual(result["ratios"]["graph_us"]["evolved_over_best_sdpa"], 0.5)
         self.assertEqual(result["accuracy_ok"], {"evolved": False, "cudnn": True})
         self.assertEqual(doc["rel_l2_limit"], 2e-3)
+
+
+class Clocks(unittest.TestCase):
+    LINES = ["2026/11/26 17:18:15.000, 1980, 300.50, 0x0000000000000000",
+             "2026/11/26 17:18:15.100, 1650, 690.00, 0x0000000000000004",
+             "2026/11/26 17:18:15.200, 1965, 650.00, 0x0000000000000000",
+             "2026/11/26 17:18:16.000, 1500, 500.00, 0x0000000000000020"]
+
+    def samples(self):
+        return [bench_clocks.parse_sample(line) for line in self.LINES]
+
+    def test_parses_nvidia_smi_lines_and_nothing_else(self):
+        s = self.samples()[1]
+        self.assertEqual((s.clock_mhz, s.power_w, s.reasons), (1650.0, 690.0, 4))
+        self.assertAlmostEqual(self.samples()[2].t - self.samples()[0].t, 0.2, places=3)
+        for junk in ["", "[N/A], 1980, 300, 0x0", "2026/11/26 17:18:15.000, [N/A], 300, 0x0", "1980, 300, 0x0"]:
+            self.assertIsNone(bench_clocks.parse_sample(junk), junk)
+
+    def test_a_window_reports_its_lowest_clock_and_the_power_cap(self):
+        samples = self.samples()
+        t0 = samples[0].t
+        capped = bench_clocks.summarize(samples, t0 + 0.01, t0 + 0.2)
+        self.assertEqual((capped["clock_mhz_min"], capped["clock_mhz_median"], capped["power_w_max"]),
+                         (1650.0, 1965.0, 690.0))
+        self.assertTrue(capped["power_capped"])
+        self.assertFalse(capped["slowdown"])
+        self.assertEqual(capped["samples"], 3)
+        free = bench_clocks.summarize(samples, t0 - 1, t0 + 0.04)
+        self.assertFalse(free["power_capped"])
+        self.assertEqual(free["samples"], 1)
+        self.assertTrue(bench_clocks.summarize(samples, t0 + 0.5, t0 + 2)["slowdown"])
+        # A window between samples meets the nearest within the margin, and none beyond it.
+        self.assertEqual(bench_clocks.summarize(samples, t0 + 0.22, t0 + 0.23)["clock_mhz_min"], 1965.0)
+        self.assertIsNone(bench_clocks.summarize(samples, t0 + 0.3, t0 + 0.4))
+
+    def test_windows_become_clock_columns(self):
+        samples = self.samples()
+        t0 = samples[0].t
+        row = sample_row(evolved=(4.0, 6.0, 1e-4, "", None), cudnn=(8.0, 12.0, 2e-4, "", None))
+        row["kernels"]["evolved"]["windows"] = {"graph": (t0 + 0.01, t0 + 0.2), "launch": (t0 + 0.3, t0 + 0.4)}
+        row["kernels"]["cudnn"]["windows"] = {"graph": (t0 - 1, t0 + 0.04)}
+        bench_clocks.attach_clocks([row], lambda a, b: bench_clocks.summarize(samples, a, b))
+        evolved = row["kernels"]["evolved"]
+        self.assertNotIn("windows", evolved)
+        self.assertIsNone(evolved["launch_clock"])
+        text = bench_report.render_report({"gpu": "g"}, [row])
+        clock_line = [ln for ln in text.split("## SM clock")[1].splitlines() if ln.startswith("| 1,8,512,64")][0]
+        self.assertIn("| 1650/1965 cap ", clock_line)
+        self.assertIn("| 1980/1980 ", clock_line)
+        self.assertIn("| n/a ", clock_line)
+
+    def test_a_fake_nvidia_smi_is_sampled_and_none_means_no_figures(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            fake = os.path.join(tmp, "nvidia-smi")
+            with open(fake, "w") as f:
+                # Like the real one, it samples until it is stopped.
+                f.write("#!/bin/sh\n" + "".join(f"echo '{line}'\n" for line in self.LINES) + "exec sleep 30\n")
+            os.chmod(fake, 0o755)
+            t0 = bench_clocks.parse_sample(self.LINES[0]).t
+            old_path = os.environ["PATH"]
+            try:
+                os.environ["PATH"] = tmp
+                with bench_clocks.ClockWatch("GPU-0") as watch:
+                    deadline = time.time() + 10
+                    while (watch.summary(t0 - 1, t0 + 10) or {}).get("samples", 0) < 4 and time.time() < deadline:
+                        time.sleep(0.01)
+                os.environ["PATH"] = os.path.join(tmp, "empty")
+                with bench_clocks.ClockWatch("GPU-0") as blind:
+                    pass
+            finally:
+                os.environ["PATH"] = old_path
+        self.assertEqual(watch.summary(t0 - 1, t0 + 10)["samples"], 4)
+        self.assertIsNone(blind.summary(t0 - 1, t0 + 10))
 
 
 class TritonSpace(unittest.TestCase):
