@@ -6,6 +6,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "template_registry.h"
+
 namespace evo::load {
 
 namespace {
@@ -47,6 +49,7 @@ bool SimWorker::register_for(int epoch) {
   d->set_nvrtc_version("12.8");
   d->set_smem_per_block_optin(232448);
   d->set_device_class(cls);
+  for (auto& f : template_fingerprints()) d->add_template_fingerprints(std::move(f));  // as evod's
   v1::RegisterWorkerResponse resp;
   grpc::ClientContext ctx;
   if (!stub_->RegisterWorker(&ctx, req, &resp).ok()) {
