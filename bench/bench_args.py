@@ -22,6 +22,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--iters", type=int, default=50, help="per-launch samples per kernel")
     parser.add_argument("--graph-calls", type=int, default=20, help="calls captured in one CUDA graph")
     parser.add_argument("--graph-replays", type=int, default=15, help="timed replays of that graph")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="measure every kernel this many times, each round in a rotated order, and "
+                             "report the medians (the order matters where the card hits its power cap)")
     parser.add_argument("--no-triton", action="store_true", help="skip the Triton baseline")
     parser.add_argument("--triton-precompile-jobs", type=int, default=max(1, min(12, (os.cpu_count() or 4) - 2)),
                         help="processes that compile Triton configs ahead of autotuning (0: compile serially)")
@@ -40,6 +43,8 @@ def parse_args(argv: list[str] | None = None):
         parser.error(str(err))
     if args.iters < 3 or args.graph_calls < 1 or args.graph_replays < 3:
         parser.error("--iters and --graph-replays must be >= 3 and --graph-calls >= 1")
+    if args.rounds < 1:
+        parser.error("--rounds must be >= 1")
     if args.evolved and args.build_from:
         parser.error("give --evolved or --build-from, not both")
     return args

@@ -120,12 +120,11 @@ class ClockWatch:
         return summarize(samples, t0, t1)
 
 
-def attach_clocks(results: list[dict], summary) -> None:
-    """Replaces each measured kernel's "windows" ({"launch": (t0, t1), "graph": (t0, t1)}) by
+def attach_clocks(measurements, summary) -> None:
+    """Replaces each measurement's "windows" ({"launch": (t0, t1), "graph": (t0, t1)}) by
     "launch_clock" and "graph_clock", what summary(t0, t1) says of them (None without samples)."""
-    for row in results:
-        for res in row.get("kernels", {}).values():
-            windows = res.pop("windows", {})
-            for method in ("launch", "graph"):
-                span = windows.get(method)
-                res[f"{method}_clock"] = summary(*span) if span else None
+    for res in measurements:
+        windows = res.pop("windows", {})
+        for method in ("launch", "graph"):
+            span = windows.get(method)
+            res[f"{method}_clock"] = summary(*span) if span else None

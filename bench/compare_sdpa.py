@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_args import parse_args  # noqa: E402
 from bench_clocks import ClockWatch, attach_clocks  # noqa: E402
+from bench_rounds import merge_rounds, round_order  # noqa: E402
 from bench_dispatch import DispatchError, DispatchTable, load_dispatch  # noqa: E402
 from bench_report import KERNELS, fmt_rel_l2, fmt_us, header_lines, render_report, write_json  # noqa: E402
 from bench_shapes import Shape, attention_bytes, attention_flops, floors_us  # noqa: E402
@@ -228,6 +229,7 @@ def run(args, dispatch) -> int:
     print("\n".join(header_lines(env)), flush=True)
 
     results, status = [], 0
+    measured = []   # (row, {kernel: [one measure() result per round]}), merged once the clocks are in
     uuid = str(getattr(props, "uuid", "") or "")  # nvidia-smi names the same card by its UUID
     clocks = ClockWatch(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}" if uuid else "0")
     try:
@@ -245,14 +247,19 @@ def run(args, dispatch) -> int:
                        "kernels": {}}
                 results.append(row)
                 t0 = time.time()
-                for cand in make_candidates(torch, q, k, v, causal, scale, evolved.lookup(shape, causal),
-                                            triton_fa):
-                    res = measure(torch, timing, cand, ref, args, flusher)
-                    row["kernels"][cand.name] = res
-                    print(f"[{shape.label} causal={int(causal)}] {cand.name:7s} graph {fmt_us(res['graph_us']):>7s} µs"
-                          f"  launch {fmt_us(res['launch_us']):>7s} µs  rel-L2 {fmt_rel_l2(res['rel_l2'])}"
-                          f"{'  ' + res['config'] if res['config'] else ''}{'  ' + res['note'] if res['note'] else ''}",
-                          flush=True)
+                cands = {c.name: c for c in make_candidates(torch, q, k, v, causal, scale,
+                                                            evolved.lookup(shape, causal), triton_fa)}
+                rounds = {name: [] for name in cands}
+                measured.append((row, rounds))
+                for r in range(args.rounds):
+                    for name in round_order(list(cands), r):
+                        res = measure(torch, timing, cands[name], ref, args, flusher)
+                        rounds[name].append(res)
+                        label = f"[{shape.label} causal={int(causal)}" + (f" round {r}]" if args.rounds > 1 else "]")
+                        print(f"{label} {name:7s} graph {fmt_us(res['graph_us']):>7s} µs"
+                              f"  launch {fmt_us(res['launch_us']):>7s} µs  rel-L2 {fmt_rel_l2(res['rel_l2'])}"
+                              f"{'  ' + res['config'] if res['config'] else ''}"
+                              f"{'  ' + res['note'] if res['note'] else ''}", flush=True)
                 row["seconds"] = time.time() - t0
                 del ref
             del q, k, v
@@ -262,9 +269,10 @@ def run(args, dispatch) -> int:
         status = 1
     finally:
         clocks.stop()
-    attach_clocks(results, clocks.summary)
-    for row in results:   # keep the table's column order whatever ran
-        row["kernels"] = {k: row["kernels"][k] for k in KERNELS if k in row["kernels"]}
+    attach_clocks((res for _, rounds in measured for per_kernel in rounds.values() for res in per_kernel),
+                  clocks.summary)
+    for row, rounds in measured:   # the table's column order, whatever ran
+        row["kernels"] = {k: merge_rounds(rounds[k]) for k in KERNELS if rounds.get(k)}
     print("\n" + render_report(env, results), flush=True)
     if args.json:
         write_json(args.json, env, results)

@@ -39,6 +39,8 @@
 #                     the default genome and random ones. Unset: no warm start.
 #   EVO_WORKER_BACKEND  cuda (default) or model (no GPU: every figure ESTIMATED; for trying the script)
 #   EVO_BENCH         1 (default) runs step 5; 0 skips it
+#   EVO_BENCH_ROUNDS  step 5 measures every kernel this many times in rotated orders and reports
+#                     the medians (default 1; see bench/bench_rounds.py)
 #
 # Expected time on an H100/H200 with the defaults (5 runs x 3 generations x 12 = 180 candidates,
 # plus a confirming second measurement and the sanitizer for each would-be elite):
@@ -84,11 +86,13 @@ rng_seed="${EVO_RNG_SEED:-7}"
 run_timeout="${EVO_RUN_TIMEOUT:-300}"
 backend="${EVO_WORKER_BACKEND:-cuda}"
 bench="${EVO_BENCH:-1}"
+bench_rounds="${EVO_BENCH_ROUNDS:-1}"
 positive EVO_GENERATIONS "$generations"
 positive EVO_POPULATION "$population"
 positive EVO_TOP_K "$top_k"
 positive EVO_RNG_SEED "$rng_seed"
 positive EVO_RUN_TIMEOUT "$run_timeout"
+positive EVO_BENCH_ROUNDS "$bench_rounds"
 [[ $backend == cuda || $backend == model ]] || die "EVO_WORKER_BACKEND must be cuda or model, got '$backend'"
 [[ $bench == 0 || $bench == 1 ]] || die "EVO_BENCH must be 0 or 1, got '$bench'"
 export_mode="${EVO_EXPORT:-runs}"
@@ -170,9 +174,9 @@ if ((dry_run)); then
         "--out $out/table.cu   (EVO_EXPORT=all)"
   fi
   if ((bench)) && [[ $export_mode == runs ]]; then
-    say "bench/run_gpu_bench.sh $out/table.dispatch.json $out/bench --shapes ${suite[*]} --causal both"
+    say "bench/run_gpu_bench.sh $out/table.dispatch.json $out/bench --shapes ${suite[*]} --causal both --rounds $bench_rounds"
   elif ((bench)); then
-    say "bench/run_gpu_bench.sh $out/table.dispatch.json $out/bench --shapes <the table's shapes> --causal both"
+    say "bench/run_gpu_bench.sh $out/table.dispatch.json $out/bench --shapes <the table's shapes> --causal both --rounds $bench_rounds"
   else
     say "bench skipped (EVO_BENCH=0)"
   fi
@@ -452,9 +456,9 @@ print("\n".join(seen))
   if ((!${#bench_shapes[@]})); then
     fail bench "$out/table.dispatch.json names no shape the bench can run"
   else
-    say "bench/run_gpu_bench.sh $out/table.dispatch.json $out/bench --shapes ${bench_shapes[*]}"
+    say "bench/run_gpu_bench.sh $out/table.dispatch.json $out/bench --shapes ${bench_shapes[*]} --rounds $bench_rounds"
     if waited_step "$out/bench.log" "$root/bench/run_gpu_bench.sh" "$out/table.dispatch.json" "$out/bench" \
-         --shapes "${bench_shapes[@]}" --causal both; then
+         --shapes "${bench_shapes[@]}" --causal both --rounds "$bench_rounds"; then
       tail -n 30 "$out/bench/compare.txt"
     else
       fail bench "see $out/bench.log"

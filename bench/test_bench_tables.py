@@ -23,6 +23,7 @@ import bench_build  # noqa: E402
 import bench_clocks  # noqa: E402
 import bench_dispatch  # noqa: E402
 import bench_report  # noqa: E402
+import bench_rounds  # noqa: E402
 import bench_shapes  # noqa: E402
 import triton_fa_space  # noqa: E402
 from evolved_lib import EvolvedError, EvolvedLib  # noqa: E402
@@ -120,6 +121,8 @@ class Arguments(unittest.TestCase):
         self.assertIn("bad --causal", self.parse_error(["--causal", "2"]))
         self.assertIn("not both", self.parse_error(["--evolved", "a.so", "--build-from", "a.cu"]))
         self.assertIn(">= 3", self.parse_error(["--iters", "1"]))
+        self.assertIn("--rounds must be >= 1", self.parse_error(["--rounds", "0"]))
+        self.assertEqual(bench_args.parse_args(["--rounds", "4"]).rounds, 4)
 
 
 def sample_row(**figures):
@@ -222,7 +225,7 @@ class Clocks(unittest.TestCase):
         row = sample_row(evolved=(4.0, 6.0, 1e-4, "", None), cudnn=(8.0, 12.0, 2e-4, "", None))
         row["kernels"]["evolved"]["windows"] = {"graph": (t0 + 0.01, t0 + 0.2), "launch": (t0 + 0.3, t0 + 0.4)}
         row["kernels"]["cudnn"]["windows"] = {"graph": (t0 - 1, t0 + 0.04)}
-        bench_clocks.attach_clocks([row], lambda a, b: bench_clocks.summarize(samples, a, b))
+        bench_clocks.attach_clocks(row["kernels"].values(), lambda a, b: bench_clocks.summarize(samples, a, b))
         evolved = row["kernels"]["evolved"]
         self.assertNotIn("windows", evolved)
         self.assertIsNone(evolved["launch_clock"])
@@ -254,6 +257,40 @@ class Clocks(unittest.TestCase):
                 os.environ["PATH"] = old_path
         self.assertEqual(watch.summary(t0 - 1, t0 + 10)["samples"], 4)
         self.assertIsNone(blind.summary(t0 - 1, t0 + 10))
+
+
+class Rounds(unittest.TestCase):
+    def test_each_kernel_takes_every_position_and_round_0_keeps_evolved_last(self):
+        names = ["cudnn", "flash", "triton", "evolved"]
+        orders = [bench_rounds.round_order(names, r) for r in range(4)]
+        self.assertEqual(orders[0], names)
+        for name in names:
+            self.assertEqual(sorted(order.index(name) for order in orders), [0, 1, 2, 3])
+        self.assertEqual(bench_rounds.round_order(names, 5), orders[1])
+        self.assertEqual(bench_rounds.round_order([], 2), [])
+
+    def test_rounds_merge_into_medians_the_worst_error_and_one_clock(self):
+        def res(graph, launch, err, clock=None, note=None):
+            return {"graph_us": graph, "launch_us": launch, "rel_l2": err, "note": note, "config": "cfg",
+                    "graph_clock": clock, "launch_clock": None}
+        capped = {"clock_mhz_min": 1650.0, "clock_mhz_median": 1700.0, "power_w_max": 700.0,
+                  "power_capped": True, "slowdown": False, "samples": 3}
+        free = {"clock_mhz_min": 1980.0, "clock_mhz_median": 1980.0, "power_w_max": 400.0,
+                "power_capped": False, "slowdown": False, "samples": 2}
+        merged = bench_rounds.merge_rounds([res(600.0, 550.0, 2e-4, capped), res(540.0, None, 3e-4, free),
+                                            res(560.0, 530.0, 1e-4, None, "graph replay failed: x")])
+        self.assertEqual((merged["graph_us"], merged["launch_us"], merged["rel_l2"]), (560.0, 540.0, 3e-4))
+        self.assertEqual(merged["note"], "graph replay failed: x")
+        self.assertEqual(merged["graph_clock"]["clock_mhz_min"], 1650.0)
+        self.assertTrue(merged["graph_clock"]["power_capped"])
+        self.assertEqual(merged["graph_clock"]["samples"], 5)
+        self.assertIsNone(merged["launch_clock"])
+        self.assertEqual([r["graph_us"] for r in merged["rounds"]], [600.0, 540.0, 560.0])
+        nan = bench_rounds.merge_rounds([res(1.0, 1.0, 1e-4), res(1.0, 1.0, float("nan"))])
+        self.assertTrue(math.isnan(nan["rel_l2"]))
+        unmeasured = bench_rounds.merge_rounds([res(None, None, None, note="refused: no kernel")])
+        self.assertEqual((unmeasured["graph_us"], unmeasured["rel_l2"]), (None, None))
+        self.assertEqual(unmeasured["note"], "refused: no kernel")
 
 
 class TritonSpace(unittest.TestCase):

@@ -1,0 +1,61 @@
+"""Rounds of one problem's measurements in rotated order, and the median over them. No torch here.
+
+At the large shapes graph replay runs the card into its power cap (bench/NOTES.md), so the clock a
+kernel gets depends on what ran just before it. With `--rounds N` every kernel is measured N times,
+each round starting one kernel later, so that over as many rounds as there are kernels each takes
+every position; the figures reported are the medians over the rounds, and the JSON keeps each
+round's own. Round 0 is the fixed order, evolved kernel last: if it breaks the CUDA context, the
+baselines of that problem are already measured.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+
+FIGURES = ("graph_us", "launch_us")
+CLOCKS = ("graph_clock", "launch_clock")
+
+
+def round_order(names: list[str], round_index: int) -> list[str]:
+    """names in round 0's order, rotated left by round_index."""
+    if not names:
+        return []
+    k = round_index % len(names)
+    return names[k:] + names[:k]
+
+
+def _median(values):
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def merge_clocks(clocks: list) -> dict | None:
+    """One account of several windows' clocks: the lowest, the median of medians, the highest power,
+    and whether any window was held down."""
+    present = [c for c in clocks if c]
+    if not present:
+        return None
+    return {
+        "clock_mhz_min": min(c["clock_mhz_min"] for c in present),
+        "clock_mhz_median": statistics.median(c["clock_mhz_median"] for c in present),
+        "power_w_max": max(c["power_w_max"] for c in present),
+        "power_capped": any(c.get("power_capped") for c in present),
+        "slowdown": any(c.get("slowdown") for c in present),
+        "samples": sum(c.get("samples", 0) for c in present),
+    }
+
+
+def merge_rounds(rounds: list[dict]) -> dict:
+    """A kernel's rounds (measure()'s results, clocks attached) as one result: median figures, the
+    worst relative error (NaN if any round wrote NaN), the first note and config, merged clocks, and
+    "rounds" with each round's figures and clocks."""
+    errors = [r["rel_l2"] for r in rounds if r.get("rel_l2") is not None]
+    merged = {
+        **{f: _median(r.get(f) for r in rounds) for f in FIGURES},
+        "rel_l2": (math.nan if any(math.isnan(e) for e in errors) else max(errors)) if errors else None,
+        "note": next((r["note"] for r in rounds if r.get("note")), None),
+        "config": next((r["config"] for r in rounds if r.get("config")), None),
+        **{c: merge_clocks([r.get(c) for r in rounds]) for c in CLOCKS},
+    }
+    merged["rounds"] = [{k: r.get(k) for k in FIGURES + CLOCKS} for r in rounds]
+    return merged
