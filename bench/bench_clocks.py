@@ -116,8 +116,7 @@ class ClockWatch:
 
     def summary(self, t0: float, t1: float) -> dict | None:
         with self._lock:
-            samples = list(self._samples)
-        return summarize(samples, t0, t1)
+            return summarize(self._samples, t0, t1)
 
 
 def attach_clocks(measurements, summary) -> None:

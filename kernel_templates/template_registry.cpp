@@ -32,9 +32,11 @@ std::vector<std::string> template_ids() {
 
 std::string_view reference_attention_source() { return kReferenceAttentionSource; }
 
-std::string template_fingerprint(std::string_view id) {
-  // The templates are compiled in, and evod asks for every lease and result: hash each once.
-  static const std::vector<std::string> fingerprints = [] {
+namespace {
+// One per template, in kTemplates' order. The templates are compiled in, and evod asks for every
+// lease and result: hash each once.
+const std::vector<std::string>& fingerprints() {
+  static const std::vector<std::string> all = [] {
     std::vector<std::string> out;
     for (const auto& t : kTemplates) {
       std::string material;
@@ -44,16 +46,17 @@ std::string template_fingerprint(std::string_view id) {
     }
     return out;
   }();
+  return all;
+}
+}  // namespace
+
+std::string template_fingerprint(std::string_view id) {
   for (size_t i = 0; i < std::size(kTemplates); ++i)
-    if (kTemplates[i].id == id) return fingerprints[i];
+    if (kTemplates[i].id == id) return fingerprints()[i];
   return std::string(id);
 }
 
-std::vector<std::string> template_fingerprints() {
-  std::vector<std::string> out;
-  for (const auto& id : template_ids()) out.push_back(template_fingerprint(id));
-  return out;
-}
+std::vector<std::string> template_fingerprints() { return fingerprints(); }
 
 std::string fnv1a_hex(std::string_view text) {
   uint64_t h = 14695981039346656037ull;
