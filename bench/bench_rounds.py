@@ -4,8 +4,8 @@ At the large shapes graph replay runs the card into its power cap (bench/NOTES.m
 kernel gets depends on what ran just before it. With `--rounds N` every kernel is measured N times,
 each round starting one kernel later, so that over as many rounds as there are kernels each takes
 every position; the figures reported are the medians over the rounds, and the JSON keeps each
-round's own. Round 0 is the fixed order, evolved kernel last: if it breaks the CUDA context, the
-baselines of that problem are already measured.
+round's own. Round 0 is the fixed order, the evolved kernels (plain launch, then as exported) last:
+if one breaks the CUDA context, the baselines of that problem are already measured.
 """
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Side-by-side: the evolved kernel (as exported) vs SDPA's cuDNN and flash backends vs autotuned Triton.
+"""Side-by-side: the evolved kernel (as exported, with PDL, and with a plain launch) vs SDPA's cuDNN
+and flash backends vs autotuned Triton.
 
     python3 bench/compare_sdpa.py --evolved LIB.so [--dispatch dispatch.json] [--shapes 1,8,512,64 ...]
                                   [--causal both] [--json out.json] [--iters N]
@@ -29,6 +30,7 @@ from bench_report import KERNELS, fmt_rel_l2, fmt_us, header_lines, render_repor
 from bench_shapes import Shape, attention_bytes, attention_flops, floors_us  # noqa: E402
 
 NO_GPU = "no GPU: compare_sdpa needs a CUDA device"
+PLAIN_LAUNCH_MISSING = "library exported before plain launches were selectable (no evo_attention_forward_ex)"
 
 
 def first_line(err: BaseException) -> str:
@@ -119,17 +121,25 @@ def make_candidates(torch, q, k, v, causal, scale, evolved, triton_mod) -> list[
         cands.append(Candidate("triton", lambda: triton_mod.triton_attention(q, k, v, causal, scale, out),
                                config=triton_mod.winning_config))
     lib, genome, why_not = evolved
-    if lib is None:
-        cands.append(Candidate("evolved", None, unavailable=why_not))
-    else:
-        o = torch.empty_like(q)
+    # The same library twice: with a plain launch, then with PDL allowed as exported (NOTES.md, Method).
+    for name, programmatic in (("evolved_plain", False), ("evolved", True)):
+        if lib is None:
+            cands.append(Candidate(name, None, unavailable=why_not))
+        elif not programmatic and not lib.has_plain_launch:
+            cands.append(Candidate(name, None, unavailable=PLAIN_LAUNCH_MISSING))
+        else:
+            cands.append(evolved_candidate(torch, name, lib, genome, q, k, v, causal, scale, programmatic))
+    return cands   # evolved kernels last: if one kills the CUDA context, the baselines of this shape are in
 
-        def run_evolved():
-            lib.forward(q, k, v, o, causal, scale)
-            return o
-        cands.append(Candidate("evolved", run_evolved, poison=lambda: o.fill_(float("nan")),
-                               config=lambda: genome or os.path.basename(lib.path)))
-    return cands   # evolved last: if it kills the CUDA context, the baselines of this shape are already in
+
+def evolved_candidate(torch, name, lib, genome, q, k, v, causal, scale, programmatic) -> Candidate:
+    o = torch.empty_like(q)   # its own output, NaN-poisoned before the checked call
+
+    def run_evolved():
+        lib.forward(q, k, v, o, causal, scale, programmatic=programmatic)
+        return o
+    return Candidate(name, run_evolved, poison=lambda: o.fill_(float("nan")),
+                     config=lambda: genome or os.path.basename(lib.path))
 
 
 class ContextLost(RuntimeError):
@@ -256,7 +266,7 @@ def run(args, dispatch) -> int:
                         res = measure(torch, timing, cands[name], ref, args, flusher)
                         rounds[name].append(res)
                         label = f"[{shape.label} causal={int(causal)}" + (f" round {r}]" if args.rounds > 1 else "]")
-                        print(f"{label} {name:7s} graph {fmt_us(res['graph_us']):>7s} µs"
+                        print(f"{label} {name:13s} graph {fmt_us(res['graph_us']):>7s} µs"
                               f"  launch {fmt_us(res['launch_us']):>7s} µs  rel-L2 {fmt_rel_l2(res['rel_l2'])}"
                               f"{'  ' + res['config'] if res['config'] else ''}"
                               f"{'  ' + res['note'] if res['note'] else ''}", flush=True)

@@ -12,8 +12,10 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 import unittest
 from contextlib import redirect_stderr
+from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -25,6 +27,7 @@ import bench_dispatch  # noqa: E402
 import bench_report  # noqa: E402
 import bench_rounds  # noqa: E402
 import bench_shapes  # noqa: E402
+import compare_sdpa  # noqa: E402
 import triton_fa_space  # noqa: E402
 from evolved_lib import EvolvedError, EvolvedLib  # noqa: E402
 
@@ -144,7 +147,45 @@ class Report(unittest.TestCase):
         self.assertAlmostEqual(r["evolved_over_triton"], 4.0 / 6.4)
         missing = sample_row(cudnn=(8.0, 12.0, 1e-4, "", None))
         self.assertEqual(bench_report.ratios(missing, "graph_us"),
-                         {"evolved_over_best_sdpa": None, "evolved_over_triton": None})
+                         {"evolved_over_best_sdpa": None, "evolved_over_triton": None,
+                          "plain_over_best_sdpa": None, "plain_over_triton": None})
+
+    def test_plain_launch_column_and_ratios(self):
+        row = sample_row(evolved=(4.0, 6.0, 1e-4, "", "g"), evolved_plain=(5.0, 6.5, 1e-4, "", "g"),
+                         cudnn=(8.0, 12.0, 2e-4, "", None), flash=(10.0, 13.0, 2e-4, "", None),
+                         triton=(6.4, 9.0, 1e-4, "", None))
+        r = bench_report.ratios(row, "graph_us")
+        self.assertAlmostEqual(r["plain_over_best_sdpa"], 5.0 / 8.0)
+        self.assertAlmostEqual(r["plain_over_triton"], 5.0 / 6.4)
+        self.assertAlmostEqual(r["evolved_over_best_sdpa"], 0.5)
+        self.assertAlmostEqual(bench_report.ratios(row, "launch_us")["plain_over_best_sdpa"], 6.5 / 12.0)
+        text = bench_report.render_report({"gpu": "g"}, [row])
+        timing = text.split("## per-call median by CUDA-graph replay (µs)\n")[1].split("\n\n")[0].splitlines()
+        headers = [c.strip() for c in timing[0].strip("|").split("|")]
+        cells = [c.strip() for c in timing[2].strip("|").split("|")]
+        self.assertEqual(headers, ["B,H,S,D", "causal", "evolved µs", "ev plain µs", "cuDNN µs", "flash µs",
+                                   "Triton µs", "ev/best SDPA", "ev/Triton", "plain/best SDPA", "floor µs"])
+        self.assertEqual(dict(zip(headers, cells)),
+                         {"B,H,S,D": "1,8,512,64", "causal": "0", "evolved µs": "4.00", "ev plain µs": "5.00",
+                          "cuDNN µs": "8.00", "flash µs": "10.00", "Triton µs": "6.40", "ev/best SDPA": "0.50x",
+                          "ev/Triton": "0.62x", "plain/best SDPA": "0.62x", "floor µs": "1.10"})
+        self.assertIn("rel-L2 ev plain", text)
+        self.assertIn("ev plain MHz", text)
+        doc = bench_report.json_document({"gpu": "g"}, [row])
+        result = doc["results"][0]
+        self.assertAlmostEqual(result["ratios"]["graph_us"]["plain_over_best_sdpa"], 0.625)
+        self.assertAlmostEqual(result["ratios"]["launch_us"]["plain_over_triton"], 6.5 / 9.0)
+        self.assertEqual(result["kernels"]["evolved_plain"]["graph_us"], 5.0)
+        self.assertTrue(result["accuracy_ok"]["evolved_plain"])
+
+    def test_an_unavailable_plain_launch_shows_its_reason(self):
+        row = sample_row(evolved=(4.0, 6.0, 1e-4, "", "g"),
+                         evolved_plain=(None, None, None, compare_sdpa.PLAIN_LAUNCH_MISSING, None),
+                         cudnn=(8.0, 12.0, 2e-4, "", None))
+        text = bench_report.render_report({"gpu": "g"}, [row])
+        self.assertIn("ev plain: library exported before plain launches were selectable", text)
+        graph_line = [ln for ln in text.splitlines() if ln.startswith("| 1,8,512,64")][0]
+        self.assertEqual([c.strip() for c in graph_line.strip("|").split("|")][-2:], ["n/a", "1.10"])
 
     def test_rel_l2_flags(self):
         self.assertTrue(bench_report.rel_l2_ok(2e-3))
@@ -261,12 +302,12 @@ class Clocks(unittest.TestCase):
 
 class Rounds(unittest.TestCase):
     def test_each_kernel_takes_every_position_and_round_0_keeps_evolved_last(self):
-        names = ["cudnn", "flash", "triton", "evolved"]
-        orders = [bench_rounds.round_order(names, r) for r in range(4)]
+        names = ["cudnn", "flash", "triton", "evolved_plain", "evolved"]
+        orders = [bench_rounds.round_order(names, r) for r in range(5)]
         self.assertEqual(orders[0], names)
         for name in names:
-            self.assertEqual(sorted(order.index(name) for order in orders), [0, 1, 2, 3])
-        self.assertEqual(bench_rounds.round_order(names, 5), orders[1])
+            self.assertEqual(sorted(order.index(name) for order in orders), [0, 1, 2, 3, 4])
+        self.assertEqual(bench_rounds.round_order(names, 6), orders[1])
         self.assertEqual(bench_rounds.round_order([], 2), [])
 
     def test_rounds_merge_into_medians_the_worst_error_and_one_clock(self):
@@ -359,6 +400,127 @@ class BuildAndLoad(unittest.TestCase):
                 f.write("this is not CUDA")
             with self.assertRaisesRegex(bench_build.BuildError, "nvcc failed"):
                 bench_build.build_shared(src, os.path.join(tmp, "bad.so"))
+
+
+FAKE_LIBRARY = r"""
+/* The exported entry points with void* for cudaStream_t: records which one ran, and how. */
+int last_entry = 0, last_programmatic = -1, last_head_dim = 0;
+int evo_attention_forward(const void* q, const void* k, const void* v, void* o, int batch, int heads,
+    int seq_q, int seq_k, int head_dim, float softmax_scale, int causal, void* stream) {
+  last_entry = 1; last_programmatic = -1; last_head_dim = head_dim;
+  return head_dim == 96 ? 7 : 0;
+}
+#ifdef WITH_EX
+int evo_attention_forward_ex(const void* q, const void* k, const void* v, void* o, int batch, int heads,
+    int seq_q, int seq_k, int head_dim, float softmax_scale, int causal, void* stream, int programmatic) {
+  last_entry = 2; last_programmatic = programmatic; last_head_dim = head_dim;
+  return head_dim == 96 ? 8 : 0;
+}
+#endif
+"""
+
+
+class FakeTensor:
+    def __init__(self, shape):
+        self.shape, self.filled = shape, None
+
+    def data_ptr(self):
+        return 0
+
+    def fill_(self, value):
+        self.filled = value
+        return self
+
+
+def fake_torch():
+    """Just what evolved_lib.forward and compare_sdpa.make_candidates touch, as modules for sys.modules."""
+    torch = types.ModuleType("torch")
+    torch.cuda = types.SimpleNamespace(current_stream=lambda: types.SimpleNamespace(cuda_stream=0))
+    torch.empty_like = lambda t: FakeTensor(t.shape)
+    nn, functional, attention = (types.ModuleType(n) for n in ("torch.nn", "torch.nn.functional",
+                                                               "torch.nn.attention"))
+    functional.scaled_dot_product_attention = lambda *a, **k: None
+    attention.SDPBackend = types.SimpleNamespace(CUDNN_ATTENTION="cudnn", FLASH_ATTENTION="flash")
+    attention.sdpa_kernel = lambda backends: None
+    torch.nn, nn.functional, nn.attention = nn, functional, attention
+    return {"torch": torch, "torch.nn": nn, "torch.nn.functional": functional, "torch.nn.attention": attention}
+
+
+@unittest.skipUnless(shutil.which("cc"), "no C compiler")
+class PlainLaunch(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp()
+        cls.old_lib, cls.new_lib = (os.path.join(cls.tmp, n) for n in ("old.so", "new.so"))
+        src = os.path.join(cls.tmp, "fake.c")
+        with open(src, "w") as f:
+            f.write(FAKE_LIBRARY)
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", cls.old_lib, src], check=True)
+        subprocess.run(["cc", "-shared", "-fPIC", "-DWITH_EX", "-o", cls.new_lib, src], check=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp)
+
+    @staticmethod
+    def last_call(lib):
+        """(1: evo_attention_forward or 2: evo_attention_forward_ex, its programmatic_launch or -1)."""
+        return tuple(ctypes.c_int.in_dll(lib._lib, n).value for n in ("last_entry", "last_programmatic"))
+
+    def call(self, lib, head_dim=64, **kwargs):
+        q = FakeTensor((1, 8, 512, head_dim))
+        with mock.patch.dict(sys.modules, fake_torch()):
+            lib.forward(q, q, q, FakeTensor(q.shape), False, 0.125, **kwargs)
+        return self.last_call(lib)
+
+    def test_a_library_without_the_ex_entry_runs_only_the_pdl_launch(self):
+        lib = EvolvedLib(self.old_lib)
+        self.assertFalse(lib.has_plain_launch)
+        self.assertEqual(self.call(lib), (1, -1))
+        with self.assertRaisesRegex(EvolvedError, "does not export evo_attention_forward_ex"):
+            self.call(lib, programmatic=False)
+
+    def test_the_ex_entry_is_called_with_0_for_a_plain_launch(self):
+        lib = EvolvedLib(self.new_lib)
+        self.assertTrue(lib.has_plain_launch)
+        self.assertEqual(self.call(lib), (1, -1))                        # as exported: the PDL entry
+        self.assertEqual(self.call(lib, programmatic=False), (2, 0))
+        with self.assertRaisesRegex(EvolvedError, "evo_attention_forward_ex returned 8"):
+            self.call(lib, head_dim=96, programmatic=False)
+        with self.assertRaisesRegex(EvolvedError, "evo_attention_forward returned 7"):
+            self.call(lib, head_dim=96)
+
+    def test_candidates_keep_the_evolved_kernels_last_and_say_why_one_cannot_run(self):
+        with mock.patch.dict(sys.modules, fake_torch()):
+            torch = sys.modules["torch"]
+            q = FakeTensor((1, 8, 512, 64))
+
+            def make(evolved):
+                return compare_sdpa.make_candidates(torch, q, q, q, False, 0.125, evolved, None)
+            old_lib = EvolvedLib(self.old_lib)
+            old = make((old_lib, "g1", ""))
+            self.assertEqual([c.name for c in old], ["cudnn", "flash", "triton", "evolved_plain", "evolved"])
+            self.assertIn("plain launches were selectable", old[3].unavailable)
+            self.assertIsNone(old[3].call)
+            self.assertEqual((old[4].unavailable, old[4].config()), ("", "g1"))
+            old[4].call()
+            self.assertEqual(self.last_call(old_lib), (1, -1))
+
+            none = make((None, "", "no --evolved library given"))
+            self.assertEqual([(c.name, c.call, c.unavailable) for c in none[3:]],
+                             [("evolved_plain", None, "no --evolved library given"),
+                              ("evolved", None, "no --evolved library given")])
+
+            lib = EvolvedLib(self.new_lib)
+            plain, pdl = make((lib, "", ""))[3:]
+            self.assertEqual((plain.name, plain.unavailable, plain.config()), ("evolved_plain", "", "new.so"))
+            plain.poison()
+            out = plain.call()
+            self.assertTrue(math.isnan(out.filled))                        # poisoned, its own output
+            self.assertEqual(self.last_call(lib), (2, 0))
+            pdl.poison()
+            self.assertIsNot(pdl.call(), out)
+            self.assertEqual(self.last_call(lib), (1, -1))
 
 
 class NoGpuExit(unittest.TestCase):

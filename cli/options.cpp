@@ -156,7 +156,8 @@ std::string help_text(const std::string& command) {
   if (command == "export")
     return "usage: evoctl export RUN [RUN ...] --out FILE.cu\n"
            "Writes the run's winner (its top elite) as one self-contained CUDA file exposing\n"
-           "evo_attention_forward (build: nvcc -shared -Xcompiler -fPIC -arch=sm_90a) and, beside it,\n"
+           "evo_attention_forward (build: nvcc -shared -Xcompiler -fPIC -arch=sm_90a; it launches as a\n"
+           "programmatic dependent launch, evo_attention_forward_ex(..., 0) plainly) and, beside it,\n"
            "FILE.report.md with its evidence: resources, errors, sanitizer, timings, device, compile\n"
            "options. Several runs make one dispatch table: each run's winner serves that run's shapes;\n"
            "a call of another shape gets the bucket of the nearest sequence length with its head_dim\n"

@@ -168,6 +168,25 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
+// Programmatic dependent launch (sm_90). Launched with programmatic stream serialization, the
+// next kernel in the stream may start while this one still runs, so that its launch and its
+// blocks' start-up overlap this kernel's tail instead of following it. Both instructions are
+// no-ops for a launch without that attribute.
+// Lets the next kernel launch once every block of this grid has executed it (or exited).
+__device__ __forceinline__ void allow_dependent_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+// Blocks until the grids this one depends on have finished and their writes are visible: no
+// global memory may be read (or written) before it, since Q, K and V may be the previous
+// kernel's output and O its input.
+__device__ __forceinline__ void wait_for_prerequisite_grids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 // Copies 16 bytes, or writes 16 zero bytes when !valid (tails past the sequence end).
 __device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
@@ -982,6 +1001,12 @@ __device__ __forceinline__ void forward(const FaParams& p) {
       load_tile<T, T::kBlockN>(v_tiles + stage * T::kKVElems, v, n0, p.seq_k);
     }
   };
+
+  // The next kernel's blocks are let in only once every block of this grid has started, and they
+  // then wait for this grid's end before they touch memory: letting them in early costs this
+  // grid nothing, and their start-up runs under its tail.
+  allow_dependent_launch();
+  wait_for_prerequisite_grids();
 
   // ---- prologue: Q, then the first kPrefetch K/V tiles, each its own cp.async group (or, with
   // TMA, on its stage's barrier).

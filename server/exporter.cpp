@@ -206,9 +206,9 @@ void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& 
   for (const auto& c : s.constraints)
     if (!c.runtime) o << "\n      && (" << c.expr.code << ")  /* " << c.name << " */";
   o << ";\n\n"
-    << "  static int launch(const evo::FaParams& p, cudaStream_t stream) {\n"
+    << "  static int launch(const evo::FaParams& p, cudaStream_t stream, bool programmatic) {\n"
     << "    if constexpr (!kValid) {\n"
-    << "      (void)p; (void)stream;\n"
+    << "      (void)p; (void)stream; (void)programmatic;\n"
     << "      return cudaErrorInvalidValue;\n"
     << "    } else {\n"
     << "      const long long BATCH = p.batch, HEADS = p.heads, SEQ_Q = p.seq_q, SEQ_K = p.seq_k;\n"
@@ -257,10 +257,20 @@ void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& 
     << "          raised.store(smem);\n"
     << "        }\n"
     << "      }\n"
-    << "      kernel<<<dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y),\n"
-    << "                    static_cast<unsigned>(grid_z)),\n"
-    << "               dim3(static_cast<unsigned>(threads)), static_cast<size_t>(smem), stream>>>(args);\n"
-    << "      return cudaGetLastError();\n"
+    << "      // Programmatic: this launch may begin while the stream's previous kernel finishes; the\n"
+    << "      // kernel waits for that kernel's end (griddepcontrol.wait) before it touches memory.\n"
+    << "      cudaLaunchAttribute overlap{};\n"
+    << "      overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;\n"
+    << "      overlap.val.programmaticStreamSerializationAllowed = 1;\n"
+    << "      cudaLaunchConfig_t config{};\n"
+    << "      config.gridDim = dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y),\n"
+    << "                            static_cast<unsigned>(grid_z));\n"
+    << "      config.blockDim = dim3(static_cast<unsigned>(threads));\n"
+    << "      config.dynamicSmemBytes = static_cast<size_t>(smem);\n"
+    << "      config.stream = stream;\n"
+    << "      config.attrs = &overlap;\n"
+    << "      config.numAttrs = programmatic ? 1 : 0;\n"
+    << "      return cudaLaunchKernelEx(&config, kernel, args);\n"
     << "    }\n"
     << "  }\n"
     << "};\n\n";
@@ -279,12 +289,12 @@ void emit_dispatch(std::ostringstream& o, const SpaceForExport& s,
   o << "  return false;\n}\n\n";
 
   o << "static int launch_variant(int variant, int causal, int head_dim, const evo::FaParams& p,\n"
-    << "                          cudaStream_t stream) {\n";
+    << "                          cudaStream_t stream, bool programmatic) {\n";
   for (size_t v = 0; v < n; ++v)
     for (int hd : s.head_dims)
       for (int causal = 0; causal < 2; ++causal)
         o << "  if (variant == " << v << " && causal == " << causal << " && head_dim == " << hd
-          << ") return Variant" << v << "<" << causal << ", " << hd << ">::launch(p, stream);\n";
+          << ") return Variant" << v << "<" << causal << ", " << hd << ">::launch(p, stream, programmatic);\n";
   o << "  return cudaErrorInvalidValue;\n}\n\n";
 
   if (n == 1) {
@@ -327,14 +337,20 @@ void emit_entry_point(std::ostringstream& o) {
     << "// q, k, v: [batch, heads, seq_q|seq_k, head_dim] contiguous fp16; o: [batch, heads, seq_q,\n"
     << "// head_dim] fp16. Returns 0 (cudaSuccess) or the CUDA error / cudaErrorInvalidValue for a\n"
     << "// shape this kernel cannot serve. Launches on `stream` and never synchronizes.\n"
-    << "extern \"C\" int evo_attention_forward(const void* q, const void* k, const void* v, void* o,\n"
-    << "                                     int batch, int heads, int seq_q, int seq_k, int head_dim,\n"
-    << "                                     float softmax_scale, int causal, cudaStream_t stream) {\n"
+    << "// programmatic_launch 1 (what evo_attention_forward does): a programmatic dependent launch, which\n"
+    << "// may begin while the stream's previous kernel finishes, so that its start-up overlaps that\n"
+    << "// kernel's tail; the kernel reads and writes nothing before the previous kernel has ended.\n"
+    << "// 0: a plain launch, which starts only after the previous kernel has ended.\n"
+    << "extern \"C\" int evo_attention_forward_ex(const void* q, const void* k, const void* v, void* o,\n"
+    << "                                        int batch, int heads, int seq_q, int seq_k, int head_dim,\n"
+    << "                                        float softmax_scale, int causal, cudaStream_t stream,\n"
+    << "                                        int programmatic_launch) {\n"
     << "  // Every check here runs before any CUDA call: a bad call is refused even without a GPU.\n"
     << "  if (q == nullptr || k == nullptr || v == nullptr || o == nullptr) return cudaErrorInvalidValue;\n"
     << "  if (batch <= 0 || heads <= 0 || seq_q <= 0 || seq_k <= 0 || head_dim <= 0)\n"
     << "    return cudaErrorInvalidValue;\n"
     << "  if (causal != 0 && causal != 1) return cudaErrorInvalidValue;\n"
+    << "  if (programmatic_launch != 0 && programmatic_launch != 1) return cudaErrorInvalidValue;\n"
     << "  // The causal mask aligns query i with key i; unequal lengths have no agreed meaning here.\n"
     << "  if (causal == 1 && seq_q != seq_k) return cudaErrorInvalidValue;\n"
     << "  if (!std::isfinite(softmax_scale)) return cudaErrorInvalidValue;\n"
@@ -354,7 +370,14 @@ void emit_entry_point(std::ostringstream& o) {
     << "  p.seq_q = seq_q;\n"
     << "  p.seq_k = seq_k;\n"
     << "  p.softmax_scale = softmax_scale;\n"
-    << "  return evo_export::launch_variant(variant, causal, head_dim, p, stream);\n"
+    << "  return evo_export::launch_variant(variant, causal, head_dim, p, stream,\n"
+    << "                                    programmatic_launch == 1);\n"
+    << "}\n\n"
+    << "extern \"C\" int evo_attention_forward(const void* q, const void* k, const void* v, void* o,\n"
+    << "                                     int batch, int heads, int seq_q, int seq_k, int head_dim,\n"
+    << "                                     float softmax_scale, int causal, cudaStream_t stream) {\n"
+    << "  return evo_attention_forward_ex(q, k, v, o, batch, heads, seq_q, seq_k, head_dim, softmax_scale,\n"
+    << "                                  causal, stream, 1);\n"
     << "}\n";
 }
 

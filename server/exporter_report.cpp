@@ -149,7 +149,9 @@ std::string export_report(const std::vector<ExportVariant>& variants, const std:
     << "Entry point: `int evo_attention_forward(q, k, v, o, batch, heads, seq_q, seq_k, head_dim, "
        "softmax_scale, causal, stream)` — returns cudaErrorInvalidValue for a shape it cannot serve "
        "(head_dim the genome does not support, causal with seq_q != seq_k, null pointers, "
-       "non-positive dimensions); never synchronizes.\n\n";
+       "non-positive dimensions); never synchronizes. It launches as a programmatic dependent launch, "
+       "overlapping the previous kernel's tail; `evo_attention_forward_ex(..., programmatic_launch)` "
+       "takes 0 for a plain launch.\n\n";
   if (variants.size() > 1) report_buckets(o, variants);
   for (size_t i = 0; i < variants.size(); ++i) report_variant(o, variants[i], i, variants.size());
   return o.str();

@@ -39,9 +39,19 @@ void LoadedKernel::launch(const FaParams& p, const LaunchDims& dims, cudaStream_
   // A cudaKernel_t from cudaLibraryGetKernel stands in for the function symbol here.
   const dim3 grid(static_cast<unsigned>(dims.grid[0]), static_cast<unsigned>(dims.grid[1]),
                   static_cast<unsigned>(dims.grid[2]));
-  EVO_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kernel_), grid,
-                                  dim3(static_cast<unsigned>(dims.threads)), args,
-                                  static_cast<size_t>(dims.smem_bytes), stream));
+  // Programmatic, as the exported kernel launches: back-to-back launches then overlap one's
+  // start with the previous one's tail, so the gates see the kernel as users will run it.
+  cudaLaunchAttribute overlap{};
+  overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  overlap.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(static_cast<unsigned>(dims.threads));
+  config.dynamicSmemBytes = static_cast<size_t>(dims.smem_bytes);
+  config.stream = stream;
+  config.attrs = &overlap;
+  config.numAttrs = 1;
+  EVO_CUDA_CHECK(cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(kernel_), args));
 }
 
 void LoadedKernel::launch_reference(const __half* q, const __half* k, const __half* v, float* o,

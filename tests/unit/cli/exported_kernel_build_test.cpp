@@ -29,6 +29,25 @@ void expect_refusals(EntryPoint f) {
       << "over 2^31 elements";
 }
 
+TEST_F(ExportedKernel, ExEntryPointRefusesTheSameAndAnUnknownLaunchMode) {
+  for (const Built* b : {&standalone_, &dispatch_, &tma_}) {
+    const EntryPointEx ex = entry_ex_of(*b);
+    ASSERT_NE(ex, nullptr);
+    char buf[4] = {};
+    const void* p = buf;
+    void* out = buf;
+    for (int mode : {0, 1}) {
+      EXPECT_EQ(ex(p, p, p, out, 1, 8, 512, 512, 96, 0.125f, 0, nullptr, mode), kCudaErrorInvalidValue)
+          << "head_dim 96, mode " << mode;
+      EXPECT_EQ(ex(nullptr, p, p, out, 1, 8, 512, 512, 64, 0.125f, 0, nullptr, mode), kCudaErrorInvalidValue)
+          << "null q, mode " << mode;
+    }
+    for (int mode : {-1, 2})
+      EXPECT_EQ(ex(p, p, p, out, 1, 8, 512, 512, 64, 0.125f, 0, nullptr, mode), kCudaErrorInvalidValue)
+          << "programmatic_launch " << mode;
+  }
+}
+
 TEST_F(ExportedKernel, RefusesWhatItCannotServeWithoutTouchingTheDriver) {
   const EntryPoint standalone = entry_of(standalone_);
   ASSERT_NE(standalone, nullptr);

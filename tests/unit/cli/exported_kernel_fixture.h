@@ -18,6 +18,9 @@ namespace evo {
 namespace fs = std::filesystem;
 using EntryPoint = int (*)(const void*, const void*, const void*, void*, int, int, int, int, int, float, int,
                            void*);
+// evo_attention_forward_ex: the same arguments, then programmatic_launch (1 as above, 0 plain).
+using EntryPointEx = int (*)(const void*, const void*, const void*, void*, int, int, int, int, int, float, int,
+                             void*, int);
 constexpr int kCudaErrorInvalidValue = 1;
 
 inline std::string find_nvcc() {
@@ -100,6 +103,10 @@ class ExportedKernel : public ::testing::Test {
     EXPECT_EQ(b.status, 0) << "nvcc failed on the exported kernel:\n" << b.log;
     EXPECT_NE(b.handle, nullptr) << b.log;
     return b.handle ? reinterpret_cast<EntryPoint>(dlsym(b.handle, "evo_attention_forward")) : nullptr;
+  }
+  static EntryPointEx entry_ex_of(const Built& b) {
+    EXPECT_EQ(b.status, 0) << "nvcc failed on the exported kernel:\n" << b.log;
+    return b.handle ? reinterpret_cast<EntryPointEx>(dlsym(b.handle, "evo_attention_forward_ex")) : nullptr;
   }
 
   // The dispatch table's second bucket: small enough for a CPU reference in the GPU test.
