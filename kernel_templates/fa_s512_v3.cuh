@@ -115,9 +115,7 @@ struct KernelTraits {
   // floats per row over a warp's 32 lanes). Key groups 1.. hand theirs to key group 0 ...
   static constexpr int kFragmentBytesPerRow = 4 * (kHeadDim + 8);
   static constexpr int kSmemMerge = (kWarpsKV - 1) * kBlockM * kFragmentBytesPerRow;
-  // ... and with SPLIT_KV each block publishes its merged partial after that buffer.
-  static constexpr int kSmemPartial = kSplitKV > 1 ? (kBlockM * kFragmentBytesPerRow) : 0;
-  static constexpr int kSmemEpilogue = kSmemMerge + kSmemPartial;
+  static constexpr int kSmemEpilogue = kSmemMerge;
   // wgmma's 128-byte swizzle repeats every 1024 bytes and is anchored to absolute addresses, so
   // the tiles start on a 1024-byte boundary; the slack lets the kernel round its base up.
   static constexpr int kSmemAlign = kWgmma ? 1024 : 0;
@@ -125,7 +123,13 @@ struct KernelTraits {
   // TMA: a "full" mbarrier per stage and one for Q, then (STAGE_RELEASE) a counter of the warps
   // that have left each stage, after the tiles (never overlaid by the epilogue).
   static constexpr int kSmemBarriers = kTma ? 128 : 0;
-  static constexpr int kSmemBytes = kSmemTiles + kSmemAlign + kSmemBarriers;
+  // SPLIT_KV: every other block of the cluster writes its partial for this block's columns into
+  // an inbox of its own, after the barriers. It is written while this block may still be in its
+  // main loop, so it overlays nothing.
+  // Per sender, per row: this block's share of the output columns and the running max and sum.
+  static constexpr int kColsPerRank = (kHeadDim / 8 + kSplitKV - 1) / kSplitKV;  // n8 tiles
+  static constexpr int kSmemInbox = (kSplitKV - 1) * kBlockM * 32 * (kColsPerRank + 1);
+  static constexpr int kSmemBytes = kSmemTiles + kSmemAlign + kSmemBarriers + kSmemInbox;
   // A bulk tensor copy moves one box: 64 columns (the 128-byte swizzle's width) by TMA_BOX_ROWS
   // rows of one (batch, head); the host encodes the same box (encode_attention_tensor_maps is
   // told the rows by the launch formula). Neither size wins everywhere (bench/NOTES.md): 8 KiB
@@ -474,17 +478,30 @@ __device__ __forceinline__ unsigned peer_smem_addr(const void* p, unsigned rank)
 #endif
   return out;
 }
-__device__ __forceinline__ float load_peer_f32(unsigned addr) {
-  float v = 0.f;
+__device__ __forceinline__ void store_peer_f32(unsigned addr, float v) {
 #if __CUDA_ARCH__ >= 900
-  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(addr));
+  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
 #endif
-  return v;
 }
+// A block may touch another's shared memory only once that block has started: every block
+// arrives (relaxed: it orders nothing) as it starts, and waits before its first remote access.
+__device__ __forceinline__ void cluster_arrive_on_start() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_wait_until_started() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+#endif
+}
+// Release: this thread's earlier writes, remote ones included, are visible to every block of the
+// cluster once it has passed the barrier (acquire).
 __device__ __forceinline__ void cluster_sync() {
 #if __CUDA_ARCH__ >= 900
   asm volatile(
-      "barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::);
+      "barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
+          : "memory");
 #else
   __trap();  // SPLIT_KV > 1 needs clusters, which exist from sm_90 on
 #endif
@@ -754,6 +771,22 @@ struct Fragment {
   __device__ static constexpr int sum_index(int mt, int h) { return kAccVals + mt * 4 + 2 + h; }
 };
 
+// SPLIT_KV: what one block sends another, in the same lane-interleaved order: per row pair of
+// an m16 tile, the receiver's kColsPerRank output n8 tiles (two values per lane each), then the
+// running max and sum.
+template <class T>
+struct Inbox {
+  static constexpr int kPerRowHalf = 2 * T::kColsPerRank + 2;
+  static constexpr int kVals = T::kMTiles * 2 * kPerRowHalf;
+  __device__ static int acc_index(int mt, int h, int col_tile, int i) {
+    return (mt * 2 + h) * kPerRowHalf + col_tile * 2 + i;
+  }
+  __device__ static constexpr int max_index(int mt, int h) {
+    return (mt * 2 + h) * kPerRowHalf + 2 * T::kColsPerRank;
+  }
+  __device__ static constexpr int sum_index(int mt, int h) { return max_index(mt, h) + 1; }
+};
+
 template <class T>
 __device__ __forceinline__ void write_fragment(float* dst,
                                                const float (&acc)[T::kMTiles][T::kOTiles][4],
@@ -849,11 +882,14 @@ __device__ __forceinline__ void store_output(unsigned char* smem, __half* o, int
   }
 }
 
-// SPLIT_KV: the cluster's blocks hold partial results for the same rows over different keys.
-// Each block publishes key group 0's fragments in its own shared memory; then block r folds in
-// every other block's fragments for its share of the output columns, read through distributed
-// shared memory, and writes those columns. The second barrier keeps every block's buffer alive
-// until all have read it.
+// SPLIT_KV: the cluster's blocks hold partial results for the same rows over different keys, and
+// block r writes output columns [r, r + 1) * kColsPerRank. Key group 0 of each block stores, into
+// every other block's inbox, that block's columns of its partial plus the rows' running max and
+// sum (remote stores: no round trip), and arrives at the cluster barrier; past it, every block
+// folds what its inbox received into its own registers and writes its columns. One barrier: no
+// block reads another's memory, so none has to stay for the others. (Before, each block read the
+// others' partials through distributed shared memory between two barriers: 2.4 us of a 6.8 us
+// call at 1,8,512,64; bench/NOTES.md.)
 template <class T>
 __device__ __forceinline__ void merge_cluster_and_store(unsigned char* smem, __half* o, int m0,
                                                         int seq_q,
@@ -861,64 +897,74 @@ __device__ __forceinline__ void merge_cluster_and_store(unsigned char* smem, __h
                                                         float (&row_max)[T::kMTiles][2],
                                                         float (&row_sum)[T::kMTiles][2], int warp_m,
                                                         int row_w, int warp_kv, int lane) {
-  using F = Fragment<T>;
-  float* mine = reinterpret_cast<float*>(smem + T::kSmemMerge) + warp_m * F::kVals * 32 + lane;
-  if (warp_kv == 0) write_fragment<T>(mine, acc, row_max, row_sum);
-  cluster_sync();
+  using I = Inbox<T>;
+  constexpr int kSlotFloats = T::kWarpsM * I::kVals * 32;
+  // Slot i - 1 of block r's inbox holds what block r + i (mod SPLIT_KV) sent it.
+  float* inbox = reinterpret_cast<float*>(smem + T::kSmemTiles + T::kSmemBarriers) +
+                 warp_m * I::kVals * 32 + lane;
   const unsigned rank = cluster_rank();
-  constexpr int kColsPerRank = (T::kOTiles + T::kSplitKV - 1) / T::kSplitKV;
-  const int nt_begin = rank * kColsPerRank;
-  const int nt_end = min(T::kOTiles, nt_begin + kColsPerRank);
+  cluster_wait_until_started();  // long since true: every block arrived as it started
   if (warp_kv == 0) {
-    // This block's own partial is published: start empty and fold in every block's, own included.
 #pragma unroll
-    for (int mt = 0; mt < T::kMTiles; ++mt) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        row_max[mt][h] = neg_inf();
-        row_sum[mt][h] = 0.f;
-      }
-#pragma unroll
-      for (int nt = 0; nt < T::kOTiles; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.f;
-    }
-#pragma unroll
-    for (int z = 0; z < T::kSplitKV; ++z) {
-      const unsigned src = peer_smem_addr(mine, z);
+    for (int i = 1; i < T::kSplitKV; ++i) {
+      const unsigned to = (rank + i) % T::kSplitKV;
+      // In block `to`, this block is `to` + (SPLIT_KV - i): slot SPLIT_KV - i - 1.
+      const unsigned dst = peer_smem_addr(inbox + (T::kSplitKV - i - 1) * kSlotFloats, to);
+      const int to_begin = to * T::kColsPerRank;
+      const int to_end = min(T::kOTiles, to_begin + T::kColsPerRank);
 #pragma unroll
       for (int mt = 0; mt < T::kMTiles; ++mt)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          float other[T::kOTiles][2];
 #pragma unroll
           for (int nt = 0; nt < T::kOTiles; ++nt) {
-            if (nt < nt_begin || nt >= nt_end) continue;
-            other[nt][0] = load_peer_f32(src + 4 * 32 * F::acc_index(mt, nt, 2 * h));
-            other[nt][1] = load_peer_f32(src + 4 * 32 * F::acc_index(mt, nt, 2 * h + 1));
+            if (nt < to_begin || nt >= to_end) continue;
+            store_peer_f32(dst + 4 * 32 * I::acc_index(mt, h, nt - to_begin, 0), acc[mt][nt][2 * h]);
+            store_peer_f32(dst + 4 * 32 * I::acc_index(mt, h, nt - to_begin, 1),
+                           acc[mt][nt][2 * h + 1]);
           }
-          fold_partial<T>(
-              acc, row_max, row_sum, mt, h, load_peer_f32(src + 4 * 32 * F::max_index(mt, h)),
-              load_peer_f32(src + 4 * 32 * F::sum_index(mt, h)), other, nt_begin, nt_end);
+          store_peer_f32(dst + 4 * 32 * I::max_index(mt, h), row_max[mt][h]);
+          store_peer_f32(dst + 4 * 32 * I::sum_index(mt, h), row_sum[mt][h]);
         }
     }
+  }
+  cluster_sync();  // every block's stores into every inbox are visible
+  if (warp_kv != 0) return;
+  const int nt_begin = rank * T::kColsPerRank;
+  const int nt_end = min(T::kOTiles, nt_begin + T::kColsPerRank);
+#pragma unroll
+  for (int i = 1; i < T::kSplitKV; ++i) {
+    const float* src = inbox + (i - 1) * kSlotFloats;
 #pragma unroll
     for (int mt = 0; mt < T::kMTiles; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int row = row_w + mt * 16 + (lane >> 2) + 8 * h;
-        if (m0 + row >= seq_q) continue;
-        const float inv = row_sum[mt][h] > 0.f ? 1.f / row_sum[mt][h] : 0.f;
+        float other[T::kOTiles][2];
 #pragma unroll
         for (int nt = 0; nt < T::kOTiles; ++nt) {
           if (nt < nt_begin || nt >= nt_end) continue;
-          *reinterpret_cast<__half2*>(o + (long long)(m0 + row) * T::kHeadDim + nt * 8 +
-                                      (lane & 3) * 2) =
-              __floats2half2_rn(acc[mt][nt][2 * h] * inv, acc[mt][nt][2 * h + 1] * inv);
+          other[nt][0] = src[I::acc_index(mt, h, nt - nt_begin, 0) * 32];
+          other[nt][1] = src[I::acc_index(mt, h, nt - nt_begin, 1) * 32];
         }
+        fold_partial<T>(acc, row_max, row_sum, mt, h, src[I::max_index(mt, h) * 32],
+                        src[I::sum_index(mt, h) * 32], other, nt_begin, nt_end);
       }
   }
-  cluster_sync();
+#pragma unroll
+  for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row_w + mt * 16 + (lane >> 2) + 8 * h;
+      if (m0 + row >= seq_q) continue;
+      const float inv = row_sum[mt][h] > 0.f ? 1.f / row_sum[mt][h] : 0.f;
+#pragma unroll
+      for (int nt = 0; nt < T::kOTiles; ++nt) {
+        if (nt < nt_begin || nt >= nt_end) continue;
+        *reinterpret_cast<__half2*>(o + (long long)(m0 + row) * T::kHeadDim + nt * 8 +
+                                    (lane & 3) * 2) =
+            __floats2half2_rn(acc[mt][nt][2 * h] * inv, acc[mt][nt][2 * h + 1] * inv);
+      }
+    }
 }
 
 // ---------------------------------------------------------------- the kernel
@@ -1006,6 +1052,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   // then wait for this grid's end before they touch memory: letting them in early costs this
   // grid nothing, and their start-up runs under its tail.
   allow_dependent_launch();
+  if constexpr (T::kSplitKV > 1) cluster_arrive_on_start();
   wait_for_prerequisite_grids();
 
   // ---- prologue: Q, then the first kPrefetch K/V tiles, each its own cp.async group (or, with
