@@ -44,9 +44,9 @@ KernelEstimate estimate_kernel(const DeviceModel& dev, const SearchSpace& space,
   const bool one_stage_split_refill = tma && vars.at("STAGES") == 1 && !stage_release;
   const bool pipelined =
       (vars.at("STAGES") >= 2 && (vars.at("CP_ASYNC") == 1 || tma)) || one_stage_split_refill;
-  // SPLIT_KV blocks share one row tile's keys (grid_z) and merge fp32 partials through distributed
-  // shared memory. Not modelled: the cluster barriers and co-scheduling, which on an H100/H200
-  // made 4-block clusters slower than unsplit blocks at 1,8,512,64 (bench/NOTES.md).
+  // SPLIT_KV blocks share one row tile's keys (grid_z) and merge fp32 partials by storing them into
+  // each other's shared memory. Not modelled: the cluster barrier and co-scheduling (the merge
+  // still took 1.3 us at 1,8,512,64 on an H100, bench/NOTES.md).
   const double split = vars.count("SPLIT_KV") ? static_cast<double>(vars.at("SPLIT_KV")) : 1.0;
   const double d = shape.head_dim;
 
@@ -69,7 +69,7 @@ KernelEstimate estimate_kernel(const DeviceModel& dev, const SearchSpace& space,
   const double mma_flops = 4.0 * block_m * padded_keys * d;      // Q*K^T and P*V
   const double softmax_flops = 8.0 * block_m * padded_keys;      // scale, max, exp, sum, rescale
   double bytes = 2.0 * (2.0 * block_m * d + 2.0 * padded_keys * d);  // Q,O once; K,V per block
-  if (split > 1) bytes += 2.0 * 4.0 * block_m * (d + 1);  // fp32 partial published, then read
+  if (split > 1) bytes += 4.0 * block_m * (d + 2);  // fp32 partial sent to the cluster's other blocks
 
   // Per-SM rates. The tensor pipes of an SM's four sub-partitions need about two warps each
   // issuing to hide mma latency; fewer resident warps leave them idle.

@@ -202,8 +202,11 @@ bool hand_valid(const Genome& g, const ProblemShape& p, int64_t smem_limit) {
                 rel = g.get("STAGE_RELEASE"), pp = g.get("PINGPONG"), box = g.get("TMA_BOX_ROWS"),
                 d = p.head_dim;
   const int64_t wm = std::min(w, bm / 16), wkv = w / wm;
-  const int64_t merge = (wkv - 1) * 4 * bm * (d + 8), partial = (split > 1) * 4 * bm * (d + 8);
-  const int64_t smem = std::max(2 * d * (bm + 2 * st * bn), merge + partial) + wg * 1024 + tma * 128;
+  // Split-KV inbox (KernelTraits::kSmemInbox): one from each other block of the cluster, holding
+  // this block's share of the d/8 output column tiles plus the running max and sum.
+  const int64_t merge = (wkv - 1) * 4 * bm * (d + 8);
+  const int64_t inbox = (split - 1) * 32 * bm * ((d / 8 + split - 1) / split + 1);
+  const int64_t smem = std::max(2 * d * (bm + 2 * st * bn), merge) + wg * 1024 + tma * 128 + inbox;
   const int64_t kv_tiles = (p.seq_k + bn - 1) / bn;
   const bool wgmma_ok = wg == 0 || (w % 4 == 0 && bm % 64 == 0 && wm == bm / 16 && bn / wkv >= 32 &&
                                     bn / wkv <= 128 && cp == 1 && sw == 1);
