@@ -45,8 +45,7 @@ KernelEstimate estimate_kernel(const DeviceModel& dev, const SearchSpace& space,
   const bool pipelined =
       (vars.at("STAGES") >= 2 && (vars.at("CP_ASYNC") == 1 || tma)) || one_stage_split_refill;
   // SPLIT_KV blocks share one row tile's keys (grid_z) and merge fp32 partials by storing them into
-  // each other's shared memory. Not modelled: the cluster barrier and co-scheduling (the merge
-  // still took 1.3 us at 1,8,512,64 on an H100, bench/NOTES.md).
+  // each other's shared memory, behind a cluster barrier (charged below).
   const double split = vars.count("SPLIT_KV") ? static_cast<double>(vars.at("SPLIT_KV")) : 1.0;
   const double d = shape.head_dim;
 
@@ -90,8 +89,13 @@ KernelEstimate estimate_kernel(const DeviceModel& dev, const SearchSpace& space,
   // it the copy stalls the block, partly hidden by other resident blocks.
   const double exposed = pipelined ? 0.1 : (concurrent > 1 ? 0.5 : 1.0);
   const double t_overlap = std::max(t_compute, t_memory) + exposed * std::min(t_compute, t_memory);
-  // Two barriers per K/V tile (~200 cycles each) and the cross-warp merge when warps split keys.
-  const double t_sync = (kv_tiles * 2 * 200 + (warps_kv > 1 ? 600.0 * warps_kv : 0.0)) / clock_hz;
+  // Two barriers per K/V tile (~200 cycles each), the cross-warp merge when warps split keys, and
+  // the cluster merge of SPLIT_KV blocks: 1.27 us from loop end to store at 1,8,512,64 on an H100
+  // at 1980 MHz (bench/NOTES.md), most of it waiting at the barrier for the cluster's slowest block.
+  constexpr double kClusterMergeCycles = 2500.0;
+  const double t_sync = (kv_tiles * 2 * 200 + (warps_kv > 1 ? 600.0 * warps_kv : 0.0) +
+                         (split > 1 ? kClusterMergeCycles : 0.0)) /
+                        clock_hz;
 
   const double wave_s = t_overlap + t_sync;
   est.us = dev.launch_overhead_us + est.waves * wave_s * 1e6;

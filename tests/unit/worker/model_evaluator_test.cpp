@@ -90,6 +90,20 @@ TEST(ModelEstimate, SplittingKeysHelpsAFewLongRows) {
   EXPECT_LT(split.us, whole.us);
 }
 
+// At 1,8,512,64 an H100 ran split-2 wgmma 64x128x8x3 blocks and unsplit mma.sync 32x256x8x3 ones
+// level (5.23 us both, bench/NOTES.md): the split's shorter loop is spent on its cluster merge.
+// Without the merge's cost the model put the split 20 % ahead.
+TEST(ModelEstimate, ClusterMergeCostsWhatTheSplitSaves) {
+  const auto s = shape(1, 8, 512);
+  const auto unsplit =
+      estimate_kernel(h100(), space(), space().parse("BLOCK_M=32,BLOCK_N=256,WARPS=8,STAGES=3"), s,
+                      resources(128));
+  const auto split = estimate_kernel(
+      h100(), space(), space().parse("BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=3,WGMMA=1,SPLIT_KV=2"),
+      s, resources(125));
+  EXPECT_GT(split.us, 0.95 * unsplit.us);
+}
+
 // At a compute-bound shape the same tiles estimate faster through wgmma, the full tensor rate.
 TEST(ModelEstimate, WgmmaTilesAreFasterWhereTheTensorRateBinds) {
   const auto s = shape(4, 16, 2048);
