@@ -90,8 +90,8 @@ KernelEstimate estimate_kernel(const DeviceModel& dev, const SearchSpace& space,
   const double exposed = pipelined ? 0.1 : (concurrent > 1 ? 0.5 : 1.0);
   const double t_overlap = std::max(t_compute, t_memory) + exposed * std::min(t_compute, t_memory);
   // Two barriers per K/V tile (~200 cycles each), the cross-warp merge when warps split keys, and
-  // the cluster merge of SPLIT_KV blocks: 1.27 us from loop end to store at 1,8,512,64 on an H100
-  // at 1980 MHz (bench/NOTES.md), most of it waiting at the barrier for the cluster's slowest block.
+  // the cluster merge of SPLIT_KV blocks: 1.27 us at 1,8,512,64 on an H100 at 1980 MHz
+  // (bench/NOTES.md).
   constexpr double kClusterMergeCycles = 2500.0;
   const double t_sync = (kv_tiles * 2 * 200 + (warps_kv > 1 ? 600.0 * warps_kv : 0.0) +
                          (split > 1 ? kClusterMergeCycles : 0.0)) /
