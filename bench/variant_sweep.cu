@@ -284,5 +284,10 @@ int main(int argc, char** argv) {
   // The dispatch table's winners at 1,8 and 2,8 (suite 7), for launch-overlap A/B (81-82).
   CASE(SMALL(32, 256, 8, 3, 1, 0))
   CASE(SMALL(64, 128, 8, 4, 1, 63))
+  // TMA under mma.sync (bit 2 without bit 0: 32-row boxes, 83-84) and the wgmma TMA block without
+  // STAGE_RELEASE, whose four stages hold every tile at sequence 512 (85).
+  CASE(SMALL(32, 256, 8, 3, 1, 36))
+  CASE(SMALL(32, 128, 8, 4, 1, 36))
+  CASE(SMALL(64, 128, 8, 4, 1, 39))
   if (want < 0 || want >= idx) printf("%d cases\n", idx);
 }

@@ -17,7 +17,7 @@
 // wgmma have the same per-warp layout as m16n8k16 ones, so masking, the online softmax and the
 // epilogues are shared by both paths. Tiles then use the 128-byte swizzle the descriptors describe.
 //
-// TMA = 1 (with WGMMA) hands the copies to the tensor memory accelerator: one thread issues each
+// TMA = 1 (sm_90a) hands the copies to the tensor memory accelerator: one thread issues each
 // tile as a few bulk tensor copies that land already swizzled and complete on an mbarrier, so the
 // warps spend no instructions on addresses and wait on the barrier instead of a block-wide sync.
 // The host describes Q, K and V once per call with tensor maps (attention_tensor_maps.h) whose
@@ -71,6 +71,8 @@ struct KernelTraits {
   static constexpr bool kTma = TMA_ != 0;
   static constexpr bool kStageRelease = STAGE_RELEASE_ != 0;
   static constexpr bool kPingPong = PINGPONG_ != 0;
+  // TMA lands tiles in 128-byte-swizzled 64-column panels, which wgmma's descriptors also read.
+  static constexpr bool kPanels = kWgmma || kTma;
 
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kWarpsM = kWarps < kBlockM / 16 ? kWarps : kBlockM / 16;
@@ -116,9 +118,10 @@ struct KernelTraits {
   static constexpr int kFragmentBytesPerRow = 4 * (kHeadDim + 8);
   static constexpr int kSmemMerge = (kWarpsKV - 1) * kBlockM * kFragmentBytesPerRow;
   static constexpr int kSmemEpilogue = kSmemMerge;
-  // wgmma's 128-byte swizzle repeats every 1024 bytes and is anchored to absolute addresses, so
-  // the tiles start on a 1024-byte boundary; the slack lets the kernel round its base up.
-  static constexpr int kSmemAlign = kWgmma ? 1024 : 0;
+  // The 128-byte swizzle (wgmma's and TMA's) repeats every 1024 bytes and is anchored to absolute
+  // addresses, so the tiles start on a 1024-byte boundary; the slack lets the kernel round its
+  // base up.
+  static constexpr int kSmemAlign = kPanels ? 1024 : 0;
   static constexpr int kSmemTiles = kSmemMain > kSmemEpilogue ? kSmemMain : kSmemEpilogue;
   // TMA: a "full" mbarrier per stage and one for Q, then (STAGE_RELEASE) a counter of the warps
   // that have left each stage, after the tiles (never overlaid by the epilogue).
@@ -154,7 +157,9 @@ struct KernelTraits {
   static_assert(
       !kPvAsync || (kWgmma && kStages >= 2),
       "PV_ASYNC: an asynchronous wgmma P*V, and a stage for its V besides the current tile");
-  static_assert(!kTma || kWgmma, "TMA: the copies land in wgmma's swizzled 64-column panels");
+  static_assert(!kTma || (kCpAsync && kSwizzle), "TMA: the copies land in swizzled panels");
+  static_assert(!kTma || kWgmma || (kStages >= 2 && !kStageRelease),
+                "TMA with mma.sync: whole stages, refilled behind the block-wide barrier");
   static_assert(!kTma || kTmaBoxRows == 32 || kTmaBoxRows == 64, "TMA_BOX_ROWS: 32 or 64");
   static_assert(!kTma || (kBlockM % kTmaBoxRows == 0 && kBlockN % kTmaBoxRows == 0),
                 "TMA: tiles are whole boxes");
@@ -525,11 +530,12 @@ __device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
 
 // Element offset of (row, col) in a [ROWS][HEAD_DIM] fp16 tile. With SWIZZLE the 16-byte chunk
 // index is XORed with the row, so the 8 rows one ldmatrix reads fall in 8 different bank groups.
-// WGMMA tiles are what its descriptors call 128-byte-swizzled: 64-column panels ([ROWS][64] each,
-// one after the other) whose 8 chunks per row are XORed with the row's low 3 bits.
+// WGMMA and TMA tiles are what wgmma's descriptors and the tensor maps call 128-byte-swizzled:
+// 64-column panels ([ROWS][64] each, one after the other) whose 8 chunks per row are XORed with
+// the row's low 3 bits.
 template <class T, int ROWS>
 __device__ __forceinline__ int tile_offset(int row, int col) {
-  if constexpr (T::kWgmma) {
+  if constexpr (T::kPanels) {
     const int chunk = ((col >> 3) & 7) ^ (row & 7);
     return (col >> 6) * ROWS * 64 + row * 64 + (chunk << 3) + (col & 7);
   } else if constexpr (T::kSwizzle) {
@@ -1231,7 +1237,12 @@ __device__ __forceinline__ void forward(const FaParams& p) {
     if constexpr (T::kStageRelease) {
       if (!T::kPvAsync) leave_stage(t);  // P*V has retired: done with this stage
     } else {
-      __syncthreads();  // the next iteration's copies overwrite a stage read here
+      // The next iteration's copies may overwrite a stage read here: only when it refills a
+      // stage that held an earlier tile. Where the stages hold every tile (sequence 512 in four
+      // 128-key stages) no barrier stands between the tiles, and the warps drift apart until
+      // the one after the loop.
+      const int next_fill = t + 1 + T::kPrefetch;
+      if (T::kSplitRefill || (next_fill < n_tiles && next_fill >= T::kStages)) __syncthreads();
     }
   };
 
@@ -1255,7 +1266,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
     // Other warpgroups may still be reading V for their last P*V, and the epilogue's buffers
     // (the cluster's partials) overlay the V stages.
     __syncthreads();
-  } else if constexpr (T::kStageRelease) {
+  } else {
     // No barrier ended the last tile: every warp must be done with Q and the stages before the
     // epilogue's buffers overlay them.
     __syncthreads();

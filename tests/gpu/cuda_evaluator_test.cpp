@@ -4,6 +4,8 @@
 
 #include <cstdio>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "gpu_test_support.h"
 #include "sanitizer_gate.h"
@@ -111,6 +113,30 @@ TEST(CudaEvaluator, TmaGenomesPassEveryGateWithTheirTensorMaps) {
         space.parse(genes),
         {parse_shape("1x4x1000x64:causal"), parse_shape("1x2x300x128"), parse_shape("2x8x512x64")},
         true);
+    EXPECT_EQ(e.status(), v1::OK) << genes << ": " << gate_summary(e);
+  }
+}
+
+// TMA under mma.sync: tiles in the swizzled panels, 32- and 64-row boxes, stages refilled behind
+// a block-wide barrier only where a tile reuses one (every tile past the last stage at sequence
+// 1000), head dim 128 in two panels. Through racecheck and synccheck too.
+TEST(CudaEvaluator, TmaMmaSyncGenomesPassEveryGate) {
+  EVO_REQUIRE_GPU();
+  CudaEvaluator& ev = *shared_evaluator();
+  if (ev.device().arch() != "sm_90a") GTEST_SKIP() << "TMA genomes need sm_90a";
+  const auto& space = SearchSpace::for_template("fa_s512_v3");
+  const std::vector<ProblemShape> head_dim_64 = {
+      parse_shape("1x4x1000x64:causal"), parse_shape("1x3x500x64"), parse_shape("2x8x512x64")};
+  std::vector<ProblemShape> both_head_dims = head_dim_64;
+  both_head_dims.push_back(parse_shape("1x2x256x128"));
+  // 32x256 in three stages needs 224 KiB at head dim 128, more than an SM has.
+  const std::vector<std::pair<const char*, const std::vector<ProblemShape>*>> cases = {
+      {"BLOCK_M=32,BLOCK_N=128,WARPS=8,STAGES=3,TMA=1,TMA_BOX_ROWS=32", &both_head_dims},
+      {"BLOCK_M=32,BLOCK_N=256,WARPS=8,STAGES=3,TMA=1,TMA_BOX_ROWS=32", &head_dim_64},
+      {"BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,TMA=1,TMA_BOX_ROWS=32", &both_head_dims},
+      {"BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=2,TMA=1", &both_head_dims}};
+  for (const auto& [genes, shapes] : cases) {
+    const v1::Evaluation e = ev.evaluate(space.parse(genes), *shapes, true);
     EXPECT_EQ(e.status(), v1::OK) << genes << ": " << gate_summary(e);
   }
 }

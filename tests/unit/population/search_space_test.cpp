@@ -38,8 +38,9 @@ TEST(SearchSpaceTest, LoadsTheRealSpace) {
                                       "kv_split_keeps_mma_k", "pipeline_needs_cp_async",
                                       "split_has_keys", "wgmma_needs_sm90a", "wgmma_whole_warpgroups",
                                       "wgmma_n_per_warpgroup", "wgmma_needs_swizzled_cp_async",
-                                      "pv_async_needs_wgmma", "tma_needs_wgmma", "tma_whole_boxes",
-                                      "box_rows_need_tma", "stage_release_needs_tma", "pingpong_two_warpgroups",
+                                      "pv_async_needs_wgmma", "tma_needs_sm90a",
+                                      "tma_fills_swizzled_panels", "tma_mma_sync_whole_stages",
+                                      "tma_whole_boxes", "box_rows_need_tma", "stage_release_needs_tma", "pingpong_two_warpgroups",
                                       "shared_memory_fits_device",
                                       "supported_head_dim"}));
 }
@@ -161,7 +162,11 @@ TEST(SearchSpaceTest, EveryConstraintRejectsItsViolation) {
   EXPECT_EQ(violated(with({{"BLOCK_M", 16}, {"WARPS", 8}, {"BLOCK_N", 32}}), p, limit),
             "kv_split_keeps_mma_k");
   EXPECT_EQ(violated(with({{"STAGES", 2}, {"CP_ASYNC", 0}}), p, limit), "pipeline_needs_cp_async");
-  EXPECT_EQ(violated(with({{"TMA", 1}}), p, limit), "tma_needs_wgmma");
+  // TMA under mma.sync: swizzled panels, whole stages, whole boxes of Q (32 rows) too.
+  EXPECT_EQ(violated(with({{"TMA", 1}, {"SWIZZLE", 0}}), p, limit), "tma_fills_swizzled_panels");
+  EXPECT_EQ(violated(with({{"TMA", 1}, {"STAGES", 1}}), p, limit), "tma_mma_sync_whole_stages");
+  EXPECT_EQ(violated(with({{"TMA", 1}}), p, limit), "tma_whole_boxes");
+  EXPECT_EQ(violated(with({{"TMA", 1}, {"TMA_BOX_ROWS", 32}}), p, limit), "(valid)");
   const std::vector<std::pair<std::string, int64_t>> tma = {
       {"BLOCK_M", 64}, {"BLOCK_N", 64}, {"WGMMA", 1}, {"TMA", 1}};
   auto tma_with = [&](std::vector<std::pair<std::string, int64_t>> more) {
@@ -206,13 +211,16 @@ bool hand_valid(const Genome& g, const ProblemShape& p, int64_t smem_limit) {
   // this block's share of the d/8 output column tiles plus the running max and sum.
   const int64_t merge = (wkv - 1) * 4 * bm * (d + 8);
   const int64_t inbox = (split - 1) * 32 * bm * ((d / 8 + split - 1) / split + 1);
-  const int64_t smem = std::max(2 * d * (bm + 2 * st * bn), merge) + wg * 1024 + tma * 128 + inbox;
+  const int64_t smem =
+      std::max(2 * d * (bm + 2 * st * bn), merge) + std::max(wg, tma) * 1024 + tma * 128 + inbox;
   const int64_t kv_tiles = (p.seq_k + bn - 1) / bn;
   const bool wgmma_ok = wg == 0 || (w % 4 == 0 && bm % 64 == 0 && wm == bm / 16 && bn / wkv >= 32 &&
                                     bn / wkv <= 128 && cp == 1 && sw == 1);
   return bm % 16 == 0 && w % wm == 0 && bm % (16 * wm) == 0 && (bn / wkv) % 16 == 0 &&
          (st == 1 || cp == 1) && (split == 1 || split <= kv_tiles) && wgmma_ok &&
-         (pv == 0 || (wg == 1 && st >= 2)) && (tma == 0 || wg == 1) && (tma == 0 || bn % box == 0) && (tma == 1 || box == 64) &&
+         (pv == 0 || (wg == 1 && st >= 2)) && (tma == 0 || (cp == 1 && sw == 1)) &&
+         (tma == 0 || wg == 1 || (st >= 2 && rel == 0)) && (tma == 0 || (bn % box == 0 && bm % box == 0)) &&
+         (tma == 1 || box == 64) &&
          (rel == 0 || tma == 1) && (pp == 0 || (w == 8 && rel == 1 && pv == 1)) &&
          smem <= smem_limit &&
          (d == 64 || d == 128);
@@ -342,6 +350,9 @@ TEST(SearchSpaceTest, WgmmaNeedsAnSm90aTargetOnceTheTargetIsKnown) {
   EXPECT_EQ(space().violated_constraint(g, p, 227 * 1024), std::nullopt) << "unknown target: not checked";
   EXPECT_EQ(space().violated_constraint(space().parse("WGMMA=0"), p, 227 * 1024, 80), std::nullopt);
   EXPECT_EQ(space().variables(g, p, 1000, 90).at("SM_ARCH"), 90);
+  const Genome tma = space().parse("BLOCK_M=64,TMA=1");
+  EXPECT_EQ(space().violated_constraint(tma, p, 227 * 1024, 80), "tma_needs_sm90a");
+  EXPECT_EQ(space().violated_constraint(tma, p, 227 * 1024, 90), std::nullopt);
 }
 
 // A constraint that reads SM_ARCH through a derived value is still a device constraint.
