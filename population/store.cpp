@@ -274,7 +274,9 @@ int64_t now_unix_ms() {
 }
 
 std::string toolkit_of(const v1::DeviceInfo& device) {
-  return "nvrtc " + device.nvrtc_version() + " / cuda " + device.cuda_version();
+  std::string t = "nvrtc " + device.nvrtc_version() + " / cuda " + device.cuda_version();
+  if (!device.timing().empty()) t += " / timing: " + device.timing();
+  return t;
 }
 
 Store::Store(const std::string& path, const StoreOptions& options) : path_(path) {

@@ -204,7 +204,8 @@ class Store {
   bool storage_failing_ = false;  // guarded by mutex_
 };
 
-// The toolkit part of a result-cache key: NVRTC and CUDA runtime versions.
+// The toolkit part of a result-cache key: NVRTC and CUDA runtime versions, and how the worker
+// times (a time measured one way never answers for another).
 std::string toolkit_of(const v1::DeviceInfo& device);
 
 // Milliseconds since the Unix epoch.

@@ -55,6 +55,7 @@ void check_device(const v1::DeviceInfo& d) {
   check_text(d.nvrtc_version(), "device.nvrtc_version", kMaxTextBytes, false);
   check_text(d.backend(), "device.backend", kMaxTextBytes, false);
   check_text(d.device_class(), "device.device_class", kMaxTextBytes, false);
+  check_text(d.timing(), "device.timing", kMaxTextBytes, false);
   check_non_negative(d.sm_count(), "device.sm_count");
   check_non_negative(d.sm_clock_mhz(), "device.sm_clock_mhz");
   check_non_negative(d.mem_clock_mhz(), "device.mem_clock_mhz");

@@ -13,9 +13,14 @@ inline constexpr double kFp16MaxRelL2Error = 2e-3;
 inline constexpr double kFp16MaxAbsError = 2e-2;
 inline constexpr int kRepeatedLaunches = 64;    // back-to-back launches before the re-check
 
-// Gate 5, timing with CUDA events.
+// Gate 5, timing with CUDA events. Each sample replays a graph of kLaunchesPerTimingSample (or
+// more: one per input set) back-to-back launches between two events, as a model's graph calls the
+// kernel: each call's start then overlaps the previous call's tail (programmatic launch), which
+// events around every single launch would forbid, and the host's launch cost stays out. A
+// sample's time is its per-call mean; the fitness is the samples' median.
 inline constexpr int kWarmupLaunches = 20;
 inline constexpr int kTimedLaunches = 200;
+inline constexpr int kLaunchesPerTimingSample = 20;
 inline constexpr int64_t kRotationBytes = 256ll << 20;  // input sets cycled so L2 cannot flatter
 
 // Process isolation. The watchdog catches hangs; honest work grows with the tensors (inputs drawn

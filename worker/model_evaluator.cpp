@@ -116,6 +116,7 @@ class ModelEvaluator : public Evaluator {
     info_.set_nvrtc_version(KernelCompiler::nvrtc_version());
     info_.set_smem_per_block_optin(dev.smem_per_block_optin);
     info_.set_backend("model");
+    info_.set_timing("estimated by the model");
     info_.set_device_class(dev.arch + "/model/estimated");
     info_.set_l2_bytes(dev.l2_bytes);
     info_.set_global_mem_bytes(dev.global_mem_bytes);

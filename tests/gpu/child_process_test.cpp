@@ -121,6 +121,7 @@ TEST(EvalRequestJson, RoundTrips) {
   EvalRequest r;
   r.seed = 42;
   r.repeated_launches = 64;
+  r.launches_per_sample = 20;
   r.reference_kernel = "evo_reference_attention";
   ShapeJob j;
   j.shape = parse_shape("1x4x1000x64", true);
@@ -135,6 +136,7 @@ TEST(EvalRequestJson, RoundTrips) {
   const EvalRequest back = request_from_json(to_json(r));
   EXPECT_EQ(back.seed, 42u);
   EXPECT_EQ(back.repeated_launches, 64);
+  EXPECT_EQ(back.launches_per_sample, 20);
   ASSERT_EQ(back.shapes.size(), 1u);
   EXPECT_EQ(back.shapes[0].shape, j.shape);
   EXPECT_EQ(back.shapes[0].grid, j.grid);

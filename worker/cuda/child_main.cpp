@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -112,18 +113,21 @@ void run_gates(const EvalRequest& req, v1::Evaluation& e, std::string& stage) {
       const auto& job = req.shapes[i];
       stage = "timing of " + cuda::shape_label(job.shape);
       const auto t = cuda::time_shape(kernels.get(job), job, req.seed, req.warmup_launches,
-                                      req.timed_launches, req.rotation_bytes, l2);
+                                      req.timed_launches, req.launches_per_sample,
+                                      req.rotation_bytes, l2);
       auto* out = e.mutable_shapes(static_cast<int>(i));
       out->set_median_us(t.median_us);
       out->set_p10_us(t.p10_us);
       out->set_p90_us(t.p90_us);
-      out->set_repeats(req.timed_launches);
+      out->set_repeats(t.launches);
       out->set_tflops(t.median_us > 0 ? job.flops / (t.median_us * 1e-6) / 1e12 : 0);
       medians.push_back(t.median_us);
     }
     e.set_fitness_us(cuda::geometric_mean(medians));
     set_gate(e, "timed", "passed",
-             std::to_string(req.timed_launches) + " timed launches per shape after " +
+             std::to_string(req.timed_launches / std::max(1, req.launches_per_sample)) +
+                 " replays per shape of a graph of at least " +
+                 std::to_string(req.launches_per_sample) + " back-to-back launches, after " +
                  std::to_string(req.warmup_launches) + " warm-up");
   } else {
     set_gate(e, "timed", "not_run", "");

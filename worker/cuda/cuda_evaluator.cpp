@@ -234,6 +234,7 @@ void CudaEvaluator::run_launch_gates(const std::vector<CompiledKernel>& kernels,
   req.repeated_launches = gates::kRepeatedLaunches;
   req.warmup_launches = gates::kWarmupLaunches;
   req.timed_launches = gates::kTimedLaunches;
+  req.launches_per_sample = gates::kLaunchesPerTimingSample;
   req.rotation_bytes = gates::kRotationBytes;
   req.reference_cubin = reference_.cubin_path;
   req.reference_kernel = reference_.lowered_name;

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "gate_thresholds.h"
 #include "kernel_compiler.h"
 
 namespace evo::cuda {
@@ -61,6 +62,8 @@ v1::DeviceInfo probe_device(int gpu) {
   d.set_nvrtc_version(KernelCompiler::nvrtc_version());
   d.set_smem_per_block_optin(static_cast<int64_t>(prop.sharedMemPerBlockOptin));
   d.set_backend("cuda");
+  d.set_timing("graph replays of " + std::to_string(gates::kLaunchesPerTimingSample) +
+               "+ back-to-back programmatic launches per event pair");
   d.set_device_class(d.arch() + "/" + d.gpu_name());
   d.set_l2_bytes(prop.l2CacheSize);
   d.set_global_mem_bytes(static_cast<int64_t>(prop.totalGlobalMem));

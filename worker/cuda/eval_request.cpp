@@ -32,6 +32,7 @@ std::string to_json(const EvalRequest& r) {
             {"repeated_launches", r.repeated_launches},
             {"warmup_launches", r.warmup_launches},
             {"timed_launches", r.timed_launches},
+            {"launches_per_sample", r.launches_per_sample},
             {"rotation_bytes", r.rotation_bytes},
             {"reference_cubin", r.reference_cubin},
             {"reference_kernel", r.reference_kernel},
@@ -60,6 +61,7 @@ EvalRequest request_from_json(const std::string& text) {
     r.repeated_launches = field(j, "repeated_launches").get<int>();
     r.warmup_launches = field(j, "warmup_launches").get<int>();
     r.timed_launches = field(j, "timed_launches").get<int>();
+    r.launches_per_sample = field(j, "launches_per_sample").get<int>();
     r.rotation_bytes = field(j, "rotation_bytes").get<int64_t>();
     r.reference_cubin = field(j, "reference_cubin").get<std::string>();
     r.reference_kernel = field(j, "reference_kernel").get<std::string>();

@@ -1,5 +1,6 @@
 #include "shape_gates.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -128,7 +129,8 @@ CorrectnessResult check_correctness(const LoadedKernel& candidate, const LoadedK
 }
 
 TimingSummary time_shape(const LoadedKernel& candidate, const ShapeJob& job, uint64_t seed,
-                         int warmup, int timed, int64_t rotation_bytes, int64_t l2_bytes) {
+                         int warmup, int timed, int per_sample, int64_t rotation_bytes,
+                         int64_t l2_bytes) {
   const ProblemShape& s = job.shape;
   const size_t nq = q_elems(s), nkv = kv_elems(s);
   const int64_t set_bytes = static_cast<int64_t>((2 * nq + 2 * nkv) * 2);
@@ -155,30 +157,54 @@ TimingSummary time_shape(const LoadedKernel& candidate, const ShapeJob& job, uin
     params.push_back(params_for(job, qi, ki, vi, oi, workspace.get()));
   }
   const LaunchDims dims = dims_of(job);
-  for (int i = 0; i < warmup; ++i) candidate.launch(params[i % sets], dims, 0);
-
-  std::vector<cudaEvent_t> events(2 * static_cast<size_t>(timed));
-  for (auto& e : events) EVO_CUDA_CHECK(cudaEventCreate(&e));
-  struct EventsGuard {
-    std::vector<cudaEvent_t>& ev;
-    ~EventsGuard() {
-      for (auto e : ev)
+  // A stream of its own: the default stream cannot be captured.
+  cudaStream_t stream = nullptr;
+  EVO_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  std::vector<cudaEvent_t> events;
+  struct Guard {
+    cudaStream_t& stream;
+    cudaGraph_t& graph;
+    cudaGraphExec_t& exec;
+    std::vector<cudaEvent_t>& events;
+    ~Guard() {
+      for (auto e : events)
         if (e) cudaEventDestroy(e);
+      if (exec) cudaGraphExecDestroy(exec);
+      if (graph) cudaGraphDestroy(graph);
+      if (stream) cudaStreamDestroy(stream);
     }
-  } guard{events};
-  for (int i = 0; i < timed; ++i) {
-    EVO_CUDA_CHECK(cudaEventRecord(events[2 * i], 0));
-    candidate.launch(params[(warmup + i) % sets], dims, 0);
-    EVO_CUDA_CHECK(cudaEventRecord(events[2 * i + 1], 0));
+  } guard{stream, graph, exec, events};
+  for (int i = 0; i < warmup; ++i) candidate.launch(params[i % sets], dims, stream);
+
+  // One sample is one replay of a graph of back-to-back launches, each on the next input set, so
+  // that neither the host's launch cost nor L2 holding one set's inputs sets the time.
+  const int per_graph = std::max({1, per_sample, sets});
+  const int samples = std::max(1, timed / std::max(1, per_sample));
+  EVO_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int j = 0; j < per_graph; ++j) candidate.launch(params[(warmup + j) % sets], dims, stream);
+  EVO_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  EVO_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  EVO_CUDA_CHECK(cudaGraphLaunch(exec, stream));  // the replay's own warm-up
+
+  events.resize(2 * static_cast<size_t>(samples));
+  for (auto& e : events) EVO_CUDA_CHECK(cudaEventCreate(&e));
+  for (int i = 0; i < samples; ++i) {
+    EVO_CUDA_CHECK(cudaEventRecord(events[2 * i], stream));
+    EVO_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    EVO_CUDA_CHECK(cudaEventRecord(events[2 * i + 1], stream));
   }
-  EVO_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<double> times_us(static_cast<size_t>(timed));
-  for (int i = 0; i < timed; ++i) {
+  EVO_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<double> times_us(static_cast<size_t>(samples));
+  for (int i = 0; i < samples; ++i) {
     float ms = 0;
     EVO_CUDA_CHECK(cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]));
-    times_us[i] = ms * 1000.0;
+    times_us[i] = ms * 1000.0 / per_graph;
   }
-  return summarise_times(std::move(times_us));
+  TimingSummary summary = summarise_times(std::move(times_us));
+  summary.launches = samples * per_graph;
+  return summary;
 }
 
 }  // namespace evo::cuda

@@ -22,9 +22,12 @@ struct CorrectnessResult {
 CorrectnessResult check_correctness(const LoadedKernel& candidate, const LoadedKernel& reference,
                                     const ShapeJob& job, uint64_t seed, int repeated_launches);
 
-// CUDA events around each launch, warm-up first; inputs cycled over enough sets to defeat L2.
+// Warm-up, then `timed / per_sample` samples, each one replay between two CUDA events of a graph
+// of back-to-back launches (at least `per_sample`, and one per input set); a sample's time is its
+// per-call mean. Inputs cycled over enough sets to defeat L2.
 TimingSummary time_shape(const LoadedKernel& candidate, const ShapeJob& job, uint64_t seed,
-                         int warmup, int timed, int64_t rotation_bytes, int64_t l2_bytes);
+                         int warmup, int timed, int per_sample, int64_t rotation_bytes,
+                         int64_t l2_bytes);
 
 LaunchDims dims_of(const ShapeJob& job);
 

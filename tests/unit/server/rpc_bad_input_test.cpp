@@ -145,6 +145,7 @@ TEST_F(RpcBadInput, RegisterWorker) {
       {"name with a newline", StatusCode::INVALID_ARGUMENT, req([](auto& r) { r.set_name("w\nevent=forged"); })},
       {"1 MB device class", StatusCode::INVALID_ARGUMENT, req([](auto& r) { r.mutable_device()->set_device_class(k1MB); })},
       {"negative sm_count", StatusCode::INVALID_ARGUMENT, req([](auto& r) { r.mutable_device()->set_sm_count(-132); })},
+      {"1 MB timing", StatusCode::INVALID_ARGUMENT, req([](auto& r) { r.mutable_device()->set_timing(k1MB); })},
       {"template of other kernel code", StatusCode::FAILED_PRECONDITION, req([](auto& r) {
          r.mutable_device()->set_template_fingerprints(0, "fa_s512_v3@0000000000000000");
        })},

@@ -198,5 +198,16 @@ TEST(Store, ResultCacheKeyIsGenomeProblemClassAndToolkit) {
   });
 }
 
+// A worker that times another way (isolated launches, a model's estimate) keys its results apart.
+TEST(Store, ToolkitKeyNamesHowTheWorkerTimes) {
+  v1::DeviceInfo d;
+  d.set_nvrtc_version("13.0");
+  d.set_cuda_version("13.0");
+  EXPECT_EQ(toolkit_of(d), "nvrtc 13.0 / cuda 13.0");
+  d.set_timing("20 back-to-back programmatic launches per event pair");
+  EXPECT_EQ(toolkit_of(d),
+            "nvrtc 13.0 / cuda 13.0 / timing: 20 back-to-back programmatic launches per event pair");
+}
+
 }  // namespace
 }  // namespace evo
