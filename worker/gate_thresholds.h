@@ -24,8 +24,9 @@ inline constexpr int kLaunchesPerTimingSample = 20;
 inline constexpr int64_t kRotationBytes = 256ll << 20;  // input sets cycled so L2 cannot flatter
 
 // Process isolation. The watchdog catches hangs; honest work grows with the tensors (inputs drawn
-// and uploaded, outputs compared on the host, 300 launches), so each evaluation gets the base
-// budget plus an allowance per element of Q, K, V and O over all its shapes.
+// and uploaded, outputs compared on the host, a few hundred launches; small tensors get more
+// launches, one per rotated input set in the timing graph, each as short), so each evaluation gets
+// the base budget plus an allowance per element of Q, K, V and O over all its shapes.
 inline constexpr int kDefaultWatchdogMs = 10000;
 inline constexpr double kWatchdogNsPerElement = 100.0;
 inline constexpr int kSanitizerWatchdogMs = 300000;

@@ -35,7 +35,7 @@ struct EvalRequest {
   int repeated_launches = 0;      // back-to-back launches before the re-check
   int warmup_launches = 0;
   int timed_launches = 0;
-  int launches_per_sample = 1;    // timed launches back to back between one pair of events
+  int launches_per_sample = 1;    // the fewest launches in the graph one pair of events times
   int64_t rotation_bytes = 0;     // input sets are cycled until their total exceeds this
   std::string reference_cubin;    // the float32 reference kernel, compiled for the same arch
   std::string reference_kernel;   // its lowered name

@@ -204,9 +204,9 @@ TEST(Store, ToolkitKeyNamesHowTheWorkerTimes) {
   d.set_nvrtc_version("13.0");
   d.set_cuda_version("13.0");
   EXPECT_EQ(toolkit_of(d), "nvrtc 13.0 / cuda 13.0");
-  d.set_timing("20 back-to-back programmatic launches per event pair");
-  EXPECT_EQ(toolkit_of(d),
-            "nvrtc 13.0 / cuda 13.0 / timing: 20 back-to-back programmatic launches per event pair");
+  d.set_timing("graph replays of 20+ back-to-back programmatic launches per event pair");
+  EXPECT_EQ(toolkit_of(d), "nvrtc 13.0 / cuda 13.0 / timing: graph replays of 20+ back-to-back "
+                           "programmatic launches per event pair");
 }
 
 }  // namespace
