@@ -92,6 +92,7 @@ void report_variant(std::ostringstream& o, const ExportVariant& v, size_t index,
     << "- device class: " << or_unknown(d.device_class()) << ", backend: " << or_unknown(d.backend()) << "\n"
     << "- driver " << or_unknown(d.driver_version()) << ", CUDA runtime " << or_unknown(d.cuda_version())
     << ", NVRTC " << or_unknown(d.nvrtc_version()) << "\n"
+    << "- timing: " << or_unknown(d.timing()) << "\n"
     << "- NVRTC options of the evaluated build: `" << or_unknown(e.compile_options()) << "`\n\n";
 }
 
