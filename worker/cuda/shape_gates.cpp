@@ -157,7 +157,9 @@ TimingSummary time_shape(const LoadedKernel& candidate, const ShapeJob& job, uin
     params.push_back(params_for(job, qi, ki, vi, oi, workspace.get()));
   }
   const LaunchDims dims = dims_of(job);
-  // A stream of its own: the default stream cannot be captured.
+  // A stream of its own: the default stream cannot be captured. Being non-blocking, it does not
+  // wait for the workspace's memset and the uploads on the default stream, so wait for them here.
+  EVO_CUDA_CHECK(cudaDeviceSynchronize());
   cudaStream_t stream = nullptr;
   EVO_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaGraph_t graph = nullptr;
