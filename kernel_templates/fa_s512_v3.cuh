@@ -29,6 +29,10 @@
 // PINGPONG = 1 (two warpgroups, STAGE_RELEASE and PV_ASYNC) takes turns on the tensor cores, as in
 // FlashAttention-3: a warpgroup issues its tile's two GEMMs only when the other has issued its
 // own, so one warpgroup's softmax runs while the other's GEMMs occupy the tensor cores.
+// Under mma.sync each row's probabilities are summed on the tensor cores, as one more n8 column
+// block of O += P V whose B operand is all ones, instead of an add per score: the loop is paced
+// by its instruction count more than by any unit (bench/NOTES.md, 1-3 % on every mma.sync
+// genome measured). Under WGMMA the extra m64n8 wgmma per k-step cost more than it saved.
 #include <cuda_fp16.h>
 
 namespace evo {
@@ -71,6 +75,8 @@ struct KernelTraits {
   static constexpr bool kTma = TMA_ != 0;
   static constexpr bool kStageRelease = STAGE_RELEASE_ != 0;
   static constexpr bool kPingPong = PINGPONG_ != 0;
+  // Row sums of P from the tensor cores (see the top of the file).
+  static constexpr bool kRowSumMma = !kWgmma;
   // TMA lands tiles in 128-byte-swizzled 64-column panels, which wgmma's descriptors also read.
   static constexpr bool kPanels = kWgmma || kTma;
 
@@ -636,9 +642,14 @@ __device__ __forceinline__ void pack_p(unsigned (&a)[4], const float (&s)[T::kST
   a[3] = pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 }
 
-// O += P V through mma.sync, V fragments by transposing ldmatrix.
+// fp16 1.0 twice: a B fragment of ones.
+constexpr unsigned kHalf2Ones = 0x3C003C00u;
+
+// O += P V through mma.sync, V fragments by transposing ldmatrix, and the rows' sums of P into
+// every column of `row_sums` (B all ones).
 template <class T>
 __device__ __forceinline__ void accumulate_pv_mma_sync(float (&acc)[T::kMTiles][T::kOTiles][4],
+                                                       float (&row_sums)[T::kMTiles][1][4],
                                                        const float (&s)[T::kMTiles][T::kSTiles][4],
                                                        const __half* v_tile, int key_w, int lane) {
 #pragma unroll
@@ -646,6 +657,9 @@ __device__ __forceinline__ void accumulate_pv_mma_sync(float (&acc)[T::kMTiles][
     unsigned a[T::kMTiles][4];
 #pragma unroll
     for (int mt = 0; mt < T::kMTiles; ++mt) pack_p<T>(a[mt], s[mt], kk);
+#pragma unroll
+    for (int mt = 0; mt < T::kMTiles; ++mt)
+      mma_16816(row_sums[mt][0], a[mt], kHalf2Ones, kHalf2Ones);
 #pragma unroll
     for (int dp = 0; dp < T::kOTiles / 2; ++dp) {
       unsigned b[4];
@@ -719,17 +733,19 @@ __device__ __forceinline__ void online_softmax(float (&s)[T::kMTiles][T::kSTiles
       for (int nt = 0; nt < T::kSTiles; ++nt) {
         s[mt][nt][2 * h] = fast_exp2(s[mt][nt][2 * h] * scale_log2 - base);
         s[mt][nt][2 * h + 1] = fast_exp2(s[mt][nt][2 * h + 1] * scale_log2 - base);
-        sum += s[mt][nt][2 * h] + s[mt][nt][2 * h + 1];
+        if constexpr (!T::kRowSumMma) sum += s[mt][nt][2 * h] + s[mt][nt][2 * h + 1];
       }
-      row_sum[mt][h] = row_sum[mt][h] * alpha[mt][h] + sum;
+      // mma.sync: the sums ride with P*V, and rescale() shrinks them with the output.
+      if constexpr (!T::kRowSumMma) row_sum[mt][h] = row_sum[mt][h] * alpha[mt][h] + sum;
     }
 }
 
 template <class T>
 __device__ __forceinline__ void rescale(float (&acc)[T::kMTiles][T::kOTiles][4],
+                                        float (&row_sums)[T::kMTiles][1][4],
                                         const float (&alpha)[T::kMTiles][2]) {
 #pragma unroll
-  for (int mt = 0; mt < T::kMTiles; ++mt)
+  for (int mt = 0; mt < T::kMTiles; ++mt) {
 #pragma unroll
     for (int nt = 0; nt < T::kOTiles; ++nt) {
       acc[mt][nt][0] *= alpha[mt][0];
@@ -737,6 +753,11 @@ __device__ __forceinline__ void rescale(float (&acc)[T::kMTiles][T::kOTiles][4],
       acc[mt][nt][2] *= alpha[mt][1];
       acc[mt][nt][3] *= alpha[mt][1];
     }
+    if constexpr (T::kRowSumMma) {  // one column of each row half is enough: it is all that is read
+      row_sums[mt][0][0] *= alpha[mt][0];
+      row_sums[mt][0][2] *= alpha[mt][1];
+    }
+  }
 }
 
 // ---------------------------------------------------------------- epilogue
@@ -1098,12 +1119,17 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   float acc[T::kMTiles][T::kOTiles][4];
   float row_max[T::kMTiles][2];
   float row_sum[T::kMTiles][2];
+  // mma.sync: the rows' sums from the tensor cores, in an n8 accumulator block whose columns are
+  // all equal (unused under WGMMA).
+  float row_sums[T::kMTiles][1][4];
 #pragma unroll
   for (int mt = 0; mt < T::kMTiles; ++mt) {
 #pragma unroll
     for (int nt = 0; nt < T::kOTiles; ++nt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) row_sums[mt][0][i] = 0.f;
     row_max[mt][0] = row_max[mt][1] = neg_inf();
     row_sum[mt][0] = row_sum[mt][1] = 0.f;
   }
@@ -1215,7 +1241,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
       // The previous tile's V was its stage's last reader (its K was read before).
       if constexpr (T::kStageRelease) leave_stage(t - 1);
     }
-    rescale<T>(acc, alpha);
+    rescale<T>(acc, row_sums, alpha);
 
     // ---- O += P V: P goes from the score registers straight into A fragments.
     if constexpr (T::kPvAsync) {
@@ -1232,7 +1258,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
       fence_operands(acc[0]);
       fence_operands(p_frag);
     } else {
-      accumulate_pv_mma_sync<T>(acc, s, v_tile, key_w, lane);
+      accumulate_pv_mma_sync<T>(acc, row_sums, s, v_tile, key_w, lane);
     }
     if constexpr (T::kStageRelease) {
       if (!T::kPvAsync) leave_stage(t);  // P*V has retired: done with this stage
@@ -1280,15 +1306,20 @@ __device__ __forceinline__ void forward(const FaParams& p) {
     __syncthreads();
   }
 
-  // Row sums so far are per thread (its 2 of every 8 keys); complete them across the quad.
+  // Row sums so far are per thread (its 2 of every 8 keys); complete them across the quad. The
+  // tensor cores' sums (mma.sync) are whole already.
 #pragma unroll
   for (int mt = 0; mt < T::kMTiles; ++mt)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float l = row_sum[mt][h];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-      row_sum[mt][h] = l;
+      if constexpr (T::kRowSumMma) {
+        row_sum[mt][h] = row_sums[mt][0][2 * h];
+      } else {
+        float l = row_sum[mt][h];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        row_sum[mt][h] = l;
+      }
     }
 
   if constexpr (T::kWarpsKV > 1)
