@@ -22,6 +22,12 @@ inline constexpr int kWarmupLaunches = 20;
 inline constexpr int kTimedLaunches = 200;
 inline constexpr int kLaunchesPerTimingSample = 20;
 inline constexpr int64_t kRotationBytes = 256ll << 20;  // input sets cycled so L2 cannot flatter
+// The replays above cost a fast kernel milliseconds, but a correct and slow one (a naive kernel,
+// a bad genome at a big shape) could spend the watchdog's whole budget there and be reported as
+// a hang. Where the warm-up says the plan would take longer than this, the graph shrinks towards
+// kLaunchesPerTimingSample launches and the samples towards kMinTimingSamples.
+inline constexpr double kTimingBudgetMs = 1500.0;
+inline constexpr int kMinTimingSamples = 3;
 
 // Process isolation. The watchdog catches hangs; honest work grows with the tensors (inputs drawn
 // and uploaded, outputs compared on the host, a few hundred launches; small tensors get more

@@ -102,6 +102,33 @@ TEST(RotationSets, ExceedsTheLargerOfRotationAndTwiceL2) {
   EXPECT_EQ(rotation_sets(2 * mb, 256 * mb, 50 * mb, 10), 10);  // memory caps it
 }
 
+TEST(PlanTiming, AFastKernelGetsTheFullPlan) {
+  // 5 us a call, 129 input sets: ten replays of 129 launches take 7 ms, far inside 1.5 s.
+  const TimingPlan p = plan_timing(5.0, 20, 129, 200, 1.5e6, 3);
+  EXPECT_EQ(p.launches_per_sample, 129);
+  EXPECT_EQ(p.samples, 10);
+  // Fewer sets than launches per sample: the graph keeps its 20.
+  EXPECT_EQ(plan_timing(5.0, 20, 4, 200, 1.5e6, 3).launches_per_sample, 20);
+  // No estimate (no warm-up): the plan as asked.
+  EXPECT_EQ(plan_timing(0.0, 20, 129, 200, 1.5e6, 3).samples, 10);
+}
+
+TEST(PlanTiming, ASlowKernelIsTrimmedToTheBudget) {
+  // 3 ms a call (a naive kernel): the full plan would take 129 * 11 * 3 ms = 4.3 s.
+  const TimingPlan p = plan_timing(3000.0, 20, 129, 200, 1.5e6, 3);
+  EXPECT_EQ(p.samples, 3);
+  EXPECT_EQ(p.launches_per_sample, 125);  // 4 replays of 125 launches: 1.5 s
+  EXPECT_LE(3000.0 * p.launches_per_sample * (p.samples + 1), 1.5e6);
+  // Slower still: the graph stops at 20 launches and the samples at three, over budget or not.
+  const TimingPlan q = plan_timing(50000.0, 20, 129, 200, 1.5e6, 3);
+  EXPECT_EQ(q.launches_per_sample, 20);
+  EXPECT_EQ(q.samples, 3);
+  // Between the two: a shorter graph, still three samples.
+  const TimingPlan r = plan_timing(10000.0, 20, 129, 200, 1.5e6, 3);
+  EXPECT_EQ(r.launches_per_sample, 37);
+  EXPECT_EQ(r.samples, 3);
+}
+
 TEST(ShapeLabel, NamesRaggedAndCausal) {
   EXPECT_EQ(shape_label(parse_shape("1x4x1000x64", true)), "1x4x1000x64:causal");
   EXPECT_EQ(shape_label(parse_shape("1x8x512x1024x64")), "1x8x512x1024x64");

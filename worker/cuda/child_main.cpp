@@ -109,6 +109,7 @@ void run_gates(const EvalRequest& req, v1::Evaluation& e, std::string& stage) {
 
   if (req.run_timed) {
     std::vector<double> medians;
+    std::string plans;  // per shape, how the samples were taken (plan_timing may trim them)
     for (size_t i = 0; i < req.shapes.size(); ++i) {
       const auto& job = req.shapes[i];
       stage = "timing of " + cuda::shape_label(job.shape);
@@ -122,12 +123,12 @@ void run_gates(const EvalRequest& req, v1::Evaluation& e, std::string& stage) {
       out->set_repeats(t.launches);
       out->set_tflops(t.median_us > 0 ? job.flops / (t.median_us * 1e-6) / 1e12 : 0);
       medians.push_back(t.median_us);
+      plans += (plans.empty() ? "" : ", ") + cuda::shape_label(job.shape) + " " +
+               std::to_string(t.samples) + "x" + std::to_string(t.launches_per_sample);
     }
     e.set_fitness_us(cuda::geometric_mean(medians));
     set_gate(e, "timed", "passed",
-             std::to_string(req.timed_launches / std::max(1, req.launches_per_sample)) +
-                 " replays per shape of a graph of at least " +
-                 std::to_string(req.launches_per_sample) + " back-to-back launches, after " +
+             "graph replays x back-to-back launches per shape: " + plans + ", after " +
                  std::to_string(req.warmup_launches) + " warm-up");
   } else {
     set_gate(e, "timed", "not_run", "");

@@ -72,6 +72,24 @@ TimingSummary summarise_times(std::vector<double> t) {
   return s;
 }
 
+TimingPlan plan_timing(double call_us, int launches_per_sample, int sets, int timed,
+                       double budget_us, int min_samples) {
+  const int floor_launches = std::max(1, launches_per_sample);
+  TimingPlan plan;
+  plan.launches_per_sample = std::max(floor_launches, sets);
+  plan.samples = std::max(1, timed / floor_launches);
+  const auto cost_us = [&](int launches, int samples) {
+    return call_us * launches * (samples + 1.0);  // + the graph's own warm-up replay
+  };
+  if (call_us <= 0 || cost_us(plan.launches_per_sample, plan.samples) <= budget_us) return plan;
+  const int fewest = std::min(std::max(1, min_samples), plan.samples);
+  const int fit = static_cast<int>(budget_us / (call_us * (fewest + 1.0)));
+  plan.launches_per_sample = std::clamp(fit, floor_launches, plan.launches_per_sample);
+  const int samples_fit = static_cast<int>(budget_us / (call_us * plan.launches_per_sample)) - 1;
+  plan.samples = std::clamp(samples_fit, fewest, plan.samples);
+  return plan;
+}
+
 double geometric_mean(const std::vector<double>& v) {
   if (v.empty()) return 0;
   double log_sum = 0;

@@ -34,9 +34,22 @@ std::optional<std::string> correctness_failure(const ErrorFigures& f, const Prob
 struct TimingSummary {
   double median_us = 0, p10_us = 0, p90_us = 0;
   int launches = 0;  // timed launches behind the figures
+  int samples = 0, launches_per_sample = 0;  // how they were grouped (TimingPlan)
 };
 // Percentiles by linear interpolation between order statistics. Empty input: all zeros.
 TimingSummary summarise_times(std::vector<double> times_us);
+
+// How many graph replays (samples) of how many launches each the timing gate runs.
+struct TimingPlan {
+  int launches_per_sample = 1, samples = 1;
+};
+// The plan for a kernel whose call the warm-up put at `call_us` (0: unknown). As asked for
+// (`launches_per_sample` launches, or one per input set if there are more, in `timed` launches'
+// worth of samples) unless those samples and the graph's own warm-up replay would take longer
+// than `budget_us`; then the graph shrinks, not below `launches_per_sample`, until
+// `min_samples` fit, and the samples are as many as fit, at least `min_samples`.
+TimingPlan plan_timing(double call_us, int launches_per_sample, int sets, int timed,
+                       double budget_us, int min_samples);
 
 // Geometric mean of positive values (the fitness over shapes); 0 for an empty list.
 double geometric_mean(const std::vector<double>& values);

@@ -9,6 +9,7 @@
 #include "attention_tensor_maps.h"
 #include "cuda_error.h"
 #include "fp16_host.h"
+#include "gate_thresholds.h"
 
 namespace evo::cuda {
 namespace {
@@ -178,34 +179,47 @@ TimingSummary time_shape(const LoadedKernel& candidate, const ShapeJob& job, uin
       if (stream) cudaStreamDestroy(stream);
     }
   } guard{stream, graph, exec, events};
+  // The warm-up, timed: what a call costs tells whether the planned replays fit the budget.
+  events.resize(2);
+  for (auto& e : events) EVO_CUDA_CHECK(cudaEventCreate(&e));
+  EVO_CUDA_CHECK(cudaEventRecord(events[0], stream));
   for (int i = 0; i < warmup; ++i) candidate.launch(params[i % sets], dims, stream);
+  EVO_CUDA_CHECK(cudaEventRecord(events[1], stream));
+  EVO_CUDA_CHECK(cudaEventSynchronize(events[1]));
+  float warmup_ms = 0;
+  EVO_CUDA_CHECK(cudaEventElapsedTime(&warmup_ms, events[0], events[1]));
 
   // One sample is one replay of a graph of back-to-back launches, each on the next input set, so
   // that neither the host's launch cost nor L2 holding one set's inputs sets the time.
-  const int per_graph = std::max({1, per_sample, sets});
-  const int samples = std::max(1, timed / std::max(1, per_sample));
+  const TimingPlan plan =
+      plan_timing(warmup > 0 ? warmup_ms * 1000.0 / warmup : 0.0, per_sample, sets, timed,
+                  gates::kTimingBudgetMs * 1000.0, gates::kMinTimingSamples);
+  const int per_graph = plan.launches_per_sample, samples = plan.samples;
   EVO_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   for (int j = 0; j < per_graph; ++j) candidate.launch(params[(warmup + j) % sets], dims, stream);
   EVO_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
   EVO_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   EVO_CUDA_CHECK(cudaGraphLaunch(exec, stream));  // the replay's own warm-up
 
-  events.resize(2 * static_cast<size_t>(samples));
-  for (auto& e : events) EVO_CUDA_CHECK(cudaEventCreate(&e));
+  events.resize(2 + 2 * static_cast<size_t>(samples));
+  for (size_t i = 2; i < events.size(); ++i) EVO_CUDA_CHECK(cudaEventCreate(&events[i]));
+  cudaEvent_t* pairs = events.data() + 2;
   for (int i = 0; i < samples; ++i) {
-    EVO_CUDA_CHECK(cudaEventRecord(events[2 * i], stream));
+    EVO_CUDA_CHECK(cudaEventRecord(pairs[2 * i], stream));
     EVO_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    EVO_CUDA_CHECK(cudaEventRecord(events[2 * i + 1], stream));
+    EVO_CUDA_CHECK(cudaEventRecord(pairs[2 * i + 1], stream));
   }
   EVO_CUDA_CHECK(cudaStreamSynchronize(stream));
   std::vector<double> times_us(static_cast<size_t>(samples));
   for (int i = 0; i < samples; ++i) {
     float ms = 0;
-    EVO_CUDA_CHECK(cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]));
+    EVO_CUDA_CHECK(cudaEventElapsedTime(&ms, pairs[2 * i], pairs[2 * i + 1]));
     times_us[i] = ms * 1000.0 / per_graph;
   }
   TimingSummary summary = summarise_times(std::move(times_us));
   summary.launches = samples * per_graph;
+  summary.samples = samples;
+  summary.launches_per_sample = per_graph;
   return summary;
 }
 
