@@ -33,8 +33,7 @@ std::optional<std::string> correctness_failure(const ErrorFigures& f, const Prob
 
 struct TimingSummary {
   double median_us = 0, p10_us = 0, p90_us = 0;
-  int launches = 0;  // timed launches behind the figures
-  int samples = 0, launches_per_sample = 0;  // how they were grouped (TimingPlan)
+  int samples = 0, launches_per_sample = 0;  // the graph replays timed, and launches in each
 };
 // Percentiles by linear interpolation between order statistics. Empty input: all zeros.
 TimingSummary summarise_times(std::vector<double> times_us);

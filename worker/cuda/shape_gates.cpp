@@ -217,7 +217,6 @@ TimingSummary time_shape(const LoadedKernel& candidate, const ShapeJob& job, uin
     times_us[i] = ms * 1000.0 / per_graph;
   }
   TimingSummary summary = summarise_times(std::move(times_us));
-  summary.launches = samples * per_graph;
   summary.samples = samples;
   summary.launches_per_sample = per_graph;
   return summary;
