@@ -13,8 +13,8 @@
 //   VARIANT_SWEEP_PDL=1 ./variant_sweep N          # programmatic dependent launch, as exported
 //
 // A case is one instantiation run over a shape group; V: bit 0 WGMMA, bit 1 PV_ASYNC, bit 2 TMA,
-// bit 3 STAGE_RELEASE, bit 4 PINGPONG, bit 5 TMA_BOX_ROWS=32 instead of 64 (CP_ASYNC=1, SWIZZLE=1
-// throughout). Each case is meant to run in its own process, so that a kernel that breaks the
+// bit 3 STAGE_RELEASE, bit 4 PINGPONG, bit 5 TMA_BOX_ROWS=32 instead of 64, bit 6 QK_AHEAD
+// (CP_ASYNC=1, SWIZZLE=1 throughout). Each case is meant to run in its own process, so that a kernel that breaks the
 // CUDA context stops only its own case.
 #include <algorithm>
 #include <cmath>
@@ -50,11 +50,12 @@ template <int C, int D, int BM, int BN, int W, int ST, int SPLIT, int V>
 void run(const Shape& sh, const char* name) {
   if (!selected(sh, C)) return;
   constexpr int kWgmma = V & 1, kPvAsync = (V >> 1) & 1, kTma = (V >> 2) & 1, kRelease = (V >> 3) & 1,
-                kPingPong = (V >> 4) & 1, kBoxRows = (V >> 5) & 1 ? 32 : 64;
+                kPingPong = (V >> 4) & 1, kBoxRows = (V >> 5) & 1 ? 32 : 64,
+                kQkAhead = (V >> 6) & 1;
   using T = evo::fa::KernelTraits<C, D, BM, BN, W, ST, 1, 1, SPLIT, kWgmma, kPvAsync, kTma, kRelease,
-                                  kPingPong, kBoxRows>;
+                                  kPingPong, kBoxRows, kQkAhead>;
   auto kernel = evo::fa_s512_v3_kernel<C, D, BM, BN, W, ST, 1, 1, SPLIT, kWgmma, kPvAsync, kTma,
-                                       kRelease, kPingPong, kBoxRows>;
+                                       kRelease, kPingPong, kBoxRows, kQkAhead>;
   const size_t n = size_t(sh.b) * sh.h * sh.s * D;
   std::vector<__half> host[3] = {std::vector<__half>(n), std::vector<__half>(n),
                                  std::vector<__half>(n)};
@@ -289,5 +290,11 @@ int main(int argc, char** argv) {
   CASE(SMALL(32, 256, 8, 3, 1, 36))
   CASE(SMALL(32, 128, 8, 4, 1, 36))
   CASE(SMALL(64, 128, 8, 4, 1, 39))
+  // QK_AHEAD (bit 6): the next tile's scores issued beside this tile's P*V (86-89), with stages
+  // refilled behind a barrier (three stages at 1,4,1000) and by the last warp out.
+  CASE(SMALL(64, 128, 8, 4, 1, 103))
+  CASE(SMALL(64, 128, 8, 3, 1, 103))
+  CASE(SMALL(64, 64, 4, 4, 1, 103))
+  CASE(SMALL(64, 128, 8, 4, 1, 111))
   if (want < 0 || want >= idx) printf("%d cases\n", idx);
 }

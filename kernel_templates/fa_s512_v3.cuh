@@ -29,6 +29,9 @@
 // PINGPONG = 1 (two warpgroups, STAGE_RELEASE and PV_ASYNC) takes turns on the tensor cores, as in
 // FlashAttention-3: a warpgroup issues its tile's two GEMMs only when the other has issued its
 // own, so one warpgroup's softmax runs while the other's GEMMs occupy the tensor cores.
+// QK_AHEAD = 1 (WGMMA, PV_ASYNC, TMA) issues tile t+1's QK^T beside P*V(t-1) in step t, so tile t's
+// softmax runs under both GEMMs and no step waits for its own scores; it holds two tiles of
+// scores in registers.
 // Under mma.sync each row's probabilities are summed on the tensor cores, as one more n8 column
 // block of O += P V whose B operand is all ones, instead of an add per score: the loop is paced
 // by its instruction count more than by any unit (bench/NOTES.md, 1-3 % on every mma.sync
@@ -59,7 +62,7 @@ namespace fa {
 
 template <int CAUSAL_, int HEAD_DIM_, int BLOCK_M_, int BLOCK_N_, int WARPS_, int STAGES_,
           int CP_ASYNC_, int SWIZZLE_, int SPLIT_KV_, int WGMMA_, int PV_ASYNC_, int TMA_ = 0,
-          int STAGE_RELEASE_ = 0, int PINGPONG_ = 0, int TMA_BOX_ROWS_ = 64>
+          int STAGE_RELEASE_ = 0, int PINGPONG_ = 0, int TMA_BOX_ROWS_ = 64, int QK_AHEAD_ = 0>
 struct KernelTraits {
   static constexpr bool kCausal = CAUSAL_ != 0;
   static constexpr int kHeadDim = HEAD_DIM_;
@@ -75,6 +78,7 @@ struct KernelTraits {
   static constexpr bool kTma = TMA_ != 0;
   static constexpr bool kStageRelease = STAGE_RELEASE_ != 0;
   static constexpr bool kPingPong = PINGPONG_ != 0;
+  static constexpr bool kQkAhead = QK_AHEAD_ != 0;
   // Row sums of P from the tensor cores (see the top of the file).
   static constexpr bool kRowSumMma = !kWgmma;
   // TMA lands tiles in 128-byte-swizzled 64-column panels, which wgmma's descriptors also read.
@@ -175,6 +179,11 @@ struct KernelTraits {
   static_assert(!kPingPong || (kStageRelease && kPvAsync && kWarps == 8),
                 "PINGPONG: two warpgroups whose two GEMMs per tile are issued together, and no "
                 "block-wide barrier per tile to hold them in step");
+  // Step t reads three stages: V(t-1) under the P*V in flight, V(t) for the next step's, and
+  // K(t+1) under the scores issued early; with two, tile t+1 would refill the stage P*V(t-1)
+  // still reads.
+  static_assert(!kQkAhead || (kPvAsync && kTma && kStages >= 3 && !kPingPong),
+                "QK_AHEAD: WGMMA with PV_ASYNC and TMA, three stages or more, no PINGPONG");
 };
 
 // ---------------------------------------------------------------- PTX wrappers
@@ -646,10 +655,10 @@ __device__ __forceinline__ void pack_p(unsigned (&a)[4], const float (&s)[T::kST
 constexpr unsigned kHalf2Ones = 0x3C003C00u;
 
 // O += P V through mma.sync, V fragments by transposing ldmatrix, and the rows' sums of P into
-// every column of `row_sums` (B all ones).
+// every column of `row_sum_mma` (B all ones).
 template <class T>
 __device__ __forceinline__ void accumulate_pv_mma_sync(float (&acc)[T::kMTiles][T::kOTiles][4],
-                                                       float (&row_sums)[T::kMTiles][1][4],
+                                                       float (&row_sum_mma)[T::kMTiles][1][4],
                                                        const float (&s)[T::kMTiles][T::kSTiles][4],
                                                        const __half* v_tile, int key_w, int lane) {
 #pragma unroll
@@ -659,7 +668,7 @@ __device__ __forceinline__ void accumulate_pv_mma_sync(float (&acc)[T::kMTiles][
     for (int mt = 0; mt < T::kMTiles; ++mt) pack_p<T>(a[mt], s[mt], kk);
 #pragma unroll
     for (int mt = 0; mt < T::kMTiles; ++mt)
-      mma_16816(row_sums[mt][0], a[mt], kHalf2Ones, kHalf2Ones);
+      mma_16816(row_sum_mma[mt][0], a[mt], kHalf2Ones, kHalf2Ones);
 #pragma unroll
     for (int dp = 0; dp < T::kOTiles / 2; ++dp) {
       unsigned b[4];
@@ -742,7 +751,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[T::kMTiles][T::kSTiles
 
 template <class T>
 __device__ __forceinline__ void rescale(float (&acc)[T::kMTiles][T::kOTiles][4],
-                                        float (&row_sums)[T::kMTiles][1][4],
+                                        float (&row_sum_mma)[T::kMTiles][1][4],
                                         const float (&alpha)[T::kMTiles][2]) {
 #pragma unroll
   for (int mt = 0; mt < T::kMTiles; ++mt) {
@@ -754,8 +763,8 @@ __device__ __forceinline__ void rescale(float (&acc)[T::kMTiles][T::kOTiles][4],
       acc[mt][nt][3] *= alpha[mt][1];
     }
     if constexpr (T::kRowSumMma) {  // one column of each row half is enough: it is all that is read
-      row_sums[mt][0][0] *= alpha[mt][0];
-      row_sums[mt][0][2] *= alpha[mt][1];
+      row_sum_mma[mt][0][0] *= alpha[mt][0];
+      row_sum_mma[mt][0][2] *= alpha[mt][1];
     }
   }
 }
@@ -1121,7 +1130,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   float row_sum[T::kMTiles][2];
   // mma.sync: the rows' sums from the tensor cores, in an n8 accumulator block whose columns are
   // all equal (unused under WGMMA).
-  float row_sums[T::kMTiles][1][4];
+  float row_sum_mma[T::kMTiles][1][4];
 #pragma unroll
   for (int mt = 0; mt < T::kMTiles; ++mt) {
 #pragma unroll
@@ -1129,7 +1138,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.f;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) row_sums[mt][0][i] = 0.f;
+    for (int i = 0; i < 4; ++i) row_sum_mma[mt][0][i] = 0.f;
     row_max[mt][0] = row_max[mt][1] = neg_inf();
     row_sum[mt][0] = row_sum[mt][1] = 0.f;
   }
@@ -1241,7 +1250,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
       // The previous tile's V was its stage's last reader (its K was read before).
       if constexpr (T::kStageRelease) leave_stage(t - 1);
     }
-    rescale<T>(acc, row_sums, alpha);
+    rescale<T>(acc, row_sum_mma, alpha);
 
     // ---- O += P V: P goes from the score registers straight into A fragments.
     if constexpr (T::kPvAsync) {
@@ -1258,7 +1267,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
       fence_operands(acc[0]);
       fence_operands(p_frag);
     } else {
-      accumulate_pv_mma_sync<T>(acc, row_sums, s, v_tile, key_w, lane);
+      accumulate_pv_mma_sync<T>(acc, row_sum_mma, s, v_tile, key_w, lane);
     }
     if constexpr (T::kStageRelease) {
       if (!T::kPvAsync) leave_stage(t);  // P*V has retired: done with this stage
@@ -1272,8 +1281,99 @@ __device__ __forceinline__ void forward(const FaParams& p) {
     }
   };
 
-  if (n_tiles > 0) step(0, true);
-  for (int t = 1; t < n_tiles; ++t) step(t, false);
+  // QK_AHEAD: tile t+1's QK^T is issued in step t, beside P*V(t-1), so that the tensor cores
+  // work on both while tile t's softmax runs; without it each step's scores are issued and
+  // waited for before its softmax can start. s holds tile t's scores (issued one step earlier),
+  // s_next receives tile t+1's. Groups retire in order, so each wait names how many of the
+  // newest may stay in flight.
+  auto step_ahead = [&](int t, const bool kFirst, const bool kLast,
+                        float (&s)[T::kMTiles][T::kSTiles][4],
+                        float (&s_next)[T::kMTiles][T::kSTiles][4]) {
+    if constexpr (T::kQkAhead) {  // the body instantiates wgmma shapes only these genomes have
+      if (!T::kStageRelease && threadIdx.x == 0 && t + T::kPrefetch < n_tiles)
+        load_kv(t + T::kPrefetch);
+      __syncwarp();
+      const __half* k_next = k_tiles + ((t + 1) % T::kStages) * T::kKVElems;
+      auto wait_tile = [&](int u) { mbarrier_wait(&full[u % T::kStages], (u / T::kStages) & 1); };
+      if (kFirst) {
+        // Nothing to overlap yet: QK^T(0) alone, and QK^T(1) only once the softmax has started
+        // the pipeline (waiting for tile 1 first would hold the first softmax for its copy).
+        mbarrier_wait(full_q, 0);
+        wait_tile(0);
+        wgmma_fence();
+        issue_scores_wgmma<T>(s[0], q_tile, k_tiles, row_wg, key_w);
+        wgmma_wait<0>();
+        fence_operands(s[0]);
+      } else {
+        wgmma_fence();
+        issue_pv_wgmma<T>(acc[0], p_prev, v_tiles + ((t - 1) % T::kStages) * T::kKVElems, key_w);
+        if (!kLast) {
+          wait_tile(t + 1);
+          issue_scores_wgmma<T>(s_next[0], q_tile, k_next, row_wg, key_w);
+        }
+        // In flight: QK^T(t), P*V(t-1) and (not last) QK^T(t+1); the first is needed now.
+        if (kLast) {
+          wgmma_wait<1>();
+        } else {
+          wgmma_wait<2>();
+        }
+        fence_operands(s[0]);
+      }
+      const int n0 = (first_tile + t) * T::kBlockN;
+      if (n0 + T::kBlockN > p.seq_k || (T::kCausal && n0 + T::kBlockN - 1 > m0))
+        mask_scores<T>(s, m0 + row_w, n0 + key_w, p.seq_k, lane);
+      float alpha[T::kMTiles][2];
+      online_softmax<T>(s, row_max, row_sum, alpha, scale_log2);
+      if (kFirst) {
+        if (!kLast) {
+          wait_tile(1);
+          wgmma_fence();
+          issue_scores_wgmma<T>(s_next[0], q_tile, k_next, row_wg, key_w);
+        }
+      } else {
+        // P*V(t-1) must be done; QK^T(t+1), issued after it, may still run.
+        if (kLast) {
+          wgmma_wait<0>();
+        } else {
+          wgmma_wait<1>();
+        }
+        fence_operands(acc[0]);
+        fence_operands(p_prev);
+        if constexpr (T::kStageRelease) leave_stage(t - 1);
+      }
+      rescale<T>(acc, row_sum_mma, alpha);
+#pragma unroll
+      for (int kk = 0; kk < T::kPvSteps; ++kk) pack_p<T>(p_prev[kk], s[0], kk);
+      if constexpr (!T::kStageRelease) {  // as in step()
+        const int next_fill = t + 1 + T::kPrefetch;
+        if (next_fill < n_tiles && next_fill >= T::kStages) __syncthreads();
+      }
+    }
+  };
+
+  if constexpr (T::kQkAhead) {
+    // Unrolled by two so that the score arrays swap roles without copies.
+    float s_a[T::kMTiles][T::kSTiles][4], s_b[T::kMTiles][T::kSTiles][4];
+    if (n_tiles == 1) {
+      step_ahead(0, true, true, s_a, s_b);
+    } else if (n_tiles > 1) {
+      step_ahead(0, true, false, s_a, s_b);
+      int t = 1;
+      for (; t + 2 < n_tiles; t += 2) {
+        step_ahead(t, false, false, s_b, s_a);
+        step_ahead(t + 1, false, false, s_a, s_b);
+      }
+      if (t + 1 < n_tiles) {
+        step_ahead(t, false, false, s_b, s_a);
+        step_ahead(t + 1, false, true, s_a, s_b);
+      } else {
+        step_ahead(t, false, true, s_b, s_a);
+      }
+    }
+  } else {
+    if (n_tiles > 0) step(0, true);
+    for (int t = 1; t < n_tiles; ++t) step(t, false);
+  }
   if constexpr (T::kPvAsync) {
     // The last tile's P*V. A split without keys issues one too, so that no wgmma sits on a
     // divergent path, and then discards what it read from a stage that was never filled.
@@ -1313,7 +1413,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if constexpr (T::kRowSumMma) {
-        row_sum[mt][h] = row_sums[mt][0][2 * h];
+        row_sum[mt][h] = row_sum_mma[mt][0][2 * h];
       } else {
         float l = row_sum[mt][h];
         l += __shfl_xor_sync(0xffffffffu, l, 1);
@@ -1346,12 +1446,12 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 // must stay in the kernel's parameter space rather than be copied to the stack.
 template <int CAUSAL, int HEAD_DIM, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, int CP_ASYNC,
           int SWIZZLE, int SPLIT_KV, int WGMMA, int PV_ASYNC, int TMA = 0, int STAGE_RELEASE = 0,
-          int PINGPONG = 0, int TMA_BOX_ROWS = 64>
+          int PINGPONG = 0, int TMA_BOX_ROWS = 64, int QK_AHEAD = 0>
 __global__ void __launch_bounds__(WARPS * 32) EVO_CLUSTER_DIMS(1, 1, SPLIT_KV)
     fa_s512_v3_kernel(const __grid_constant__ FaParams p) {
   fa::forward<fa::KernelTraits<CAUSAL, HEAD_DIM, BLOCK_M, BLOCK_N, WARPS, STAGES, CP_ASYNC, SWIZZLE,
                                SPLIT_KV, WGMMA, PV_ASYNC, TMA, STAGE_RELEASE, PINGPONG,
-                               TMA_BOX_ROWS>>(p);
+                               TMA_BOX_ROWS, QK_AHEAD>>(p);
 }
 
 }  // namespace evo

@@ -89,8 +89,9 @@ TEST(CudaEvaluator, PvAsyncWarpgroupsInAClusterFinishBeforeTheMerge) {
 // dim 128 reads two panels, and a split-KV cluster's blocks each wait on their own barriers.
 // STAGE_RELEASE genomes (two warpgroups drifting apart, with and without PV_ASYNC) and PINGPONG
 // ones (two warpgroups taking turns, splitting rows or keys) go through the sanitizer's racecheck
-// and synccheck too, as do 32-row boxes (TMA_BOX_ROWS), two to a 64-row Q tile, and one stage
-// whose K and V are refilled apart.
+// and synccheck too, as do 32-row boxes (TMA_BOX_ROWS), two to a 64-row Q tile, one stage
+// whose K and V are refilled apart, and scores issued a tile ahead (QK_AHEAD), with stages
+// refilled behind a barrier and by the last warp out.
 TEST(CudaEvaluator, TmaGenomesPassEveryGateWithTheirTensorMaps) {
   EVO_REQUIRE_GPU();
   CudaEvaluator& ev = *shared_evaluator();
@@ -108,7 +109,11 @@ TEST(CudaEvaluator, TmaGenomesPassEveryGateWithTheirTensorMaps) {
                             "BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=3,WGMMA=1,PV_ASYNC=1,TMA=1,"
                             "STAGE_RELEASE=1,TMA_BOX_ROWS=32",
                             "BLOCK_M=64,BLOCK_N=32,WARPS=4,STAGES=3,WGMMA=1,TMA=1,TMA_BOX_ROWS=32",
-                            "BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=1,WGMMA=1,TMA=1"}) {
+                            "BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=1,WGMMA=1,TMA=1",
+                            "BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=3,WGMMA=1,PV_ASYNC=1,TMA=1,"
+                            "TMA_BOX_ROWS=32,QK_AHEAD=1",
+                            "BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=3,WGMMA=1,PV_ASYNC=1,TMA=1,"
+                            "STAGE_RELEASE=1,QK_AHEAD=1"}) {
     const v1::Evaluation e = ev.evaluate(
         space.parse(genes),
         {parse_shape("1x4x1000x64:causal"), parse_shape("1x2x300x128"), parse_shape("2x8x512x64")},

@@ -24,7 +24,7 @@ std::string error_of(const std::function<void()>& f) {
 TEST(SearchSpaceTest, LoadsTheRealSpace) {
   const SearchSpace& s = space();
   EXPECT_EQ(s.id(), "fa_s512_v3");
-  ASSERT_EQ(s.genes().size(), 13u);
+  ASSERT_EQ(s.genes().size(), 14u);
   EXPECT_EQ(s.genes()[0].name, "BLOCK_M");
   EXPECT_EQ(s.genes()[0].values, (std::vector<int64_t>{16, 32, 64, 128}));
   EXPECT_EQ(s.genes()[0].default_value, 32);
@@ -41,7 +41,7 @@ TEST(SearchSpaceTest, LoadsTheRealSpace) {
                                       "pv_async_needs_wgmma", "tma_needs_sm90a",
                                       "tma_fills_swizzled_panels", "tma_mma_sync_whole_stages",
                                       "tma_whole_boxes", "box_rows_need_tma", "stage_release_needs_tma", "pingpong_two_warpgroups",
-                                      "shared_memory_fits_device",
+                                      "qk_ahead_needs_pv_async_tma", "shared_memory_fits_device",
                                       "supported_head_dim"}));
 }
 
@@ -104,9 +104,9 @@ TEST(SearchSpaceTest, MergeBufferCanDominateSharedMemory) {
 
 TEST(SearchSpaceTest, KernelName) {
   EXPECT_EQ(space().kernel_name(space().default_genome(), parse_shape("1x8x512x64")),
-            "evo::fa_s512_v3_kernel<0, 64, 32, 64, 4, 2, 1, 1, 1, 0, 0, 0, 0, 0, 64>");
+            "evo::fa_s512_v3_kernel<0, 64, 32, 64, 4, 2, 1, 1, 1, 0, 0, 0, 0, 0, 64, 0>");
   EXPECT_EQ(space().kernel_name(space().parse("BLOCK_M=128,SWIZZLE=0"), parse_shape("1x8x512x128:causal")),
-            "evo::fa_s512_v3_kernel<1, 128, 128, 64, 4, 2, 1, 0, 1, 0, 0, 0, 0, 0, 64>");
+            "evo::fa_s512_v3_kernel<1, 128, 128, 64, 4, 2, 1, 0, 1, 0, 0, 0, 0, 0, 64, 0>");
 }
 
 TEST(SearchSpaceTest, FlopsFromTheSpace) {
@@ -129,9 +129,9 @@ TEST(SearchSpaceTest, SizeAndAtCoverEveryGenomeOnce) {
   EXPECT_EQ(texts.size(), space().size());
   // First gene slowest, last fastest.
   EXPECT_EQ(space().at(0).genes_text(),
-            "BLOCK_M=16,BLOCK_N=32,WARPS=1,STAGES=1,CP_ASYNC=0,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64");
+            "BLOCK_M=16,BLOCK_N=32,WARPS=1,STAGES=1,CP_ASYNC=0,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64,QK_AHEAD=0");
   EXPECT_EQ(space().at(1).genes_text(),
-            "BLOCK_M=16,BLOCK_N=32,WARPS=1,STAGES=1,CP_ASYNC=0,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=32");
+            "BLOCK_M=16,BLOCK_N=32,WARPS=1,STAGES=1,CP_ASYNC=0,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64,QK_AHEAD=1");
   Genome last = space().at(space().size() - 1);
   for (const auto& gene : space().genes()) EXPECT_EQ(last.get(gene.name), gene.values.back());
   EXPECT_THROW(space().at(space().size()), std::out_of_range);
@@ -190,6 +190,20 @@ TEST(SearchSpaceTest, EveryConstraintRejectsItsViolation) {
     if (gene == "WARPS") changes.emplace_back("BLOCK_M", 64);
     EXPECT_EQ(violated(tma_with(changes), p, limit), "pingpong_two_warpgroups") << gene;
   }
+  // QK_AHEAD: the 2,8 winner's block (four stages, PV_ASYNC, TMA) takes it; two stages, no
+  // PV_ASYNC, no TMA or PINGPONG do not.
+  const std::vector<std::pair<std::string, int64_t>> ahead = {
+      {"BLOCK_N", 128}, {"WARPS", 8}, {"STAGES", 4}, {"PV_ASYNC", 1}, {"QK_AHEAD", 1}};
+  EXPECT_EQ(violated(tma_with(ahead), p, limit), "(valid)");
+  for (const auto& [gene, value] : std::vector<std::pair<std::string, int64_t>>{
+           {"STAGES", 2}, {"PV_ASYNC", 0}, {"TMA", 0}}) {
+    auto changes = ahead;
+    changes.emplace_back(gene, value);
+    EXPECT_EQ(violated(tma_with(changes), p, limit), "qk_ahead_needs_pv_async_tma") << gene;
+  }
+  auto ahead_pingpong = pingpong;
+  ahead_pingpong.emplace_back("QK_AHEAD", 1);
+  EXPECT_EQ(violated(tma_with(ahead_pingpong), p, limit), "qk_ahead_needs_pv_async_tma");
   EXPECT_EQ(violated(space().default_genome(), p, 36863), "shared_memory_fits_device");
   EXPECT_EQ(violated(space().default_genome(), p, 36864), "(valid)");
   EXPECT_EQ(violated(with({{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"STAGES", 3}}),
@@ -205,7 +219,7 @@ bool hand_valid(const Genome& g, const ProblemShape& p, int64_t smem_limit) {
                 cp = g.get("CP_ASYNC"), sw = g.get("SWIZZLE"), split = g.get("SPLIT_KV"),
                 wg = g.get("WGMMA"), pv = g.get("PV_ASYNC"), tma = g.get("TMA"),
                 rel = g.get("STAGE_RELEASE"), pp = g.get("PINGPONG"), box = g.get("TMA_BOX_ROWS"),
-                d = p.head_dim;
+                ahead = g.get("QK_AHEAD"), d = p.head_dim;
   const int64_t wm = std::min(w, bm / 16), wkv = w / wm;
   // Split-KV inbox (KernelTraits::kSmemInbox): one from each other block of the cluster, holding
   // this block's share of the d/8 output column tiles plus the running max and sum.
@@ -222,6 +236,7 @@ bool hand_valid(const Genome& g, const ProblemShape& p, int64_t smem_limit) {
          (tma == 0 || wg == 1 || (st >= 2 && rel == 0)) && (tma == 0 || (bn % box == 0 && bm % box == 0)) &&
          (tma == 1 || box == 64) &&
          (rel == 0 || tma == 1) && (pp == 0 || (w == 8 && rel == 1 && pv == 1)) &&
+         (ahead == 0 || (pv == 1 && tma == 1 && st >= 3 && pp == 0)) &&
          smem <= smem_limit &&
          (d == 64 || d == 128);
 }
@@ -243,9 +258,9 @@ TEST(SearchSpaceTest, ValidityAgreesWithHandWrittenFormulas) {
 
 TEST(SearchSpaceTest, ParseAcceptsPrefixSpacesAndDefaults) {
   Genome g = space().parse(" fa_s512_v3 : BLOCK_M = 64 , WARPS=8 ");
-  EXPECT_EQ(g.text(), "fa_s512_v3:BLOCK_M=64,BLOCK_N=64,WARPS=8,STAGES=2,CP_ASYNC=1,SWIZZLE=1,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64");
+  EXPECT_EQ(g.text(), "fa_s512_v3:BLOCK_M=64,BLOCK_N=64,WARPS=8,STAGES=2,CP_ASYNC=1,SWIZZLE=1,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64,QK_AHEAD=0");
   EXPECT_EQ(space().parse("SWIZZLE=0,BLOCK_M=16").genes_text(),
-            "BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64");
+            "BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64,QK_AHEAD=0");
   EXPECT_EQ(space().parse(""), space().default_genome());
   EXPECT_EQ(space().parse("fa_s512_v3:"), space().default_genome());
 }
@@ -254,7 +269,7 @@ TEST(SearchSpaceTest, ParseErrors) {
   auto parse_error = [](const std::string& t) { return error_of([&] { space().parse(t); }); };
   EXPECT_EQ(parse_error("FOO=1"),
             "unknown gene 'FOO' (genes: BLOCK_M, BLOCK_N, WARPS, STAGES, CP_ASYNC, SWIZZLE, SPLIT_KV, "
-            "WGMMA, PV_ASYNC, TMA, STAGE_RELEASE, PINGPONG, TMA_BOX_ROWS)");
+            "WGMMA, PV_ASYNC, TMA, STAGE_RELEASE, PINGPONG, TMA_BOX_ROWS, QK_AHEAD)");
   EXPECT_EQ(parse_error("BLOCK_M=48"), "BLOCK_M=48 is outside its domain {16, 32, 64, 128}");
   EXPECT_EQ(parse_error("BLOCK_M=-16"), "BLOCK_M=-16 is outside its domain {16, 32, 64, 128}");
   for (const char* bad : {"BLOCK_M", "BLOCK_M=", "=32", "BLOCK_M=32,", ",BLOCK_M=32", "BLOCK_M=32,,WARPS=4",
