@@ -273,7 +273,7 @@ int64_t now_unix_ms() {
       .count();
 }
 
-std::string toolkit_of(const v1::DeviceInfo& device) {
+std::string measurement_key_of(const v1::DeviceInfo& device) {
   std::string t = "nvrtc " + device.nvrtc_version() + " / cuda " + device.cuda_version();
   if (!device.timing().empty()) t += " / timing: " + device.timing();
   return t;

@@ -101,6 +101,8 @@ struct CacheEntry {
   std::string genome_hash;
   std::string problem;              // the run's shapes, joined: a time is only valid for its problem
   std::string device_class;
+  // How it was measured: compiler and runtime versions, timing method, template fingerprint
+  // (coordinator's cache_measurement_key). The column keeps its first name, toolkit.
   std::string toolkit;
   int64_t evaluation_id = 0;
   std::optional<double> fitness_us;
@@ -204,9 +206,9 @@ class Store {
   bool storage_failing_ = false;  // guarded by mutex_
 };
 
-// The toolkit part of a result-cache key: NVRTC and CUDA runtime versions, and how the worker
+// How a worker measures, as the result cache keys it: NVRTC and CUDA runtime versions, and how it
 // times (a time measured one way never answers for another).
-std::string toolkit_of(const v1::DeviceInfo& device);
+std::string measurement_key_of(const v1::DeviceInfo& device);
 
 // Milliseconds since the Unix epoch.
 int64_t now_unix_ms();

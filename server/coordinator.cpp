@@ -276,8 +276,8 @@ v1::RegisterWorkerResponse Coordinator::register_worker(const v1::RegisterWorker
     w.id = random_id("w-");
     store_.upsert_worker(w);
   });
-  spdlog::info("event=worker_registered worker_id={} name={} device_class=\"{}\" toolkit=\"{}\"", w.id,
-               w.name, w.device.device_class(), toolkit_of(w.device));
+  spdlog::info("event=worker_registered worker_id={} name={} device_class=\"{}\" measurement=\"{}\"", w.id,
+               w.name, w.device.device_class(), measurement_key_of(w.device));
   v1::RegisterWorkerResponse resp;
   resp.set_worker_id(w.id);
   resp.set_lease_ttl_ms(options_.lease_ttl_ms);
@@ -315,16 +315,16 @@ std::string problem_key(const RunRecord& run) {
   return key;
 }
 
-// The result cache's toolkit part: the worker's NVRTC and CUDA, and the run's kernel template as
-// this build has it, so that a database kept across a change of the template's code never
-// answers for a genome whose kernel has changed since.
-std::string cache_toolkit(const v1::DeviceInfo& device, const RunRecord& run) {
-  return toolkit_of(device) + " / " + template_fingerprint(run.seed);
+// The result cache's measurement part: the worker's NVRTC, CUDA and timing method, and the run's
+// kernel template as this build has it, so that a database kept across a change of the
+// template's code never answers for a genome whose kernel has changed since.
+std::string cache_measurement_key(const v1::DeviceInfo& device, const RunRecord& run) {
+  return measurement_key_of(device) + " / " + template_fingerprint(run.seed);
 }
 }  // namespace
 
 bool Coordinator::try_cache(const RunRecord& run, const CandidateRecord& c, const v1::DeviceInfo& device) {
-  auto hit = store_.cache_get(c.genome_hash, problem_key(run), run.device_class, cache_toolkit(device, run));
+  auto hit = store_.cache_get(c.genome_hash, problem_key(run), run.device_class, cache_measurement_key(device, run));
   if (!hit) return false;
   auto source = store_.get_evaluation(hit->evaluation_id);
   if (!source) return false;
@@ -441,7 +441,7 @@ bool Coordinator::would_enter_elites(const RunRecord& run, double fitness_us) {
 void Coordinator::apply_result(const RunRecord& run, const CandidateRecord& c, int64_t eval_id,
                                const v1::Evaluation& e, const std::string& worker_id) {
   const bool ok = e.status() == v1::OK;
-  const std::string toolkit = cache_toolkit(e.device(), run);
+  const std::string toolkit = cache_measurement_key(e.device(), run);
   if (!c.confirmation) {
     if (ok && !e.estimated() && would_enter_elites(run, e.fitness_us())) {
       // Timing noise must not crown a winner: a would-be elite is measured a second time.

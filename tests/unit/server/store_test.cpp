@@ -203,9 +203,9 @@ TEST(Store, ToolkitKeyNamesHowTheWorkerTimes) {
   v1::DeviceInfo d;
   d.set_nvrtc_version("13.0");
   d.set_cuda_version("13.0");
-  EXPECT_EQ(toolkit_of(d), "nvrtc 13.0 / cuda 13.0");
+  EXPECT_EQ(measurement_key_of(d), "nvrtc 13.0 / cuda 13.0");
   d.set_timing("graph replays of 20+ back-to-back programmatic launches per event pair");
-  EXPECT_EQ(toolkit_of(d), "nvrtc 13.0 / cuda 13.0 / timing: graph replays of 20+ back-to-back "
+  EXPECT_EQ(measurement_key_of(d), "nvrtc 13.0 / cuda 13.0 / timing: graph replays of 20+ back-to-back "
                            "programmatic launches per event pair");
 }
 
