@@ -1296,8 +1296,8 @@ __device__ __forceinline__ void forward(const FaParams& p) {
       const __half* k_next = k_tiles + ((t + 1) % T::kStages) * T::kKVElems;
       auto wait_tile = [&](int u) { mbarrier_wait(&full[u % T::kStages], (u / T::kStages) & 1); };
       if (kFirst) {
-        // Nothing to overlap yet: QK^T(0) alone, and QK^T(1) only once the softmax has started
-        // the pipeline (waiting for tile 1 first would hold the first softmax for its copy).
+        // Nothing to overlap yet: QK^T(0) alone, and QK^T(1) after the first softmax (waiting
+        // for tile 1 before it would hold the first softmax for that tile's copy).
         mbarrier_wait(full_q, 0);
         wait_tile(0);
         wgmma_fence();
