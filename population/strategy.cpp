@@ -1,6 +1,9 @@
 #include "strategy.h"
 
 #include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 
@@ -17,6 +20,8 @@ constexpr int kTournamentSize = 3;
 constexpr uint64_t kCrossoverOneIn = 10;  // crossover for 9 of 10 children with distinct parents
 // Past this many genomes, random top-up stops enumerating the space for its last unseen genomes.
 constexpr uint64_t kEnumerableSize = uint64_t{1} << 20;
+// Lists of valid genomes kept at once (one per template, shapes and shared-memory limit).
+constexpr size_t kValidIndexLists = 64;
 
 bool by_fitness_then_text(const ScoredCandidate& a, const ScoredCandidate& b) {
   if (*a.fitness_us != *b.fitness_us) return *a.fitness_us < *b.fitness_us;
@@ -84,6 +89,34 @@ class StrategyBase : public Strategy {
     for (const auto& g : ctx_.start_genomes) offer(batch, {g, "start", {}});
   }
 
+  // The indices of the genomes valid for this run's shapes and device, in index order. Listing
+  // them means checking every genome of the space (seconds for fa_s512_v3's 655,360), and evod
+  // builds a strategy per generation, so a registered template's lists are kept for the process,
+  // per shapes and limit; a space built from JSON (tests) has no stable identity and is listed
+  // each time.
+  std::shared_ptr<const std::vector<uint64_t>> valid_indices() const {
+    auto list_them = [&] {
+      auto list = std::make_shared<std::vector<uint64_t>>();
+      for (uint64_t i = 0, n = space().size(); i < n; ++i)
+        if (valid(space().at(i))) list->push_back(i);
+      return std::shared_ptr<const std::vector<uint64_t>>(std::move(list));
+    };
+    bool registered = false;
+    try {
+      registered = &SearchSpace::for_template(space().id()) == &space();
+    } catch (const InputError&) {
+    }
+    if (!registered) return list_them();
+    static std::mutex mutex;
+    static std::map<std::string, std::shared_ptr<const std::vector<uint64_t>>> lists;
+    std::string key = space().id() + " smem " + std::to_string(ctx_.smem_limit);
+    for (const auto& shape : ctx_.shapes) key += " " + shape.text();
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = lists.find(key); it != lists.end()) return it->second;
+    if (lists.size() >= kValidIndexLists) lists.clear();  // a long-lived evod serving many shapes
+    return lists[key] = list_them();
+  }
+
   // Random valid unseen genomes until the batch is full: rejection sampling first; if that
   // stalls (a nearly exhausted space), a random pick among the remaining ones.
   void fill_random(Batch& batch, DeterministicRng& rng) const {
@@ -92,9 +125,9 @@ class StrategyBase : public Strategy {
       offer(batch, {space().at(rng.below(n)), "random", {}});
     if (batch.full() || n > kEnumerableSize) return;
     std::vector<uint64_t> left;
-    for (uint64_t i = 0; i < n; ++i) {
-      Genome g = space().at(i);
-      if (!batch.seen(g) && valid(g)) left.push_back(i);
+    const auto valid_list = valid_indices();  // held: a range-for would drop the temporary
+    for (uint64_t i : *valid_list) {
+      if (!batch.seen(space().at(i))) left.push_back(i);
     }
     for (size_t k = 0; k < left.size() && !batch.full(); ++k) {
       std::swap(left[k], left[k + rng.below(left.size() - k)]);
@@ -132,8 +165,16 @@ class ExhaustiveStrategy : public StrategyBase {
                                          int population) override {
     Batch batch(history, population);
     add_seed(batch);
-    for (uint64_t i = 0, n = space().size(); i < n && !batch.full(); ++i)
-      offer(batch, {space().at(i), "exhaustive", {}});
+    if (space().size() <= kEnumerableSize) {
+      const auto valid_list = valid_indices();
+      for (uint64_t i : *valid_list) {
+        if (batch.full()) break;
+        offer(batch, {space().at(i), "exhaustive", {}});
+      }
+    } else {
+      for (uint64_t i = 0, n = space().size(); i < n && !batch.full(); ++i)
+        offer(batch, {space().at(i), "exhaustive", {}});
+    }
     auto out = batch.take();
     log_generation("exhaustive", generation, batch, out.size());
     return out;
