@@ -22,7 +22,8 @@
 // warps spend no instructions on addresses and wait on the barrier instead of a block-wide sync.
 // The host describes Q, K and V once per call with tensor maps (attention_tensor_maps.h) whose
 // boxes are 64 columns by TMA_BOX_ROWS (32 or 64) rows. With one stage, K and V are refilled
-// apart, each while the other half of the tile is computed.
+// apart, each while the other half of the tile is computed. Under mma.sync every stage's K and V
+// complete on barriers of their own, so a tile's scores start before its V has landed.
 // STAGE_RELEASE = 1 (with TMA) also drops the block-wide barrier that ends each tile: every warp
 // counts itself out of a stage once it has read it, and the last warp to leave refills the stage
 // on the spot, so no warp waits for another and the warpgroups of a block need not move in step.
@@ -113,9 +114,15 @@ struct KernelTraits {
   // STAGE_RELEASE refills a stage as soon as its last reader leaves it, so every stage is filled
   // up front and the copies then run kStages tiles ahead; so does kSplitRefill's one stage.
   static constexpr int kPrologueTiles = kStageRelease || kSplitRefill ? kStages : kPrefetch;
-  // TMA's "full" mbarriers: one per stage (K and V, or K alone with kSplitRefill), one for Q,
-  // then V's with kSplitRefill.
-  static constexpr int kFullBarriers = kStages + 1 + (kSplitRefill ? 1 : 0);
+  // TMA under mma.sync: each stage's K and V complete on barriers of their own, so a tile's
+  // QK^T and softmax start once its K has landed while its V is still on the way. The first
+  // tile lands about 1.2 us into a 1,8,512,64 call, its V last (phase stamps, bench/NOTES.md);
+  // this took 0.13 us off the causal 1,8 block.
+  static constexpr bool kKvBarriers = kTma && !kWgmma;
+  // TMA's "full" mbarriers: one per stage (K and V, or K alone with kSplitRefill or
+  // kKvBarriers), one for Q, then V's: one with kSplitRefill, one per stage with kKvBarriers.
+  static constexpr int kFullBarriers =
+      kStages + 1 + (kSplitRefill ? 1 : 0) + (kKvBarriers ? kStages : 0);
 
   // Shared memory: Q tile, then STAGES K tiles, then STAGES V tiles (all fp16). After the main
   // loop the same bytes hold either the output tile (fp16) or the cross-warp merge buffer (fp32).
@@ -1022,11 +1029,12 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   __half* q_tile = reinterpret_cast<__half*>(smem);
   __half* k_tiles = q_tile + T::kQElems;
   __half* v_tiles = k_tiles + T::kStages * T::kKVElems;
-  // TMA: full[stage] for each K/V stage, then Q's, then (kSplitRefill) V's; STAGE_RELEASE:
-  // left[stage] after them.
+  // TMA: full[stage] for each K/V stage (K alone with kSplitRefill or kKvBarriers), then Q's,
+  // then V's (kSplitRefill: one; kKvBarriers: one per stage); STAGE_RELEASE: left[stage] after
+  // them.
   unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + T::kSmemTiles);
   unsigned long long* const full_q = &full[T::kStages];
-  unsigned long long* const full_v = &full[T::kStages + 1];  // kSplitRefill only
+  unsigned long long* const full_v = &full[T::kStages + 1];  // kSplitRefill, kKvBarriers
   unsigned* left = reinterpret_cast<unsigned*>(full + T::kFullBarriers);
 
   // A launch with less dynamic shared memory than this instantiation needs would corrupt
@@ -1083,6 +1091,9 @@ __device__ __forceinline__ void forward(const FaParams& p) {
     if constexpr (T::kSplitRefill) {  // called by one thread
       load_k(t);
       load_v(t);
+    } else if constexpr (T::kKvBarriers) {  // called by one thread
+      tma_copy(t, stage, &full[stage], true, false);
+      tma_copy(t, stage, full_v + stage, false, true);
     } else if constexpr (T::kTma) {  // called by one thread
       tma_copy(t, stage, &full[stage], true, true);
     } else {
@@ -1267,6 +1278,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
       fence_operands(acc[0]);
       fence_operands(p_frag);
     } else {
+      if constexpr (T::kKvBarriers) mbarrier_wait(full_v + stage, (t / T::kStages) & 1);
       accumulate_pv_mma_sync<T>(acc, row_sum_mma, s, v_tile, key_w, lane);
     }
     if constexpr (T::kStageRelease) {
