@@ -1175,6 +1175,24 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   // one per tile but warpgroup 1 not after its last, so no arrival outlives the kernel.
   if (T::kPingPong && warpgroup == 1 && n_tiles > 0) named_barrier_arrive(1, 256);
 
+  // Tile t's scores into probabilities: masked only where the tile crosses the sequence end or
+  // the causal diagonal; alpha is what the output accumulated so far must shrink by.
+  auto softmax_tile = [&](int t, float (&s)[T::kMTiles][T::kSTiles][4],
+                          float (&alpha)[T::kMTiles][2]) {
+    const int n0 = (first_tile + t) * T::kBlockN;
+    if (n0 + T::kBlockN > p.seq_k || (T::kCausal && n0 + T::kBlockN - 1 > m0))
+      mask_scores<T>(s, m0 + row_w, n0 + key_w, p.seq_k, lane);
+    online_softmax<T>(s, row_max, row_sum, alpha, scale_log2);
+  };
+  // Without STAGE_RELEASE the next step's copies may overwrite a stage read in step t: a
+  // block-wide barrier, but only where that copy refills a stage that held an earlier tile.
+  // Where the stages hold every tile (sequence 512 in four 128-key stages) no barrier stands
+  // between the tiles, and the warps drift apart until the one after the loop.
+  auto close_step = [&](int t) {
+    const int next_fill = t + 1 + T::kPrefetch;
+    if (T::kSplitRefill || (next_fill < n_tiles && next_fill >= T::kStages)) __syncthreads();
+  };
+
   // One K/V tile. The first is peeled off: with kFirst a constant at each (inlined) call, what
   // differs for it -- Q's fragments, no P*V in flight yet -- costs no branch, and no wgmma sits
   // on a path ptxas must treat as divergent (it would serialise them).
@@ -1219,7 +1237,6 @@ __device__ __forceinline__ void forward(const FaParams& p) {
     const int stage = t % T::kStages;
     const __half* k_tile = k_tiles + stage * T::kKVElems;
     const __half* v_tile = v_tiles + stage * T::kKVElems;
-    const int n0 = (first_tile + t) * T::kBlockN;
     const bool kPvInFlight = T::kPvAsync && !kFirst;
 
     // ---- S = Q K^T for this warp's rows and keys (with PV_ASYNC, beside the previous P*V).
@@ -1246,12 +1263,8 @@ __device__ __forceinline__ void forward(const FaParams& p) {
       scores_mma_sync<T>(s, q_frag, k_tile, key_w, lane);
     }
 
-    // ---- mask: only tiles that cross the sequence end or the causal diagonal pay for it.
-    if (n0 + T::kBlockN > p.seq_k || (T::kCausal && n0 + T::kBlockN - 1 > m0))
-      mask_scores<T>(s, m0 + row_w, n0 + key_w, p.seq_k, lane);
-
     float alpha[T::kMTiles][2];
-    online_softmax<T>(s, row_max, row_sum, alpha, scale_log2);
+    softmax_tile(t, s, alpha);
     // V(t), copied since the step began (see kWaitVBeforePack).
     if constexpr (T::kWaitVBeforePack) mbarrier_wait(full_v, t & 1);
     if (kPvInFlight) {
@@ -1284,12 +1297,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
     if constexpr (T::kStageRelease) {
       if (!T::kPvAsync) leave_stage(t);  // P*V has retired: done with this stage
     } else {
-      // The next iteration's copies may overwrite a stage read here: only when it refills a
-      // stage that held an earlier tile. Where the stages hold every tile (sequence 512 in four
-      // 128-key stages) no barrier stands between the tiles, and the warps drift apart until
-      // the one after the loop.
-      const int next_fill = t + 1 + T::kPrefetch;
-      if (T::kSplitRefill || (next_fill < n_tiles && next_fill >= T::kStages)) __syncthreads();
+      close_step(t);
     }
   };
 
@@ -1331,11 +1339,8 @@ __device__ __forceinline__ void forward(const FaParams& p) {
         }
         fence_operands(s[0]);
       }
-      const int n0 = (first_tile + t) * T::kBlockN;
-      if (n0 + T::kBlockN > p.seq_k || (T::kCausal && n0 + T::kBlockN - 1 > m0))
-        mask_scores<T>(s, m0 + row_w, n0 + key_w, p.seq_k, lane);
       float alpha[T::kMTiles][2];
-      online_softmax<T>(s, row_max, row_sum, alpha, scale_log2);
+      softmax_tile(t, s, alpha);
       if (kFirst) {
         if (!kLast) {
           wait_tile(1);
@@ -1356,10 +1361,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
       rescale<T>(acc, row_sum_mma, alpha);
 #pragma unroll
       for (int kk = 0; kk < T::kPvSteps; ++kk) pack_p<T>(p_prev[kk], s[0], kk);
-      if constexpr (!T::kStageRelease) {  // as in step()
-        const int next_fill = t + 1 + T::kPrefetch;
-        if (next_fill < n_tiles && next_fill >= T::kStages) __syncthreads();
-      }
+      if constexpr (!T::kStageRelease) close_step(t);
     }
   };
 
