@@ -351,6 +351,13 @@ __device__ __forceinline__ void mbarrier_wait(unsigned long long* bar, unsigned 
   } while (!done);
 #endif
 }
+// Brings a tensor map into the copy engine's cache ahead of the first copy that names it.
+__device__ __forceinline__ void prefetch_tensor_map(const FaParams::TensorMap& map) {
+#if EVO_HAS_WGMMA
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(&map))
+               : "memory");
+#endif
+}
 // One box of a 3-d tensor map (column, row, batch*head) into shared memory, completing on `bar`.
 __device__ __forceinline__ void tma_load_box(void* dst, const FaParams::TensorMap& map, int col,
                                              int row, int bh, unsigned long long* bar) {
@@ -1016,16 +1023,36 @@ template <class T>
 __device__ __forceinline__ void forward(const FaParams& p) {
   // The next kernel's blocks are let in only once every block of this grid has started, and they
   // then wait for this grid's end before they touch memory: letting them in early costs this
-  // grid nothing, and their start-up runs under its tail. The wait comes first, before anything
-  // is computed that would live across it (placed after the index arithmetic, it took the
-  // default 64x64x4x2 genome from 143 registers to 168 and a 12-byte spill under NVRTC).
+  // grid nothing, and their start-up runs under its tail. The wait comes before anything is
+  // computed that would live across it (placed after the index arithmetic, it took the default
+  // 64x64x4x2 genome from 143 registers to 168 and a 12-byte spill under NVRTC); only TMA's
+  // set-up, which leaves nothing in registers, runs ahead of it.
   allow_dependent_launch();
   if constexpr (T::kSplitKV > 1) cluster_arrive_on_start();
-  wait_for_prerequisite_grids();
   extern __shared__ __align__(128) unsigned char smem_dynamic[];
   unsigned char* smem = smem_dynamic;
   if constexpr (T::kSmemAlign > 0)
     smem += (T::kSmemAlign - (smem_addr(smem_dynamic) & (T::kSmemAlign - 1))) & (T::kSmemAlign - 1);
+  // TMA: the tensor maps and the mbarriers depend on no earlier grid, so one thread readies
+  // them while the previous kernel may still run; the copies wait. At the small shapes this
+  // took 2 % off a call (1,8,512,64: 4.90 -> 4.81 us by graph replay; bench/NOTES.md).
+  if constexpr (T::kTma) {
+    if (threadIdx.x == 0) {
+      prefetch_tensor_map(p.q_map);
+      prefetch_tensor_map(p.k_map);
+      prefetch_tensor_map(p.v_map);
+      unsigned long long* bars = reinterpret_cast<unsigned long long*>(smem + T::kSmemTiles);
+#pragma unroll
+      for (int i = 0; i < T::kFullBarriers; ++i) mbarrier_init(&bars[i], 1);
+      if constexpr (T::kStageRelease) {
+        unsigned* left_counts = reinterpret_cast<unsigned*>(bars + T::kFullBarriers);
+#pragma unroll
+        for (int i = 0; i < T::kStages; ++i) left_counts[i] = 0;
+      }
+      mbarrier_init_fence();
+    }
+  }
+  wait_for_prerequisite_grids();
   __half* q_tile = reinterpret_cast<__half*>(smem);
   __half* k_tiles = q_tile + T::kQElems;
   __half* v_tiles = k_tiles + T::kStages * T::kKVElems;
@@ -1073,30 +1100,44 @@ __device__ __forceinline__ void forward(const FaParams& p) {
       T::kSplitKV > 1 ? max(0, min(all_tiles - first_tile, tiles_per_split)) : all_tiles;
   const float scale_log2 = p.softmax_scale * 1.4426950408889634f;
 
-  // TMA, one thread: tile t's K and/or V into `stage`, completing on `bar`.
-  auto tma_copy = [&](int t, int stage, unsigned long long* bar, const bool with_k,
-                      const bool with_v) {
-    const int n0 = (first_tile + t) * T::kBlockN;
-    mbarrier_expect_bytes(bar, (int(with_k) + int(with_v)) * T::kKVElems * 2);
-    if (with_k)
-      tma_load_tile<T, T::kBlockN>(k_tiles + stage * T::kKVElems, p.k_map, n0, (int)bh, bar);
-    if (with_v)
-      tma_load_tile<T, T::kBlockN>(v_tiles + stage * T::kKVElems, p.v_map, n0, (int)bh, bar);
+  // TMA: the barriers tile t's K and V complete on: K's and V's own with kSplitRefill (one
+  // stage) and kKvBarriers, else one per stage for both.
+  constexpr bool kOwnVBarrier = T::kSplitRefill || T::kKvBarriers;
+  constexpr unsigned kTileBytes = T::kKVElems * 2;
+  auto k_bar = [&](int t) { return &full[t % T::kStages]; };
+  auto v_bar = [&](int t) { return kOwnVBarrier ? full_v + t % T::kStages : &full[t % T::kStages]; };
+  auto expect_kv = [&](int t) {  // one thread
+    if constexpr (kOwnVBarrier) {
+      mbarrier_expect_bytes(k_bar(t), kTileBytes);
+      mbarrier_expect_bytes(v_bar(t), kTileBytes);
+    } else {
+      mbarrier_expect_bytes(k_bar(t), 2 * kTileBytes);
+    }
+  };
+  auto copy_k = [&](int t) {  // tile t's K into its stage
+    tma_load_tile<T, T::kBlockN>(k_tiles + (t % T::kStages) * T::kKVElems, p.k_map,
+                                 (first_tile + t) * T::kBlockN, (int)bh, k_bar(t));
+  };
+  auto copy_v = [&](int t) {
+    tma_load_tile<T, T::kBlockN>(v_tiles + (t % T::kStages) * T::kKVElems, p.v_map,
+                                 (first_tile + t) * T::kBlockN, (int)bh, v_bar(t));
   };
   // kSplitRefill: K or V of tile t alone, into the one stage, each on its own barrier.
-  auto load_k = [&](int t) { tma_copy(t, 0, &full[0], true, false); };
-  auto load_v = [&](int t) { tma_copy(t, 0, full_v, false, true); };
+  auto load_k = [&](int t) {
+    mbarrier_expect_bytes(k_bar(t), kTileBytes);
+    copy_k(t);
+  };
+  auto load_v = [&](int t) {
+    mbarrier_expect_bytes(v_bar(t), kTileBytes);
+    copy_v(t);
+  };
   auto load_kv = [&](int t) {  // tile t of this block into its stage
-    const int stage = t % T::kStages;
-    if constexpr (T::kSplitRefill) {  // called by one thread
-      load_k(t);
-      load_v(t);
-    } else if constexpr (T::kKvBarriers) {  // called by one thread
-      tma_copy(t, stage, &full[stage], true, false);
-      tma_copy(t, stage, full_v + stage, false, true);
-    } else if constexpr (T::kTma) {  // called by one thread
-      tma_copy(t, stage, &full[stage], true, true);
+    if constexpr (T::kTma) {  // called by one thread
+      expect_kv(t);
+      copy_k(t);
+      copy_v(t);
     } else {
+      const int stage = t % T::kStages;
       const int n0 = (first_tile + t) * T::kBlockN;
       load_tile<T, T::kBlockN>(k_tiles + stage * T::kKVElems, k, n0, p.seq_k);
       load_tile<T, T::kBlockN>(v_tiles + stage * T::kKVElems, v, n0, p.seq_k);
@@ -1106,21 +1147,22 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   // ---- prologue: Q, then the first kPrefetch K/V tiles, each its own cp.async group (or, with
   // TMA, on its stage's barrier).
   if constexpr (T::kTma) {
-    if (threadIdx.x == 0) {
-#pragma unroll
-      for (int i = 0; i < T::kFullBarriers; ++i) mbarrier_init(&full[i], 1);
-      if constexpr (T::kStageRelease)
-#pragma unroll
-        for (int i = 0; i < T::kStages; ++i) left[i] = 0;
-      mbarrier_init_fence();
-    }
-    __syncthreads();
+    __syncthreads();  // the barriers, initialised before the wait, are visible to every warp
+    // One thread tells every barrier what to expect, then issues the copies in the order they
+    // are needed. (Sharing the copies out over the warps, lane 0 of each, was 1-11 % slower at
+    // the small shapes: bench/NOTES.md.)
     if (threadIdx.x == 0) {
       mbarrier_expect_bytes(full_q, T::kQElems * 2);
+#pragma unroll
+      for (int t = 0; t < T::kPrologueTiles; ++t)
+        if (t < n_tiles) expect_kv(t);
       tma_load_tile<T, T::kBlockM>(q_tile, p.q_map, m0, (int)bh, full_q);
 #pragma unroll
       for (int t = 0; t < T::kPrologueTiles; ++t)
-        if (t < n_tiles) load_kv(t);
+        if (t < n_tiles) {
+          copy_k(t);
+          copy_v(t);
+        }
     }
   } else {
     load_tile<T, T::kBlockM>(q_tile, q, m0, p.seq_q);
