@@ -1,6 +1,7 @@
 #include "format.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 #include <vector>
@@ -30,6 +31,18 @@ std::string shapes_text(const v1::Run& run) {
     if (s.causal()) out += ":causal";
   }
   return out;
+}
+
+// The fitness's counterpart with inputs left in L2: the geometric mean of the shapes' resident
+// times, or "-" where any shape lacks one (the model evaluator, results from older workers).
+std::string resident_text(const v1::Evaluation& e) {
+  if (e.shapes().empty()) return "-";
+  double log_sum = 0;
+  for (const auto& s : e.shapes()) {
+    if (!(s.resident_us() > 0)) return "-";
+    log_sum += std::log(s.resident_us());
+  }
+  return fixed(std::exp(log_sum / e.shapes_size()), 2);
 }
 
 std::string sanitizer_verdict(const v1::Evaluation& e) {
@@ -150,11 +163,12 @@ std::string leaderboard_table(const v1::LeaderboardResponse& r) {
     return o.str();
   }
   std::vector<std::vector<std::string>> rows = {
-      {"rank", "genome", "µs", "spread", "TFLOP/s", "speedup", "regs", "smem", "spills", "sanitizer"}};
+      {"rank", "genome", "µs", "resident µs", "spread", "TFLOP/s", "speedup", "regs", "smem", "spills",
+       "sanitizer"}};
   for (const auto& e : r.elites()) {
     const auto& res = e.evaluation().resources();
     rows.push_back({std::to_string(e.rank()), genes_only(e.genome()), fixed(e.fitness_us(), 2),
-                    fixed(e.spread_pct(), 1) + "%", fixed(e.tflops(), 1),
+                    resident_text(e.evaluation()), fixed(e.spread_pct(), 1) + "%", fixed(e.tflops(), 1),
                     e.speedup_vs_seed() > 0 ? fixed(e.speedup_vs_seed(), 2) + "x" : "-",
                     std::to_string(res.registers()),
                     std::to_string(res.static_smem_bytes() + res.dynamic_smem_bytes()),
@@ -162,6 +176,7 @@ std::string leaderboard_table(const v1::LeaderboardResponse& r) {
                     sanitizer_verdict(e.evaluation())});
   }
   o << render(rows);
+  o << "µs: per call, inputs cycled past L2 (the fitness); resident µs: one input set left in L2\n";
   // How each elite was bred: the operator and its parents' candidate ids.
   for (const auto& e : r.elites())
     if (!e.parents().empty())

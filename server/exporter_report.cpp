@@ -73,15 +73,19 @@ void report_variant(std::ostringstream& o, const ExportVariant& v, size_t index,
   if (e.shapes().empty()) {
     o << "No per-shape results were recorded.\n\n";
   } else {
-    o << "| shape | median µs | p10 µs | p90 µs | TFLOP/s | rel L2 error | max abs error | non-finite | unwritten | repeats |\n"
-      << "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+    o << "| shape | median µs | p10 µs | p90 µs | resident µs | TFLOP/s | rel L2 error | max abs error | non-finite | "
+         "unwritten | repeats |\n"
+      << "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
     for (const auto& s : e.shapes())
       o << "| " << shape_text(s.shape()) << " | " << fixed(s.median_us(), 2) << " | " << fixed(s.p10_us(), 2)
-        << " | " << fixed(s.p90_us(), 2) << " | " << fixed(s.tflops(), 2) << " | "
+        << " | " << fixed(s.p90_us(), 2) << " | " << (s.resident_us() > 0 ? fixed(s.resident_us(), 2) : "-")
+        << " | " << fixed(s.tflops(), 2) << " | "
         << (e.estimated() ? "n/a" : sci(s.rel_l2_error())) << " | " << (e.estimated() ? "n/a" : sci(s.max_abs_error()))
         << " | " << s.nonfinite() << " | " << s.unwritten() << " | " << s.repeats() << " |\n";
     o << "\n";
   }
+  o << "Median, p10 and p90 are per call with inputs cycled past L2; resident, with one input set left in L2 "
+       "(as a model's previous layer leaves its output).\n\n";
   o << "Fitness (geometric mean of per-shape medians): " << fixed(e.fitness_us(), 2) << " µs"
     << (e.estimated() ? " (ESTIMATED)" : "") << "\n\n";
 

@@ -91,6 +91,7 @@ void check_evaluation(const v1::Evaluation& e) {
     check_time(s.median_us(), at + "median_us");
     check_time(s.p10_us(), at + "p10_us");
     check_time(s.p90_us(), at + "p90_us");
+    check_time(s.resident_us(), at + "resident_us");
     check_time(s.tflops(), at + "tflops");
     check_error_figure(s.rel_l2_error(), at + "rel_l2_error");
     check_error_figure(s.max_abs_error(), at + "max_abs_error");

@@ -111,6 +111,7 @@ void print_text(const Genome& g, const v1::Evaluation& e) {
     std::printf("shape     %dx%dx%dx%dx%d%s: median %.2f us (p10 %.2f, p90 %.2f), %.1f TFLOP/s",
                 sh.batch(), sh.heads(), sh.seq_q(), sh.seq_k(), sh.head_dim(),
                 sh.causal() ? ":causal" : "", s.median_us(), s.p10_us(), s.p90_us(), s.tflops());
+    if (s.resident_us() > 0) std::printf(", L2-resident inputs %.2f us", s.resident_us());
     if (!e.estimated())
       std::printf(", rel L2 err %.2e, max abs err %.2e, non-finite %lld, unwritten %lld",
                   s.rel_l2_error(), s.max_abs_error(), static_cast<long long>(s.nonfinite()),

@@ -60,6 +60,7 @@ TEST(CudaEvaluator, DefaultGenomePassesEveryGateShape) {
     EXPECT_GT(s.median_us(), 0);
     EXPECT_LE(s.p10_us(), s.median_us());
     EXPECT_GE(s.p90_us(), s.median_us());
+    EXPECT_GT(s.resident_us(), 0);  // the figure with inputs left in L2, beside the fitness's
     EXPECT_GT(s.tflops(), 0);
     EXPECT_EQ(s.unwritten(), 0);
     EXPECT_EQ(s.nonfinite(), 0);

@@ -119,6 +119,7 @@ void run_gates(const EvalRequest& req, v1::Evaluation& e, std::string& stage) {
       out->set_median_us(t.median_us);
       out->set_p10_us(t.p10_us);
       out->set_p90_us(t.p90_us);
+      out->set_resident_us(t.resident_median_us);
       out->set_repeats(t.samples * t.launches_per_sample);
       out->set_tflops(t.median_us > 0 ? job.flops / (t.median_us * 1e-6) / 1e12 : 0);
       medians.push_back(t.median_us);

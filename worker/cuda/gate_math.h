@@ -34,6 +34,9 @@ std::optional<std::string> correctness_failure(const ErrorFigures& f, const Prob
 struct TimingSummary {
   double median_us = 0, p10_us = 0, p90_us = 0;
   int samples = 0, launches_per_sample = 0;  // the graph replays timed, and launches in each
+  // The same graph replayed on one input set, which stays in L2 (as a model's previous layer
+  // leaves its output); 0 where not measured.
+  double resident_median_us = 0;
 };
 // Percentiles by linear interpolation between order statistics. Empty input: all zeros.
 TimingSummary summarise_times(std::vector<double> times_us);

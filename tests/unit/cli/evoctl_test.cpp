@@ -164,7 +164,11 @@ TEST_F(Evoctl, LeaderboardShowsEvidenceAndSaysEstimatedLoudly) {
   EXPECT_EQ(r.out.find("ESTIMATED"), std::string::npos);
   EXPECT_NE(r.out.find("seed genome: 10.00 µs"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("rank  genome"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1  5.00"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1  5.00   6.00  "), std::string::npos)
+      << "the resident figure is the geometric mean over shapes: " << r.out;
+  EXPECT_NE(r.out.find("BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1  10.00  -  "), std::string::npos)
+      << "no resident figure without one for every shape: " << r.out;
+  EXPECT_NE(r.out.find("resident µs: one input set left in L2"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("2.00x"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("passed"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("#2 r1-c2 (generation 2): crossover(r1-c7, r1-c9)\n"), std::string::npos) << r.out;

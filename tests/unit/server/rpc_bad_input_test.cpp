@@ -216,6 +216,10 @@ TEST_F(RpcBadInput, ReportResult) {
        report([](auto& r) { r.mutable_evaluation()->mutable_shapes(0)->set_median_us(-1); })},
       {"NaN p90 time", StatusCode::INVALID_ARGUMENT,
        report([&](auto& r) { r.mutable_evaluation()->mutable_shapes(0)->set_p90_us(nan); })},
+      {"infinite resident time", StatusCode::INVALID_ARGUMENT,
+       report([](auto& r) {
+         r.mutable_evaluation()->mutable_shapes(0)->set_resident_us(std::numeric_limits<double>::infinity());
+       })},
       {"negative compile time", StatusCode::INVALID_ARGUMENT,
        report([](auto& r) { r.mutable_evaluation()->set_compile_ms(-3); })},
       {"negative error figure", StatusCode::INVALID_ARGUMENT,
