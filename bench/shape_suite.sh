@@ -37,6 +37,9 @@
 #   EVO_START_FILE    warm starts: lines "BxHxSxD GENOME" (# comments, blank lines allowed); each
 #                     bucket's run starts from its lines' genomes (`evoctl submit --start`) besides
 #                     the default genome and random ones. Unset: no warm start.
+#   EVO_FITNESS_INPUTS  rotated (default) or resident: the runs' fitness (`evoctl submit
+#                     --fitness-inputs`), inputs cycled past L2 or one set left in L2 as the table
+#                     times them
 #   EVO_WORKER_BACKEND  cuda (default) or model (no GPU: every figure ESTIMATED; for trying the script)
 #   EVO_BENCH         1 (default) runs step 5; 0 skips it
 #   EVO_BENCH_ROUNDS  step 5 measures every kernel this many times in rotated orders and reports
@@ -87,6 +90,9 @@ run_timeout="${EVO_RUN_TIMEOUT:-300}"
 backend="${EVO_WORKER_BACKEND:-cuda}"
 bench="${EVO_BENCH:-1}"
 bench_rounds="${EVO_BENCH_ROUNDS:-1}"
+fitness_inputs="${EVO_FITNESS_INPUTS:-rotated}"
+[[ $fitness_inputs == rotated || $fitness_inputs == resident ]] ||
+  die "EVO_FITNESS_INPUTS must be rotated or resident, got '$fitness_inputs'"
 positive EVO_GENERATIONS "$generations"
 positive EVO_POPULATION "$population"
 positive EVO_TOP_K "$top_k"
@@ -160,7 +166,7 @@ if ((dry_run)); then
   fi
   for s in "${suite[@]}"; do
     say "evoctl submit --seed $seed_genome --shape $s --shape $s:causal --generations $generations" \
-        "--population $population --top-k $top_k --rng-seed $rng_seed${start_args[$s]:-}"
+        "--population $population --top-k $top_k --rng-seed $rng_seed --fitness-inputs $fitness_inputs${start_args[$s]:-}"
   done
   if ((${#suite[@]})); then
     say "wait for the ${#suite[@]} runs (at most ${run_timeout} s together), then print each leaderboard"
@@ -350,7 +356,8 @@ runs=()
 for s in "${suite[@]}"; do
   read -r -a starts <<< "${start_args[$s]:-}"
   if run=$("$evoctl" submit --seed "$seed_genome" --shape "$s" --shape "$s:causal" --generations "$generations" \
-             --population "$population" --top-k "$top_k" --rng-seed "$rng_seed" "${starts[@]}" 2> "$out/submit-$s.err"); then
+             --population "$population" --top-k "$top_k" --rng-seed "$rng_seed" --fitness-inputs "$fitness_inputs" \
+             "${starts[@]}" 2> "$out/submit-$s.err"); then
     say "run $run: $s and $s:causal"
     runs+=("$run")
   else

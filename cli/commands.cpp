@@ -105,6 +105,7 @@ int submit(Client& c, const Options& o, std::ostream& out, bool tty) {
   if (o.submit.rng_seed_set) req.set_rng_seed(o.submit.rng_seed);
   req.set_device_class(o.submit.device_class);
   for (const auto& g : o.submit.start_genomes) req.add_start_genomes(g);
+  req.set_fitness_inputs(o.submit.fitness_inputs);
   v1::Run run;
   check(c.stub.SubmitRun(c.context().get(), req, &run));
   out << run.run_id() << "\n" << std::flush;  // alone on its line: RUN=$(evoctl submit ...)

@@ -45,6 +45,12 @@ std::string resident_text(const v1::Evaluation& e) {
   return fixed(std::exp(log_sum / e.shapes_size()), 2);
 }
 
+// What the run's fitness measures (evod's default when the run predates the choice).
+std::string fitness_inputs_text(const v1::Run& run) {
+  return run.fitness_inputs() == "resident" ? "per call on one L2-resident input set"
+                                            : "per call with inputs cycled past L2";
+}
+
 std::string sanitizer_verdict(const v1::Evaluation& e) {
   for (const auto& g : e.gates())
     if (g.gate() == "sanitizer") return g.verdict();
@@ -132,7 +138,8 @@ std::string status_summary(const v1::RunStatus& s) {
     << "\n"
     << "  seed " << r.seed() << ", shapes " << shapes_text(r) << ", strategy " << r.strategy() << ", rng seed "
     << r.rng_seed() << ", top-k " << r.top_k() << "\n"
-    << "  device class " << (r.device_class().empty() ? "(not fixed yet)" : r.device_class()) << "\n";
+    << "  device class " << (r.device_class().empty() ? "(not fixed yet)" : r.device_class()) << "\n"
+    << "  fitness: " << fitness_inputs_text(r) << "\n";
   for (const auto& g : r.start_genomes()) o << "  start " << g << "\n";
   o << "  " << progress_line(s, false) << "\n";
   if (!s.best_genome().empty()) o << "  best " << s.best_genome() << "\n";
@@ -176,7 +183,7 @@ std::string leaderboard_table(const v1::LeaderboardResponse& r) {
                     sanitizer_verdict(e.evaluation())});
   }
   o << render(rows);
-  o << "µs: per call, inputs cycled past L2 (the fitness); resident µs: one input set left in L2\n";
+  o << "µs: the fitness, " << fitness_inputs_text(r.run()) << "; resident µs: one input set left in L2\n";
   // How each elite was bred: the operator and its parents' candidate ids.
   for (const auto& e : r.elites())
     if (!e.parents().empty())

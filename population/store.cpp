@@ -124,6 +124,11 @@ CREATE TABLE result_cache (
     R"sql(
 ALTER TABLE runs ADD COLUMN start_genomes TEXT NOT NULL DEFAULT '';
 )sql",
+    // 3 -> 4: which per-call time ranks a run's candidates. Runs of version 3 ranked by inputs
+    // cycled past L2, the only figure there was.
+    R"sql(
+ALTER TABLE runs ADD COLUMN fitness_inputs TEXT NOT NULL DEFAULT 'rotated';
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion, "one migration per schema version");
@@ -169,7 +174,7 @@ LeaseOutcome parse_outcome(const std::string& s) {
 
 constexpr const char* kRunColumns =
     "id, seed, shapes, generations, population, top_k, strategy, rng_seed, device_class, state, "
-    "created_ms, message, current_generation, smem_limit, start_genomes";
+    "created_ms, message, current_generation, smem_limit, start_genomes, fitness_inputs";
 
 RunRecord read_run(const SqliteStatement& s) {
   RunRecord r;
@@ -188,6 +193,7 @@ RunRecord read_run(const SqliteStatement& s) {
   r.current_generation = static_cast<int>(s.column_int(12));
   r.smem_limit = s.column_int(13);
   r.start_genomes = split(s.column_text(14), ';');
+  r.fitness_inputs = s.column_text(15);
   return r;
 }
 
@@ -431,13 +437,13 @@ std::string Store::next_run_id() {
 void Store::insert_run(const RunRecord& r) {
   auto s = db_->prepare(
       "INSERT INTO runs (id, seed, shapes, generations, population, top_k, strategy, rng_seed, "
-      "device_class, state, created_ms, message, current_generation, smem_limit, start_genomes) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      "device_class, state, created_ms, message, current_generation, smem_limit, start_genomes, "
+      "fitness_inputs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   s.bind(1, r.id).bind(2, r.seed).bind(3, join(r.shapes, ',')).bind(4, r.generations)
       .bind(5, r.population).bind(6, r.top_k).bind(7, r.strategy)
       .bind(8, static_cast<int64_t>(r.rng_seed)).bind(9, r.device_class).bind(10, r.state)
       .bind(11, r.created_ms).bind(12, r.message).bind(13, r.current_generation)
-      .bind(14, r.smem_limit).bind(15, join(r.start_genomes, ';'));
+      .bind(14, r.smem_limit).bind(15, join(r.start_genomes, ';')).bind(16, r.fitness_inputs);
   s.run();
 }
 

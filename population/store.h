@@ -36,6 +36,9 @@ struct RunRecord {
   int current_generation = 0;
   int64_t smem_limit = 0;           // what the strategy checks genomes against
   std::vector<std::string> start_genomes;  // canonical genome texts generation 0 starts from
+  // Which per-call time is the fitness: "rotated" (inputs cycled past L2) or "resident" (one
+  // input set left in L2; ShapeResult.resident_us).
+  std::string fitness_inputs = "rotated";
 };
 
 enum class CandidateState { kQueued, kLeased, kDone };
@@ -118,7 +121,7 @@ struct StoreOptions {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
   // Opens or creates the database file and migrates it to kSchemaVersion. Throws StoreError with
   // one line for people when the directory does not exist, the file is read-only or it is not a

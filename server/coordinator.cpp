@@ -195,6 +195,9 @@ v1::Run Coordinator::submit(const v1::SubmitRunRequest& req) {
     run.device_class = req.device_class();
     run.smem_limit = server::kDefaultSmemLimit;
     run.start_genomes = check_start_genomes(req, run, *space);
+    run.fitness_inputs = req.fitness_inputs().empty() ? server::kDefaultFitnessInputs : req.fitness_inputs();
+    if (run.fitness_inputs != "rotated" && run.fitness_inputs != "resident")
+      throw InputError("fitness_inputs must be 'rotated' or 'resident', got '" + run.fitness_inputs + "'");
     run.state = v1::QUEUED;
     run.created_ms = options_.clock();
     // make_strategy rejects an unknown strategy name; generation 0 is computed before any write.
@@ -213,9 +216,10 @@ v1::Run Coordinator::submit(const v1::SubmitRunRequest& req) {
     insert_generation(store_, run, 0, generation0, 0);
   });
   spdlog::info("event=run_submitted run_id={} seed={} shapes={} generations={} population={} top_k={} "
-               "strategy={} rng_seed={} device_class=\"{}\" start_genomes={} candidates={}",
+               "strategy={} rng_seed={} device_class=\"{}\" start_genomes={} fitness_inputs={} candidates={}",
                run.id, run.seed, run.shapes.size(), run.generations, run.population, run.top_k,
-               run.strategy, run.rng_seed, run.device_class, run.start_genomes.size(), generation0.size());
+               run.strategy, run.rng_seed, run.device_class, run.start_genomes.size(), run.fitness_inputs,
+               generation0.size());
   notify_change();
   return to_proto(run);
 }
@@ -319,7 +323,23 @@ std::string problem_key(const RunRecord& run) {
 // kernel template as this build has it, so that a database kept across a change of the
 // template's code never answers for a genome whose kernel has changed since.
 std::string cache_measurement_key(const v1::DeviceInfo& device, const RunRecord& run) {
-  return measurement_key_of(device) + " / " + template_fingerprint(run.seed);
+  // The cached fitness is the run's (run_fitness): a resident one never answers for a rotated run.
+  return measurement_key_of(device) + " / " + template_fingerprint(run.seed) +
+         (run.fitness_inputs == "resident" ? " / fitness: L2-resident inputs" : "");
+}
+
+// The run's fitness from an evaluation: the worker's (inputs cycled past L2), or with
+// fitness_inputs "resident" the geometric mean of the shapes' resident times; 0 where an OK
+// evaluation lacks one. The model evaluator estimates one figure, which serves both.
+double run_fitness(const RunRecord& run, const v1::Evaluation& e) {
+  if (run.fitness_inputs != "resident" || e.estimated()) return e.fitness_us();
+  if (e.shapes().empty()) return 0;
+  double log_sum = 0;
+  for (const auto& s : e.shapes()) {
+    if (!(s.resident_us() > 0)) return 0;
+    log_sum += std::log(s.resident_us());
+  }
+  return std::exp(log_sum / e.shapes_size());
 }
 }  // namespace
 
@@ -443,17 +463,17 @@ void Coordinator::apply_result(const RunRecord& run, const CandidateRecord& c, i
   const bool ok = e.status() == v1::OK;
   const std::string toolkit = cache_measurement_key(e.device(), run);
   if (!c.confirmation) {
-    if (ok && !e.estimated() && would_enter_elites(run, e.fitness_us())) {
+    if (ok && !e.estimated() && would_enter_elites(run, run_fitness(run, e))) {
       // Timing noise must not crown a winner: a would-be elite is measured a second time.
       // (Estimated results come from a deterministic model; measuring twice would agree by
       // construction, so they skip this step and are eligible at once.)
       store_.await_confirmation(c.id, eval_id, worker_id);
       spdlog::info("event=confirmation_queued run_id={} candidate_id={} first_us={:.3f}", run.id, c.id,
-                   e.fitness_us());
+                   run_fitness(run, e));
       return;
     }
     std::optional<double> fitness;
-    if (ok) fitness = e.fitness_us();
+    if (ok) fitness = run_fitness(run, e);
     store_.finish_candidate(c.id, eval_id, e.status(), fitness, 0, ok && e.estimated(), "measured");
     if (cacheable(e.status()))
       store_.cache_put({c.genome_hash, problem_key(run), run.device_class, toolkit, eval_id, fitness, 0, ok && e.estimated()});
@@ -468,7 +488,7 @@ void Coordinator::apply_result(const RunRecord& run, const CandidateRecord& c, i
       spdlog::warn("event=confirmation_failed run_id={} candidate_id={} status={} message=\"{}\"", run.id, c.id,
                    v1::EvalStatus_Name(e.status()), e.message());
     } else {
-      double a = first->evaluation.fitness_us(), b = e.fitness_us();
+      double a = run_fitness(run, first->evaluation), b = run_fitness(run, e);
       double mean = (a + b) / 2;
       double disagreement = std::abs(a - b) / mean;
       bool agree = disagreement <= server::kConfirmationTolerance;
@@ -540,6 +560,11 @@ v1::ReportResponse Coordinator::report(const v1::ReportRequest& req) {
     if (e.status() == v1::OK && !(std::isfinite(e.fitness_us()) && e.fitness_us() > 0))
       throw CoordinatorError(Code::kInvalidArgument,
                              "report on lease '" + lease->id + "': status OK needs a positive fitness_us");
+    if (e.status() == v1::OK && !(run_fitness(run, e) > 0))
+      throw CoordinatorError(Code::kInvalidArgument,
+                             "report on lease '" + lease->id + "': run " + run.id +
+                                 " ranks by L2-resident inputs, and the evaluation has no resident_us for "
+                                 "every shape (a worker built before that figure?)");
     if (e.device().device_class() != run.device_class)
       throw CoordinatorError(Code::kInvalidArgument,
                              "report on lease '" + lease->id + "': device class '" + e.device().device_class() +
@@ -562,7 +587,7 @@ v1::ReportResponse Coordinator::report(const v1::ReportRequest& req) {
     if (is_terminal(run.state)) {
       // A cancelled run keeps what was measured but breeds nothing more.
       store_.finish_candidate(c.id, eval_id, e.status(),
-                              e.status() == v1::OK ? std::optional<double>(e.fitness_us()) : std::nullopt, 0,
+                              e.status() == v1::OK ? std::optional<double>(run_fitness(run, e)) : std::nullopt, 0,
                               false, "measured");
       return;
     }

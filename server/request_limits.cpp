@@ -132,6 +132,7 @@ void check_request(const v1::SubmitRunRequest& r) {
   check_count(r.shapes_size(), kMaxShapes, "shapes");
   for (const auto& s : r.shapes()) check_text(s, "shapes[]", kMaxShapeTextBytes, true);
   check_text(r.strategy(), "strategy", kMaxTextBytes, false);
+  check_text(r.fitness_inputs(), "fitness_inputs", kMaxTextBytes, false);
   check_text(r.device_class(), "device_class", kMaxTextBytes, false);
   check_count(r.start_genomes_size(), kMaxStartGenomes, "start_genomes");
   for (const auto& g : r.start_genomes()) check_text(g, "start_genomes[]", kMaxGenomeTextBytes, false);

@@ -58,6 +58,7 @@ v1::Run Coordinator::to_proto(const RunRecord& r) {
   run.set_created_unix_ms(r.created_ms);
   run.set_message(r.message);
   for (const auto& g : r.start_genomes) run.add_start_genomes(g);
+  run.set_fitness_inputs(r.fitness_inputs);
   return run;
 }
 

@@ -27,6 +27,7 @@ inline constexpr int kDefaultTopK = 3;
 inline constexpr uint64_t kDefaultRngSeed = 1;
 inline constexpr const char* kDefaultShape = "1x8x512x64";
 inline constexpr const char* kDefaultStrategy = "evolve";
+inline constexpr const char* kDefaultFitnessInputs = "rotated";
 // What the strategies check shared memory against (sm_90 opt-in per block); fixed per run so that a
 // run's genome sequence does not depend on which worker shows up first.
 inline constexpr int64_t kDefaultSmemLimit = 227 * 1024;

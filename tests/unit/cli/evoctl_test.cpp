@@ -38,7 +38,7 @@ class Evoctl : public ::testing::Test {
 TEST_F(Evoctl, SubmitPrintsTheRunIdAloneAndSendsTheOptions) {
   const auto r = run({"submit", "--seed", "fa_s512_v3", "--shape", "2x8x512x64:causal", "--shape", "1x4x1000x64",
                       "--generations", "3", "--population", "8", "--top-k", "2", "--strategy", "random",
-                      "--rng-seed", "42", "--device-class", "sm_90a/H100", "--causal"});
+                      "--rng-seed", "42", "--device-class", "sm_90a/H100", "--causal", "--fitness-inputs", "resident"});
   ASSERT_EQ(r.exit_status, 0) << r.err;
   EXPECT_EQ(r.out, "r1\n");
   const auto& req = server_.service.last_submit;
@@ -51,6 +51,7 @@ TEST_F(Evoctl, SubmitPrintsTheRunIdAloneAndSendsTheOptions) {
   EXPECT_EQ(req.rng_seed(), 42u);
   EXPECT_EQ(req.device_class(), "sm_90a/H100");
   EXPECT_TRUE(req.causal());
+  EXPECT_EQ(req.fitness_inputs(), "resident");
 }
 
 TEST_F(Evoctl, SubmitStartIsRepeatableAndSentAsTyped) {
@@ -79,6 +80,7 @@ TEST_F(Evoctl, SubmitLeavesUnsetSizesUnsetSoEvodDefaultsApply) {
   EXPECT_FALSE(req.has_generations());
   EXPECT_FALSE(req.has_population());
   EXPECT_FALSE(req.has_top_k());
+  EXPECT_EQ(req.fitness_inputs(), "") << "unset: evod's default";
 }
 
 TEST_F(Evoctl, EvodRefusalIsOneLineWithItsCode) {
@@ -104,7 +106,8 @@ TEST_F(Evoctl, UsageErrorsExitTwoWithOneLine) {
            {}, {"frobnicate"}, {"submit"}, {"status"}, {"export", "r1"}, {"export", "--out", "t.cu"}, {"submit", "--seed", "x", "--population", "0"},
            {"submit", "--seed", "x", "--strategy", "greedy"}, {"leaderboard", "--top", "-3"}, {"cancel", "r1", "r2"},
            {"status", "r1", "--json"}, {"runs", "--bogus"}, {"submit", "--seed"},
-           {"submit", "--seed", "x", "--start"}, {"status", "r1", "--start", "BLOCK_M=64"}}) {
+           {"submit", "--seed", "x", "--start"}, {"status", "r1", "--start", "BLOCK_M=64"},
+           {"submit", "--seed", "x", "--fitness-inputs", "warm"}, {"leaderboard", "--fitness-inputs", "resident"}}) {
     const auto r = run(args);
     EXPECT_EQ(r.exit_status, 2) << ::testing::PrintToString(args);
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
@@ -168,7 +171,9 @@ TEST_F(Evoctl, LeaderboardShowsEvidenceAndSaysEstimatedLoudly) {
       << "the resident figure is the geometric mean over shapes: " << r.out;
   EXPECT_NE(r.out.find("BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1  10.00  -  "), std::string::npos)
       << "no resident figure without one for every shape: " << r.out;
-  EXPECT_NE(r.out.find("resident µs: one input set left in L2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("µs: the fitness, per call with inputs cycled past L2; resident µs: one input set left in L2"),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("2.00x"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("passed"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("#2 r1-c2 (generation 2): crossover(r1-c7, r1-c9)\n"), std::string::npos) << r.out;

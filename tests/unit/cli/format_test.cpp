@@ -41,6 +41,15 @@ TEST(Format, StatusSummaryListsTheStartGenomes) {
       << out;
 }
 
+TEST(Format, StatusSummarySaysWhatTheFitnessMeasures) {
+  v1::RunStatus s;
+  s.mutable_run()->set_run_id("r1");
+  EXPECT_NE(status_summary(s).find("\n  fitness: per call with inputs cycled past L2\n"), std::string::npos)
+      << "a run from before the choice ranks by rotated inputs";
+  s.mutable_run()->set_fitness_inputs("resident");
+  EXPECT_NE(status_summary(s).find("\n  fitness: per call on one L2-resident input set\n"), std::string::npos);
+}
+
 TEST(Format, GrpcCodeNames) {
   EXPECT_EQ(grpc_code_name(3), "INVALID_ARGUMENT");
   EXPECT_EQ(grpc_code_name(9), "FAILED_PRECONDITION");

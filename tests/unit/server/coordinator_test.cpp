@@ -303,6 +303,7 @@ TEST_F(CoordinatorTest, BadSubmissionsAreRefusedAndChangeNothing) {
   EXPECT_EQ(submit_with([](auto& r) { r.set_generations(-1); }), Code::kInvalidArgument);
   EXPECT_EQ(submit_with([](auto& r) { r.set_top_k(0); }), Code::kInvalidArgument);
   EXPECT_EQ(submit_with([](auto& r) { r.set_strategy("annealing"); }), Code::kInvalidArgument);
+  EXPECT_EQ(submit_with([](auto& r) { r.set_fitness_inputs("warm"); }), Code::kInvalidArgument);
   EXPECT_EQ(code_of([&] { coord_->status("run-9999"); }), Code::kNotFound);
   EXPECT_EQ(code_of([&] { coord_->cancel("run-9999"); }), Code::kNotFound);
   EXPECT_EQ(store_.dump(), before);
@@ -454,6 +455,62 @@ TEST_F(CoordinatorTest, TheCacheNeverAnswersForAnotherProblem) {
   int leased = drive({w}, "sm_90a/model/estimated", [](const v1::Lease&) { return 1.0; }, true);
   EXPECT_EQ(leased, 12);
   for (const auto& c : store_.candidates_of_run(bigger.run_id())) EXPECT_EQ(c.result_source, "measured");
+}
+
+// fitness_inputs "resident": candidates rank by the geometric mean of their shapes' resident
+// times, not by the worker's fitness (inputs cycled past L2); a report that lacks a resident time
+// is refused and changes nothing; and such a fitness never answers, from the cache, for a run
+// that ranks by rotated inputs.
+TEST_F(CoordinatorTest, AResidentRunRanksByResidentTimes) {
+  auto w = add_worker("sm_90a/Fake");
+  v1::SubmitRunRequest req;
+  req.set_seed("fa_s512_v3");
+  req.add_shapes("1x8x512x64");
+  req.add_shapes("2x8x512x64");
+  req.set_generations(1);
+  req.set_population(4);
+  req.set_top_k(2);
+  req.set_rng_seed(5);
+  req.set_fitness_inputs("resident");
+  const auto run = coord_->submit(req);
+  EXPECT_EQ(run.fitness_inputs(), "resident");
+  // Resident times 1/4 and 1/16 of the worker's fitness: their geometric mean is 1/8 of it.
+  auto with_resident = [&](const v1::Lease& l) {
+    v1::Evaluation e = evaluation(l, "sm_90a/Fake", 1.0);
+    for (double part : {0.25, 0.0625}) e.add_shapes()->set_resident_us(e.fitness_us() * part);
+    return e;
+  };
+  bool refused_once = false;
+  for (int idle = 0; idle < 2;) {
+    auto granted = lease(w, 2);
+    idle = granted.leases().empty() ? idle + 1 : 0;
+    for (const auto& l : granted.leases()) {
+      if (!refused_once) {
+        const std::string before = store_.dump();
+        v1::Evaluation lacking = with_resident(l);
+        lacking.mutable_shapes(1)->set_resident_us(0);
+        EXPECT_EQ(code_of([&] { report(w, l, lacking); }), Code::kInvalidArgument);
+        EXPECT_EQ(store_.dump(), before);
+        refused_once = true;
+      }
+      report(w, l, with_resident(l));
+    }
+    now_ += 10;
+  }
+  v1::LeaderboardRequest lr;
+  lr.set_run_id(run.run_id());
+  auto board = coord_->leaderboard(lr);
+  ASSERT_EQ(board.elites_size(), 2);
+  for (const auto& e : board.elites())
+    EXPECT_NEAR(e.fitness_us(), fake_us(e.genome()) / 8, 1e-9) << e.genome();
+  EXPECT_LE(board.elites(0).fitness_us(), board.elites(1).fitness_us());
+
+  // The same genomes in a run that ranks by rotated inputs: all measured again.
+  req.clear_fitness_inputs();
+  const auto rotated = coord_->submit(req);
+  EXPECT_EQ(rotated.fitness_inputs(), "rotated");
+  EXPECT_GT(drive({w}, "sm_90a/Fake", [](const v1::Lease&) { return 1.0; }), 0);
+  for (const auto& c : store_.candidates_of_run(rotated.run_id())) EXPECT_EQ(c.result_source, "measured");
 }
 
 // A database kept across an upgrade: its cached times were measured on the template's old code,

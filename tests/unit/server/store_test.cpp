@@ -19,7 +19,7 @@ TEST(Store, MigratesAnEmptyDatabaseToTheCurrentSchema) {
   EXPECT_EQ(again.schema_version(), Store::kSchemaVersion);
   std::string dump = again.dump();
   std::string versions = dump.substr(0, dump.find("SELECT * FROM runs"));
-  EXPECT_EQ(versions, "SELECT * FROM schema_version ORDER BY version\n1\n2\n3\n");
+  EXPECT_EQ(versions, "SELECT * FROM schema_version ORDER BY version\n1\n2\n3\n4\n");
 }
 
 // Version 1 cached times without saying which shapes they timed; migrating drops those entries
@@ -31,6 +31,7 @@ TEST(Store, MigrationToVersionTwoDropsCacheEntriesWithoutAProblem) {
     SqliteConnection db(dir.file("evo.db"));
     db.exec("DELETE FROM schema_version WHERE version >= 2;"
             "ALTER TABLE runs DROP COLUMN start_genomes;"
+            "ALTER TABLE runs DROP COLUMN fitness_inputs;"
             "DROP TABLE result_cache;"
             "CREATE TABLE result_cache (genome_hash TEXT NOT NULL, device_class TEXT NOT NULL,"
             " toolkit TEXT NOT NULL, evaluation_id INTEGER NOT NULL, fitness_us REAL,"
@@ -91,14 +92,15 @@ TEST(Store, MigrationToVersionThreeKeepsRunsAndAddsStartGenomes) {
   { Store fresh(dir.file("evo.db")); }
   {
     SqliteConnection db(dir.file("evo.db"));
-    db.exec("DELETE FROM schema_version WHERE version = 3;"
+    db.exec("DELETE FROM schema_version WHERE version >= 3;"
             "ALTER TABLE runs DROP COLUMN start_genomes;"
+            "ALTER TABLE runs DROP COLUMN fitness_inputs;"
             "INSERT INTO runs (id, seed, shapes, generations, population, top_k, strategy, rng_seed,"
             " device_class, state, created_ms, message, smem_limit) VALUES ('run-0001', 'fa_s512_v3',"
             " '1x8x512x64', 2, 4, 1, 'random', 9, 'sm_90a/H100', 2, 5, '', 232448);");
   }
   Store migrated(dir.file("evo.db"));
-  EXPECT_EQ(migrated.schema_version(), 3);
+  EXPECT_EQ(migrated.schema_version(), Store::kSchemaVersion);
   migrated.transaction([&] {
     auto old = migrated.get_run("run-0001");
     ASSERT_TRUE(old);
@@ -111,6 +113,34 @@ TEST(Store, MigrationToVersionThreeKeepsRunsAndAddsStartGenomes) {
     fresh.start_genomes = {"fa_s512_v3:BLOCK_M=64"};
     migrated.insert_run(fresh);
     EXPECT_EQ(migrated.get_run("run-0002")->start_genomes, fresh.start_genomes);
+  });
+}
+
+// A version-3 database (no fitness_inputs column) migrates in place: its runs ranked by inputs
+// cycled past L2 and keep doing so; a new run may rank by L2-resident inputs.
+TEST(Store, MigrationToVersionFourKeepsRunsRankedByRotatedInputs) {
+  test::TempDir dir;
+  { Store fresh(dir.file("evo.db")); }
+  {
+    SqliteConnection db(dir.file("evo.db"));
+    db.exec("DELETE FROM schema_version WHERE version = 4;"
+            "ALTER TABLE runs DROP COLUMN fitness_inputs;"
+            "INSERT INTO runs (id, seed, shapes, generations, population, top_k, strategy, rng_seed,"
+            " device_class, state, created_ms, message, smem_limit, start_genomes) VALUES ('run-0001',"
+            " 'fa_s512_v3', '1x8x512x64', 2, 4, 1, 'evolve', 9, 'sm_90a/H100', 3, 5, '', 232448,"
+            " 'fa_s512_v3:BLOCK_M=64');");
+  }
+  Store migrated(dir.file("evo.db"));
+  EXPECT_EQ(migrated.schema_version(), Store::kSchemaVersion);
+  migrated.transaction([&] {
+    auto old = migrated.get_run("run-0001");
+    ASSERT_TRUE(old);
+    EXPECT_EQ(old->fitness_inputs, "rotated");
+    EXPECT_EQ(old->start_genomes, std::vector<std::string>{"fa_s512_v3:BLOCK_M=64"});
+    RunRecord fresh = sample_run("run-0002");
+    fresh.fitness_inputs = "resident";
+    migrated.insert_run(fresh);
+    EXPECT_EQ(migrated.get_run("run-0002")->fitness_inputs, "resident");
   });
 }
 
