@@ -1,10 +1,11 @@
 #include "format.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <sstream>
 #include <vector>
+
+#include "resident_time.h"
 
 namespace evo::cli {
 namespace {
@@ -33,16 +34,10 @@ std::string shapes_text(const v1::Run& run) {
   return out;
 }
 
-// The fitness's counterpart with inputs left in L2: the geometric mean of the shapes' resident
-// times, or "-" where any shape lacks one (the model evaluator, results from older workers).
+// The fitness's counterpart with inputs left in L2, or "-" where a shape lacks it.
 std::string resident_text(const v1::Evaluation& e) {
-  if (e.shapes().empty()) return "-";
-  double log_sum = 0;
-  for (const auto& s : e.shapes()) {
-    if (!(s.resident_us() > 0)) return "-";
-    log_sum += std::log(s.resident_us());
-  }
-  return fixed(std::exp(log_sum / e.shapes_size()), 2);
+  const double us = resident_geomean_us(e);
+  return us > 0 ? fixed(us, 2) : "-";
 }
 
 // What the run's fitness measures (evod's default when the run predates the choice).

@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "errors.h"
+#include "resident_time.h"
 #include "search_space.h"
 #include "shape.h"
 #include "strategy.h"
@@ -333,13 +334,7 @@ std::string cache_measurement_key(const v1::DeviceInfo& device, const RunRecord&
 // evaluation lacks one. The model evaluator estimates one figure, which serves both.
 double run_fitness(const RunRecord& run, const v1::Evaluation& e) {
   if (run.fitness_inputs != "resident" || e.estimated()) return e.fitness_us();
-  if (e.shapes().empty()) return 0;
-  double log_sum = 0;
-  for (const auto& s : e.shapes()) {
-    if (!(s.resident_us() > 0)) return 0;
-    log_sum += std::log(s.resident_us());
-  }
-  return std::exp(log_sum / e.shapes_size());
+  return resident_geomean_us(e);
 }
 }  // namespace
 

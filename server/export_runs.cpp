@@ -39,6 +39,7 @@ std::vector<ExportVariant> dispatch_variants(const std::vector<Coordinator::Best
     v.genome = SearchSpace::for_template(w.run.seed).parse(w.candidate.genome);
     v.evidence = w.evaluation.evaluation;
     v.run_id = w.run.id;
+    v.fitness_inputs = w.run.fitness_inputs;
     for (const auto& text : w.run.shapes) {
       const ProblemShape shape = parse_shape(text);
       bool already_ours = false;

@@ -6,6 +6,7 @@
 
 #include "exporter.h"
 #include "exporter_text.h"
+#include "resident_time.h"
 #include "shape_proto.h"
 
 namespace evo {
@@ -88,6 +89,10 @@ void report_variant(std::ostringstream& o, const ExportVariant& v, size_t index,
        "(as a model's previous layer leaves its output).\n\n";
   o << "Fitness (geometric mean of per-shape medians): " << fixed(e.fitness_us(), 2) << " µs"
     << (e.estimated() ? " (ESTIMATED)" : "") << "\n\n";
+  if (v.fitness_inputs == "resident" && !e.estimated())
+    o << "Run " << (v.run_id.empty() ? std::string("-") : v.run_id)
+      << " ranked its candidates by L2-resident inputs: geometric mean of the resident times "
+      << fixed(resident_geomean_us(e), 2) << " µs.\n\n";
 
   const auto& d = e.device();
   o << "### Device and toolkit\n\n"

@@ -141,6 +141,20 @@ TEST(Exporter, ReportCarriesTheEvidence) {
   EXPECT_EQ(r.report().find("ESTIMATED"), std::string::npos);
 }
 
+// A winner of a run that ranked by L2-resident inputs says so, with the figure that ranked it;
+// one of a run that ranked by rotated inputs does not.
+TEST(Exporter, ReportSaysWhichTimeRankedTheRun) {
+  const auto resident = export_dispatch_table(
+      {{default_genome(), {shape_1x8x512x64()}, measured_evaluation(false), "run-0008", "resident"}});
+  EXPECT_NE(resident.report().find("Run run-0008 ranked its candidates by L2-resident inputs: geometric mean "
+                                   "of the resident times 6.15 µs."),
+            std::string::npos)
+      << resident.report();
+  const auto rotated =
+      export_dispatch_table({{default_genome(), {shape_1x8x512x64()}, measured_evaluation(false), "run-0002"}});
+  EXPECT_EQ(rotated.report().find("ranked its candidates"), std::string::npos);
+}
+
 TEST(Exporter, EstimatedEvidenceIsSaidLoudly) {
   const auto r = export_standalone(default_genome(), {shape_1x8x512x64()}, measured_evaluation(true));
   EXPECT_NE(r.report().find("**ESTIMATED (model evaluator, no GPU).**"), std::string::npos);
