@@ -22,26 +22,30 @@ TEST(Store, MigratesAnEmptyDatabaseToTheCurrentSchema) {
   EXPECT_EQ(versions, "SELECT * FROM schema_version ORDER BY version\n1\n2\n3\n4\n");
 }
 
+// A database as an older build left it: the current schema, taken back by `sql` (its version
+// rows deleted, its new columns dropped, rows inserted as that build wrote them).
+void write_older_database(const test::TempDir& dir, const char* sql) {
+  { Store fresh(dir.file("evo.db")); }
+  SqliteConnection db(dir.file("evo.db"));
+  db.exec(sql);
+}
+
 // Version 1 cached times without saying which shapes they timed; migrating drops those entries
 // (they cannot be trusted for any run) and keeps everything else.
 TEST(Store, MigrationToVersionTwoDropsCacheEntriesWithoutAProblem) {
   test::TempDir dir;
-  { Store fresh(dir.file("evo.db")); }
-  {
-    SqliteConnection db(dir.file("evo.db"));
-    db.exec("DELETE FROM schema_version WHERE version >= 2;"
-            "ALTER TABLE runs DROP COLUMN start_genomes;"
-            "ALTER TABLE runs DROP COLUMN fitness_inputs;"
-            "DROP TABLE result_cache;"
-            "CREATE TABLE result_cache (genome_hash TEXT NOT NULL, device_class TEXT NOT NULL,"
-            " toolkit TEXT NOT NULL, evaluation_id INTEGER NOT NULL, fitness_us REAL,"
-            " spread_pct REAL NOT NULL, confirmed INTEGER NOT NULL,"
-            " PRIMARY KEY (genome_hash, device_class, toolkit));"
-            "INSERT INTO result_cache VALUES ('h', 'sm_90a/H100', 't', 1, 10.0, 0, 1);"
-            "INSERT INTO runs (id, seed, shapes, generations, population, top_k, strategy, rng_seed,"
-            " device_class, state, created_ms, message, smem_limit) VALUES ('run-0001', 'fa_s512_v3',"
-            " '1x8x512x64', 1, 1, 1, 'evolve', 1, '', 1, 0, '', 1);");
-  }
+  write_older_database(dir, "DELETE FROM schema_version WHERE version >= 2;"
+                            "ALTER TABLE runs DROP COLUMN start_genomes;"
+                            "ALTER TABLE runs DROP COLUMN fitness_inputs;"
+                            "DROP TABLE result_cache;"
+                            "CREATE TABLE result_cache (genome_hash TEXT NOT NULL, device_class TEXT NOT NULL,"
+                            " toolkit TEXT NOT NULL, evaluation_id INTEGER NOT NULL, fitness_us REAL,"
+                            " spread_pct REAL NOT NULL, confirmed INTEGER NOT NULL,"
+                            " PRIMARY KEY (genome_hash, device_class, toolkit));"
+                            "INSERT INTO result_cache VALUES ('h', 'sm_90a/H100', 't', 1, 10.0, 0, 1);"
+                            "INSERT INTO runs (id, seed, shapes, generations, population, top_k, strategy, rng_seed,"
+                            " device_class, state, created_ms, message, smem_limit) VALUES ('run-0001', 'fa_s512_v3',"
+                            " '1x8x512x64', 1, 1, 1, 'evolve', 1, '', 1, 0, '', 1);");
   Store migrated(dir.file("evo.db"));
   EXPECT_EQ(migrated.schema_version(), Store::kSchemaVersion);
   migrated.transaction([&] {
@@ -85,61 +89,33 @@ TEST(Store, StartGenomesRoundTrip) {
   });
 }
 
-// A version-2 database (no start_genomes column) migrates in place: its runs stay, with no start
-// genomes, and new runs store theirs.
-TEST(Store, MigrationToVersionThreeKeepsRunsAndAddsStartGenomes) {
+// A version-2 database (no start_genomes or fitness_inputs column) migrates in place: its runs
+// stay, with no start genomes and ranked by inputs cycled past L2, the only time there was; new
+// runs store theirs.
+TEST(Store, MigrationFromVersionTwoKeepsRunsAndAddsStartGenomesAndFitnessInputs) {
   test::TempDir dir;
-  { Store fresh(dir.file("evo.db")); }
-  {
-    SqliteConnection db(dir.file("evo.db"));
-    db.exec("DELETE FROM schema_version WHERE version >= 3;"
-            "ALTER TABLE runs DROP COLUMN start_genomes;"
-            "ALTER TABLE runs DROP COLUMN fitness_inputs;"
-            "INSERT INTO runs (id, seed, shapes, generations, population, top_k, strategy, rng_seed,"
-            " device_class, state, created_ms, message, smem_limit) VALUES ('run-0001', 'fa_s512_v3',"
-            " '1x8x512x64', 2, 4, 1, 'random', 9, 'sm_90a/H100', 2, 5, '', 232448);");
-  }
+  write_older_database(dir, "DELETE FROM schema_version WHERE version >= 3;"
+                            "ALTER TABLE runs DROP COLUMN start_genomes;"
+                            "ALTER TABLE runs DROP COLUMN fitness_inputs;"
+                            "INSERT INTO runs (id, seed, shapes, generations, population, top_k, strategy, rng_seed,"
+                            " device_class, state, created_ms, message, smem_limit) VALUES ('run-0001', 'fa_s512_v3',"
+                            " '1x8x512x64', 2, 4, 1, 'random', 9, 'sm_90a/H100', 2, 5, '', 232448);");
   Store migrated(dir.file("evo.db"));
   EXPECT_EQ(migrated.schema_version(), Store::kSchemaVersion);
   migrated.transaction([&] {
     auto old = migrated.get_run("run-0001");
     ASSERT_TRUE(old);
     EXPECT_TRUE(old->start_genomes.empty());
+    EXPECT_EQ(old->fitness_inputs, "rotated");
     EXPECT_EQ(old->strategy, "random");
     EXPECT_EQ(old->rng_seed, 9u);
     EXPECT_EQ(old->device_class, "sm_90a/H100");
     EXPECT_EQ(old->smem_limit, 232448);
     RunRecord fresh = sample_run("run-0002");
     fresh.start_genomes = {"fa_s512_v3:BLOCK_M=64"};
-    migrated.insert_run(fresh);
-    EXPECT_EQ(migrated.get_run("run-0002")->start_genomes, fresh.start_genomes);
-  });
-}
-
-// A version-3 database (no fitness_inputs column) migrates in place: its runs ranked by inputs
-// cycled past L2 and keep doing so; a new run may rank by L2-resident inputs.
-TEST(Store, MigrationToVersionFourKeepsRunsRankedByRotatedInputs) {
-  test::TempDir dir;
-  { Store fresh(dir.file("evo.db")); }
-  {
-    SqliteConnection db(dir.file("evo.db"));
-    db.exec("DELETE FROM schema_version WHERE version = 4;"
-            "ALTER TABLE runs DROP COLUMN fitness_inputs;"
-            "INSERT INTO runs (id, seed, shapes, generations, population, top_k, strategy, rng_seed,"
-            " device_class, state, created_ms, message, smem_limit, start_genomes) VALUES ('run-0001',"
-            " 'fa_s512_v3', '1x8x512x64', 2, 4, 1, 'evolve', 9, 'sm_90a/H100', 3, 5, '', 232448,"
-            " 'fa_s512_v3:BLOCK_M=64');");
-  }
-  Store migrated(dir.file("evo.db"));
-  EXPECT_EQ(migrated.schema_version(), Store::kSchemaVersion);
-  migrated.transaction([&] {
-    auto old = migrated.get_run("run-0001");
-    ASSERT_TRUE(old);
-    EXPECT_EQ(old->fitness_inputs, "rotated");
-    EXPECT_EQ(old->start_genomes, std::vector<std::string>{"fa_s512_v3:BLOCK_M=64"});
-    RunRecord fresh = sample_run("run-0002");
     fresh.fitness_inputs = "resident";
     migrated.insert_run(fresh);
+    EXPECT_EQ(migrated.get_run("run-0002")->start_genomes, fresh.start_genomes);
     EXPECT_EQ(migrated.get_run("run-0002")->fitness_inputs, "resident");
   });
 }
