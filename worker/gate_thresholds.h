@@ -24,8 +24,9 @@ inline constexpr int kLaunchesPerTimingSample = 20;
 inline constexpr int64_t kRotationBytes = 256ll << 20;  // input sets cycled so L2 cannot flatter
 // The replays above cost a fast kernel milliseconds, but a correct and slow one (a naive kernel,
 // a bad genome at a big shape) could spend the watchdog's whole budget there and be reported as
-// a hang. Where the warm-up says the plan would take longer than this, the graph shrinks towards
-// kLaunchesPerTimingSample launches and the samples towards kMinTimingSamples.
+// a hang. Where the warm-up says the plan, run twice (inputs rotated, then one resident set),
+// would take longer than this, the graph shrinks towards kLaunchesPerTimingSample launches and
+// the samples towards kMinTimingSamples.
 inline constexpr double kTimingBudgetMs = 1500.0;
 inline constexpr int kMinTimingSamples = 3;
 
