@@ -195,22 +195,27 @@ TimingSummary time_shape(const LoadedKernel& candidate, const ShapeJob& job, uin
       plan_timing(warmup > 0 ? warmup_ms * 1000.0 / warmup : 0.0, per_sample, sets, timed,
                   gates::kTimingBudgetMs * 1000.0 / 2, gates::kMinTimingSamples);  // replayed twice
   const int per_graph = plan.launches_per_sample, samples = plan.samples;
-  EVO_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  for (int j = 0; j < per_graph; ++j) candidate.launch(params[(warmup + j) % sets], dims, stream);
-  EVO_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  EVO_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  EVO_CUDA_CHECK(cudaGraphLaunch(exec, stream));  // the replay's own warm-up
-
   events.resize(2 + 2 * static_cast<size_t>(samples));
   for (size_t i = 2; i < events.size(); ++i) EVO_CUDA_CHECK(cudaEventCreate(&events[i]));
   cudaEvent_t* pairs = events.data() + 2;
-  for (int i = 0; i < samples; ++i) {
-    EVO_CUDA_CHECK(cudaEventRecord(pairs[2 * i], stream));
+  // Captures per_graph launches, the i-th on input set set_of(i), and replays the graph once
+  // untimed (its own warm-up), then `samples` times between event pairs: per-call µs of each.
+  auto time_graph = [&](auto set_of) {
+    if (exec) EVO_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    if (graph) EVO_CUDA_CHECK(cudaGraphDestroy(graph));
+    exec = nullptr;
+    graph = nullptr;
+    EVO_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    for (int j = 0; j < per_graph; ++j) candidate.launch(params[set_of(j)], dims, stream);
+    EVO_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    EVO_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     EVO_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    EVO_CUDA_CHECK(cudaEventRecord(pairs[2 * i + 1], stream));
-  }
-  EVO_CUDA_CHECK(cudaStreamSynchronize(stream));
-  auto per_call_us = [&] {
+    for (int i = 0; i < samples; ++i) {
+      EVO_CUDA_CHECK(cudaEventRecord(pairs[2 * i], stream));
+      EVO_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      EVO_CUDA_CHECK(cudaEventRecord(pairs[2 * i + 1], stream));
+    }
+    EVO_CUDA_CHECK(cudaStreamSynchronize(stream));
     std::vector<double> times_us(static_cast<size_t>(samples));
     for (int i = 0; i < samples; ++i) {
       float ms = 0;
@@ -219,28 +224,13 @@ TimingSummary time_shape(const LoadedKernel& candidate, const ShapeJob& job, uin
     }
     return times_us;
   };
-  TimingSummary summary = summarise_times(per_call_us());
+  TimingSummary summary = summarise_times(time_graph([&](int j) { return (warmup + j) % sets; }));
   summary.samples = samples;
   summary.launches_per_sample = per_graph;
-
-  // The resident figure: the same number of launches per graph and replays, every launch on the
-  // first input set. Reported beside the fitness, never in it (DESIGN.md, the timing gate).
-  EVO_CUDA_CHECK(cudaGraphExecDestroy(exec));
-  exec = nullptr;
-  EVO_CUDA_CHECK(cudaGraphDestroy(graph));
-  graph = nullptr;
-  EVO_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  for (int j = 0; j < per_graph; ++j) candidate.launch(params[0], dims, stream);
-  EVO_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  EVO_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  EVO_CUDA_CHECK(cudaGraphLaunch(exec, stream));  // warms L2 with the set, and the graph
-  for (int i = 0; i < samples; ++i) {
-    EVO_CUDA_CHECK(cudaEventRecord(pairs[2 * i], stream));
-    EVO_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    EVO_CUDA_CHECK(cudaEventRecord(pairs[2 * i + 1], stream));
-  }
-  EVO_CUDA_CHECK(cudaStreamSynchronize(stream));
-  summary.resident_median_us = summarise_times(per_call_us()).median_us;
+  // The resident figure: the same graph and replays with every launch on the first input set,
+  // which then stays in L2. Reported beside the fitness; a run submitted with
+  // --fitness-inputs resident ranks by it instead (DESIGN.md, the timing gate).
+  summary.resident_median_us = summarise_times(time_graph([](int) { return 0; })).median_us;
   return summary;
 }
 
