@@ -145,7 +145,8 @@ v1::LeaderboardResponse Coordinator::leaderboard(const v1::LeaderboardRequest& r
         if (auto ev = store_.get_evaluation(*c.final_evaluation_id)) {
           *e->mutable_evaluation() = ev->evaluation;
           e->set_estimated(ev->evaluation.estimated());
-          // Per-shape TFLOP/s, rescaled from that measurement's time to the elite's (mean) fitness.
+          // Per-shape TFLOP/s, rescaled from that measurement's time to the elite's fitness (the
+          // mean of two measurements; for a resident run, of the resident times).
           double sum = 0;
           for (const auto& s : ev->evaluation.shapes()) sum += s.tflops();
           if (ev->evaluation.shapes_size() > 0 && ev->evaluation.fitness_us() > 0)
