@@ -190,12 +190,13 @@ std::string leaderboard_table(const v1::LeaderboardResponse& r) {
 std::string runs_table(const v1::ListRunsResponse& r) {
   if (r.runs().empty()) return "no runs\n";
   std::vector<std::vector<std::string>> rows = {
-      {"run", "seed", "shapes", "state", "gen", "evals", "best µs", "estimated"}};
+      {"run", "seed", "shapes", "state", "gen", "evals", "best µs", "estimated", "fitness inputs"}};
   for (const auto& s : r.runs())
     rows.push_back({s.run().run_id(), s.run().seed(), shapes_text(s.run()), state_name(s.run().state()),
                     std::to_string(shown_generation(s)) + "/" + std::to_string(s.run().generations()),
                     std::to_string(s.evaluations_done()) + "/" + std::to_string(s.evaluations_total()),
-                    s.best_us() > 0 ? fixed(s.best_us(), 2) : "-", s.estimated() ? "yes" : "no"});
+                    s.best_us() > 0 ? fixed(s.best_us(), 2) : "-", s.estimated() ? "yes" : "no",
+                    s.run().fitness_inputs() == "resident" ? "resident" : "rotated"});
   return render(rows);
 }
 

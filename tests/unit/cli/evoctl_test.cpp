@@ -196,6 +196,8 @@ TEST_F(Evoctl, RunsAndCancel) {
   auto r = run({"runs"});
   ASSERT_EQ(r.exit_status, 0) << r.err;
   EXPECT_NE(r.out.find("r1   fa_s512_v3  1x8x512x64  DONE"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("estimated  fitness inputs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no         rotated"), std::string::npos) << "a run that names none ranks as before: " << r.out;
   r = run({"cancel", "r1"});
   EXPECT_EQ(r.out, "run r1: CANCELLED\n");
   EXPECT_EQ(run({"cancel", "r7"}).exit_status, 1);
