@@ -82,6 +82,11 @@ struct KernelTraits {
   static constexpr bool kQkAhead = QK_AHEAD_ != 0;
   // Row sums of P from the tensor cores (see the top of the file).
   static constexpr bool kRowSumMma = !kWgmma;
+  // The output leaves from key group 0's registers instead of through a staged tile and a
+  // block-wide barrier. Measured (bench/NOTES.md, one H100 call): 4-5 % off the mma.sync 32x256
+  // blocks at 1,8,512,64, but 14 % onto the two-warpgroup wgmma block at 2,8 and 3 % onto the
+  // one-stage one at 16,16 causal (why those lose was not measured).
+  static constexpr bool kStoreFromRegisters = !kWgmma;
   // TMA lands tiles in 128-byte-swizzled 64-column panels, which wgmma's descriptors also read.
   static constexpr bool kPanels = kWgmma || kTma;
 
@@ -866,8 +871,9 @@ __device__ __forceinline__ void merge_key_groups(unsigned char* smem,
                                                  float (&row_sum)[T::kMTiles][2], int warp_m,
                                                  int warp_kv, int lane) {
   using F = Fragment<T>;
+  // The buffer overlays tiles that slower warps may still have been reading: the barrier that
+  // ends the main loop, before every call, has let them all finish.
   float* buf = reinterpret_cast<float*>(smem);  // [WARPS_KV - 1][WARPS_M][F::kVals][32]
-  __syncthreads();  // the buffer overlays tiles that slower warps may still be reading
   if (warp_kv > 0)
     write_fragment<T>(buf + ((warp_kv - 1) * T::kWarpsM + warp_m) * F::kVals * 32 + lane, acc,
                       row_max, row_sum);
@@ -891,16 +897,34 @@ __device__ __forceinline__ void merge_key_groups(unsigned char* smem,
         }
     }
   }
-  __syncthreads();  // the output tile is staged over the buffer next
+  if constexpr (!T::kStoreFromRegisters) __syncthreads();  // the output is staged over the buffer
 }
 
-// Normalises key group 0's rows, stages the fp16 tile in shared memory, then copies it out in
-// 16-byte rows with every thread of the block.
+// Normalises key group 0's rows and writes them out: straight from its registers
+// (kStoreFromRegisters), or staged as an fp16 tile in shared memory and copied out in 16-byte rows
+// by every thread of the block.
 template <class T>
 __device__ __forceinline__ void store_output(unsigned char* smem, __half* o, int m0, int seq_q,
                                              const float (&acc)[T::kMTiles][T::kOTiles][4],
                                              const float (&row_sum)[T::kMTiles][2], int row_w,
                                              int warp_kv, int lane) {
+  if constexpr (T::kStoreFromRegisters) {
+    if (warp_kv != 0) return;
+#pragma unroll
+    for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float inv = row_sum[mt][h] > 0.f ? 1.f / row_sum[mt][h] : 0.f;
+        const int row = row_w + mt * 16 + (lane >> 2) + 8 * h;
+        if (m0 + row >= seq_q) continue;
+#pragma unroll
+        for (int nt = 0; nt < T::kOTiles; ++nt)
+          *reinterpret_cast<__half2*>(o + (long long)(m0 + row) * T::kHeadDim + nt * 8 +
+                                      (lane & 3) * 2) =
+              __floats2half2_rn(acc[mt][nt][2 * h] * inv, acc[mt][nt][2 * h + 1] * inv);
+      }
+    return;
+  }
   __half* o_tile = reinterpret_cast<__half*>(smem);
   if (warp_kv == 0) {
 #pragma unroll
