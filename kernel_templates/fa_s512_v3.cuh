@@ -908,23 +908,6 @@ __device__ __forceinline__ void store_output(unsigned char* smem, __half* o, int
                                              const float (&acc)[T::kMTiles][T::kOTiles][4],
                                              const float (&row_sum)[T::kMTiles][2], int row_w,
                                              int warp_kv, int lane) {
-  if constexpr (T::kStoreFromRegisters) {
-    if (warp_kv != 0) return;
-#pragma unroll
-    for (int mt = 0; mt < T::kMTiles; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float inv = row_sum[mt][h] > 0.f ? 1.f / row_sum[mt][h] : 0.f;
-        const int row = row_w + mt * 16 + (lane >> 2) + 8 * h;
-        if (m0 + row >= seq_q) continue;
-#pragma unroll
-        for (int nt = 0; nt < T::kOTiles; ++nt)
-          *reinterpret_cast<__half2*>(o + (long long)(m0 + row) * T::kHeadDim + nt * 8 +
-                                      (lane & 3) * 2) =
-              __floats2half2_rn(acc[mt][nt][2 * h] * inv, acc[mt][nt][2 * h + 1] * inv);
-      }
-    return;
-  }
   __half* o_tile = reinterpret_cast<__half*>(smem);
   if (warp_kv == 0) {
 #pragma unroll
@@ -933,14 +916,18 @@ __device__ __forceinline__ void store_output(unsigned char* smem, __half* o, int
       for (int h = 0; h < 2; ++h) {
         const float inv = row_sum[mt][h] > 0.f ? 1.f / row_sum[mt][h] : 0.f;
         const int row = row_w + mt * 16 + (lane >> 2) + 8 * h;
+        if (T::kStoreFromRegisters && m0 + row >= seq_q) continue;
 #pragma unroll
         for (int nt = 0; nt < T::kOTiles; ++nt) {
           const int col = nt * 8 + (lane & 3) * 2;
-          *reinterpret_cast<__half2*>(o_tile + tile_offset<T, T::kBlockM>(row, col)) =
+          __half* dst = T::kStoreFromRegisters ? o + (long long)(m0 + row) * T::kHeadDim + col
+                                               : o_tile + tile_offset<T, T::kBlockM>(row, col);
+          *reinterpret_cast<__half2*>(dst) =
               __floats2half2_rn(acc[mt][nt][2 * h] * inv, acc[mt][nt][2 * h + 1] * inv);
         }
       }
   }
+  if constexpr (T::kStoreFromRegisters) return;
   __syncthreads();
   constexpr int kChunks = T::kBlockM * T::kChunksPerRow;
   constexpr int kIters = (kChunks + T::kThreads - 1) / T::kThreads;
