@@ -457,18 +457,19 @@ void Coordinator::apply_result(const RunRecord& run, const CandidateRecord& c, i
                                const v1::Evaluation& e, const std::string& worker_id) {
   const bool ok = e.status() == v1::OK;
   const std::string toolkit = cache_measurement_key(e.device(), run);
+  const double fitness_us = run_fitness(run, e);  // meaningful only when ok
   if (!c.confirmation) {
-    if (ok && !e.estimated() && would_enter_elites(run, run_fitness(run, e))) {
+    if (ok && !e.estimated() && would_enter_elites(run, fitness_us)) {
       // Timing noise must not crown a winner: a would-be elite is measured a second time.
       // (Estimated results come from a deterministic model; measuring twice would agree by
       // construction, so they skip this step and are eligible at once.)
       store_.await_confirmation(c.id, eval_id, worker_id);
       spdlog::info("event=confirmation_queued run_id={} candidate_id={} first_us={:.3f}", run.id, c.id,
-                   run_fitness(run, e));
+                   fitness_us);
       return;
     }
     std::optional<double> fitness;
-    if (ok) fitness = run_fitness(run, e);
+    if (ok) fitness = fitness_us;
     store_.finish_candidate(c.id, eval_id, e.status(), fitness, 0, ok && e.estimated(), "measured");
     if (cacheable(e.status()))
       store_.cache_put({c.genome_hash, problem_key(run), run.device_class, toolkit, eval_id, fitness, 0, ok && e.estimated()});
@@ -483,7 +484,7 @@ void Coordinator::apply_result(const RunRecord& run, const CandidateRecord& c, i
       spdlog::warn("event=confirmation_failed run_id={} candidate_id={} status={} message=\"{}\"", run.id, c.id,
                    v1::EvalStatus_Name(e.status()), e.message());
     } else {
-      double a = run_fitness(run, first->evaluation), b = run_fitness(run, e);
+      double a = run_fitness(run, first->evaluation), b = fitness_us;
       double mean = (a + b) / 2;
       double disagreement = std::abs(a - b) / mean;
       bool agree = disagreement <= server::kConfirmationTolerance;

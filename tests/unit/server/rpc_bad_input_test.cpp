@@ -310,6 +310,8 @@ TEST_F(RpcBadInput, SubmitRun) {
       {"top_k above population", StatusCode::INVALID_ARGUMENT, submit([](auto& r) { r.set_top_k(5); })},
       {"unknown strategy", StatusCode::INVALID_ARGUMENT, submit([](auto& r) { r.set_strategy("annealing"); })},
       {"1 MB strategy", StatusCode::INVALID_ARGUMENT, submit([](auto& r) { r.set_strategy(k1MB); })},
+      {"unknown fitness inputs", StatusCode::INVALID_ARGUMENT, submit([](auto& r) { r.set_fitness_inputs("warm"); })},
+      {"1 MB fitness inputs", StatusCode::INVALID_ARGUMENT, submit([](auto& r) { r.set_fitness_inputs(k1MB); })},
       {"device class with a control character", StatusCode::INVALID_ARGUMENT,
        submit([](auto& r) { r.set_device_class("sm_90a\x1b[2J"); })},
       {"start genome with an unknown gene", StatusCode::INVALID_ARGUMENT,
