@@ -2,8 +2,9 @@
 // The resident counterpart of an evaluation's fitness: the geometric mean of its shapes' times
 // with one input set left in L2 (ShapeResult.resident_us), as the fitness is of the medians with
 // inputs cycled past L2. Used where a run ranks by it (evod), and where both are shown (evoctl,
-// the export's evidence).
+// the export's evidence and buckets).
 #include <cmath>
+#include <string>
 
 #include "evo/evo.pb.h"
 
@@ -19,6 +20,14 @@ inline double resident_geomean_us(const v1::Evaluation& e) {
     log_sum += std::log(s.resident_us());
   }
   return std::exp(log_sum / e.shapes_size());
+}
+
+// What a run ranks an evaluation by, given the run's fitness_inputs: the worker's fitness (inputs
+// cycled past L2), or for "resident" the geometric mean of the resident times (0 where an OK
+// evaluation lacks one). The model evaluator estimates one figure, which serves both.
+inline double ranked_fitness_us(const std::string& fitness_inputs, const v1::Evaluation& e) {
+  if (fitness_inputs != "resident" || e.estimated()) return e.fitness_us();
+  return resident_geomean_us(e);
 }
 
 }  // namespace evo

@@ -324,18 +324,11 @@ std::string problem_key(const RunRecord& run) {
 // kernel template as this build has it, so that a database kept across a change of the
 // template's code never answers for a genome whose kernel has changed since.
 std::string cache_measurement_key(const v1::DeviceInfo& device, const RunRecord& run) {
-  // The cached fitness is the run's (run_fitness): a resident one never answers for a rotated run.
+  // The cached fitness is the run's (ranked_fitness_us): a resident one never answers for a rotated run.
   return measurement_key_of(device) + " / " + template_fingerprint(run.seed) +
          (run.fitness_inputs == "resident" ? " / fitness: L2-resident inputs" : "");
 }
 
-// The run's fitness from an evaluation: the worker's (inputs cycled past L2), or with
-// fitness_inputs "resident" the geometric mean of the shapes' resident times; 0 where an OK
-// evaluation lacks one. The model evaluator estimates one figure, which serves both.
-double run_fitness(const RunRecord& run, const v1::Evaluation& e) {
-  if (run.fitness_inputs != "resident" || e.estimated()) return e.fitness_us();
-  return resident_geomean_us(e);
-}
 }  // namespace
 
 bool Coordinator::try_cache(const RunRecord& run, const CandidateRecord& c, const v1::DeviceInfo& device) {
@@ -457,7 +450,7 @@ void Coordinator::apply_result(const RunRecord& run, const CandidateRecord& c, i
                                const v1::Evaluation& e, const std::string& worker_id) {
   const bool ok = e.status() == v1::OK;
   const std::string toolkit = cache_measurement_key(e.device(), run);
-  const double fitness_us = run_fitness(run, e);  // meaningful only when ok
+  const double fitness_us = ranked_fitness_us(run.fitness_inputs, e);  // meaningful only when ok
   if (!c.confirmation) {
     if (ok && !e.estimated() && would_enter_elites(run, fitness_us)) {
       // Timing noise must not crown a winner: a would-be elite is measured a second time.
@@ -484,7 +477,7 @@ void Coordinator::apply_result(const RunRecord& run, const CandidateRecord& c, i
       spdlog::warn("event=confirmation_failed run_id={} candidate_id={} status={} message=\"{}\"", run.id, c.id,
                    v1::EvalStatus_Name(e.status()), e.message());
     } else {
-      double a = run_fitness(run, first->evaluation), b = fitness_us;
+      double a = ranked_fitness_us(run.fitness_inputs, first->evaluation), b = fitness_us;
       double mean = (a + b) / 2;
       double disagreement = std::abs(a - b) / mean;
       bool agree = disagreement <= server::kConfirmationTolerance;
@@ -556,7 +549,9 @@ v1::ReportResponse Coordinator::report(const v1::ReportRequest& req) {
     if (e.status() == v1::OK && !(std::isfinite(e.fitness_us()) && e.fitness_us() > 0))
       throw CoordinatorError(Code::kInvalidArgument,
                              "report on lease '" + lease->id + "': status OK needs a positive fitness_us");
-    if (e.status() == v1::OK && !(run_fitness(run, e) > 0))
+    // What the run ranks this evaluation by (the worker's fitness, or its resident mean).
+    const double ranked_us = ranked_fitness_us(run.fitness_inputs, e);
+    if (e.status() == v1::OK && !(ranked_us > 0))
       throw CoordinatorError(Code::kInvalidArgument,
                              "report on lease '" + lease->id + "': run " + run.id +
                                  " ranks by L2-resident inputs, and the evaluation has no resident_us for "
@@ -583,8 +578,8 @@ v1::ReportResponse Coordinator::report(const v1::ReportRequest& req) {
     if (is_terminal(run.state)) {
       // A cancelled run keeps what was measured but breeds nothing more.
       store_.finish_candidate(c.id, eval_id, e.status(),
-                              e.status() == v1::OK ? std::optional<double>(run_fitness(run, e)) : std::nullopt, 0,
-                              false, "measured");
+                              e.status() == v1::OK ? std::optional<double>(ranked_us) : std::nullopt, 0, false,
+                              "measured");
       return;
     }
     apply_result(run, c, eval_id, e, worker.id);

@@ -19,6 +19,7 @@
 #include "errors.h"
 #include "exporter_expr.h"
 #include "exporter_text.h"
+#include "resident_time.h"
 #include "search_space.h"
 #include "template_registry.h"
 
@@ -476,7 +477,7 @@ v1::ExportResponse export_dispatch_table(const KernelTemplate& tmpl, const std::
     b->set_run_id(v.run_id);
     b->set_genome(export_text::genome(v.genome));
     for (const auto& sh : v.shapes) b->add_shapes(export_text::shape(sh));
-    b->set_fitness_us(v.evidence.fitness_us());
+    b->set_fitness_us(ranked_fitness_us(v.fitness_inputs, v.evidence));
     b->set_estimated(v.evidence.estimated());
   }
   return response;

@@ -120,7 +120,9 @@ void report_buckets(std::ostringstream& o, const std::vector<ExportVariant>& var
     if (e.shapes().empty()) o << "not recorded";
     for (int k = 0; k < e.shapes_size(); ++k)
       o << (k ? ", " : "") << shape_text(e.shapes(k).shape()) << " " << fixed(e.shapes(k).median_us(), 2);
-    o << " | " << fixed(e.fitness_us(), 2) << " | ";
+    // The figure the run ranked its candidates by, marked where that was the resident one.
+    const bool resident = v.fitness_inputs == "resident" && !e.estimated();
+    o << " | " << fixed(ranked_fitness_us(v.fitness_inputs, e), 2) << (resident ? " (resident)" : "") << " | ";
     if (e.estimated()) {
       o << "**ESTIMATED** (model evaluator, no kernel ran)";
     } else {
@@ -130,7 +132,8 @@ void report_buckets(std::ostringstream& o, const std::vector<ExportVariant>& var
     }
     o << " |\n";
   }
-  o << "\n";
+  o << "\nFitness: the geometric mean over a bucket's shapes of the time its run ranked by: the median "
+       "with inputs cycled past L2, or where marked (resident) the time with one input set left in L2.\n\n";
 }
 
 }  // namespace

@@ -203,6 +203,27 @@ TEST(Exporter, DispatchTableRoutesBucketsToTheirVariants) {
   EXPECT_NE(r.genome().find(";"), std::string::npos);
 }
 
+// Each bucket lists the figure its run ranked by: a resident run's winner its resident mean,
+// marked, in the table and in the response; a rotated run's its fitness, unmarked.
+TEST(Exporter, BucketsCarryTheFitnessTheirRunRankedBy) {
+  const Genome a = default_genome();
+  auto genes = a.genes();
+  for (auto& [name, value] : genes)
+    if (name == "BLOCK_M") value = 64;
+  const Genome b(a.template_id(), genes);
+  ProblemShape big;
+  big.batch = 16;
+  big.heads = 16;
+  const auto r = export_dispatch_table({{a, {shape_1x8x512x64()}, measured_evaluation(false), "run-0008", "resident"},
+                                        {b, {big}, measured_evaluation(false), "run-0003"}});
+  ASSERT_EQ(r.buckets_size(), 2);
+  EXPECT_DOUBLE_EQ(r.buckets(0).fitness_us(), 6.15);
+  EXPECT_DOUBLE_EQ(r.buckets(1).fitness_us(), 7.25);
+  EXPECT_NE(r.report().find("1x8x512x64 7.25 | 6.15 (resident) | measured on"), std::string::npos) << r.report();
+  EXPECT_NE(r.report().find("1x8x512x64 7.25 | 7.25 | measured on"), std::string::npos) << r.report();
+  EXPECT_NE(r.report().find("or where marked (resident) the time with one input set left in L2"), std::string::npos);
+}
+
 TEST(Exporter, DispatchTableOfMixedTemplatesIsRefused) {
   Genome other("other_template", default_genome().genes());
   EXPECT_THROW(export_dispatch_table({{default_genome(), {}, measured_evaluation(false)},
