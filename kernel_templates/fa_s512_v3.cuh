@@ -1044,6 +1044,13 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   unsigned char* smem = smem_dynamic;
   if constexpr (T::kSmemAlign > 0)
     smem += (T::kSmemAlign - (smem_addr(smem_dynamic) & (T::kSmemAlign - 1))) & (T::kSmemAlign - 1);
+  // TMA: full[stage] for each K/V stage (K alone with kSplitRefill or kKvBarriers), then Q's,
+  // then V's (kSplitRefill: one; kKvBarriers: one per stage); STAGE_RELEASE: left[stage] after
+  // them.
+  unsigned long long* const full = reinterpret_cast<unsigned long long*>(smem + T::kSmemTiles);
+  unsigned long long* const full_q = &full[T::kStages];
+  unsigned long long* const full_v = &full[T::kStages + 1];  // kSplitRefill, kKvBarriers
+  unsigned* const left = reinterpret_cast<unsigned*>(full + T::kFullBarriers);
   // TMA: the tensor maps and the mbarriers depend on no earlier grid, so one thread readies
   // them while the previous kernel may still run; the copies wait. At the small shapes this
   // took 2 % off a call (1,8,512,64: 4.90 -> 4.81 us by graph replay; bench/NOTES.md).
@@ -1052,13 +1059,11 @@ __device__ __forceinline__ void forward(const FaParams& p) {
       prefetch_tensor_map(p.q_map);
       prefetch_tensor_map(p.k_map);
       prefetch_tensor_map(p.v_map);
-      unsigned long long* bars = reinterpret_cast<unsigned long long*>(smem + T::kSmemTiles);
 #pragma unroll
-      for (int i = 0; i < T::kFullBarriers; ++i) mbarrier_init(&bars[i], 1);
+      for (int i = 0; i < T::kFullBarriers; ++i) mbarrier_init(&full[i], 1);
       if constexpr (T::kStageRelease) {
-        unsigned* left_counts = reinterpret_cast<unsigned*>(bars + T::kFullBarriers);
 #pragma unroll
-        for (int i = 0; i < T::kStages; ++i) left_counts[i] = 0;
+        for (int i = 0; i < T::kStages; ++i) left[i] = 0;
       }
       mbarrier_init_fence();
     }
@@ -1067,13 +1072,6 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   __half* q_tile = reinterpret_cast<__half*>(smem);
   __half* k_tiles = q_tile + T::kQElems;
   __half* v_tiles = k_tiles + T::kStages * T::kKVElems;
-  // TMA: full[stage] for each K/V stage (K alone with kSplitRefill or kKvBarriers), then Q's,
-  // then V's (kSplitRefill: one; kKvBarriers: one per stage); STAGE_RELEASE: left[stage] after
-  // them.
-  unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + T::kSmemTiles);
-  unsigned long long* const full_q = &full[T::kStages];
-  unsigned long long* const full_v = &full[T::kStages + 1];  // kSplitRefill, kKvBarriers
-  unsigned* left = reinterpret_cast<unsigned*>(full + T::kFullBarriers);
 
   // A launch with less dynamic shared memory than this instantiation needs would corrupt
   // memory silently; stop it loudly instead.
