@@ -22,12 +22,16 @@ inline double resident_geomean_us(const v1::Evaluation& e) {
   return std::exp(log_sum / e.shapes_size());
 }
 
-// What a run ranks an evaluation by, given the run's fitness_inputs: the worker's fitness (inputs
-// cycled past L2), or for "resident" the geometric mean of the resident times (0 where an OK
-// evaluation lacks one). The model evaluator estimates one figure, which serves both.
+// Whether a run with these fitness_inputs ranks this evaluation by its resident times. The model
+// evaluator estimates one figure, which serves both kinds of run.
+inline bool ranks_by_resident(const std::string& fitness_inputs, const v1::Evaluation& e) {
+  return fitness_inputs == "resident" && !e.estimated();
+}
+
+// What a run ranks an evaluation by: the worker's fitness (inputs cycled past L2), or the
+// geometric mean of the resident times (0 where an OK evaluation lacks one).
 inline double ranked_fitness_us(const std::string& fitness_inputs, const v1::Evaluation& e) {
-  if (fitness_inputs != "resident" || e.estimated()) return e.fitness_us();
-  return resident_geomean_us(e);
+  return ranks_by_resident(fitness_inputs, e) ? resident_geomean_us(e) : e.fitness_us();
 }
 
 }  // namespace evo

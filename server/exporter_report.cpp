@@ -89,7 +89,7 @@ void report_variant(std::ostringstream& o, const ExportVariant& v, size_t index,
        "(as a model's previous layer leaves its output).\n\n";
   o << "Fitness (geometric mean of per-shape medians): " << fixed(e.fitness_us(), 2) << " µs"
     << (e.estimated() ? " (ESTIMATED)" : "") << "\n\n";
-  if (v.fitness_inputs == "resident" && !e.estimated())
+  if (ranks_by_resident(v.fitness_inputs, e))
     o << "Run " << (v.run_id.empty() ? std::string("-") : v.run_id)
       << " ranked its candidates by L2-resident inputs: geometric mean of the resident times "
       << fixed(resident_geomean_us(e), 2) << " µs.\n\n";
@@ -121,8 +121,8 @@ void report_buckets(std::ostringstream& o, const std::vector<ExportVariant>& var
     for (int k = 0; k < e.shapes_size(); ++k)
       o << (k ? ", " : "") << shape_text(e.shapes(k).shape()) << " " << fixed(e.shapes(k).median_us(), 2);
     // The figure the run ranked its candidates by, marked where that was the resident one.
-    const bool resident = v.fitness_inputs == "resident" && !e.estimated();
-    o << " | " << fixed(ranked_fitness_us(v.fitness_inputs, e), 2) << (resident ? " (resident)" : "") << " | ";
+    o << " | " << fixed(ranked_fitness_us(v.fitness_inputs, e), 2)
+      << (ranks_by_resident(v.fitness_inputs, e) ? " (resident)" : "") << " | ";
     if (e.estimated()) {
       o << "**ESTIMATED** (model evaluator, no kernel ran)";
     } else {
