@@ -1,10 +1,11 @@
 #pragma once
 // Host side of fa_s512_v3's TMA gene: the tensor maps through which the copy engine reads Q, K and
-// V. Each is a 3-d view [batch * heads][seq][head_dim] of a contiguous fp16 tensor, read in boxes
-// of 64 columns (128 bytes, the width of the 128-byte swizzle the wgmma tiles use) by box_rows
-// rows of one (batch, head); rows past the sequence's end arrive as zeros. The kernel's traits
-// (kTmaBoxCols, kTmaBoxRows: its TMA_BOX_ROWS gene) name the same box, and the space's launch
-// formula "tensor_map_box_rows" tells the host the rows.
+// V, and (wgmma blocks) writes O. Each is a 3-d view [batch * heads][seq][head_dim] of a
+// contiguous fp16 tensor, moved in boxes of 64 columns (128 bytes, the width of the 128-byte
+// swizzle the wgmma tiles use) by box_rows rows of one (batch, head); rows past the sequence's
+// end arrive as zeros, and are not written. The kernel's traits (kTmaBoxCols, kTmaBoxRows: its
+// TMA_BOX_ROWS gene) name the same box, and the space's launch formula "tensor_map_box_rows"
+// tells the host the rows.
 //
 // The encoder is looked up in the driver at run time, so nothing that includes this links the
 // driver library; a host without a driver gets the runtime's error, not a failed load.
@@ -85,18 +86,20 @@ inline cudaError_t encode_remembered(RememberedTensorMap& last, void* out, const
   return cudaSuccess;
 }
 
-// Fills the q_map, k_map and v_map of an FaParams-like struct from its q, k, v and shape, in
-// boxes of box_rows rows (the kernel's TMA_BOX_ROWS).
+// Fills the q_map, k_map, v_map and o_map of an FaParams-like struct from its q, k, v, o and
+// shape, in boxes of box_rows rows (the kernel's TMA_BOX_ROWS).
 template <class Params>
 cudaError_t encode_attention_tensor_maps(Params& p, int head_dim, int box_rows) {
   static_assert(sizeof(p.q_map) == sizeof(CUtensorMap), "a tensor map is 128 opaque bytes");
-  static thread_local RememberedTensorMap last[3];
+  static thread_local RememberedTensorMap last[4];
   const int bh = p.batch * p.heads;
   cudaError_t e = encode_remembered(last[0], &p.q_map, p.q, bh, p.seq_q, head_dim, box_rows);
   if (e == cudaSuccess)
     e = encode_remembered(last[1], &p.k_map, p.k, bh, p.seq_k, head_dim, box_rows);
   if (e == cudaSuccess)
     e = encode_remembered(last[2], &p.v_map, p.v, bh, p.seq_k, head_dim, box_rows);
+  if (e == cudaSuccess)
+    e = encode_remembered(last[3], &p.o_map, p.o, bh, p.seq_q, head_dim, box_rows);
   return e;
 }
 

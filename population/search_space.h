@@ -32,8 +32,8 @@ struct LaunchConfig {
   // Zero-initialised device scratch the kernel needs (split-KV partials); 0 for none. The caller
   // allocates and zeroes it once and passes it in FaParams::workspace.
   int64_t workspace_bytes = 0;
-  // Nonzero: the kernel loads through TMA, and the caller encodes CUtensorMaps of q, k and v
-  // with boxes of this many rows into FaParams before each launch
+  // Nonzero: the kernel moves tiles through TMA, and the caller encodes CUtensorMaps of q, k, v
+  // and o with boxes of this many rows into FaParams before each launch
   // (kernel_templates/attention_tensor_maps.h). 0: no tensor maps.
   int64_t tensor_map_box_rows = 0;
 };

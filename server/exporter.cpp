@@ -45,7 +45,7 @@ struct SpaceForExport {
   std::vector<Formula> constraints;
   std::map<std::string, Formula> launch;  // threads, grid_x, grid_y, grid_z, smem_bytes
   bool has_workspace = false;              // launch.workspace_bytes: a per-stream scratch buffer
-  bool has_tensor_maps = false;            // launch.tensor_map_box_rows: encode q/k/v maps first
+  bool has_tensor_maps = false;            // launch.tensor_map_box_rows: encode q/k/v/o maps first
   std::string kernel_pattern;
 };
 

@@ -22,16 +22,16 @@ struct FaParams {
   int batch, heads, seq_q, seq_k;
   float softmax_scale;
   void* workspace;  // split-KV scratch, zeroed once; nullptr when the launch needs none
-  // CUtensorMap descriptors for instantiations that load through TMA; zeros otherwise.
+  // CUtensorMap descriptors for instantiations that move tiles through TMA; zeros otherwise.
   struct alignas(64) TensorMap {
     unsigned long long opaque[16];
   };
-  TensorMap q_map, k_map, v_map;
+  TensorMap q_map, k_map, v_map, o_map;
 };
 static_assert(offsetof(FaParams, workspace) == 4 * sizeof(void*) + 5 * 4 + 4, "FaParams layout drifted");
 static_assert(offsetof(FaParams, q_map) == 64 && sizeof(FaParams::TensorMap) == 128,
               "FaParams layout drifted");
-static_assert(sizeof(FaParams) == 64 + 3 * 128, "FaParams layout drifted");
+static_assert(sizeof(FaParams) == 64 + 4 * 128, "FaParams layout drifted");
 static_assert(alignof(FaParams) == 64, "FaParams alignment drifted");
 
 struct LaunchDims {

@@ -102,6 +102,19 @@ TEST(SearchSpaceTest, MergeBufferCanDominateSharedMemory) {
   EXPECT_EQ(vars.at("HEAD_DIM"), 64);
 }
 
+TEST(SearchSpaceTest, OutputTileAfterTheMergeBufferCountsInSharedMemory) {
+  // wgmma with TMA stores its output through a tile after the merge buffer. BLOCK_M=128,
+  // WARPS=16, one 64-key stage: WARPS_KV=2, so the buffer (4 * 128 * (64 + 8) bytes) and the
+  // tile (2 * 128 * 64) outgrow the main tiles (2 * 64 * (128 + 2 * 64)); plus the 1024-byte
+  // alignment slack and TMA's barriers.
+  const ProblemShape p = parse_shape("1x8x512x64");
+  Genome g = space().parse("BLOCK_M=128,BLOCK_N=64,WARPS=16,STAGES=1,WGMMA=1,TMA=1");
+  EXPECT_EQ(space().launch(g, p).smem_bytes, 4 * 128 * 72 + 2 * 128 * 64 + 1024 + 128);
+  // Without TMA the output is staged over the merge buffer itself.
+  Genome staged = space().parse("BLOCK_M=128,BLOCK_N=64,WARPS=16,STAGES=1,WGMMA=1");
+  EXPECT_EQ(space().launch(staged, p).smem_bytes, 4 * 128 * 72 + 1024);
+}
+
 TEST(SearchSpaceTest, KernelName) {
   EXPECT_EQ(space().kernel_name(space().default_genome(), parse_shape("1x8x512x64")),
             "evo::fa_s512_v3_kernel<0, 64, 32, 64, 4, 2, 1, 1, 1, 0, 0, 0, 0, 0, 64, 0>");
@@ -223,7 +236,8 @@ bool hand_valid(const Genome& g, const ProblemShape& p, int64_t smem_limit) {
   const int64_t wm = std::min(w, bm / 16), wkv = w / wm;
   // Split-KV inbox (KernelTraits::kSmemInbox): one from each other block of the cluster, holding
   // this block's share of the d/8 output column tiles plus the running max and sum.
-  const int64_t merge = (wkv - 1) * 4 * bm * (d + 8);
+  // wgmma blocks with TMA store their output through a tile after the merge buffer.
+  const int64_t merge = (wkv - 1) * 4 * bm * (d + 8) + wg * tma * (split == 1) * 2 * bm * d;
   const int64_t inbox = (split - 1) * 32 * bm * ((d / 8 + split - 1) / split + 1);
   const int64_t smem =
       std::max(2 * d * (bm + 2 * st * bn), merge) + std::max(wg, tma) * 1024 + tma * 128 + inbox;
