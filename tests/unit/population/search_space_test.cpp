@@ -234,10 +234,10 @@ bool hand_valid(const Genome& g, const ProblemShape& p, int64_t smem_limit) {
                 rel = g.get("STAGE_RELEASE"), pp = g.get("PINGPONG"), box = g.get("TMA_BOX_ROWS"),
                 ahead = g.get("QK_AHEAD"), d = p.head_dim;
   const int64_t wm = std::min(w, bm / 16), wkv = w / wm;
-  // Split-KV inbox (KernelTraits::kSmemInbox): one from each other block of the cluster, holding
-  // this block's share of the d/8 output column tiles plus the running max and sum.
   // wgmma blocks with TMA store their output through a tile after the merge buffer.
   const int64_t merge = (wkv - 1) * 4 * bm * (d + 8) + wg * tma * (split == 1) * 2 * bm * d;
+  // Split-KV inbox (KernelTraits::kSmemInbox): one from each other block of the cluster, holding
+  // this block's share of the d/8 output column tiles plus the running max and sum.
   const int64_t inbox = (split - 1) * 32 * bm * ((d / 8 + split - 1) / split + 1);
   const int64_t smem =
       std::max(2 * d * (bm + 2 * st * bn), merge) + std::max(wg, tma) * 1024 + tma * 128 + inbox;
