@@ -642,17 +642,36 @@ __device__ __forceinline__ void load_tile(__half* tile, const __half* src, int r
   }
 }
 
+// The TMA boxes of a [ROWS][HEAD_DIM] tile, in the order they are issued: f(row, col) with each
+// box's first row and column within the tile.
+template <class T, int ROWS, class F>
+__device__ __forceinline__ void for_each_tma_box(F&& f) {
+#pragma unroll
+  for (int col = 0; col < T::kHeadDim; col += T::kTmaBoxCols)
+#pragma unroll
+    for (int row = 0; row < ROWS; row += T::kTmaBoxRows) f(row, col);
+}
+
 // TMA: the same rows as load_tile, as boxes issued by one thread; rows past the sequence's end
 // arrive as zeros (the tensor map's bounds are per (batch, head)). Completes on `bar`, which
 // the caller has told to expect ROWS * HEAD_DIM * 2 bytes.
 template <class T, int ROWS>
 __device__ __forceinline__ void tma_load_tile(__half* tile, const FaParams::TensorMap& map,
                                               int row0, int bh, unsigned long long* bar) {
-#pragma unroll
-  for (int col = 0; col < T::kHeadDim; col += T::kTmaBoxCols)
-#pragma unroll
-    for (int row = 0; row < ROWS; row += T::kTmaBoxRows)
-      tma_load_box(tile + tile_offset<T, ROWS>(row, col), map, col, row0 + row, bh, bar);
+  for_each_tma_box<T, ROWS>([&](int row, int col) {
+    tma_load_box(tile + tile_offset<T, ROWS>(row, col), map, col, row0 + row, bh, bar);
+  });
+}
+
+// The reverse, by one thread: a tile out to rows [row0, row0 + ROWS) of one (batch, head); rows
+// past the sequence's end are not written. Returns once the copy engine has read the tile.
+template <class T, int ROWS>
+__device__ __forceinline__ void tma_store_tile(const __half* tile, const FaParams::TensorMap& map,
+                                               int row0, int bh) {
+  for_each_tma_box<T, ROWS>([&](int row, int col) {
+    tma_store_box(tile + tile_offset<T, ROWS>(row, col), map, col, row0 + row, bh);
+  });
+  tma_store_commit_and_wait_read();
 }
 
 // ---------------------------------------------------------------- the steps of one K/V tile
@@ -1018,14 +1037,7 @@ __device__ __forceinline__ void store_output_tma(unsigned char* smem, const FaPa
   }
   fence_proxy_async();  // the tile's writes, visible to the copy engine
   named_barrier_sync(kOutputBarrier, T::kWarpsM * 32);
-  if (threadIdx.x == 0) {
-#pragma unroll
-    for (int col = 0; col < T::kHeadDim; col += T::kTmaBoxCols)
-#pragma unroll
-      for (int row = 0; row < T::kBlockM; row += T::kTmaBoxRows)
-        tma_store_box(o_tile + tile_offset<T, T::kBlockM>(row, col), p.o_map, col, m0 + row, bh);
-    tma_store_commit_and_wait_read();
-  }
+  if (threadIdx.x == 0) tma_store_tile<T, T::kBlockM>(o_tile, p.o_map, m0, bh);
 }
 
 // SPLIT_KV: the cluster's blocks hold partial results for the same rows over different keys, and
