@@ -13,7 +13,8 @@
 //   VARIANT_SWEEP_PDL=1 ./variant_sweep N          # programmatic dependent launch, as exported
 //
 // A case is one instantiation run over a shape group; V: bit 0 WGMMA, bit 1 PV_ASYNC, bit 2 TMA,
-// bit 3 STAGE_RELEASE, bit 4 PINGPONG, bit 5 TMA_BOX_ROWS=32 instead of 64, bit 6 QK_AHEAD
+// bit 3 STAGE_RELEASE, bit 4 PINGPONG, bit 5 TMA_BOX_ROWS=32 instead of 64, bit 6 QK_AHEAD,
+// bit 7 TMA_BOX_ROWS=256 (each tile one box per 64 columns)
 // (CP_ASYNC=1, SWIZZLE=1 throughout). Each case is meant to run in its own process, so that a kernel that breaks the
 // CUDA context stops only its own case.
 #include <algorithm>
@@ -50,7 +51,7 @@ template <int C, int D, int BM, int BN, int W, int ST, int SPLIT, int V>
 void run(const Shape& sh, const char* name) {
   if (!selected(sh, C)) return;
   constexpr int kWgmma = V & 1, kPvAsync = (V >> 1) & 1, kTma = (V >> 2) & 1, kRelease = (V >> 3) & 1,
-                kPingPong = (V >> 4) & 1, kBoxRows = (V >> 5) & 1 ? 32 : 64,
+                kPingPong = (V >> 4) & 1, kBoxRows = (V >> 5) & 1 ? 32 : (V >> 7) & 1 ? 256 : 64,
                 kQkAhead = (V >> 6) & 1;
   using T = evo::fa::KernelTraits<C, D, BM, BN, W, ST, 1, 1, SPLIT, kWgmma, kPvAsync, kTma, kRelease,
                                   kPingPong, kBoxRows, kQkAhead>;
@@ -83,7 +84,8 @@ void run(const Shape& sh, const char* name) {
   cudaFuncAttributes attr;
   CHECK(cudaFuncGetAttributes(&attr, kernel));
   evo::FaParams params{dev[0], dev[1], dev[2], dev[3], sh.b, sh.h, sh.s, sh.s, scale, nullptr, {}, {}, {}};
-  if (kTma) CHECK(evo::encode_attention_tensor_maps(params, D, kBoxRows));
+  if (kTma)
+    CHECK(evo::encode_attention_tensor_maps(params, D, std::min(kBoxRows, BN), std::min(kBoxRows, BM)));
   const dim3 grid((sh.s + BM - 1) / BM, sh.b * sh.h, SPLIT);
   // VARIANT_SWEEP_PDL=1 launches as the export does by default: with programmatic stream
   // serialization, so that each call's start overlaps the previous call's tail.
@@ -296,5 +298,13 @@ int main(int argc, char** argv) {
   CASE(SMALL(64, 128, 8, 3, 1, 103))
   CASE(SMALL(64, 64, 4, 4, 1, 103))
   CASE(SMALL(64, 128, 8, 4, 1, 111))
+  // Whole-tile boxes (bit 7): each tile one box per 64 columns, Q's box at most BLOCK_M rows; and
+  // 64-row K/V boxes under a 32-row Q tile (90-95).
+  CASE(SMALL(32, 256, 8, 2, 1, 132))
+  CASE(SMALL(32, 256, 8, 2, 1, 4))
+  CASE(SMALL(64, 128, 8, 4, 1, 135))
+  CASE(SMALL(64, 128, 8, 4, 1, 231))
+  CASE(MID(64, 128, 4, 1, 1, 133))
+  CASE(BIG(128, 128, 8, 3, 1, 159))
   if (want < 0 || want >= idx) printf("%d cases\n", idx);
 }

@@ -2,10 +2,11 @@
 // Host side of fa_s512_v3's TMA gene: the tensor maps through which the copy engine reads Q, K and
 // V, and (wgmma blocks) writes O. Each is a 3-d view [batch * heads][seq][head_dim] of a
 // contiguous fp16 tensor, moved in boxes of 64 columns (128 bytes, the width of the 128-byte
-// swizzle the wgmma tiles use) by box_rows rows of one (batch, head); rows past the sequence's
-// end arrive as zeros, and are not written. The kernel's traits (kTmaBoxCols, kTmaBoxRows: its
-// TMA_BOX_ROWS gene) name the same box, and the space's launch formula "tensor_map_box_rows"
-// tells the host the rows.
+// swizzle the wgmma tiles use) by some rows of one (batch, head); rows past the sequence's end
+// arrive as zeros, and are not written. K and V boxes may be taller than Q and O ones. The
+// kernel's traits (kTmaBoxCols, kTmaBoxRowsOf: its TMA_BOX_ROWS gene against each tile's rows)
+// name the same boxes, and the space's launch formulas "tensor_map_box_rows" (K, V) and
+// "tensor_map_q_box_rows" (Q, O) tell the host the rows.
 //
 // The encoder is looked up in the driver at run time, so nothing that includes this links the
 // driver library; a host without a driver gets the runtime's error, not a failed load.
@@ -19,9 +20,9 @@ namespace evo {
 inline constexpr unsigned kTensorMapBoxCols = 64;
 
 // The box heights a kernel may ask for: the copy engine takes up to 256 rows, and the kernel's
-// tiles are whole boxes of 32 or 64.
+// tiles are whole boxes of 32 or 64 rows, or one box of the whole tile (up to 256 rows).
 inline constexpr bool valid_tensor_map_box_rows(int box_rows) {
-  return box_rows == 32 || box_rows == 64;
+  return box_rows == 32 || box_rows == 64 || box_rows == 128 || box_rows == 256;
 }
 
 using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
@@ -87,19 +88,21 @@ inline cudaError_t encode_remembered(RememberedTensorMap& last, void* out, const
 }
 
 // Fills the q_map, k_map, v_map and o_map of an FaParams-like struct from its q, k, v, o and
-// shape, in boxes of box_rows rows (the kernel's TMA_BOX_ROWS).
+// shape: K and V in boxes of kv_box_rows rows, Q and O in boxes of q_box_rows (the launch
+// formulas' values).
 template <class Params>
-cudaError_t encode_attention_tensor_maps(Params& p, int head_dim, int box_rows) {
+cudaError_t encode_attention_tensor_maps(Params& p, int head_dim, int kv_box_rows,
+                                         int q_box_rows) {
   static_assert(sizeof(p.q_map) == sizeof(CUtensorMap), "a tensor map is 128 opaque bytes");
   static thread_local RememberedTensorMap last[4];
   const int bh = p.batch * p.heads;
-  cudaError_t e = encode_remembered(last[0], &p.q_map, p.q, bh, p.seq_q, head_dim, box_rows);
+  cudaError_t e = encode_remembered(last[0], &p.q_map, p.q, bh, p.seq_q, head_dim, q_box_rows);
   if (e == cudaSuccess)
-    e = encode_remembered(last[1], &p.k_map, p.k, bh, p.seq_k, head_dim, box_rows);
+    e = encode_remembered(last[1], &p.k_map, p.k, bh, p.seq_k, head_dim, kv_box_rows);
   if (e == cudaSuccess)
-    e = encode_remembered(last[2], &p.v_map, p.v, bh, p.seq_k, head_dim, box_rows);
+    e = encode_remembered(last[2], &p.v_map, p.v, bh, p.seq_k, head_dim, kv_box_rows);
   if (e == cudaSuccess)
-    e = encode_remembered(last[3], &p.o_map, p.o, bh, p.seq_q, head_dim, box_rows);
+    e = encode_remembered(last[3], &p.o_map, p.o, bh, p.seq_q, head_dim, q_box_rows);
   return e;
 }
 

@@ -165,11 +165,16 @@ struct KernelTraits {
   static constexpr int kSmemInbox = (kSplitKV - 1) * kBlockM * 32 * (kColsPerRank + 1);
   static constexpr int kSmemBytes = kSmemTiles + kSmemAlign + kSmemBarriers + kSmemInbox;
   // A bulk tensor copy moves one box: 64 columns (the 128-byte swizzle's width) by TMA_BOX_ROWS
-  // rows of one (batch, head); the host encodes the same box (encode_attention_tensor_maps is
-  // told the rows by the launch formula). Neither size wins everywhere (bench/NOTES.md): 8 KiB
-  // boxes fill a stage faster at the large shapes, 4 KiB ones start the first tile sooner.
+  // rows of one (batch, head), or by the tile's rows where the tile is shorter: 256 means each
+  // tile in one box per panel. Q and O boxes (BLOCK_M rows at most) and K/V boxes (BLOCK_N) may
+  // so differ; the host encodes the same boxes (encode_attention_tensor_maps is told both heights
+  // by the launch formulas). No size wins everywhere (bench/NOTES.md): 8 KiB boxes fill a stage
+  // faster at the large shapes, 4 KiB ones start the first tile sooner, and whole-tile boxes
+  // spare the issuing thread's queue where tiles are refilled (1,4,1000,64).
   static constexpr int kTmaBoxCols = 64;
   static constexpr int kTmaBoxRows = TMA_BOX_ROWS_;
+  template <int kTileRows>
+  static constexpr int kTmaBoxRowsOf = kTileRows < kTmaBoxRows ? kTileRows : kTmaBoxRows;
 
   static_assert(kHeadDim == 64 || kHeadDim == 128, "head dim must be 64 or 128");
   static_assert(kBlockM % 16 == 0, "BLOCK_M must be whole m16 MMA tiles");
@@ -191,9 +196,11 @@ struct KernelTraits {
   static_assert(!kTma || (kCpAsync && kSwizzle), "TMA: the copies land in swizzled panels");
   static_assert(!kTma || kWgmma || (kStages >= 2 && !kStageRelease),
                 "TMA with mma.sync: whole stages, refilled behind the block-wide barrier");
-  static_assert(!kTma || kTmaBoxRows == 32 || kTmaBoxRows == 64, "TMA_BOX_ROWS: 32 or 64");
-  static_assert(!kTma || (kBlockM % kTmaBoxRows == 0 && kBlockN % kTmaBoxRows == 0),
-                "TMA: tiles are whole boxes");
+  static_assert(!kTma || kTmaBoxRows == 32 || kTmaBoxRows == 64 || kTmaBoxRows == 256,
+                "TMA_BOX_ROWS: 32, 64 or 256 (a whole tile)");
+  static_assert(!kTma || (kBlockM >= 32 && kBlockM % kTmaBoxRowsOf<kBlockM> == 0 &&
+                          kBlockN % kTmaBoxRowsOf<kBlockN> == 0),
+                "TMA: tiles are whole boxes of 32 rows or more");
   static_assert(8 * kFullBarriers + 4 * kStages <= kSmemBarriers || !kTma,
                 "TMA: room for the mbarriers and the stage counters");
   static_assert(!kStageRelease || kTma, "STAGE_RELEASE: stages are refilled by TMA");
@@ -649,7 +656,7 @@ __device__ __forceinline__ void for_each_tma_box(F&& f) {
 #pragma unroll
   for (int col = 0; col < T::kHeadDim; col += T::kTmaBoxCols)
 #pragma unroll
-    for (int row = 0; row < ROWS; row += T::kTmaBoxRows) f(row, col);
+    for (int row = 0; row < ROWS; row += T::template kTmaBoxRowsOf<ROWS>) f(row, col);
 }
 
 // TMA: the same rows as load_tile, as boxes issued by one thread; rows past the sequence's end

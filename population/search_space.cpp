@@ -29,6 +29,7 @@ struct SearchSpace::Impl {
   Expression threads, grid_x, grid_y, grid_z, smem_bytes;
   std::optional<Expression> workspace_bytes;  // optional: scratch memory the kernel needs
   std::optional<Expression> tensor_map_box_rows;  // optional: TMA box rows, 0 without TMA
+  std::optional<Expression> tensor_map_q_box_rows;  // optional: Q/O box rows, else K/V's
   std::optional<Expression> flops;
 };
 
@@ -216,6 +217,11 @@ SearchSpace SearchSpace::from_json(std::string_view text) {
     impl->workspace_bytes = launch_expr("workspace_bytes");
   if (launch.is_object() && launch.contains("tensor_map_box_rows"))
     impl->tensor_map_box_rows = launch_expr("tensor_map_box_rows");
+  if (launch.is_object() && launch.contains("tensor_map_q_box_rows")) {
+    if (!impl->tensor_map_box_rows)
+      bad_space("launch.tensor_map_q_box_rows needs launch.tensor_map_box_rows (the K/V boxes)");
+    impl->tensor_map_q_box_rows = launch_expr("tensor_map_q_box_rows");
+  }
 
   if (auto it = doc.find("flops"); it != doc.end()) impl->flops = checked_expression(*it, "flops", known);
 
@@ -344,6 +350,8 @@ LaunchConfig SearchSpace::launch(const Genome& g, const ProblemShape& p) const {
   l.smem_bytes = impl_->smem_bytes.eval(vars);
   l.workspace_bytes = impl_->workspace_bytes ? impl_->workspace_bytes->eval(vars) : 0;
   l.tensor_map_box_rows = impl_->tensor_map_box_rows ? impl_->tensor_map_box_rows->eval(vars) : 0;
+  l.tensor_map_q_box_rows = impl_->tensor_map_q_box_rows ? impl_->tensor_map_q_box_rows->eval(vars)
+                                                         : l.tensor_map_box_rows;
   return l;
 }
 

@@ -32,10 +32,12 @@ struct LaunchConfig {
   // Zero-initialised device scratch the kernel needs (split-KV partials); 0 for none. The caller
   // allocates and zeroes it once and passes it in FaParams::workspace.
   int64_t workspace_bytes = 0;
-  // Nonzero: the kernel moves tiles through TMA, and the caller encodes CUtensorMaps of q, k, v
-  // and o with boxes of this many rows into FaParams before each launch
-  // (kernel_templates/attention_tensor_maps.h). 0: no tensor maps.
+  // Nonzero: the kernel moves tiles through TMA, and the caller encodes CUtensorMaps of k and v
+  // with boxes of this many rows, and of q and o with boxes of tensor_map_q_box_rows, into
+  // FaParams before each launch (kernel_templates/attention_tensor_maps.h). 0: no tensor maps.
   int64_t tensor_map_box_rows = 0;
+  // The launch formula of that name, or the same rows as K and V where the space has none.
+  int64_t tensor_map_q_box_rows = 0;
 };
 
 class SearchSpace {

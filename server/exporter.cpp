@@ -93,7 +93,7 @@ SpaceForExport read_space(const KernelTemplate& t) {
       s.launch.emplace(key, std::move(f));
     }
     // Optional formulas: host work before the launch.
-    for (const char* key : {"workspace_bytes", "tensor_map_box_rows"}) {
+    for (const char* key : {"workspace_bytes", "tensor_map_box_rows", "tensor_map_q_box_rows"}) {
       if (!j.at("launch").contains(key)) continue;
       s.launch.emplace(key, Formula{key,
                                     to_cxx_expression(j.at("launch").at(key).get<std::string>(), known,
@@ -239,14 +239,20 @@ void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& 
       << "        const cudaError_t e = workspace_for(stream, workspace_bytes, &args.workspace);\n"
       << "        if (e != cudaSuccess) return e;\n"
       << "      }\n";
-  if (s.has_tensor_maps)
+  if (s.has_tensor_maps) {
+    // Q and O boxes are as tall as K and V ones where the space gives no formula of their own.
+    const auto q_rows = s.launch.find("tensor_map_q_box_rows");
     o << "      const long long tensor_map_box_rows = "
       << s.launch.at("tensor_map_box_rows").expr.code << ";\n"
-      << "      if (tensor_map_box_rows > 0) {  // loads through TMA, in boxes of this many rows\n"
+      << "      const long long tensor_map_q_box_rows = "
+      << (q_rows != s.launch.end() ? q_rows->second.expr.code : "tensor_map_box_rows") << ";\n"
+      << "      if (tensor_map_box_rows > 0) {  // loads through TMA, in boxes of those heights\n"
       << "        const cudaError_t e = evo::encode_attention_tensor_maps(\n"
-      << "            args, HEAD_DIM_, static_cast<int>(tensor_map_box_rows));\n"
+      << "            args, HEAD_DIM_, static_cast<int>(tensor_map_box_rows),\n"
+      << "            static_cast<int>(tensor_map_q_box_rows));\n"
       << "        if (e != cudaSuccess) return e;\n"
       << "      }\n";
+  }
   o
     << "      if (smem > 48 * 1024) {\n"
     << "        // Above 48 KB a kernel must opt in to dynamic shared memory; once per size suffices.\n"

@@ -131,7 +131,8 @@ TEST(EvalRequestJson, RoundTrips) {
   j.threads = 128;
   j.smem_bytes = 65536;
   j.workspace_bytes = 4096;
-  j.tensor_map_box_rows = 32;
+  j.tensor_map_box_rows = 256;
+  j.tensor_map_q_box_rows = 32;
   r.shapes.push_back(j);
   const EvalRequest back = request_from_json(to_json(r));
   EXPECT_EQ(back.seed, 42u);
@@ -142,7 +143,8 @@ TEST(EvalRequestJson, RoundTrips) {
   EXPECT_EQ(back.shapes[0].grid, j.grid);
   EXPECT_EQ(back.shapes[0].smem_bytes, 65536);
   EXPECT_EQ(back.shapes[0].workspace_bytes, 4096);
-  EXPECT_EQ(back.shapes[0].tensor_map_box_rows, 32);
+  EXPECT_EQ(back.shapes[0].tensor_map_box_rows, 256);
+  EXPECT_EQ(back.shapes[0].tensor_map_q_box_rows, 32);
   EXPECT_EQ(back.shapes[0].kernel, "_Z3foo");
 }
 

@@ -90,9 +90,9 @@ TEST(CudaEvaluator, PvAsyncWarpgroupsInAClusterFinishBeforeTheMerge) {
 // dim 128 reads two panels, and a split-KV cluster's blocks each wait on their own barriers.
 // STAGE_RELEASE genomes (two warpgroups drifting apart, with and without PV_ASYNC) and PINGPONG
 // ones (two warpgroups taking turns, splitting rows or keys) go through the sanitizer's racecheck
-// and synccheck too, as do 32-row boxes (TMA_BOX_ROWS), two to a 64-row Q tile, one stage
-// whose K and V are refilled apart, and scores issued a tile ahead (QK_AHEAD), with stages
-// refilled behind a barrier and by the last warp out.
+// and synccheck too, as do 32-row boxes (TMA_BOX_ROWS), two to a 64-row Q tile, whole-tile
+// boxes (K and V taller than Q), one stage whose K and V are refilled apart, and scores issued a
+// tile ahead (QK_AHEAD), with stages refilled behind a barrier and by the last warp out.
 TEST(CudaEvaluator, TmaGenomesPassEveryGateWithTheirTensorMaps) {
   EVO_REQUIRE_GPU();
   CudaEvaluator& ev = *shared_evaluator();
@@ -110,7 +110,10 @@ TEST(CudaEvaluator, TmaGenomesPassEveryGateWithTheirTensorMaps) {
                             "BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=3,WGMMA=1,PV_ASYNC=1,TMA=1,"
                             "STAGE_RELEASE=1,TMA_BOX_ROWS=32",
                             "BLOCK_M=64,BLOCK_N=32,WARPS=4,STAGES=3,WGMMA=1,TMA=1,TMA_BOX_ROWS=32",
+                            "BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,PV_ASYNC=1,TMA=1,"
+                            "STAGE_RELEASE=1,TMA_BOX_ROWS=256",
                             "BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=1,WGMMA=1,TMA=1",
+                            "BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=1,WGMMA=1,TMA=1,TMA_BOX_ROWS=256",
                             "BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=3,WGMMA=1,PV_ASYNC=1,TMA=1,"
                             "TMA_BOX_ROWS=32,QK_AHEAD=1",
                             "BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=3,WGMMA=1,PV_ASYNC=1,TMA=1,"
@@ -123,7 +126,8 @@ TEST(CudaEvaluator, TmaGenomesPassEveryGateWithTheirTensorMaps) {
   }
 }
 
-// TMA under mma.sync: tiles in the swizzled panels, 32- and 64-row boxes, stages refilled behind
+// TMA under mma.sync: tiles in the swizzled panels, 32- and 64-row boxes, K/V boxes taller than
+// Q's (64 rows, or a whole 256-key tile, over 32-row Q tiles), stages refilled behind
 // a block-wide barrier only where a tile reuses one (every tile past the last stage at sequence
 // 1000), head dim 128 in two panels. Through racecheck and synccheck too.
 TEST(CudaEvaluator, TmaMmaSyncGenomesPassEveryGate) {
@@ -140,6 +144,8 @@ TEST(CudaEvaluator, TmaMmaSyncGenomesPassEveryGate) {
       {"BLOCK_M=32,BLOCK_N=128,WARPS=8,STAGES=3,TMA=1,TMA_BOX_ROWS=32", &both_head_dims},
       {"BLOCK_M=32,BLOCK_N=256,WARPS=8,STAGES=3,TMA=1,TMA_BOX_ROWS=32", &head_dim_64},
       {"BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,TMA=1,TMA_BOX_ROWS=32", &both_head_dims},
+      {"BLOCK_M=32,BLOCK_N=128,WARPS=8,STAGES=3,TMA=1", &both_head_dims},
+      {"BLOCK_M=32,BLOCK_N=256,WARPS=8,STAGES=2,TMA=1,TMA_BOX_ROWS=256", &head_dim_64},
       {"BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=2,TMA=1", &both_head_dims}};
   for (const auto& [genes, shapes] : cases) {
     const v1::Evaluation e = ev.evaluate(space.parse(genes), *shapes, true);

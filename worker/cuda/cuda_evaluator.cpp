@@ -91,6 +91,7 @@ cuda::ShapeJob job_for(const ProblemShape& shape, const CompiledKernel& k, const
   job.smem_bytes = l.smem_bytes;
   job.workspace_bytes = l.workspace_bytes;
   job.tensor_map_box_rows = static_cast<int>(l.tensor_map_box_rows);
+  job.tensor_map_q_box_rows = static_cast<int>(l.tensor_map_q_box_rows);
   return job;
 }
 

@@ -23,7 +23,8 @@ std::string to_json(const EvalRequest& r) {
                       {"threads", s.threads},
                       {"smem_bytes", s.smem_bytes},
                       {"workspace_bytes", s.workspace_bytes},
-                      {"tensor_map_box_rows", s.tensor_map_box_rows}});
+                      {"tensor_map_box_rows", s.tensor_map_box_rows},
+                      {"tensor_map_q_box_rows", s.tensor_map_q_box_rows}});
   }
   json j = {{"device", r.device},
             {"seed", r.seed},
@@ -84,6 +85,7 @@ EvalRequest request_from_json(const std::string& text) {
       job.smem_bytes = field(s, "smem_bytes").get<int64_t>();
       job.workspace_bytes = field(s, "workspace_bytes").get<int64_t>();
       job.tensor_map_box_rows = field(s, "tensor_map_box_rows").get<int>();
+      job.tensor_map_q_box_rows = field(s, "tensor_map_q_box_rows").get<int>();
       r.shapes.push_back(std::move(job));
     }
     return r;

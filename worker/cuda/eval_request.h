@@ -22,9 +22,10 @@ struct ShapeJob {
   int64_t threads = 0;
   int64_t smem_bytes = 0;
   int64_t workspace_bytes = 0;  // zeroed device scratch passed as FaParams::workspace; 0: none
-  // TMA: encode FaParams' q/k/v/o tensor maps, in boxes of this many rows, before each launch;
-  // 0: no tensor maps.
+  // TMA: encode FaParams' tensor maps before each launch, k and v in boxes of
+  // tensor_map_box_rows rows and q and o in boxes of tensor_map_q_box_rows; 0: no tensor maps.
   int tensor_map_box_rows = 0;
+  int tensor_map_q_box_rows = 0;
 };
 
 struct EvalRequest {

@@ -72,7 +72,8 @@ FaParams params_for(const ShapeJob& job, void* q, void* k, void* v, void* o, voi
   p.softmax_scale = 1.f / std::sqrt(static_cast<float>(job.shape.head_dim));
   p.workspace = workspace;
   if (job.tensor_map_box_rows > 0)
-    EVO_CUDA_CHECK(encode_attention_tensor_maps(p, job.shape.head_dim, job.tensor_map_box_rows));
+    EVO_CUDA_CHECK(encode_attention_tensor_maps(p, job.shape.head_dim, job.tensor_map_box_rows,
+                                                job.tensor_map_q_box_rows));
   return p;
 }
 

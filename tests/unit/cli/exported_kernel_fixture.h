@@ -83,11 +83,11 @@ class ExportedKernel : public ::testing::Test {
     dispatch_ = build("table", export_dispatch_table(tmpl, {{seed, {testing::shape_1x8x512x64()}, testing::measured_evaluation(false)},
                                                       {Genome(seed.template_id(), genes), {split_bucket()}, testing::measured_evaluation(false)}}));
     // The wgmma path with TMA copies: its launch encodes tensor maps with the template's host code,
-    // in boxes of 32 rows (the default 64 is what the exports of bench/ use), two to a Q tile.
+    // in whole-tile boxes, so that K's and V's (128 rows) are taller than Q's and O's (64).
     Genome tma = seed;
     for (const auto& [gene, value] : std::vector<std::pair<std::string, int64_t>>{
              {"BLOCK_M", 64}, {"BLOCK_N", 128}, {"WARPS", 4}, {"WGMMA", 1}, {"TMA", 1},
-             {"TMA_BOX_ROWS", 32}})
+             {"TMA_BOX_ROWS", 256}})
       tma.set(gene, value);
     tma_ = build("tma", export_standalone(tma, {testing::shape_1x8x512x64()}, testing::measured_evaluation(false)));
   }

@@ -138,8 +138,9 @@ TEST_F(ExportedKernelOnGpu, StandaloneMatchesTheFloatReference) {
   EXPECT_LE(relative_error(f, 2, 200, 128, false), kFp16Tolerance) << "head_dim 128";
 }
 
-// Tensor maps encoded per call, in the genome's 32-row boxes: ragged and causal lengths land as
-// zeros past the end, and the head_dim 128 instantiation reads two 64-column panels per row.
+// Tensor maps encoded per call, in the genome's whole-tile boxes (128 rows of K and V, 64 of Q and
+// O): ragged and causal lengths land as zeros past the end, and the head_dim 128 instantiation
+// reads two 64-column panels per row.
 TEST_F(ExportedKernelOnGpu, TmaGenomeMatchesTheFloatReference) {
   const EntryPoint f = entry_of(tma_);
   ASSERT_NE(f, nullptr);

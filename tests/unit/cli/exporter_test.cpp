@@ -120,11 +120,14 @@ TEST(Exporter, TmaGenomesEncodeTheirTensorMapsBeforeTheLaunch) {
            {"BLOCK_M", 64}, {"BLOCK_N", 128}, {"WARPS", 4}, {"WGMMA", 1}, {"TMA", 1}})
     g.set(gene, value);
   const auto r = export_standalone(g, {shape_1x8x512x64()}, measured_evaluation(false));
-  EXPECT_NE(r.source().find("      const long long tensor_map_box_rows = TMA * TMA_BOX_ROWS;\n"
+  EXPECT_NE(r.source().find("      const long long tensor_map_box_rows = TMA * evo_min(TMA_BOX_ROWS, BLOCK_N);\n"
+                            "      const long long tensor_map_q_box_rows = TMA * evo_min(TMA_BOX_ROWS, BLOCK_M);\n"
                             "      if (tensor_map_box_rows > 0) {"),
-            std::string::npos);
+            std::string::npos)
+      << r.source();
   EXPECT_NE(r.source().find("evo::encode_attention_tensor_maps(\n"
-                            "            args, HEAD_DIM_, static_cast<int>(tensor_map_box_rows));"),
+                            "            args, HEAD_DIM_, static_cast<int>(tensor_map_box_rows),\n"
+                            "            static_cast<int>(tensor_map_q_box_rows));"),
             std::string::npos);
   EXPECT_NE(r.source().find("static constexpr long long TMA_BOX_ROWS = 64LL;"), std::string::npos);
   EXPECT_NE(r.source().find("inline cudaError_t encode_attention_tensor_map("), std::string::npos);

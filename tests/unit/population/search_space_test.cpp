@@ -40,7 +40,8 @@ TEST(SearchSpaceTest, LoadsTheRealSpace) {
                                       "wgmma_n_per_warpgroup", "wgmma_needs_swizzled_cp_async",
                                       "pv_async_needs_wgmma", "tma_needs_sm90a",
                                       "tma_fills_swizzled_panels", "tma_mma_sync_whole_stages",
-                                      "tma_whole_boxes", "box_rows_need_tma", "stage_release_needs_tma", "pingpong_two_warpgroups",
+                                      "tma_whole_boxes", "box_rows_name_distinct_boxes",
+                                      "box_rows_need_tma", "stage_release_needs_tma", "pingpong_two_warpgroups",
                                       "qk_ahead_needs_pv_async_tma", "shared_memory_fits_device",
                                       "supported_head_dim"}));
 }
@@ -88,6 +89,27 @@ TEST(SearchSpaceTest, TmaGenomesAskForTensorMapsOfTheirBoxAndRoomForTheirBarrier
   // Two 8-byte mbarriers per stage (full, empty) and one for Q, in a 128-byte slot after the tiles.
   EXPECT_EQ(b.smem_bytes, a.smem_bytes + 128);
   EXPECT_EQ(space().violated_constraint(tma, p, 227 * 1024, 90), std::nullopt);
+  // One box size for all four maps unless a tile is shorter than the box.
+  EXPECT_EQ(b.tensor_map_q_box_rows, 64);
+  EXPECT_EQ(space().launch(small_boxes, p).tensor_map_q_box_rows, 32);
+}
+
+TEST(SearchSpaceTest, BoxesTallerThanATileAreCutToItsRows) {
+  const ProblemShape p = parse_shape("1x4x1000x64");
+  // 256: every tile one box per 64 columns, K and V (BLOCK_N rows) taller than Q and O.
+  const Genome whole = space().parse("BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=4,WGMMA=1,TMA=1,TMA_BOX_ROWS=256");
+  EXPECT_EQ(space().violated_constraint(whole, p, 227 * 1024, 90), std::nullopt);
+  EXPECT_EQ(space().launch(whole, p).tensor_map_box_rows, 128);
+  EXPECT_EQ(space().launch(whole, p).tensor_map_q_box_rows, 64);
+  // 64 under a 32-row Q tile: Q's boxes are 32 rows, K's and V's 64.
+  const Genome q_short = space().parse("BLOCK_M=32,BLOCK_N=256,WARPS=8,STAGES=2,TMA=1,TMA_BOX_ROWS=64");
+  EXPECT_EQ(space().violated_constraint(q_short, p, 227 * 1024, 90), std::nullopt);
+  EXPECT_EQ(space().launch(q_short, p).tensor_map_box_rows, 64);
+  EXPECT_EQ(space().launch(q_short, p).tensor_map_q_box_rows, 32);
+  // Shared memory does not depend on the boxes.
+  Genome small_boxes = whole;
+  small_boxes.set("TMA_BOX_ROWS", 32);
+  EXPECT_EQ(space().launch(whole, p).smem_bytes, space().launch(small_boxes, p).smem_bytes);
 }
 
 TEST(SearchSpaceTest, MergeBufferCanDominateSharedMemory) {
@@ -175,11 +197,16 @@ TEST(SearchSpaceTest, EveryConstraintRejectsItsViolation) {
   EXPECT_EQ(violated(with({{"BLOCK_M", 16}, {"WARPS", 8}, {"BLOCK_N", 32}}), p, limit),
             "kv_split_keeps_mma_k");
   EXPECT_EQ(violated(with({{"STAGES", 2}, {"CP_ASYNC", 0}}), p, limit), "pipeline_needs_cp_async");
-  // TMA under mma.sync: swizzled panels, whole stages, whole boxes of Q (32 rows) too.
+  // TMA under mma.sync: swizzled panels, whole stages, boxes of 32 rows or more; a box value
+  // taller than both tiles names the same boxes as a smaller one.
   EXPECT_EQ(violated(with({{"TMA", 1}, {"SWIZZLE", 0}}), p, limit), "tma_fills_swizzled_panels");
   EXPECT_EQ(violated(with({{"TMA", 1}, {"STAGES", 1}}), p, limit), "tma_mma_sync_whole_stages");
-  EXPECT_EQ(violated(with({{"TMA", 1}}), p, limit), "tma_whole_boxes");
+  EXPECT_EQ(violated(with({{"TMA", 1}, {"BLOCK_M", 16}, {"WARPS", 1}}), p, limit), "tma_whole_boxes");
+  EXPECT_EQ(violated(with({{"TMA", 1}}), p, limit), "(valid)");
   EXPECT_EQ(violated(with({{"TMA", 1}, {"TMA_BOX_ROWS", 32}}), p, limit), "(valid)");
+  EXPECT_EQ(violated(with({{"TMA", 1}, {"BLOCK_N", 32}}), p, limit), "box_rows_name_distinct_boxes");
+  EXPECT_EQ(violated(with({{"TMA", 1}, {"TMA_BOX_ROWS", 256}}), p, limit), "box_rows_name_distinct_boxes");
+  EXPECT_EQ(violated(with({{"TMA", 1}, {"TMA_BOX_ROWS", 256}, {"BLOCK_N", 128}}), p, limit), "(valid)");
   const std::vector<std::pair<std::string, int64_t>> tma = {
       {"BLOCK_M", 64}, {"BLOCK_N", 64}, {"WGMMA", 1}, {"TMA", 1}};
   auto tma_with = [&](std::vector<std::pair<std::string, int64_t>> more) {
@@ -187,8 +214,9 @@ TEST(SearchSpaceTest, EveryConstraintRejectsItsViolation) {
     return with(more);
   };
   EXPECT_EQ(violated(tma_with({}), p, limit), "(valid)");
-  EXPECT_EQ(violated(tma_with({{"BLOCK_N", 32}}), p, limit), "tma_whole_boxes");
+  EXPECT_EQ(violated(tma_with({{"BLOCK_N", 32}}), p, limit), "(valid)");
   EXPECT_EQ(violated(tma_with({{"BLOCK_N", 32}, {"TMA_BOX_ROWS", 32}}), p, limit), "(valid)");
+  EXPECT_EQ(violated(tma_with({{"TMA_BOX_ROWS", 256}}), p, limit), "box_rows_name_distinct_boxes");
   EXPECT_EQ(violated(with({{"TMA_BOX_ROWS", 32}}), p, limit), "box_rows_need_tma");
   EXPECT_EQ(violated(with({{"STAGE_RELEASE", 1}}), p, limit), "stage_release_needs_tma");
   // Two warpgroups of 64 rows each, STAGE_RELEASE and PV_ASYNC: PINGPONG is valid; one short of
@@ -247,7 +275,8 @@ bool hand_valid(const Genome& g, const ProblemShape& p, int64_t smem_limit) {
   return bm % 16 == 0 && w % wm == 0 && bm % (16 * wm) == 0 && (bn / wkv) % 16 == 0 &&
          (st == 1 || cp == 1) && (split == 1 || split <= kv_tiles) && wgmma_ok &&
          (pv == 0 || (wg == 1 && st >= 2)) && (tma == 0 || (cp == 1 && sw == 1)) &&
-         (tma == 0 || wg == 1 || (st >= 2 && rel == 0)) && (tma == 0 || (bn % box == 0 && bm % box == 0)) &&
+         (tma == 0 || wg == 1 || (st >= 2 && rel == 0)) && (tma == 0 || bm >= 32) &&
+         (tma == 0 || ((box != 64 || std::max(bm, bn) > 32) && (box != 256 || std::max(bm, bn) > 64))) &&
          (tma == 1 || box == 64) &&
          (rel == 0 || tma == 1) && (pp == 0 || (w == 8 && rel == 1 && pv == 1)) &&
          (ahead == 0 || (pv == 1 && tma == 1 && st >= 3 && pp == 0)) &&
@@ -358,6 +387,8 @@ TEST(SearchSpaceJsonTest, RejectsMalformedVariants) {
       {with_replaced(R"({HEAD_DIM})", R"({HEADDIM})"), "unknown placeholder '{HEADDIM}'"},
       {with_replaced(R"({HEAD_DIM}>)", R"({HEAD_DIM>)"), "unclosed '{'"},
       {with_replaced(R"("grid_z": "1",)", ""), "launch lacks \"grid_z\""},
+      {with_replaced(R"("grid_z": "1",)", R"("grid_z": "1", "tensor_map_q_box_rows": "32",)"),
+       "launch.tensor_map_q_box_rows needs launch.tensor_map_box_rows"},
       {with_replaced(R"("genes": [)", R"("genes": 5, "x": [)"), "genes must be a non-empty array"},
       {with_replaced(R"("constraints": [{"name": "small", "expr": "AB < 40"}])",
                      R"("constraints": [{"name": "small", "expr": "1"}, {"name": "small", "expr": "1"}])"),
