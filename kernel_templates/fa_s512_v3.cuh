@@ -21,7 +21,8 @@
 // tile as a few bulk tensor copies that land already swizzled and complete on an mbarrier, so the
 // warps spend no instructions on addresses and wait on the barrier instead of a block-wide sync.
 // The host describes Q, K and V once per call with tensor maps (attention_tensor_maps.h) whose
-// boxes are 64 columns by TMA_BOX_ROWS (32 or 64) rows. With one stage, K and V are refilled
+// boxes are 64 columns by TMA_BOX_ROWS (32, 64, or 256 for a whole tile) rows, cut to each
+// tile's rows where it has fewer. With one stage, K and V are refilled
 // apart, each while the other half of the tile is computed. Under mma.sync every stage's K and V
 // complete on barriers of their own, so a tile's scores start before its V has landed.
 // STAGE_RELEASE = 1 (with TMA) also drops the block-wide barrier that ends each tile: every warp
