@@ -22,6 +22,12 @@ constexpr uint64_t kCrossoverOneIn = 10;  // crossover for 9 of 10 children with
 constexpr uint64_t kEnumerableSize = uint64_t{1} << 20;
 // Lists of valid genomes kept at once (one per template, shapes and shared-memory limit).
 constexpr size_t kValidIndexLists = 64;
+// Random draws per genome a random top-up still needs, before it gives up or enumerates. A draw
+// costs one constraint check (about 6 us for fa_s512_v3), and about 1 in 160 of that space's
+// 983,040 genomes is valid for a given shape: 2048 draws per genome fill a batch of 8 within
+// 0.1 s. With 32 a batch was rarely filled by drawing, and the fallback, listing every valid
+// genome (6 s, in each new evod process), outlasted a 10 s SubmitRun deadline under load.
+constexpr int kRandomDrawsPerGenome = 2048;
 
 bool by_fitness_then_text(const ScoredCandidate& a, const ScoredCandidate& b) {
   if (*a.fitness_us != *b.fitness_us) return *a.fitness_us < *b.fitness_us;
@@ -121,7 +127,8 @@ class StrategyBase : public Strategy {
   // stalls (a nearly exhausted space), a random pick among the remaining ones.
   void fill_random(Batch& batch, DeterministicRng& rng) const {
     const uint64_t n = space().size();
-    for (int attempt = 0; attempt < 256 + 32 * batch.capacity() && !batch.full(); ++attempt)
+    for (int attempt = 0; attempt < 256 + kRandomDrawsPerGenome * batch.capacity() && !batch.full();
+         ++attempt)
       offer(batch, {space().at(rng.below(n)), "random", {}});
     if (batch.full() || n > kEnumerableSize) return;
     std::vector<uint64_t> left;

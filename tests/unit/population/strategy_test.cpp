@@ -195,7 +195,10 @@ TEST(StrategyTest, EvolveImprovesOnGenerationZero) {
     evolve_total += best;
     random_total += top_k(run("random", seed, 6, 8), 1).at(0).fitness_us.value();
   }
-  EXPECT_GE(improved, 8);
+  // Generation 0's random top-up draws until the batch is full (it used to fall back to listing
+  // the space, which filled it with weaker genomes): three of these ten seeds start one step
+  // from the optimum, and evolution ends there or better in every seed.
+  EXPECT_GE(improved, 7);
   EXPECT_LT(evolve_total, random_total);  // selection beats blind sampling on the same budget
 }
 
