@@ -313,6 +313,31 @@ TEST(StrategySparseSpaceTest, RandomAndEvolveFindTheLastValidGenomes) {
   }
 }
 
+// 128^3 = 2,097,152 genomes, past the size random top-up would list, of which 1 in 256 is valid
+// (fa_s512_v3's own space admits about 1 in 160): drawing alone must fill every generation.
+TEST(StrategySparseSpaceTest, DrawingAloneFillsGenerationsOfASpaceTooLargeToList) {
+  std::string values;
+  for (int i = 0; i < 128; ++i) values += (i ? ", " : "") + std::to_string(i);
+  const std::string gene = R"(", "values": [)" + values + R"(], "default": 0})";
+  const SearchSpace space = SearchSpace::from_json(R"({"template": "large", "head_dims": [64], "genes": [
+      {"name": "A)" + gene + R"(, {"name": "B)" + gene + R"(, {"name": "C)" + gene + R"(],
+    "constraints": [{"name": "rare", "expr": "A % 16 == 0 && B % 16 == 0"}],
+    "kernel": "k<{A}>",
+    "launch": {"threads": "32", "grid_x": "1", "grid_y": "1", "grid_z": "1", "smem_bytes": "0"}})");
+  ASSERT_EQ(space.size(), 2097152u);
+  for (const char* name : {"random", "evolve"}) {
+    StrategyContext ctx;
+    ctx.space = &space;
+    auto strategy = make_strategy(name, ctx);
+    std::vector<ScoredCandidate> history;
+    for (int gen = 0; gen < 3; ++gen) {
+      const auto next = strategy->next_generation(gen, history, 8);
+      EXPECT_EQ(next.size(), 8u) << name << " generation " << gen;
+      for (const auto& o : next) history.push_back({o.genome, 1.0 + o.genome.get("C")});
+    }
+  }
+}
+
 TEST(StrategySparseSpaceTest, SpaceTooLargeToIndexIsRejected) {
   std::string genes;
   for (int g = 0; g < 8; ++g) {
