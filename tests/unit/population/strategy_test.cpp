@@ -275,31 +275,47 @@ TEST(StrategyTest, TopKOrdersByFitnessExcludesFailuresBreaksTiesByText) {
 namespace evo {
 namespace {
 
+// A space of three genes A, B, C, each with the values 0 .. values-1, and one constraint.
+SearchSpace three_gene_space(const std::string& id, int values, const std::string& constraint) {
+  std::string list;
+  for (int i = 0; i < values; ++i) list += (i ? ", " : "") + std::to_string(i);
+  const std::string gene = R"(", "values": [)" + list + R"(], "default": 0})";
+  return SearchSpace::from_json(R"({"template": ")" + id + R"(", "head_dims": [64], "genes": [
+      {"name": "A)" + gene + R"(, {"name": "B)" + gene + R"(, {"name": "C)" + gene + R"(],
+    "constraints": [{"name": "few", "expr": ")" + constraint + R"("}],
+    "kernel": "k<{A}>",
+    "launch": {"threads": "32", "grid_x": "1", "grid_y": "1", "grid_z": "1", "smem_bytes": "0"}})");
+}
+
 // 64^3 = 262144 genomes of which the constraint admits 3: rejection sampling cannot find them in
 // its bounded attempts, so random top-up must fall back to enumerating what is left. A = 2 makes
 // the constraint divide by zero: such a genome counts as invalid and must not stop the strategy.
 SearchSpace sparse_space() {
-  std::string values;
-  for (int i = 0; i < 64; ++i) values += (i ? ", " : "") + std::to_string(i);
-  const std::string gene = R"(", "values": [)" + values + R"(], "default": 0})";
-  return SearchSpace::from_json(R"({"template": "sparse", "head_dims": [64], "genes": [
-      {"name": "A)" + gene + R"(, {"name": "B)" + gene + R"(, {"name": "C)" + gene + R"(],
-    "constraints": [{"name": "few", "expr": "100 / (A - 2) != 0 && B == 7 && C < 3"}],
-    "kernel": "k<{A}>",
-    "launch": {"threads": "32", "grid_x": "1", "grid_y": "1", "grid_z": "1", "smem_bytes": "0"}})");
+  return three_gene_space("sparse", 64, "100 / (A - 2) != 0 && B == 7 && C < 3");
+}
+
+// Three generations of `population` by strategy `name` over `space`, each genome scored 1 + C.
+std::vector<std::vector<Offspring>> three_generations(const SearchSpace& space, const char* name,
+                                                      int population) {
+  StrategyContext ctx;
+  ctx.space = &space;
+  auto strategy = make_strategy(name, ctx);
+  std::vector<ScoredCandidate> history;
+  std::vector<std::vector<Offspring>> generations;
+  for (int gen = 0; gen < 3; ++gen) {
+    generations.push_back(strategy->next_generation(gen, history, population));
+    for (const auto& o : generations.back()) history.push_back({o.genome, 1.0 + o.genome.get("C")});
+  }
+  return generations;
 }
 
 TEST(StrategySparseSpaceTest, RandomAndEvolveFindTheLastValidGenomes) {
   const SearchSpace space = sparse_space();
   ASSERT_EQ(space.size(), 262144u);
   for (const char* name : {"random", "evolve"}) {
-    StrategyContext ctx;
-    ctx.space = &space;
-    auto strategy = make_strategy(name, ctx);
-    std::vector<ScoredCandidate> history;
-    for (int gen = 0; gen < 3; ++gen)
-      for (const auto& o : strategy->next_generation(gen, history, 10))
-        history.push_back({o.genome, 1.0 + o.genome.get("C")});
+    std::vector<Offspring> history;
+    for (const auto& generation : three_generations(space, name, 10))
+      history.insert(history.end(), generation.begin(), generation.end());
     std::set<std::string> got;
     for (const auto& c : history) got.insert(c.genome.genes_text());
     // The default (A=0) and A=2 (division by zero) are out; A in 0..1 or 3..63 with B=7, C<3 is in.
@@ -316,25 +332,12 @@ TEST(StrategySparseSpaceTest, RandomAndEvolveFindTheLastValidGenomes) {
 // 128^3 = 2,097,152 genomes, past the size random top-up would list, of which 1 in 256 is valid
 // (fa_s512_v3's own space admits about 1 in 160): drawing alone must fill every generation.
 TEST(StrategySparseSpaceTest, DrawingAloneFillsGenerationsOfASpaceTooLargeToList) {
-  std::string values;
-  for (int i = 0; i < 128; ++i) values += (i ? ", " : "") + std::to_string(i);
-  const std::string gene = R"(", "values": [)" + values + R"(], "default": 0})";
-  const SearchSpace space = SearchSpace::from_json(R"({"template": "large", "head_dims": [64], "genes": [
-      {"name": "A)" + gene + R"(, {"name": "B)" + gene + R"(, {"name": "C)" + gene + R"(],
-    "constraints": [{"name": "rare", "expr": "A % 16 == 0 && B % 16 == 0"}],
-    "kernel": "k<{A}>",
-    "launch": {"threads": "32", "grid_x": "1", "grid_y": "1", "grid_z": "1", "smem_bytes": "0"}})");
+  const SearchSpace space = three_gene_space("large", 128, "A % 16 == 0 && B % 16 == 0");
   ASSERT_EQ(space.size(), 2097152u);
   for (const char* name : {"random", "evolve"}) {
-    StrategyContext ctx;
-    ctx.space = &space;
-    auto strategy = make_strategy(name, ctx);
-    std::vector<ScoredCandidate> history;
-    for (int gen = 0; gen < 3; ++gen) {
-      const auto next = strategy->next_generation(gen, history, 8);
-      EXPECT_EQ(next.size(), 8u) << name << " generation " << gen;
-      for (const auto& o : next) history.push_back({o.genome, 1.0 + o.genome.get("C")});
-    }
+    const auto generations = three_generations(space, name, 8);
+    for (size_t gen = 0; gen < generations.size(); ++gen)
+      EXPECT_EQ(generations[gen].size(), 8u) << name << " generation " << gen;
   }
 }
 
