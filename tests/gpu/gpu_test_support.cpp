@@ -10,6 +10,7 @@ extern const char kPlanted_hang_cu[];
 extern const char kPlanted_far_out_of_bounds_cu[];
 extern const char kPlanted_off_by_one_write_cu[];
 extern const char kPlanted_spill_cu[];
+extern const char kPlanted_lazy_rescale_forgets_output_cu[];
 
 namespace evo::testing_gpu {
 namespace {
@@ -48,7 +49,9 @@ std::string planted_source(const std::string& file) {
                                   {"hang.cu", kPlanted_hang_cu},
                                   {"far_out_of_bounds.cu", kPlanted_far_out_of_bounds_cu},
                                   {"off_by_one_write.cu", kPlanted_off_by_one_write_cu},
-                                  {"spill.cu", kPlanted_spill_cu}};
+                                  {"spill.cu", kPlanted_spill_cu},
+                                  {"lazy_rescale_forgets_output.cu",
+                                   kPlanted_lazy_rescale_forgets_output_cu}};
   for (const auto& e : entries)
     if (file == e.file)
       return std::string(kPlanted_planted_params_cuh) + kPlanted_naive_attention_cuh + e.text;

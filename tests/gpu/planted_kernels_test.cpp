@@ -53,6 +53,19 @@ TEST(PlantedKernels, WrongOutputIsIncorrect) {
   expect_default_genome_still_passes();
 }
 
+// Right on uniform inputs, wrong once a row's max rises by more than 2^8 after its first tile:
+// only the growing-scores check can tell.
+TEST(PlantedKernels, RescaleThatForgetsTheOutputIsIncorrectWhereScoresGrow) {
+  EVO_REQUIRE_GPU();
+  const v1::Evaluation e = shared_evaluator()->evaluate_source(
+      planted_kernel("lazy_rescale_forgets_output.cu", "lazy_rescale_forgets_output"),
+      planted_shapes(), false);
+  EXPECT_EQ(e.status(), v1::INCORRECT) << e.message();
+  EXPECT_NE(e.message().find("on scores that grow along the keys"), std::string::npos)
+      << e.message();
+  expect_default_genome_still_passes();
+}
+
 TEST(PlantedKernels, HangIsATimeoutWithinTheWatchdog) {
   EVO_REQUIRE_GPU();
   EvaluatorOptions options;

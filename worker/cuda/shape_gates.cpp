@@ -45,6 +45,21 @@ std::vector<uint16_t> random_half(size_t n, std::mt19937_64& rng) {
   return out;
 }
 
+// K's rows scaled from x1 at the first key to x16 at the last, so that each row's running max
+// keeps rising from tile to tile and the online softmax must shrink what it has accumulated. On
+// uniform inputs every later tile's max stays within 2^8 of the first's, and a kernel whose
+// rescale is wrong (or, with LAZY_RESCALE, never runs) would pass.
+std::vector<uint16_t> growing_keys(const ProblemShape& s, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::vector<uint16_t> out(kv_elems(s));
+  const double last = std::max(1, s.seq_k - 1);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int key = static_cast<int>((i / s.head_dim) % s.seq_k);
+    out[i] = float_to_half_bits(dist(rng) * static_cast<float>(1.0 + 15.0 * key / last));
+  }
+  return out;
+}
+
 void upload(void* dst, const std::vector<uint16_t>& src) {
   EVO_CUDA_CHECK(cudaMemcpy(dst, src.data(), src.size() * 2, cudaMemcpyHostToDevice));
 }
@@ -100,10 +115,10 @@ CorrectnessResult check_correctness(const LoadedKernel& candidate, const LoadedK
   CorrectnessResult result;
   std::vector<uint16_t> out(nq);
   std::vector<float> expected(nq);
-  auto one_check = [&](int check, const std::string& stage) {
+  auto one_check = [&](int check, const std::string& stage, bool growing_scores) {
     std::mt19937_64 rng(check_seed(seed, job, check));
     upload(q.get(), random_half(nq, rng));
-    upload(k.get(), random_half(nkv, rng));
+    upload(k.get(), growing_scores ? growing_keys(s, rng) : random_half(nkv, rng));
     upload(v.get(), random_half(nkv, rng));
     EVO_CUDA_CHECK(cudaMemset(o.get(), kPoisonByte, nq * 2));
     reference.launch_reference(p.q, p.k, p.v, static_cast<float*>(ref.get()), s.batch, s.heads,
@@ -120,13 +135,15 @@ CorrectnessResult check_correctness(const LoadedKernel& candidate, const LoadedK
     if (!result.failure) result.failure = correctness_failure(f, s, stage);
   };
 
-  one_check(0, "on the first launch");
+  one_check(0, "on the first launch", false);
+  if (result.failure) return result;
+  one_check(2, "on scores that grow along the keys", true);
   if (result.failure) return result;
   // The seed kernel passed one call and failed on the next: hammer it, then check again with
   // inputs it has never seen.
   for (int i = 0; i < repeated_launches; ++i) candidate.launch(p, dims, 0);
   EVO_CUDA_CHECK(cudaDeviceSynchronize());
-  one_check(1, "after " + std::to_string(repeated_launches) + " back-to-back launches");
+  one_check(1, "after " + std::to_string(repeated_launches) + " back-to-back launches", false);
   return result;
 }
 
