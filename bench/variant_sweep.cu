@@ -14,7 +14,7 @@
 //
 // A case is one instantiation run over a shape group; V: bit 0 WGMMA, bit 1 PV_ASYNC, bit 2 TMA,
 // bit 3 STAGE_RELEASE, bit 4 PINGPONG, bit 5 TMA_BOX_ROWS=32 instead of 64, bit 6 QK_AHEAD,
-// bit 7 TMA_BOX_ROWS=256 (each tile one box per 64 columns)
+// bit 7 TMA_BOX_ROWS=256 (each tile one box per 64 columns), bit 8 LAZY_RESCALE
 // (CP_ASYNC=1, SWIZZLE=1 throughout). Each case is meant to run in its own process, so that a kernel that breaks the
 // CUDA context stops only its own case.
 #include <algorithm>
@@ -52,11 +52,11 @@ void run(const Shape& sh, const char* name) {
   if (!selected(sh, C)) return;
   constexpr int kWgmma = V & 1, kPvAsync = (V >> 1) & 1, kTma = (V >> 2) & 1, kRelease = (V >> 3) & 1,
                 kPingPong = (V >> 4) & 1, kBoxRows = (V >> 5) & 1 ? 32 : (V >> 7) & 1 ? 256 : 64,
-                kQkAhead = (V >> 6) & 1;
+                kQkAhead = (V >> 6) & 1, kLazy = (V >> 8) & 1;
   using T = evo::fa::KernelTraits<C, D, BM, BN, W, ST, 1, 1, SPLIT, kWgmma, kPvAsync, kTma, kRelease,
-                                  kPingPong, kBoxRows, kQkAhead>;
+                                  kPingPong, kBoxRows, kQkAhead, kLazy>;
   auto kernel = evo::fa_s512_v3_kernel<C, D, BM, BN, W, ST, 1, 1, SPLIT, kWgmma, kPvAsync, kTma,
-                                       kRelease, kPingPong, kBoxRows, kQkAhead>;
+                                       kRelease, kPingPong, kBoxRows, kQkAhead, kLazy>;
   const size_t n = size_t(sh.b) * sh.h * sh.s * D;
   std::vector<__half> host[3] = {std::vector<__half>(n), std::vector<__half>(n),
                                  std::vector<__half>(n)};
@@ -306,5 +306,12 @@ int main(int argc, char** argv) {
   CASE(SMALL(64, 128, 8, 4, 1, 231))
   CASE(MID(64, 128, 4, 1, 1, 133))
   CASE(BIG(128, 128, 8, 3, 1, 159))
+  // LAZY_RESCALE (bit 8) on the dispatch table's winners (96-100): mma.sync 32x256 at 1,8, the
+  // 2,8 wgmma block, PINGPONG with whole-tile boxes at head dim 128, the one-stage block.
+  CASE(SMALL(32, 256, 8, 2, 1, 292))
+  CASE(SMALL(64, 128, 8, 4, 1, 295))
+  CASE(BIG(128, 128, 8, 3, 1, 415))
+  CASE(MID(64, 128, 4, 1, 1, 261))
+  CASE(SMALL(64, 128, 8, 4, 1, 287))
   if (want < 0 || want >= idx) printf("%d cases\n", idx);
 }

@@ -34,6 +34,11 @@
 // QK_AHEAD = 1 (WGMMA, PV_ASYNC, TMA) issues tile t+1's QK^T beside P*V(t-1) in step t, so tile t's
 // softmax runs under both GEMMs and no step waits for its own scores; it holds two tiles of
 // scores in registers.
+// LAZY_RESCALE = 1 (not with QK_AHEAD) raises a row's softmax base only when a tile's max passes
+// it by more than 2^8, so most tiles skip shrinking the output (see online_softmax). Measured
+// (bench/NOTES.md, H100): 2-8 % off the head-dim-128 PINGPONG block, 0.5-2 % off the mma.sync
+// 32x256 block at 1,8, but 2 % onto the 2,8 wgmma block and 9 % onto the one-stage one (20 more
+// registers): a gene, not a default.
 // Under mma.sync each row's probabilities are summed on the tensor cores, as one more n8 column
 // block of O += P V whose B operand is all ones, instead of an add per score: the loop is paced
 // by its instruction count more than by any unit (bench/NOTES.md, 1-3 % on every mma.sync
@@ -64,7 +69,8 @@ namespace fa {
 
 template <int CAUSAL_, int HEAD_DIM_, int BLOCK_M_, int BLOCK_N_, int WARPS_, int STAGES_,
           int CP_ASYNC_, int SWIZZLE_, int SPLIT_KV_, int WGMMA_, int PV_ASYNC_, int TMA_ = 0,
-          int STAGE_RELEASE_ = 0, int PINGPONG_ = 0, int TMA_BOX_ROWS_ = 64, int QK_AHEAD_ = 0>
+          int STAGE_RELEASE_ = 0, int PINGPONG_ = 0, int TMA_BOX_ROWS_ = 64, int QK_AHEAD_ = 0,
+          int LAZY_RESCALE_ = 0>
 struct KernelTraits {
   static constexpr bool kCausal = CAUSAL_ != 0;
   static constexpr int kHeadDim = HEAD_DIM_;
@@ -81,6 +87,7 @@ struct KernelTraits {
   static constexpr bool kStageRelease = STAGE_RELEASE_ != 0;
   static constexpr bool kPingPong = PINGPONG_ != 0;
   static constexpr bool kQkAhead = QK_AHEAD_ != 0;
+  static constexpr bool kLazyRescale = LAZY_RESCALE_ != 0;
   // Row sums of P from the tensor cores (see the top of the file).
   static constexpr bool kRowSumMma = !kWgmma;
   // The output leaves from key group 0's registers instead of through a staged tile and a
@@ -213,6 +220,10 @@ struct KernelTraits {
   // still reads.
   static_assert(!kQkAhead || (kPvAsync && kTma && kStages >= 3 && !kPingPong),
                 "QK_AHEAD: WGMMA with PV_ASYNC and TMA, three stages or more, no PINGPONG");
+  // Under QK_AHEAD the next tile's scores are in flight while the output is rescaled; behind the
+  // lazy rescale's branch ptxas serialises the wgmmas instead (its warning C7514; 4-10 % slower
+  // at the small shapes, bench/NOTES.md).
+  static_assert(!kLazyRescale || !kQkAhead, "LAZY_RESCALE: not with QK_AHEAD");
 };
 
 // ---------------------------------------------------------------- PTX wrappers
@@ -799,13 +810,20 @@ __device__ __forceinline__ void mask_scores(float (&s)[T::kMTiles][T::kSTiles][4
 }
 
 // Online softmax in the log2 domain with the scale folded in: turns s into unnormalised
-// probabilities against the new running max, updates the running sum, and returns in alpha the
-// factor by which the output accumulated so far must shrink.
+// probabilities against the row's base (its running max), updates the running sum, and returns
+// in alpha the factor by which the output accumulated so far must shrink. With LAZY_RESCALE the
+// base rises only when a tile's max passes it by more than kLazyHeadroom (as in
+// FlashAttention-4): probabilities then reach at most 2^8, which fp16 and the fp32 sums hold as
+// exactly as ones below 1, and most tiles leave alpha at 1, so the rescale can be skipped.
+// Returns whether the output must shrink: always without LAZY_RESCALE, else whether this thread
+// raised a base.
+constexpr float kLazyHeadroom = 8.f;
 template <class T>
-__device__ __forceinline__ void online_softmax(float (&s)[T::kMTiles][T::kSTiles][4],
+__device__ __forceinline__ bool online_softmax(float (&s)[T::kMTiles][T::kSTiles][4],
                                                float (&row_max)[T::kMTiles][2],
                                                float (&row_sum)[T::kMTiles][2],
                                                float (&alpha)[T::kMTiles][2], float scale_log2) {
+  bool rescaled = false;
 #pragma unroll
   for (int mt = 0; mt < T::kMTiles; ++mt)
 #pragma unroll
@@ -816,10 +834,19 @@ __device__ __forceinline__ void online_softmax(float (&s)[T::kMTiles][T::kSTiles
         mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float new_max = fmaxf(row_max[mt][h], mx * scale_log2);
+      float new_max;
+      if constexpr (T::kLazyRescale) {
+        // A base of -inf (every key masked so far) rises to any finite max: -inf + 8 is -inf.
+        const bool raise = mx * scale_log2 > row_max[mt][h] + kLazyHeadroom;
+        new_max = raise ? mx * scale_log2 : row_max[mt][h];
+        alpha[mt][h] = raise ? fast_exp2(row_max[mt][h] - new_max) : 1.f;
+        rescaled |= raise;
+      } else {
+        new_max = fmaxf(row_max[mt][h], mx * scale_log2);
+      }
       // A row with every key masked so far keeps max -inf; subtract 0 to avoid inf - inf.
       const float base = new_max == neg_inf() ? 0.f : new_max;
-      alpha[mt][h] = fast_exp2(row_max[mt][h] - base);
+      if constexpr (!T::kLazyRescale) alpha[mt][h] = fast_exp2(row_max[mt][h] - base);
       row_max[mt][h] = new_max;
       float sum = 0.f;
 #pragma unroll
@@ -831,6 +858,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[T::kMTiles][T::kSTiles
       // mma.sync: the sums ride with P*V, and rescale() shrinks them with the output.
       if constexpr (!T::kRowSumMma) row_sum[mt][h] = row_sum[mt][h] * alpha[mt][h] + sum;
     }
+  return !T::kLazyRescale || rescaled;
 }
 
 template <class T>
@@ -1338,7 +1366,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
     const int n0 = (first_tile + t) * T::kBlockN;
     if (n0 + T::kBlockN > p.seq_k || (T::kCausal && n0 + T::kBlockN - 1 > m0))
       mask_scores<T>(s, m0 + row_w, n0 + key_w, p.seq_k, lane);
-    online_softmax<T>(s, row_max, row_sum, alpha, scale_log2);
+    return online_softmax<T>(s, row_max, row_sum, alpha, scale_log2);
   };
   // Without STAGE_RELEASE the next step's copies may overwrite a stage read in step t: a
   // block-wide barrier, but only where that copy refills a stage that held an earlier tile.
@@ -1420,17 +1448,31 @@ __device__ __forceinline__ void forward(const FaParams& p) {
     }
 
     float alpha[T::kMTiles][2];
-    softmax_tile(t, s, alpha);
+    [[maybe_unused]] const bool rescaled = softmax_tile(t, s, alpha);
     // V(t), copied since the step began (see kWaitVBeforePack).
     if constexpr (T::kWaitVBeforePack) mbarrier_wait(full_v, t & 1);
-    if (kPvInFlight) {
-      wgmma_wait<0>();
-      fence_operands(acc[0]);
-      fence_operands(p_prev);
-      // The previous tile's V was its stage's last reader (its K was read before).
-      if constexpr (T::kStageRelease) leave_stage(t - 1);
+    auto wait_for_pv = [&] {
+      if (kPvInFlight) {
+        wgmma_wait<0>();
+        fence_operands(acc[0]);
+        fence_operands(p_prev);
+      }
+    };
+    // LAZY_RESCALE: the output shrinks only where some row of the warp raised its base, decided
+    // per warp so that the branch is uniform; before the first tile there is nothing to shrink.
+    // The wait every step needs (P's registers are repacked next) follows that branch, and so
+    // comes after the exponentials: within one basic block ptxas hoists it above them
+    // (bench/NOTES.md; the order did not make the 2,8 block faster).
+    if constexpr (T::kLazyRescale) {
+      if (!kFirst && __any_sync(0xffffffffu, rescaled)) {
+        wait_for_pv();
+        rescale<T>(acc, row_sum_mma, alpha);
+      }
     }
-    rescale<T>(acc, row_sum_mma, alpha);
+    wait_for_pv();
+    // The previous tile's V was its stage's last reader (its K was read before).
+    if (T::kStageRelease && kPvInFlight) leave_stage(t - 1);
+    if constexpr (!T::kLazyRescale) rescale<T>(acc, row_sum_mma, alpha);
 
     // ---- O += P V: P goes from the score registers straight into A fragments.
     if constexpr (T::kPvAsync) {
@@ -1496,7 +1538,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
         fence_operands(s[0]);
       }
       float alpha[T::kMTiles][2];
-      softmax_tile(t, s, alpha);
+      softmax_tile(t, s, alpha);  // never LAZY_RESCALE (KernelTraits)
       if (kFirst) {
         if (!kLast) {
           wait_tile(1);
@@ -1619,12 +1661,12 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 // must stay in the kernel's parameter space rather than be copied to the stack.
 template <int CAUSAL, int HEAD_DIM, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, int CP_ASYNC,
           int SWIZZLE, int SPLIT_KV, int WGMMA, int PV_ASYNC, int TMA = 0, int STAGE_RELEASE = 0,
-          int PINGPONG = 0, int TMA_BOX_ROWS = 64, int QK_AHEAD = 0>
+          int PINGPONG = 0, int TMA_BOX_ROWS = 64, int QK_AHEAD = 0, int LAZY_RESCALE = 0>
 __global__ void __launch_bounds__(WARPS * 32) EVO_CLUSTER_DIMS(1, 1, SPLIT_KV)
     fa_s512_v3_kernel(const __grid_constant__ FaParams p) {
   fa::forward<fa::KernelTraits<CAUSAL, HEAD_DIM, BLOCK_M, BLOCK_N, WARPS, STAGES, CP_ASYNC, SWIZZLE,
                                SPLIT_KV, WGMMA, PV_ASYNC, TMA, STAGE_RELEASE, PINGPONG,
-                               TMA_BOX_ROWS, QK_AHEAD>>(p);
+                               TMA_BOX_ROWS, QK_AHEAD, LAZY_RESCALE>>(p);
 }
 
 }  // namespace evo

@@ -153,6 +153,40 @@ TEST(CudaEvaluator, TmaMmaSyncGenomesPassEveryGate) {
   }
 }
 
+// LAZY_RESCALE under mma.sync (with and without TMA; 64x64x4x2 spills 12 bytes with it under
+// NVRTC and is rejected by the resource gate, so a 16-warp block stands in) and wgmma (PV_ASYNC with its wait after the
+// rescale's branch, PINGPONG at head dim 128, one stage, a split-KV cluster merging partials
+// whose bases lag their maxima). The correctness gate's growing-scores check makes the bases
+// rise mid-sequence; racecheck and synccheck run too.
+TEST(CudaEvaluator, LazyRescaleGenomesPassEveryGate) {
+  EVO_REQUIRE_GPU();
+  CudaEvaluator& ev = *shared_evaluator();
+  const auto& space = SearchSpace::for_template("fa_s512_v3");
+  const std::vector<ProblemShape> head_dim_64 = {
+      parse_shape("1x4x1000x64:causal"), parse_shape("1x3x500x64"), parse_shape("2x8x512x64")};
+  const std::vector<ProblemShape> head_dim_128 = {parse_shape("1x4x1000x128:causal"),
+                                                  parse_shape("1x2x300x128")};
+  std::vector<std::pair<const char*, const std::vector<ProblemShape>*>> cases = {
+      {"BLOCK_M=64,BLOCK_N=128,WARPS=16,STAGES=3,SWIZZLE=0,LAZY_RESCALE=1", &head_dim_64}};
+  if (ev.device().arch() == "sm_90a") {
+    for (const char* genes :
+         {"BLOCK_M=32,BLOCK_N=256,WARPS=8,STAGES=2,TMA=1,TMA_BOX_ROWS=32,LAZY_RESCALE=1",
+          "BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=4,WGMMA=1,PV_ASYNC=1,TMA=1,TMA_BOX_ROWS=32,"
+          "LAZY_RESCALE=1",
+          "BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=1,WGMMA=1,TMA=1,LAZY_RESCALE=1",
+          "BLOCK_M=128,BLOCK_N=64,WARPS=8,STAGES=2,SPLIT_KV=4,WGMMA=1,TMA=1,LAZY_RESCALE=1"})
+      cases.emplace_back(genes, &head_dim_64);
+    cases.emplace_back(
+        "BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=3,WGMMA=1,PV_ASYNC=1,TMA=1,STAGE_RELEASE=1,"
+        "PINGPONG=1,TMA_BOX_ROWS=256,LAZY_RESCALE=1",
+        &head_dim_128);
+  }
+  for (const auto& [genes, shapes] : cases) {
+    const v1::Evaluation e = ev.evaluate(space.parse(genes), *shapes, true);
+    EXPECT_EQ(e.status(), v1::OK) << genes << ": " << gate_summary(e);
+  }
+}
+
 TEST(CudaEvaluator, TwentyGenomesSpreadOverTheSpacePassCorrectness) {
   EVO_REQUIRE_GPU();
   CudaEvaluator& ev = *shared_evaluator();

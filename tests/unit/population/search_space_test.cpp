@@ -24,7 +24,7 @@ std::string error_of(const std::function<void()>& f) {
 TEST(SearchSpaceTest, LoadsTheRealSpace) {
   const SearchSpace& s = space();
   EXPECT_EQ(s.id(), "fa_s512_v3");
-  ASSERT_EQ(s.genes().size(), 14u);
+  ASSERT_EQ(s.genes().size(), 15u);
   EXPECT_EQ(s.genes()[0].name, "BLOCK_M");
   EXPECT_EQ(s.genes()[0].values, (std::vector<int64_t>{16, 32, 64, 128}));
   EXPECT_EQ(s.genes()[0].default_value, 32);
@@ -42,7 +42,8 @@ TEST(SearchSpaceTest, LoadsTheRealSpace) {
                                       "tma_fills_swizzled_panels", "tma_mma_sync_whole_stages",
                                       "tma_whole_boxes", "box_rows_name_distinct_boxes",
                                       "box_rows_need_tma", "stage_release_needs_tma", "pingpong_two_warpgroups",
-                                      "qk_ahead_needs_pv_async_tma", "shared_memory_fits_device",
+                                      "qk_ahead_needs_pv_async_tma", "lazy_rescale_not_with_qk_ahead",
+                                      "shared_memory_fits_device",
                                       "supported_head_dim"}));
 }
 
@@ -139,9 +140,9 @@ TEST(SearchSpaceTest, OutputTileAfterTheMergeBufferCountsInSharedMemory) {
 
 TEST(SearchSpaceTest, KernelName) {
   EXPECT_EQ(space().kernel_name(space().default_genome(), parse_shape("1x8x512x64")),
-            "evo::fa_s512_v3_kernel<0, 64, 32, 64, 4, 2, 1, 1, 1, 0, 0, 0, 0, 0, 64, 0>");
+            "evo::fa_s512_v3_kernel<0, 64, 32, 64, 4, 2, 1, 1, 1, 0, 0, 0, 0, 0, 64, 0, 0>");
   EXPECT_EQ(space().kernel_name(space().parse("BLOCK_M=128,SWIZZLE=0"), parse_shape("1x8x512x128:causal")),
-            "evo::fa_s512_v3_kernel<1, 128, 128, 64, 4, 2, 1, 0, 1, 0, 0, 0, 0, 0, 64, 0>");
+            "evo::fa_s512_v3_kernel<1, 128, 128, 64, 4, 2, 1, 0, 1, 0, 0, 0, 0, 0, 64, 0, 0>");
 }
 
 TEST(SearchSpaceTest, FlopsFromTheSpace) {
@@ -164,9 +165,9 @@ TEST(SearchSpaceTest, SizeAndAtCoverEveryGenomeOnce) {
   EXPECT_EQ(texts.size(), space().size());
   // First gene slowest, last fastest.
   EXPECT_EQ(space().at(0).genes_text(),
-            "BLOCK_M=16,BLOCK_N=32,WARPS=1,STAGES=1,CP_ASYNC=0,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64,QK_AHEAD=0");
+            "BLOCK_M=16,BLOCK_N=32,WARPS=1,STAGES=1,CP_ASYNC=0,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64,QK_AHEAD=0,LAZY_RESCALE=0");
   EXPECT_EQ(space().at(1).genes_text(),
-            "BLOCK_M=16,BLOCK_N=32,WARPS=1,STAGES=1,CP_ASYNC=0,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64,QK_AHEAD=1");
+            "BLOCK_M=16,BLOCK_N=32,WARPS=1,STAGES=1,CP_ASYNC=0,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64,QK_AHEAD=0,LAZY_RESCALE=1");
   Genome last = space().at(space().size() - 1);
   for (const auto& gene : space().genes()) EXPECT_EQ(last.get(gene.name), gene.values.back());
   EXPECT_THROW(space().at(space().size()), std::out_of_range);
@@ -245,6 +246,13 @@ TEST(SearchSpaceTest, EveryConstraintRejectsItsViolation) {
   auto ahead_pingpong = pingpong;
   ahead_pingpong.emplace_back("QK_AHEAD", 1);
   EXPECT_EQ(violated(tma_with(ahead_pingpong), p, limit), "qk_ahead_needs_pv_async_tma");
+  // LAZY_RESCALE: with the 2,8 block and with mma.sync, but not beside QK_AHEAD.
+  auto lazy = ahead;
+  lazy.back() = {"LAZY_RESCALE", 1};
+  EXPECT_EQ(violated(tma_with(lazy), p, limit), "(valid)");
+  EXPECT_EQ(violated(with({{"LAZY_RESCALE", 1}}), p, limit), "(valid)");
+  lazy.emplace_back("QK_AHEAD", 1);
+  EXPECT_EQ(violated(tma_with(lazy), p, limit), "lazy_rescale_not_with_qk_ahead");
   EXPECT_EQ(violated(space().default_genome(), p, 36863), "shared_memory_fits_device");
   EXPECT_EQ(violated(space().default_genome(), p, 36864), "(valid)");
   EXPECT_EQ(violated(with({{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"STAGES", 3}}),
@@ -260,7 +268,7 @@ bool hand_valid(const Genome& g, const ProblemShape& p, int64_t smem_limit) {
                 cp = g.get("CP_ASYNC"), sw = g.get("SWIZZLE"), split = g.get("SPLIT_KV"),
                 wg = g.get("WGMMA"), pv = g.get("PV_ASYNC"), tma = g.get("TMA"),
                 rel = g.get("STAGE_RELEASE"), pp = g.get("PINGPONG"), box = g.get("TMA_BOX_ROWS"),
-                ahead = g.get("QK_AHEAD"), d = p.head_dim;
+                ahead = g.get("QK_AHEAD"), lazy = g.get("LAZY_RESCALE"), d = p.head_dim;
   const int64_t wm = std::min(w, bm / 16), wkv = w / wm;
   // wgmma blocks with TMA store their output through a tile after the merge buffer.
   const int64_t merge = (wkv - 1) * 4 * bm * (d + 8) + wg * tma * (split == 1) * 2 * bm * d;
@@ -279,7 +287,7 @@ bool hand_valid(const Genome& g, const ProblemShape& p, int64_t smem_limit) {
          (tma == 0 || ((box != 64 || std::max(bm, bn) > 32) && (box != 256 || std::max(bm, bn) > 64))) &&
          (tma == 1 || box == 64) &&
          (rel == 0 || tma == 1) && (pp == 0 || (w == 8 && rel == 1 && pv == 1)) &&
-         (ahead == 0 || (pv == 1 && tma == 1 && st >= 3 && pp == 0)) &&
+         (ahead == 0 || (pv == 1 && tma == 1 && st >= 3 && pp == 0)) && (lazy == 0 || ahead == 0) &&
          smem <= smem_limit &&
          (d == 64 || d == 128);
 }
@@ -301,9 +309,9 @@ TEST(SearchSpaceTest, ValidityAgreesWithHandWrittenFormulas) {
 
 TEST(SearchSpaceTest, ParseAcceptsPrefixSpacesAndDefaults) {
   Genome g = space().parse(" fa_s512_v3 : BLOCK_M = 64 , WARPS=8 ");
-  EXPECT_EQ(g.text(), "fa_s512_v3:BLOCK_M=64,BLOCK_N=64,WARPS=8,STAGES=2,CP_ASYNC=1,SWIZZLE=1,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64,QK_AHEAD=0");
+  EXPECT_EQ(g.text(), "fa_s512_v3:BLOCK_M=64,BLOCK_N=64,WARPS=8,STAGES=2,CP_ASYNC=1,SWIZZLE=1,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64,QK_AHEAD=0,LAZY_RESCALE=0");
   EXPECT_EQ(space().parse("SWIZZLE=0,BLOCK_M=16").genes_text(),
-            "BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64,QK_AHEAD=0");
+            "BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64,QK_AHEAD=0,LAZY_RESCALE=0");
   EXPECT_EQ(space().parse(""), space().default_genome());
   EXPECT_EQ(space().parse("fa_s512_v3:"), space().default_genome());
 }
@@ -312,7 +320,7 @@ TEST(SearchSpaceTest, ParseErrors) {
   auto parse_error = [](const std::string& t) { return error_of([&] { space().parse(t); }); };
   EXPECT_EQ(parse_error("FOO=1"),
             "unknown gene 'FOO' (genes: BLOCK_M, BLOCK_N, WARPS, STAGES, CP_ASYNC, SWIZZLE, SPLIT_KV, "
-            "WGMMA, PV_ASYNC, TMA, STAGE_RELEASE, PINGPONG, TMA_BOX_ROWS, QK_AHEAD)");
+            "WGMMA, PV_ASYNC, TMA, STAGE_RELEASE, PINGPONG, TMA_BOX_ROWS, QK_AHEAD, LAZY_RESCALE)");
   EXPECT_EQ(parse_error("BLOCK_M=48"), "BLOCK_M=48 is outside its domain {16, 32, 64, 128}");
   EXPECT_EQ(parse_error("BLOCK_M=-16"), "BLOCK_M=-16 is outside its domain {16, 32, 64, 128}");
   for (const char* bad : {"BLOCK_M", "BLOCK_M=", "=32", "BLOCK_M=32,", ",BLOCK_M=32", "BLOCK_M=32,,WARPS=4",

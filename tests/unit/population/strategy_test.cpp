@@ -184,8 +184,11 @@ TEST(StrategyTest, EvolveRecordsOperatorsAndParents) {
 TEST(StrategyTest, EvolveImprovesOnGenerationZero) {
   int improved = 0;
   double evolve_total = 0, random_total = 0;
-  for (uint64_t seed = 1; seed <= 10; ++seed) {
-    auto history = run("evolve", seed, 6, 8);
+  // 16 generations of 8 over 20 seeds: with LAZY_RESCALE the space doubled (a gene this
+  // landscape ignores), and at 6 generations over 10 seeds evolution and random sampling tied
+  // within the seeds' noise (115 against 112; 109 against 113 before the gene).
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    auto history = run("evolve", seed, 16, 8);
     double gen0_best = 1e9, best = 1e9;
     for (size_t i = 0; i < history.size(); ++i) {
       if (i < 8) gen0_best = std::min(gen0_best, *history[i].fitness_us);
@@ -193,12 +196,12 @@ TEST(StrategyTest, EvolveImprovesOnGenerationZero) {
     }
     improved += best < gen0_best;
     evolve_total += best;
-    random_total += top_k(run("random", seed, 6, 8), 1).at(0).fitness_us.value();
+    random_total += top_k(run("random", seed, 16, 8), 1).at(0).fitness_us.value();
   }
   // Generation 0's random top-up draws until the batch is full (it used to fall back to listing
-  // the space, which filled it with weaker genomes): three of these ten seeds start one step
-  // from the optimum, and evolution ends there or better in every seed.
-  EXPECT_GE(improved, 7);
+  // the space, which filled it with weaker genomes), so some seeds start one step from the
+  // optimum and cannot improve on it: 19 of these 20 seeds improve.
+  EXPECT_GE(improved, 14);
   EXPECT_LT(evolve_total, random_total);  // selection beats blind sampling on the same budget
 }
 
@@ -329,11 +332,11 @@ TEST(StrategySparseSpaceTest, RandomAndEvolveFindTheLastValidGenomes) {
   }
 }
 
-// 128^3 = 2,097,152 genomes, past the size random top-up would list, of which 1 in 256 is valid
+// 160^3 = 4,096,000 genomes, past the size random top-up would list, of which 1 in 256 is valid
 // (fa_s512_v3's own space admits about 1 in 160): drawing alone must fill every generation.
 TEST(StrategySparseSpaceTest, DrawingAloneFillsGenerationsOfASpaceTooLargeToList) {
-  const SearchSpace space = three_gene_space("large", 128, "A % 16 == 0 && B % 16 == 0");
-  ASSERT_EQ(space.size(), 2097152u);
+  const SearchSpace space = three_gene_space("large", 160, "A % 16 == 0 && B % 16 == 0");
+  ASSERT_EQ(space.size(), 4096000u);
   for (const char* name : {"random", "evolve"}) {
     const auto generations = three_generations(space, name, 8);
     for (size_t gen = 0; gen < generations.size(); ++gen)
