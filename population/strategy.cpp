@@ -20,7 +20,7 @@ constexpr int kTournamentSize = 3;
 constexpr uint64_t kCrossoverOneIn = 10;  // crossover for 9 of 10 children with distinct parents
 // Past this many genomes, random top-up stops enumerating the space for its last unseen genomes,
 // and exhaustive walks the space itself instead of a list of its valid genomes. A list costs one
-// constraint check a genome (about 12 s for fa_s512_v3's 1,966,080), once per space, shapes and
+// constraint check a genome (8-12 s for fa_s512_v3's 1,966,080), once per space, shapes and
 // limit, and only where drawing cannot fill a batch; without it a shape or card that admits few
 // genomes (1 in 20,000 under a 16 KiB limit) would end its runs on what drawing happened to find.
 constexpr uint64_t kEnumerableSize = uint64_t{1} << 21;
