@@ -221,7 +221,7 @@ struct KernelTraits {
   static_assert(!kQkAhead || (kPvAsync && kTma && kStages >= 3 && !kPingPong),
                 "QK_AHEAD: WGMMA with PV_ASYNC and TMA, three stages or more, no PINGPONG");
   // Under QK_AHEAD the next tile's scores are in flight while the output is rescaled; behind the
-  // lazy rescale's branch ptxas serialises the wgmmas instead (its warning C7514; 4-10 % slower
+  // lazy rescale's branch ptxas serialises the wgmmas instead (its warning C7514; 6-13 % slower
   // at the small shapes, bench/NOTES.md).
   static_assert(!kLazyRescale || !kQkAhead, "LAZY_RESCALE: not with QK_AHEAD");
 };
