@@ -69,6 +69,10 @@ grpc::Status fill_until_refused(Evod& evod, const std::string& db, std::string* 
   return s;
 }
 
+// The open lease must outlive the test: its expiry is a write of its own, which would fail and
+// be logged a second time (filling the database takes 14 s alone, over 30 under a loaded CI).
+const std::vector<std::string> kLongLease = {"--lease-ttl-ms", "600000"};
+
 void expect_full_disk_handled(Evod& evod, const std::string& db, const std::string& log_path) {
   Stored stored = store_some_work(evod);
   std::string before;
@@ -91,7 +95,9 @@ void expect_full_disk_handled(Evod& evod, const std::string& db, const std::stri
 
 TEST(StorageFault, DatabaseSizeCapIsRefusedAsFullAndKeepsWhatIsStored) {
   std::string dir = temp_dir();
-  Evod evod(dir + "/evo.db", dir + "/evod.log", {"--max-db-mb", "1"});
+  std::vector<std::string> flags = kLongLease;
+  flags.insert(flags.end(), {"--max-db-mb", "1"});
+  Evod evod(dir + "/evo.db", dir + "/evod.log", flags);
   expect_full_disk_handled(evod, dir + "/evo.db", dir + "/evod.log");
   fs::remove_all(dir);
 }
@@ -106,7 +112,7 @@ TEST(StorageFault, FullFileSystemIsResourceExhaustedAndKeepsWhatIsStored) {
     GTEST_SKIP() << "cannot mount a small tmpfs here (" << why << "); the size-cap test covers SQLITE_FULL";
   }
   {
-    Evod evod(data + "/evo.db", dir + "/evod.log");
+    Evod evod(data + "/evo.db", dir + "/evod.log", kLongLease);
     expect_full_disk_handled(evod, data + "/evo.db", dir + "/evod.log");
     evod.process().kill(SIGKILL);
     evod.process().wait();
