@@ -47,9 +47,11 @@
 #
 # Expected time on an H100/H200 with the defaults (5 runs x 3 generations x 12 = 180 candidates,
 # plus a confirming second measurement and the sanitizer for each would-be elite):
-#   daemons up ~5 s; runs ~4-5 min: compiles run in parallel on the host's CPUs, and each
-#   evaluation of the big shapes (4x16x2048x64, 2x16x4096x128) takes ~1 s of timing, the small ones
-#   well under that; the sanitizer pass of each elite candidate ~5-10 s; export ~1 s; bench ~3 min:
+#   daemons up ~5 s; runs: measured at about 17 s per candidate with one worker on an H100
+#   (bench/NOTES.md, suite 13: 21 candidates of five warm-started runs in 360 s, compile,
+#   three correctness checks, timing and the elites' sanitizer passes together), so the default
+#   budget takes most of an hour and EVO_RUN_TIMEOUT cancels it well before: give a few buckets,
+#   or few candidates, per invocation; export ~1 s; bench ~3 min:
 #   nvcc builds the table (~1-2 min, every variant for both head dims and both causal settings),
 #   Triton pre-compiles its configs (~30 s), then ~3-5 s per shape and causal setting.
 #
