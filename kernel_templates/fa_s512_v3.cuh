@@ -834,15 +834,16 @@ __device__ __forceinline__ bool online_softmax(float (&s)[T::kMTiles][T::kSTiles
         mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float tile_max = mx * scale_log2;
       float new_max;
       if constexpr (T::kLazyRescale) {
         // A base of -inf (every key masked so far) rises to any finite max: -inf + 8 is -inf.
-        const bool raise = mx * scale_log2 > row_max[mt][h] + kLazyHeadroom;
-        new_max = raise ? mx * scale_log2 : row_max[mt][h];
+        const bool raise = tile_max > row_max[mt][h] + kLazyHeadroom;
+        new_max = raise ? tile_max : row_max[mt][h];
         alpha[mt][h] = raise ? fast_exp2(row_max[mt][h] - new_max) : 1.f;
         rescaled |= raise;
       } else {
-        new_max = fmaxf(row_max[mt][h], mx * scale_log2);
+        new_max = fmaxf(row_max[mt][h], tile_max);
       }
       // A row with every key masked so far keeps max -inf; subtract 0 to avoid inf - inf.
       const float base = new_max == neg_inf() ? 0.f : new_max;

@@ -19,7 +19,8 @@ namespace {
 constexpr int kTournamentSize = 3;
 constexpr uint64_t kCrossoverOneIn = 10;  // crossover for 9 of 10 children with distinct parents
 // Past this many genomes, random top-up stops enumerating the space for its last unseen genomes,
-// and exhaustive walks the space itself instead of a list of its valid genomes. A list costs one
+// and exhaustive walks the whole space for every generation instead of a list of its valid
+// genomes (for fa_s512_v3's test enumeration, 37 at a time, that took 400 s). A list costs one
 // constraint check a genome (8-12 s for fa_s512_v3's 1,966,080), once per space, shapes and
 // limit, and only where drawing cannot fill a batch; without it a shape or card that admits few
 // genomes (1 in 20,000 under a 16 KiB limit) would end its runs on what drawing happened to find.
@@ -183,20 +184,13 @@ class ExhaustiveStrategy : public StrategyBase {
         offer(batch, {space().at(i), "exhaustive", {}});
       }
     } else {
-      // Genomes are offered in index order, so a strategy kept across generations resumes where
-      // the last one stopped; a fresh one (evod builds one per generation) starts at 0 and skips
-      // what history holds, and so proposes the same. Kept, it no longer rescans the space for
-      // every generation (400 s to enumerate fa_s512_v3's 1,966,080 genomes 37 at a time).
-      for (const uint64_t n = space().size(); next_index_ < n && !batch.full(); ++next_index_)
-        offer(batch, {space().at(next_index_), "exhaustive", {}});
+      for (uint64_t i = 0, n = space().size(); i < n && !batch.full(); ++i)
+        offer(batch, {space().at(i), "exhaustive", {}});
     }
     auto out = batch.take();
     log_generation("exhaustive", generation, batch, out.size());
     return out;
   }
-
- private:
-  uint64_t next_index_ = 0;  // past the space's end once every genome has been offered
 };
 
 class EvolveStrategy : public StrategyBase {
