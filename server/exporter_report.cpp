@@ -34,6 +34,12 @@ const v1::GateVerdict* find_gate(const v1::Evaluation& e, const std::string& nam
   return nullptr;
 }
 
+// A gate's wall time on the worker; "-" where it was not timed (not reached, or older evidence).
+std::string elapsed_text(const v1::GateVerdict& g) {
+  if (g.elapsed_ms() <= 0) return "-";
+  return fixed(g.elapsed_ms(), g.elapsed_ms() < 10 ? 1 : 0);
+}
+
 void report_variant(std::ostringstream& o, const ExportVariant& v, size_t index, size_t count) {
   const v1::Evaluation& e = v.evidence;
   if (count > 1) o << "## Variant " << index << "\n\n";
@@ -60,9 +66,17 @@ void report_variant(std::ostringstream& o, const ExportVariant& v, size_t index,
   if (e.gates().empty()) {
     o << "No gate verdicts were recorded.\n\n";
   } else {
-    o << "| gate | verdict | detail |\n| --- | --- | --- |\n";
-    for (const auto& g : e.gates()) o << "| " << g.gate() << " | " << g.verdict() << " | " << g.detail() << " |\n";
+    o << "| gate | verdict | wall ms | detail |\n| --- | --- | --- | --- |\n";
+    for (const auto& g : e.gates())
+      o << "| " << g.gate() << " | " << g.verdict() << " | " << elapsed_text(g) << " | " << g.detail() << " |\n";
     o << "\n";
+    if (e.wall_ms() > 0) {
+      double gates_ms = 0;
+      for (const auto& g : e.gates()) gates_ms += g.elapsed_ms();
+      o << "The evaluation took " << fixed(e.wall_ms(), 0) << " ms on the worker, " << fixed(gates_ms, 0)
+        << " of them in the gates; the rest is the wait for the GPU and the start-up of the"
+           " evaluation's processes.\n\n";
+    }
   }
   const v1::GateVerdict* sanitizer = find_gate(e, "sanitizer");
   o << "Sanitizer (memcheck, racecheck, initcheck, synccheck): "

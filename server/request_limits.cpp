@@ -75,6 +75,7 @@ void check_evaluation(const v1::Evaluation& e) {
     throw InputError("evaluation.status " + std::to_string(e.status()) + " is not an EvalStatus");
   check_time(e.fitness_us(), "evaluation.fitness_us");
   check_time(e.compile_ms(), "evaluation.compile_ms");
+  check_time(e.wall_ms(), "evaluation.wall_ms");
   const auto& r = e.resources();
   check_non_negative(r.registers(), "evaluation.resources.registers");
   check_non_negative(r.spill_store_bytes(), "evaluation.resources.spill_store_bytes");
@@ -84,6 +85,8 @@ void check_evaluation(const v1::Evaluation& e) {
   check_non_negative(r.dynamic_smem_bytes(), "evaluation.resources.dynamic_smem_bytes");
   check_non_negative(r.threads_per_block(), "evaluation.resources.threads_per_block");
   check_count(e.gates_size(), kMaxGates, "evaluation.gates");
+  for (int i = 0; i < e.gates_size(); ++i)
+    check_time(e.gates(i).elapsed_ms(), "evaluation.gates[" + std::to_string(i) + "].elapsed_ms");
   check_count(e.shapes_size(), kMaxShapes, "evaluation.shapes");
   for (int i = 0; i < e.shapes_size(); ++i) {
     const auto& s = e.shapes(i);

@@ -95,9 +95,11 @@ void print_text(const Genome& g, const v1::Evaluation& e) {
   std::printf("device    %s (%s, backend %s)%s\n", e.device().gpu_name().c_str(),
               e.device().arch().c_str(), e.device().backend().c_str(),
               e.estimated() ? "  [ESTIMATED, not measured]" : "");
-  std::printf("gates\n");
+  std::printf("gates (wall ms on this machine)\n");
   for (const auto& v : e.gates())
-    std::printf("  %-13s %-8s %s\n", v.gate().c_str(), v.verdict().c_str(), v.detail().c_str());
+    std::printf("  %-13s %-8s %8.0f  %s\n", v.gate().c_str(), v.verdict().c_str(), v.elapsed_ms(),
+                v.detail().c_str());
+  if (e.wall_ms() > 0) std::printf("wall      %.0f ms in all\n", e.wall_ms());
   const auto& r = e.resources();
   if (r.registers() > 0)
     std::printf("resources %d registers, %d B stack frame, %d/%d B spill stores/loads, "

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "errors.h"
+#include "gate_clock.h"
 #include "kernel_compiler.h"
 #include "pre_launch_gates.h"
 
@@ -137,11 +138,15 @@ class ModelEvaluator : public Evaluator {
 
   v1::Evaluation evaluate(const Genome& g, const std::vector<ProblemShape>& shapes,
                           bool run_sanitizer) override {
+    const GateClock clock;
     v1::Evaluation eval;
     eval.set_estimated(true);
     *eval.mutable_device() = info_;
     const auto kernels = run_pre_launch_gates(compiler_, g, shapes, dev_.smem_per_block_optin, eval);
-    if (!kernels) return eval;
+    if (!kernels) {
+      eval.set_wall_ms(clock.total_ms());
+      return eval;
+    }
     for (const char* gate : {"correct", "timed", "sanitizer"})
       add_gate(eval, gate, "skipped", "model evaluator");
 
@@ -168,6 +173,7 @@ class ModelEvaluator : public Evaluator {
     }
     eval.set_fitness_us(std::exp(log_sum / shapes.size()));
     eval.set_status(v1::OK);
+    eval.set_wall_ms(clock.total_ms());
     spdlog::info("candidate={} genome={} estimated fitness {:.2f} us", g.hash(), g.text(),
                  eval.fitness_us());
     return eval;

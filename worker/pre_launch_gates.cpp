@@ -5,6 +5,7 @@
 #include <map>
 
 #include "errors.h"
+#include "gate_clock.h"
 #include "resource_gate.h"
 #include "sass_check.h"
 #include "search_space.h"
@@ -12,21 +13,35 @@
 namespace evo {
 
 void add_gate(v1::Evaluation& eval, const std::string& gate, const std::string& verdict,
-              const std::string& detail) {
+              const std::string& detail, double elapsed_ms) {
   auto* v = eval.add_gates();
   v->set_gate(gate);
   v->set_verdict(verdict);
   v->set_detail(detail);
+  v->set_elapsed_ms(elapsed_ms);
+}
+
+void set_gate(v1::Evaluation& eval, const std::string& gate, const std::string& verdict,
+              const std::string& detail, std::optional<double> elapsed_ms) {
+  for (auto& g : *eval.mutable_gates())
+    if (g.gate() == gate) {
+      g.set_verdict(verdict);
+      g.set_detail(detail);
+      if (elapsed_ms) g.set_elapsed_ms(*elapsed_ms);
+      return;
+    }
+  add_gate(eval, gate, verdict, detail, elapsed_ms.value_or(0));
 }
 
 namespace {
 
 std::optional<std::vector<CompiledKernel>> reject(v1::Evaluation& eval, v1::EvalStatus status,
                                                   const std::string& gate,
-                                                  const std::string& message, const Genome& g) {
+                                                  const std::string& message, const Genome& g,
+                                                  GateClock& clock) {
   eval.set_status(status);
   eval.set_message(message);
-  add_gate(eval, gate, "failed", message);
+  add_gate(eval, gate, "failed", message, clock.lap_ms());
   spdlog::info("candidate={} rejected at gate {}: {}", g.hash(), gate, message);
   return std::nullopt;
 }
@@ -36,13 +51,14 @@ std::optional<std::vector<CompiledKernel>> reject(v1::Evaluation& eval, v1::Eval
 std::optional<std::vector<CompiledKernel>> run_pre_launch_gates(
     KernelCompiler& compiler, const Genome& g, const std::vector<ProblemShape>& shapes,
     int64_t smem_limit, v1::Evaluation& eval) {
+  GateClock clock;
   const SearchSpace* space = nullptr;
   try {
     space = &SearchSpace::for_template(g.template_id());
   } catch (const std::exception& e) {
-    return reject(eval, v1::INVALID, "valid", e.what(), g);
+    return reject(eval, v1::INVALID, "valid", e.what(), g, clock);
   }
-  if (shapes.empty()) return reject(eval, v1::INVALID, "valid", "no problem shape given", g);
+  if (shapes.empty()) return reject(eval, v1::INVALID, "valid", "no problem shape given", g, clock);
 
   // Gate 1: every shape, before any compile.
   for (const auto& shape : shapes) {
@@ -50,13 +66,13 @@ std::optional<std::vector<CompiledKernel>> run_pre_launch_gates(
     try {
       violated = space->violated_constraint(g, shape, smem_limit, sm_arch_number(compiler.arch()));
     } catch (const std::exception& e) {
-      return reject(eval, v1::INVALID, "valid", e.what(), g);
+      return reject(eval, v1::INVALID, "valid", e.what(), g, clock);
     }
     if (violated)
-      return reject(eval, v1::INVALID, "valid", "violates " + *violated + " at " + shape.text(), g);
+      return reject(eval, v1::INVALID, "valid", "violates " + *violated + " at " + shape.text(), g, clock);
   }
-  add_gate(eval, "valid", "passed", "all constraints hold for " + std::to_string(shapes.size()) +
-                                        " shape(s)");
+  add_gate(eval, "valid", "passed",
+           "all constraints hold for " + std::to_string(shapes.size()) + " shape(s)", clock.lap_ms());
 
   // Gate 2: start every distinct kernel's compile at once, so that they run in parallel.
   std::map<std::string, std::shared_future<CompiledKernel>> pending;
@@ -73,9 +89,9 @@ std::optional<std::vector<CompiledKernel>> run_pre_launch_gates(
       k = pending.at(space->kernel_name(g, shape)).get();
     } catch (const CompileError& e) {
       eval.mutable_resources()->set_ptxas_log(e.log());
-      return reject(eval, v1::COMPILE_ERROR, "compile", e.what(), g);
+      return reject(eval, v1::COMPILE_ERROR, "compile", e.what(), g, clock);
     } catch (const std::exception& e) {
-      return reject(eval, v1::COMPILE_ERROR, "compile", e.what(), g);
+      return reject(eval, v1::COMPILE_ERROR, "compile", e.what(), g, clock);
     }
     const LaunchConfig launch = space->launch(g, shape);
     k.resources.set_dynamic_smem_bytes(static_cast<int32_t>(launch.smem_bytes));
@@ -90,7 +106,7 @@ std::optional<std::vector<CompiledKernel>> run_pre_launch_gates(
       *eval.mutable_resources() = k.resources;
       eval.set_compile_ms(compile_ms);
       eval.set_cache_hit(all_hits);
-      return reject(eval, v1::RESOURCE_REJECT, "compile", *why, g);
+      return reject(eval, v1::RESOURCE_REJECT, "compile", *why, g, clock);
     }
     kernels.push_back(std::move(k));
   }
@@ -101,7 +117,8 @@ std::optional<std::vector<CompiledKernel>> run_pre_launch_gates(
            std::to_string(r.registers()) + " registers, " + std::to_string(r.stack_frame_bytes()) +
                " bytes stack, " + std::to_string(r.spill_store_bytes()) + " bytes spilled, " +
                std::to_string(r.static_smem_bytes() + r.dynamic_smem_bytes()) + " bytes smem" +
-               (all_hits ? " (cached)" : ""));
+               (all_hits ? " (cached)" : ""),
+           clock.lap_ms());  // waited for: a prefetched compile may have started long before
 
   // Gate 3: the SASS of each distinct kernel.
   std::map<std::string, SassVerdict> judged;
@@ -109,11 +126,12 @@ std::optional<std::vector<CompiledKernel>> run_pre_launch_gates(
     if (judged.count(k.lowered_name)) continue;
     SassVerdict v = check_tensor_core_sass(k.cubin_path, k.lowered_name);
     if (v.verdict == "failed")
-      return reject(eval, v1::RESOURCE_REJECT, "tensor_cores", v.detail + " (" + k.name_expression + ")", g);
+      return reject(eval, v1::RESOURCE_REJECT, "tensor_cores",
+                    v.detail + " (" + k.name_expression + ")", g, clock);
     judged.emplace(k.lowered_name, std::move(v));
   }
   const SassVerdict& first = judged.begin()->second;
-  add_gate(eval, "tensor_cores", first.verdict, first.detail);
+  add_gate(eval, "tensor_cores", first.verdict, first.detail, clock.lap_ms());
   return kernels;
 }
 

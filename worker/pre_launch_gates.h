@@ -25,8 +25,12 @@ std::optional<std::vector<CompiledKernel>> run_pre_launch_gates(KernelCompiler& 
                                                                 int64_t smem_limit,
                                                                 v1::Evaluation& eval);
 
-// Appends a gate verdict to eval.
+// Appends a gate verdict to eval, with the wall time spent in the gate.
 void add_gate(v1::Evaluation& eval, const std::string& gate, const std::string& verdict,
-              const std::string& detail);
+              const std::string& detail, double elapsed_ms = 0);
+// Sets the named gate's verdict and detail, adding the gate where eval has none of that name; its
+// elapsed time only where one is given (a later verdict on a gate keeps the time it measured).
+void set_gate(v1::Evaluation& eval, const std::string& gate, const std::string& verdict,
+              const std::string& detail, std::optional<double> elapsed_ms = std::nullopt);
 
 }  // namespace evo

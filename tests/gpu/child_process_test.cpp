@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -239,6 +240,79 @@ TEST(SanitizerGate, SkippedWithoutComputeSanitizer) {
   EXPECT_FALSE(v.failed);
   EXPECT_EQ(v.gate.gate(), "sanitizer");
   EXPECT_EQ(v.gate.verdict(), "skipped");
+}
+
+// A stand-in for compute-sanitizer, no GPU needed: every tool "finds" an error, memcheck last of
+// all; each run notes how many tools' processes were running when it finished its sleep.
+class FakeSanitizer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (std::filesystem::temp_directory_path() /
+            ("evo-fake-sanitizer-" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name()))
+               .string();
+    std::filesystem::create_directories(dir_);
+    script_ = dir_ + "/compute-sanitizer";
+    std::ofstream f(script_);
+    f << "#!/bin/sh\n"
+         "tool=$2\n"
+         "touch '" << dir_ << "/running.'$tool\n"
+         "if [ \"$tool\" = memcheck ]; then sleep 2; else sleep 1; fi\n"
+         "ls '" << dir_ << "' | grep -c '^running\\.' > '" << dir_ << "/seen.'$tool\n"
+         "rm -f '" << dir_ << "/running.'$tool\n"
+         "echo \"========= fake error from $tool\"\n"
+         "exit " << kSanitizerErrorExit << "\n";
+    f.close();
+    std::filesystem::permissions(script_, std::filesystem::perms::owner_all);
+  }
+  void TearDown() override {
+    unsetenv("EVO_SANITIZER_JOBS");
+    std::filesystem::remove_all(dir_);
+  }
+  int seen(const std::string& tool) const {
+    std::ifstream f(dir_ + "/seen." + tool);
+    int n = 0;
+    f >> n;
+    return n;
+  }
+  SanitizerVerdict run() const { return run_sanitizer_gate(script_, self_executable(), EvalRequest{}, dir_, 20000); }
+
+  std::string dir_, script_;
+};
+
+TEST_F(FakeSanitizer, ToolsRunAtOnceAndTheVerdictFollowsTheToolsOrder) {
+  const SanitizerVerdict v = run();
+  EXPECT_TRUE(v.failed);
+  EXPECT_EQ(v.gate.verdict(), "failed");
+  // memcheck finished last, and it is still the verdict: the first tool in order that failed.
+  EXPECT_EQ(v.gate.detail(), "memcheck: fake error from memcheck");
+  EXPECT_EQ(v.message, "sanitizer_error: memcheck: fake error from memcheck");
+  int most = 0;
+  for (const auto& tool : sanitizer_tools()) most = std::max(most, seen(tool));
+  EXPECT_GE(most, 2) << "no two tools' processes overlapped";
+}
+
+TEST_F(FakeSanitizer, OneJobRunsTheToolsOneAfterAnother) {
+  setenv("EVO_SANITIZER_JOBS", "1", 1);
+  ASSERT_EQ(sanitizer_jobs(), 1);
+  const SanitizerVerdict v = run();
+  EXPECT_EQ(v.gate.detail(), "memcheck: fake error from memcheck");
+  for (const auto& tool : sanitizer_tools()) EXPECT_EQ(seen(tool), 1) << tool;
+}
+
+TEST_F(FakeSanitizer, BadJobCountIsOneClearError) {
+  for (const char* bad : {"0", "-2", "two", "3x"}) {
+    setenv("EVO_SANITIZER_JOBS", bad, 1);
+    try {
+      sanitizer_jobs();
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(std::string(e.what()),
+                std::string("EVO_SANITIZER_JOBS must be a whole number from 1, got '") + bad + "'");
+    }
+  }
+  setenv("EVO_SANITIZER_JOBS", "64", 1);
+  EXPECT_EQ(sanitizer_jobs(), static_cast<int>(sanitizer_tools().size()));
 }
 
 }  // namespace

@@ -55,6 +55,13 @@ TEST(CudaEvaluator, DefaultGenomePassesEveryGateShape) {
   EXPECT_EQ(e.gates(3).verdict(), "passed");
   EXPECT_EQ(e.gates(4).verdict(), "passed");
   EXPECT_EQ(e.gates(5).verdict(), "not_run");
+  // Each gate that ran says how long it took, and the evaluation's wall time covers them all.
+  double gates_ms = 0;
+  for (const auto& g : e.gates()) gates_ms += g.elapsed_ms();
+  EXPECT_GT(e.gates(3).elapsed_ms(), 0);
+  EXPECT_GT(e.gates(4).elapsed_ms(), 0);
+  EXPECT_EQ(e.gates(5).elapsed_ms(), 0);
+  EXPECT_GE(e.wall_ms(), gates_ms);
   ASSERT_EQ(e.shapes_size(), 6);
   for (const auto& s : e.shapes()) {
     EXPECT_GT(s.median_us(), 0);
@@ -232,6 +239,10 @@ TEST(CudaEvaluator, ComputeSanitizerPassesTheDefaultGenome) {
   ASSERT_EQ(e.status(), v1::OK) << gate_summary(e);
   EXPECT_EQ(e.gates(5).verdict(), "passed") << e.gates(5).detail();
   EXPECT_NE(e.gates(5).detail().find("racecheck"), std::string::npos);
+  EXPECT_GT(e.gates(5).elapsed_ms(), 0);
+  std::printf("gate wall ms:");
+  for (const auto& g : e.gates()) std::printf(" %s %.0f", g.gate().c_str(), g.elapsed_ms());
+  std::printf(", evaluation %.0f\n", e.wall_ms());
 }
 
 }  // namespace

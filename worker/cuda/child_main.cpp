@@ -12,6 +12,8 @@
 #include "cuda_error.h"
 #include "eval_request.h"
 #include "evo/evo.pb.h"
+#include "gate_clock.h"
+#include "pre_launch_gates.h"
 #include "shape_gates.h"
 #include "shape_proto.h"
 
@@ -36,21 +38,6 @@ std::string read_file(const std::string& path) {
 bool write_result(const v1::Evaluation& e, const std::string& path) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   return out && e.SerializeToOstream(&out) && out.flush();
-}
-
-void set_gate(v1::Evaluation& e, const std::string& gate, const std::string& verdict,
-              const std::string& detail) {
-  for (auto& g : *e.mutable_gates()) {
-    if (g.gate() == gate) {
-      g.set_verdict(verdict);
-      g.set_detail(detail);
-      return;
-    }
-  }
-  auto* g = e.add_gates();
-  g->set_gate(gate);
-  g->set_verdict(verdict);
-  g->set_detail(detail);
 }
 
 // Cubins are per (CAUSAL, HEAD_DIM); load each once.
@@ -79,6 +66,7 @@ void run_gates(const EvalRequest& req, v1::Evaluation& e, std::string& stage) {
   for (const auto& job : req.shapes) *e.add_shapes()->mutable_shape() = shape_to_proto(job.shape);
 
   if (req.run_correct) {
+    GateClock clock;
     stage = "loading the reference kernel";
     reference = std::make_unique<LoadedKernel>(req.reference_cubin, req.reference_kernel);
     for (size_t i = 0; i < req.shapes.size(); ++i) {
@@ -94,19 +82,21 @@ void run_gates(const EvalRequest& req, v1::Evaluation& e, std::string& stage) {
       if (r.failure) {
         e.set_status(v1::INCORRECT);
         e.set_message("incorrect: " + *r.failure);
-        set_gate(e, "correct", "failed", *r.failure);
+        set_gate(e, "correct", "failed", *r.failure, clock.total_ms());
         set_gate(e, "timed", "not_run", "");
         return;
       }
     }
     set_gate(e, "correct", "passed",
              std::to_string(req.shapes.size()) + " shapes, each checked twice around " +
-                 std::to_string(req.repeated_launches) + " back-to-back launches");
+                 std::to_string(req.repeated_launches) + " back-to-back launches",
+             clock.total_ms());
   } else {
     set_gate(e, "correct", "not_run", "");
   }
 
   if (req.run_timed) {
+    GateClock clock;
     std::vector<double> medians;
     std::string plans;  // per shape, how the samples were taken (plan_timing may trim them)
     for (size_t i = 0; i < req.shapes.size(); ++i) {
@@ -129,7 +119,8 @@ void run_gates(const EvalRequest& req, v1::Evaluation& e, std::string& stage) {
     e.set_fitness_us(cuda::geometric_mean(medians));
     set_gate(e, "timed", "passed",
              "graph replays x back-to-back launches per shape: " + plans + ", after " +
-                 std::to_string(req.warmup_launches) + " warm-up");
+                 std::to_string(req.warmup_launches) + " warm-up",
+             clock.total_ms());
   } else {
     set_gate(e, "timed", "not_run", "");
   }

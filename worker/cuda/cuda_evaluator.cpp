@@ -11,6 +11,7 @@
 #include "child_process.h"
 #include "device_probe.h"
 #include "evaluation_child.h"
+#include "gate_clock.h"
 #include "gate_math.h"
 #include "gate_thresholds.h"
 #include "pre_launch_gates.h"
@@ -36,17 +37,6 @@ void complete_gates(v1::Evaluation& eval) {
       add_gate(eval, name, "not_run", "");
     }
   }
-}
-
-void set_gate(v1::Evaluation& eval, const std::string& gate, const std::string& verdict,
-              const std::string& detail) {
-  for (auto& g : *eval.mutable_gates())
-    if (g.gate() == gate) {
-      g.set_verdict(verdict);
-      g.set_detail(detail);
-      return;
-    }
-  add_gate(eval, gate, verdict, detail);
 }
 
 // A private directory for one evaluation's request, result and log files.
@@ -132,9 +122,10 @@ CudaEvaluator::CudaEvaluator(const EvaluatorOptions& options, v1::DeviceInfo dev
   }
   child_exe_ = cuda::self_executable();
   sanitizer_ = cuda::find_compute_sanitizer();
-  spdlog::info("cuda evaluator on {} ({}, {} SMs), watchdog {} ms, compute-sanitizer: {}",
+  const int sanitizer_jobs = cuda::sanitizer_jobs();  // a bad EVO_SANITIZER_JOBS stops the start
+  spdlog::info("cuda evaluator on {} ({}, {} SMs), watchdog {} ms, compute-sanitizer: {} ({} tools at once)",
                device_.gpu_name(), arch, device_.sm_count(), options_.timeout_ms,
-               sanitizer_.empty() ? "not found" : sanitizer_);
+               sanitizer_.empty() ? "not found" : sanitizer_, sanitizer_jobs);
 }
 
 CudaEvaluator::~CudaEvaluator() = default;
@@ -156,6 +147,7 @@ void CudaEvaluator::prefetch(const Genome& g, const std::vector<ProblemShape>& s
 
 v1::Evaluation CudaEvaluator::evaluate(const Genome& g, const std::vector<ProblemShape>& shapes,
                                        bool run_sanitizer) {
+  GateClock clock;
   v1::Evaluation eval;
   *eval.mutable_device() = device_;
   auto kernels = run_pre_launch_gates(*compiler_, g, shapes, device_.smem_per_block_optin(), eval);
@@ -165,6 +157,7 @@ v1::Evaluation CudaEvaluator::evaluate(const Genome& g, const std::vector<Proble
                      run_sanitizer || options_.sanitize, g.hash(), eval);
   }
   complete_gates(eval);
+  eval.set_wall_ms(clock.total_ms());
   spdlog::info("candidate={} genome={} status={} fitness_us={:.2f} {}", g.hash(), g.genes_text(),
                v1::EvalStatus_Name(eval.status()), eval.fitness_us(), eval.message());
   return eval;
@@ -173,19 +166,21 @@ v1::Evaluation CudaEvaluator::evaluate(const Genome& g, const std::vector<Proble
 v1::Evaluation CudaEvaluator::evaluate_source(const SourceKernel& kernel,
                                               const std::vector<ProblemShape>& shapes,
                                               bool run_sanitizer) {
+  GateClock clock;
   v1::Evaluation eval;
   *eval.mutable_device() = device_;
   const std::string candidate = kernel.source_id;
   auto reject = [&](v1::EvalStatus status, const std::string& gate, const std::string& msg) {
     eval.set_status(status);
     eval.set_message(msg);
-    set_gate(eval, gate, "failed", msg);
+    set_gate(eval, gate, "failed", msg, clock.lap_ms());
     complete_gates(eval);
+    eval.set_wall_ms(clock.total_ms());
     spdlog::info("candidate={} status={} {}", candidate, v1::EvalStatus_Name(status), msg);
     return eval;
   };
   if (shapes.empty()) return reject(v1::INVALID, "valid", "no problem shape given");
-  add_gate(eval, "valid", "passed", "source kernel: no search space to check");
+  add_gate(eval, "valid", "passed", "source kernel: no search space to check", clock.lap_ms());
 
   std::map<std::string, std::shared_future<CompiledKernel>> pending;
   for (const auto& s : shapes) {
@@ -214,10 +209,12 @@ v1::Evaluation CudaEvaluator::evaluate_source(const SourceKernel& kernel,
     }
     kernels.push_back(std::move(k));
   }
-  add_gate(eval, "compile", "passed", std::to_string(eval.resources().registers()) + " registers");
+  add_gate(eval, "compile", "passed", std::to_string(eval.resources().registers()) + " registers",
+           clock.lap_ms());
   add_gate(eval, "tensor_cores", "skipped", "source kernel: not required");
   run_launch_gates(kernels, shapes, kernel.launch, run_sanitizer || options_.sanitize, candidate, eval);
   complete_gates(eval);
+  eval.set_wall_ms(clock.total_ms());
   spdlog::info("candidate={} status={} {}", candidate, v1::EvalStatus_Name(eval.status()), eval.message());
   return eval;
 }
@@ -257,11 +254,12 @@ void CudaEvaluator::run_launch_gates(const std::vector<CompiledKernel>& kernels,
   how.tag = "gates";
   const cuda::ChildOutcome outcome = cuda::run_evaluation_child(req, how);
   const v1::Evaluation& child = outcome.evaluation;
-  spdlog::debug("candidate={} child exit {} log: {}", candidate, outcome.exit_code, outcome.log);
+  spdlog::debug("candidate={} child exit {} after {:.0f} ms, log: {}", candidate, outcome.exit_code,
+                outcome.wall_ms, outcome.log);
 
   eval.set_status(child.status());
   eval.set_message(child.message());
-  for (const auto& g : child.gates()) set_gate(eval, g.gate(), g.verdict(), g.detail());
+  for (const auto& g : child.gates()) set_gate(eval, g.gate(), g.verdict(), g.detail(), g.elapsed_ms());
   *eval.mutable_shapes() = child.shapes();
   eval.set_fitness_us(child.fitness_us());
   if (!outcome.result_written || child.status() == v1::TIMEOUT) {
@@ -278,9 +276,10 @@ void CudaEvaluator::run_launch_gates(const std::vector<CompiledKernel>& kernels,
   sreq.run_timed = false;
   sreq.repeated_launches = 2;  // the tools are slow; a second launch still shows state left behind
   sreq.shapes = sanitizer_jobs(kernels, shapes, launch_for);
+  const GateClock clock;
   const cuda::SanitizerVerdict v =
       cuda::run_sanitizer_gate(sanitizer_, child_exe_, sreq, dir->path, gates::kSanitizerWatchdogMs);
-  set_gate(eval, "sanitizer", v.gate.verdict(), v.gate.detail());
+  set_gate(eval, "sanitizer", v.gate.verdict(), v.gate.detail(), clock.total_ms());
   if (v.failed) {
     eval.set_status(v1::SANITIZER_ERROR);
     eval.set_message(v.message);

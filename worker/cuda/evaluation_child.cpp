@@ -51,6 +51,7 @@ ChildOutcome run_evaluation_child(EvalRequest req, const ChildLaunch& how) {
     return out;
   }
   out.log = exit.stderr_tail;
+  out.wall_ms = exit.wall_ms;
   out.exit_code = exit.timed_out || exit.signaled ? -1 : exit.exit_code;
   auto& e = out.evaluation;
   if (exit.timed_out) {

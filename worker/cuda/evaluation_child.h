@@ -24,6 +24,7 @@ struct ChildOutcome {
   bool result_written = false;
   int exit_code = -1;         // -1 when killed
   std::string log;            // tail of the child's stdout+stderr
+  double wall_ms = 0;         // from start to exit: the gates plus the process's own start-up
 };
 
 // req.result_path is set here.

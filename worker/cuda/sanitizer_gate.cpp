@@ -3,8 +3,12 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <sstream>
+#include <stdexcept>
+#include <thread>
 
 #include "evaluation_child.h"
 #include "gate_math.h"
@@ -36,6 +40,18 @@ std::string find_compute_sanitizer() {
        {root + "/bin/compute-sanitizer", root + "/compute-sanitizer/compute-sanitizer"})
     if (executable(candidate)) return candidate;
   return {};
+}
+
+int sanitizer_jobs() {
+  const int all = static_cast<int>(sanitizer_tools().size());
+  const char* env = std::getenv("EVO_SANITIZER_JOBS");
+  if (!env || !*env) return all;
+  char* end = nullptr;
+  errno = 0;
+  const long n = std::strtol(env, &end, 10);
+  if (*end != '\0' || errno != 0 || n < 1)
+    throw std::runtime_error(std::string("EVO_SANITIZER_JOBS must be a whole number from 1, got '") + env + "'");
+  return static_cast<int>(std::min<long>(n, all));
 }
 
 const std::vector<std::string>& sanitizer_tools() {
@@ -70,7 +86,12 @@ SanitizerVerdict run_sanitizer_gate(const std::string& sanitizer, const std::str
     v.gate.set_detail("compute-sanitizer not found (set EVO_COMPUTE_SANITIZER or CUDA_HOME)");
     return v;
   }
-  for (const auto& tool : sanitizer_tools()) {
+  // One child per tool, a batch of sanitizer_jobs() at a time; every tool's outcome is kept so
+  // that the verdict does not depend on which process finished first.
+  const auto& tools = sanitizer_tools();
+  std::vector<ChildOutcome> outcomes(tools.size());
+  auto run_tool = [&](size_t i) {
+    const std::string& tool = tools[i];
     ChildLaunch how;
     how.exe = exe;
     how.wrapper = {sanitizer, "--tool", tool, "--error-exitcode", std::to_string(kSanitizerErrorExit),
@@ -81,7 +102,17 @@ SanitizerVerdict run_sanitizer_gate(const std::string& sanitizer, const std::str
     how.timeout_ms = timeout_ms;
     how.work_dir = work_dir;
     how.tag = "sanitizer-" + tool;
-    const ChildOutcome o = run_evaluation_child(req, how);
+    outcomes[i] = run_evaluation_child(req, how);
+  };
+  const size_t jobs = static_cast<size_t>(sanitizer_jobs());
+  for (size_t first = 0; first < tools.size(); first += jobs) {
+    std::vector<std::thread> batch;
+    for (size_t i = first; i < std::min(tools.size(), first + jobs); ++i) batch.emplace_back(run_tool, i);
+    for (auto& t : batch) t.join();
+  }
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string& tool = tools[i];
+    const ChildOutcome& o = outcomes[i];
     std::string problem;
     if (o.exit_code == kSanitizerErrorExit) {
       const std::string first = first_sanitizer_error(o.log);
@@ -99,12 +130,12 @@ SanitizerVerdict run_sanitizer_gate(const std::string& sanitizer, const std::str
       v.message = "sanitizer_error: " + tool + ": " + problem;
       return v;
     }
-    spdlog::debug("sanitizer {} passed in {}", tool, work_dir);
+    spdlog::debug("sanitizer {} passed in {:.0f} ms ({})", tool, o.wall_ms, work_dir);
   }
   v.gate.set_verdict("passed");
-  std::string tools;
-  for (const auto& t : sanitizer_tools()) tools += (tools.empty() ? "" : ", ") + t;
-  v.gate.set_detail(tools + ": 0 errors on " + join_labels(req.shapes));
+  std::string names;
+  for (const auto& t : tools) names += (names.empty() ? "" : ", ") + t;
+  v.gate.set_detail(names + ": 0 errors on " + join_labels(req.shapes));
   return v;
 }
 

@@ -27,6 +27,16 @@ namespace evo {
 
 namespace {
 
+// "valid:0,compile:5210,...": where an evaluation's wall time went, gate by gate, in one token.
+std::string gate_times_text(const v1::Evaluation& e) {
+  std::string out;
+  for (const auto& g : e.gates()) {
+    if (!out.empty()) out += ",";
+    out += g.gate() + ":" + std::to_string(static_cast<long long>(g.elapsed_ms() + 0.5));
+  }
+  return out.empty() ? "-" : out;
+}
+
 const char* const kUsage =
     "usage: evo-worker [--coordinator HOST:PORT] [--gpu N] [--backend cuda|model] [--name NAME]\n"
     "                  [--max-inflight N] [--token-file FILE] [--tls-ca CA] [-v]\n"
@@ -273,9 +283,10 @@ class WorkerDaemon {
       e = evaluator_.evaluate(w.genome, w.shapes, lease.confirmation());
     }
     if (!e.has_device()) *e.mutable_device() = evaluator_.device();
-    spdlog::info("event=evaluated run_id={} candidate_id={} lease_id={} status={} fitness_us={:.3f} message=\"{}\"",
+    spdlog::info("event=evaluated run_id={} candidate_id={} lease_id={} status={} fitness_us={:.3f} wall_ms={:.0f} "
+                 "gate_ms={} message=\"{}\"",
                  lease.run_id(), lease.candidate_id(), lease.lease_id(), v1::EvalStatus_Name(e.status()),
-                 e.fitness_us(), e.message());
+                 e.fitness_us(), e.wall_ms(), gate_times_text(e), e.message());
     v1::ReportRequest req;
     req.set_worker_id(worker_id_);
     req.set_lease_id(lease.lease_id());

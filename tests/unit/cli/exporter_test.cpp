@@ -139,7 +139,9 @@ TEST(Exporter, ReportCarriesTheEvidence) {
   for (const char* needle : {"NVIDIA H100 80GB HBM3", "--gpu-architecture=sm_90a -O3 --ptxas-options=-v",
                              "| 96 |", "| 7.25 | 7.10 | 7.60 | 6.15 | 74.10 |", "0.00031", "passed — 0 errors",
                              "NVRTC 13.0", "nvcc -O3 -shared -Xcompiler -fPIC -arch=sm_90a", "1x8x512x64",
-                             "- timing: graph replays of 20+ back-to-back programmatic launches"})
+                             "- timing: graph replays of 20+ back-to-back programmatic launches",
+                             "| sanitizer | passed | 4120 | 0 errors |",
+                             "The evaluation took 9876 ms on the worker, 4120 of them in the gates"})
     EXPECT_NE(r.report().find(needle), std::string::npos) << needle;
   EXPECT_EQ(r.report().find("ESTIMATED"), std::string::npos);
 }

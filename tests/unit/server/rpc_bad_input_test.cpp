@@ -222,6 +222,13 @@ TEST_F(RpcBadInput, ReportResult) {
        })},
       {"negative compile time", StatusCode::INVALID_ARGUMENT,
        report([](auto& r) { r.mutable_evaluation()->set_compile_ms(-3); })},
+      {"non-finite wall time", StatusCode::INVALID_ARGUMENT,
+       report([nan](auto& r) { r.mutable_evaluation()->set_wall_ms(nan); })},
+      {"negative gate time", StatusCode::INVALID_ARGUMENT, report([](auto& r) {
+         auto* g = r.mutable_evaluation()->add_gates();
+         g->set_gate("timed");
+         g->set_elapsed_ms(-1);
+       })},
       {"negative error figure", StatusCode::INVALID_ARGUMENT,
        report([](auto& r) { r.mutable_evaluation()->mutable_shapes(0)->set_rel_l2_error(-0.5); })},
       {"negative register count", StatusCode::INVALID_ARGUMENT,

@@ -159,6 +159,13 @@ TEST(ModelEvaluator, CompilesRanksAndMarksEstimated) {
   for (const auto& g : a.gates())
     if (g.verdict() == "skipped" && g.detail() == "model evaluator") ++skipped;
   EXPECT_EQ(skipped, 3);  // correct, timed, sanitizer
+  // Where the evaluation's time went: the compile gate waited for NVRTC, and the whole is no less
+  // than its gates.
+  double gates_ms = 0;
+  for (const auto& g : a.gates()) gates_ms += g.elapsed_ms();
+  ASSERT_EQ(a.gates(1).gate(), "compile");
+  EXPECT_GT(a.gates(1).elapsed_ms(), 0);
+  EXPECT_GE(a.wall_ms(), gates_ms);
   const auto b = ev->evaluate(space().parse("BLOCK_M=128,BLOCK_N=32,WARPS=8,STAGES=1,CP_ASYNC=0"), {s}, false);
   ASSERT_EQ(b.status(), v1::OK) << b.message();
   EXPECT_NE(a.shapes(0).median_us(), b.shapes(0).median_us());
