@@ -20,9 +20,9 @@ namespace {
 
 constexpr const char* kUsage = R"(usage: evo-worker eval --seed TEMPLATE --genome 'GENE=V,...' --shape BxHxSxD [options]
 
-Evaluates one kernel variant once and prints each gate's verdict, the resource report, the error
-figures, the median time with its p10/p90 spread (inputs cycled past L2), the median with one
-input set left in L2, and TFLOP/s.
+Evaluates one kernel variant once and prints each gate's verdict with the wall time spent in it,
+the resource report, the error figures, the median time with its p10/p90 spread (inputs cycled
+past L2), the median with one input set left in L2, and TFLOP/s.
 
   --seed TEMPLATE      kernel template, e.g. fa_s512_v3
   --genome TEXT        'BLOCK_M=32,BLOCK_N=64,...' (genes not named take their defaults; '' = default genome)
