@@ -121,6 +121,12 @@ std::optional<CacheEntry> CompileCache::load(const std::string& key) const {
     e.name_expression = j.at("name_expression").get<std::string>();
     e.options = j.at("options").get<std::string>();
     e.resources = resources_from_json(j.at("resources"));
+    if (j.contains("tensor_cores")) {
+      const auto& t = j.at("tensor_cores");
+      e.tensor_cores = SassVerdict{t.at("verdict").get<std::string>(), t.at("detail").get<std::string>()};
+      if (e.tensor_cores->verdict != "passed" && e.tensor_cores->verdict != "failed")
+        throw std::runtime_error("SASS verdict '" + e.tensor_cores->verdict + "'");
+    }
     if (e.lowered_name.empty()) throw std::runtime_error("empty lowered name");
     return e;
   } catch (const std::exception& ex) {
@@ -132,12 +138,14 @@ std::optional<CacheEntry> CompileCache::load(const std::string& key) const {
 CacheEntry CompileCache::store(const std::string& key, std::string_view cubin,
                                CacheEntry entry) const {
   entry.cubin_path = cubin_path(key);
-  const nlohmann::json j = {{"lowered_name", entry.lowered_name},
-                            {"name_expression", entry.name_expression},
-                            {"options", entry.options},
-                            {"cubin_bytes", cubin.size()},
-                            {"cubin_fnv1a", fnv1a_hex(cubin)},
-                            {"resources", resources_to_json(entry.resources)}};
+  nlohmann::json j = {{"lowered_name", entry.lowered_name},
+                      {"name_expression", entry.name_expression},
+                      {"options", entry.options},
+                      {"cubin_bytes", cubin.size()},
+                      {"cubin_fnv1a", fnv1a_hex(cubin)},
+                      {"resources", resources_to_json(entry.resources)}};
+  if (entry.tensor_cores && entry.tensor_cores->verdict != "skipped")
+    j["tensor_cores"] = {{"verdict", entry.tensor_cores->verdict}, {"detail", entry.tensor_cores->detail}};
   // Cubin first: a sidecar in place always describes a complete cubin. A concurrent writer of the
   // same key writes identical bytes, so whichever rename lands last is equally right.
   write_atomically(entry.cubin_path, cubin);

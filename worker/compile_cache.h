@@ -1,6 +1,6 @@
 #pragma once
 // On-disk cache of compiled kernels: <key>.cubin plus a <key>.json sidecar (lowered name,
-// resources, options, the cubin's size and hash). Files are written to a unique temp name and
+// resources, options, the cubin's size and hash, the SASS verdict). Files are written to a unique temp name and
 // renamed into place, so concurrent writers (threads or processes) never expose half a file; a
 // sidecar that does not parse or a cubin that does not match it is a miss, never trusted.
 #include <optional>
@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "evo/evo.pb.h"
+#include "sass_check.h"
 
 namespace evo {
 
@@ -17,6 +18,9 @@ struct CacheEntry {
   std::string name_expression;
   std::string options;
   v1::ResourceReport resources;
+  // Gate 3's reading of the cubin's SASS, kept so that a cache hit needs no cuobjdump run; absent
+  // until judged, and never kept when it was "skipped" (no cuobjdump then, maybe one later).
+  std::optional<SassVerdict> tensor_cores;
 };
 
 class CompileCache {

@@ -12,6 +12,7 @@
 
 #include "evo/evo.pb.h"
 #include "genome.h"
+#include "sass_check.h"
 #include "shape.h"
 
 namespace evo {
@@ -26,6 +27,7 @@ struct CompiledKernel {
   std::string options;           // exact NVRTC options, space-joined, for the report and export
   double compile_ms = 0;         // time of the NVRTC run (0 on a cache hit)
   bool cache_hit = false;
+  SassVerdict tensor_cores;      // gate 3, read from the cubin's SASS when it was compiled
 };
 
 // NVRTC rejected the source. what() is one line; log() is NVRTC's full program log.

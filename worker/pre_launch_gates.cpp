@@ -124,7 +124,7 @@ std::optional<std::vector<CompiledKernel>> run_pre_launch_gates(
   std::map<std::string, SassVerdict> judged;
   for (const auto& k : kernels) {
     if (judged.count(k.lowered_name)) continue;
-    SassVerdict v = check_tensor_core_sass(k.cubin_path, k.lowered_name);
+    SassVerdict v = k.tensor_cores;  // read on the compile pool (KernelCompiler)
     if (v.verdict == "failed")
       return reject(eval, v1::RESOURCE_REJECT, "tensor_cores",
                     v.detail + " (" + k.name_expression + ")", g, clock);

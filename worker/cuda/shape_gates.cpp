@@ -1,14 +1,17 @@
 #include "shape_gates.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cmath>
 #include <memory>
-#include <random>
+#include <thread>
 #include <vector>
 
 #include "attention_tensor_maps.h"
 #include "cuda_error.h"
 #include "fp16_host.h"
+#include "gate_clock.h"
 #include "gate_thresholds.h"
 
 namespace evo::cuda {
@@ -37,11 +40,40 @@ DevicePtr zeroed_workspace(const ShapeJob& job) {
   return w;
 }
 
-// U(-1, 1) in fp16: never zeros, never all-equal, so a kernel that ignores an input shows.
-std::vector<uint16_t> random_half(size_t n, std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+// SplitMix64's finaliser: a counter-based generator, so that element i of a tensor depends on
+// (seed, i) alone.
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// U(-1, 1), 2^24 levels, never exactly 0.
+float uniform_pm1(uint64_t seed, size_t i) {
+  const uint64_t z = mix64(seed + 0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(i) + 1));
+  return (static_cast<float>(z >> 40) + 0.5f) * (2.f / 16777216.f) - 1.f;
+}
+
+// Runs fn(i) for i in [0, n) on every core. With elements independent of each other, a tensor is
+// the same whatever the core count. Drawn one by one from a std::mt19937_64 on one core, the
+// inputs took 1.5-1.9 s of each 2,16,4096,128 check on an H100 host, most of the gate's time.
+template <class Fn>
+void parallel_for(size_t n, Fn fn) {
+  const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 64);
+  const size_t chunk = std::max<size_t>(size_t(1) << 16, (n + threads - 1) / threads);
+  std::vector<std::thread> pool;
+  for (size_t begin = chunk; begin < n; begin += chunk)
+    pool.emplace_back([=] {
+      for (size_t i = begin; i < std::min(n, begin + chunk); ++i) fn(i);
+    });
+  for (size_t i = 0; i < std::min(n, chunk); ++i) fn(i);
+  for (auto& t : pool) t.join();
+}
+
+// U(-1, 1) in fp16: never all zeros, never all-equal, so a kernel that ignores an input shows.
+std::vector<uint16_t> random_half(size_t n, uint64_t seed) {
   std::vector<uint16_t> out(n);
-  for (auto& h : out) h = float_to_half_bits(dist(rng));
+  parallel_for(n, [&](size_t i) { out[i] = float_to_half_bits(uniform_pm1(seed, i)); });
   return out;
 }
 
@@ -49,14 +81,13 @@ std::vector<uint16_t> random_half(size_t n, std::mt19937_64& rng) {
 // keeps rising from tile to tile and the online softmax must shrink what it has accumulated. On
 // uniform inputs every later tile's max stays within 2^8 of the first's, and a kernel whose
 // rescale is wrong (or, with LAZY_RESCALE, never runs) would pass.
-std::vector<uint16_t> growing_keys(const ProblemShape& s, std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+std::vector<uint16_t> growing_keys(const ProblemShape& s, uint64_t seed) {
   std::vector<uint16_t> out(kv_elems(s));
   const double last = std::max(1, s.seq_k - 1);
-  for (size_t i = 0; i < out.size(); ++i) {
+  parallel_for(out.size(), [&](size_t i) {
     const int key = static_cast<int>((i / s.head_dim) % s.seq_k);
-    out[i] = float_to_half_bits(dist(rng) * static_cast<float>(1.0 + 15.0 * key / last));
-  }
+    out[i] = float_to_half_bits(uniform_pm1(seed, i) * static_cast<float>(1.0 + 15.0 * key / last));
+  });
   return out;
 }
 
@@ -72,6 +103,11 @@ uint64_t check_seed(uint64_t seed, const ShapeJob& job, int check) {
                     int64_t(job.shape.causal), int64_t(check)})
     h = (h ^ static_cast<uint64_t>(v)) * 0x100000001B3ull;
   return h;
+}
+
+// One check's Q, K or V: a seed of its own, so that the three never share their values.
+uint64_t tensor_seed(uint64_t check, char tensor) {
+  return mix64(check ^ (0xD1B54A32D192ED03ull * static_cast<uint64_t>(tensor)));
 }
 
 FaParams params_for(const ShapeJob& job, void* q, void* k, void* v, void* o, void* workspace) {
@@ -116,18 +152,25 @@ CorrectnessResult check_correctness(const LoadedKernel& candidate, const LoadedK
   std::vector<uint16_t> out(nq);
   std::vector<float> expected(nq);
   auto one_check = [&](int check, const std::string& stage, bool growing_scores) {
-    std::mt19937_64 rng(check_seed(seed, job, check));
-    upload(q.get(), random_half(nq, rng));
-    upload(k.get(), growing_scores ? growing_keys(s, rng) : random_half(nkv, rng));
-    upload(v.get(), random_half(nkv, rng));
+    GateClock clock;
+    const uint64_t inputs = check_seed(seed, job, check);
+    upload(q.get(), random_half(nq, tensor_seed(inputs, 'q')));
+    const uint64_t k_seed = tensor_seed(inputs, 'k');
+    upload(k.get(), growing_scores ? growing_keys(s, k_seed) : random_half(nkv, k_seed));
+    upload(v.get(), random_half(nkv, tensor_seed(inputs, 'v')));
     EVO_CUDA_CHECK(cudaMemset(o.get(), kPoisonByte, nq * 2));
+    const double inputs_ms = clock.lap_ms();
     reference.launch_reference(p.q, p.k, p.v, static_cast<float*>(ref.get()), s.batch, s.heads,
                                s.seq_q, s.seq_k, s.head_dim, p.softmax_scale, s.causal ? 1 : 0, 0);
     candidate.launch(p, dims, 0);
     EVO_CUDA_CHECK(cudaDeviceSynchronize());
+    const double kernels_ms = clock.lap_ms();
     EVO_CUDA_CHECK(cudaMemcpy(out.data(), o.get(), nq * 2, cudaMemcpyDeviceToHost));
     EVO_CUDA_CHECK(cudaMemcpy(expected.data(), ref.get(), nq * 4, cudaMemcpyDeviceToHost));
     const ErrorFigures f = compare_with_reference(out, expected);
+    // In the child's log (evo-worker -v shows it): what a check of a big shape spends its time on.
+    spdlog::info("check {} of {}: inputs {:.0f} ms, reference and candidate {:.0f} ms, comparison {:.0f} ms",
+                 check, shape_label(s), inputs_ms, kernels_ms, clock.lap_ms());
     result.worst.rel_l2_error = std::max(result.worst.rel_l2_error, f.rel_l2_error);
     result.worst.max_abs_error = std::max(result.worst.max_abs_error, f.max_abs_error);
     result.worst.nonfinite = std::max(result.worst.nonfinite, f.nonfinite);
@@ -150,6 +193,7 @@ CorrectnessResult check_correctness(const LoadedKernel& candidate, const LoadedK
 TimingSummary time_shape(const LoadedKernel& candidate, const ShapeJob& job, uint64_t seed,
                          int warmup, int timed, int per_sample, int64_t rotation_bytes,
                          int64_t l2_bytes) {
+  GateClock clock;
   const ProblemShape& s = job.shape;
   const size_t nq = q_elems(s), nkv = kv_elems(s);
   const int64_t set_bytes = static_cast<int64_t>((2 * nq + 2 * nkv) * 2);
@@ -162,8 +206,9 @@ TimingSummary time_shape(const LoadedKernel& candidate, const ShapeJob& job, uin
   DevicePtr v = device_alloc(nkv * 2 * sets), o = device_alloc(nq * 2 * sets);
   // One workspace serves every set: launches on one stream run one after another.
   DevicePtr workspace = zeroed_workspace(job);
-  std::mt19937_64 rng(check_seed(seed, job, 1000));
-  const auto hq = random_half(nq, rng), hk = random_half(nkv, rng), hv = random_half(nkv, rng);
+  const uint64_t inputs = check_seed(seed, job, 1000);
+  const auto hq = random_half(nq, tensor_seed(inputs, 'q'));
+  const auto hk = random_half(nkv, tensor_seed(inputs, 'k')), hv = random_half(nkv, tensor_seed(inputs, 'v'));
   std::vector<FaParams> params;
   for (int i = 0; i < sets; ++i) {
     auto* qi = static_cast<uint16_t*>(q.get()) + nq * i;
@@ -176,6 +221,7 @@ TimingSummary time_shape(const LoadedKernel& candidate, const ShapeJob& job, uin
     params.push_back(params_for(job, qi, ki, vi, oi, workspace.get()));
   }
   const LaunchDims dims = dims_of(job);
+  const double inputs_ms = clock.lap_ms();
   // A stream of its own: the default stream cannot be captured. Being non-blocking, it does not
   // wait for the workspace's memset and the uploads on the default stream, so wait for them here.
   EVO_CUDA_CHECK(cudaDeviceSynchronize());
@@ -249,6 +295,8 @@ TimingSummary time_shape(const LoadedKernel& candidate, const ShapeJob& job, uin
   // which then stays in L2. Reported beside the fitness; a run submitted with
   // --fitness-inputs resident ranks by it instead (DESIGN.md, the timing gate).
   summary.resident_median_us = summarise_times(time_graph([](int) { return 0; })).median_us;
+  spdlog::info("timing of {}: {} input sets in {:.0f} ms, warm-up and replays {:.0f} ms", shape_label(s),
+               sets, inputs_ms, clock.lap_ms());
   return summary;
 }
 

@@ -48,6 +48,36 @@ TEST(CompileCache, MissThenHitRoundTrips) {
   EXPECT_EQ(test::read_text(hit->cubin_path), "CUBINBYTES");
 }
 
+TEST(CompileCache, SassVerdictRoundTripsButASkippedOneIsNotKept) {
+  test::TempDir dir;
+  CompileCache cache(dir.path());
+  CacheEntry e = sample_entry();
+  cache.store("abc", "CUBINBYTES", e);
+  EXPECT_FALSE(cache.load("abc")->tensor_cores) << "not judged yet";
+  e.tensor_cores = SassVerdict{"passed", "16 HMMA/HGMMA instructions in the SASS"};
+  cache.store("abc", "CUBINBYTES", e);
+  const auto hit = cache.load("abc");
+  ASSERT_TRUE(hit && hit->tensor_cores);
+  EXPECT_EQ(hit->tensor_cores->verdict, "passed");
+  EXPECT_EQ(hit->tensor_cores->detail, "16 HMMA/HGMMA instructions in the SASS");
+  // Skipped means no cuobjdump was found: a later worker with one must read the SASS itself.
+  e.tensor_cores = SassVerdict{"skipped", "cuobjdump not found in PATH or $CUDA_HOME/bin"};
+  cache.store("abc", "CUBINBYTES", e);
+  EXPECT_FALSE(cache.load("abc")->tensor_cores);
+}
+
+TEST(CompileCache, UnknownSassVerdictIsAMiss) {
+  test::TempDir dir;
+  CompileCache cache(dir.path());
+  CacheEntry e = sample_entry();
+  e.tensor_cores = SassVerdict{"passed", "2 HMMA/HGMMA instructions in the SASS"};
+  cache.store("abc", "CUBINBYTES", e);
+  std::string sidecar = test::read_text(cache.sidecar_path("abc"));
+  sidecar.replace(sidecar.find("\"passed\""), 8, "\"maybe\"");
+  test::write_text(cache.sidecar_path("abc"), sidecar);
+  EXPECT_FALSE(cache.load("abc"));
+}
+
 TEST(CompileCache, CorruptSidecarIsAMiss) {
   test::TempDir dir;
   CompileCache cache(dir.path());

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <cstdlib>
 #include <vector>
 
@@ -65,6 +67,33 @@ TEST(KernelCompiler, SecondCompileIsACacheHitEvenInANewCompiler) {
   // Another arch is another key.
   KernelCompiler other(dir.path(), "sm_90a", 1);
   EXPECT_FALSE(other.compile("axpy", kRegisterOnlySource, "axpy").cache_hit);
+}
+
+// Gate 3 reads the SASS with cuobjdump when the kernel is compiled, on the compile pool; a cache
+// hit reads the verdict back from the sidecar, with no cuobjdump run on the evaluation's path.
+TEST(KernelCompiler, SassVerdictIsReadOnceAtCompileAndKeptInTheCache) {
+  test::TempDir dir, tools;
+  const std::string calls = tools.path() + "/calls";
+  const std::string tool = tools.path() + "/cuobjdump";
+  test::write_text(tool, "#!/bin/sh\necho run >> '" + calls +
+                             "'\nprintf '\\t\\tFunction : axpy\\n  /*0000*/ HMMA.16816.F32 R8, R4, R12, R8 ;\\n'\n");
+  ::chmod(tool.c_str(), 0755);
+  const std::string saved_path = std::getenv("PATH") ? std::getenv("PATH") : "";
+  ::setenv("PATH", (tools.path() + ":" + saved_path).c_str(), 1);
+  CompiledKernel first, second;
+  {
+    KernelCompiler compiler(dir.path(), "sm_80", 1);
+    first = compiler.compile("axpy", kRegisterOnlySource, "axpy");
+  }
+  KernelCompiler compiler(dir.path(), "sm_80", 1);
+  second = compiler.compile("axpy", kRegisterOnlySource, "axpy");
+  ::setenv("PATH", saved_path.c_str(), 1);
+  EXPECT_EQ(first.tensor_cores.verdict, "passed") << first.tensor_cores.detail;
+  EXPECT_EQ(first.tensor_cores.detail, "1 HMMA/HGMMA instructions in the SASS");
+  EXPECT_TRUE(second.cache_hit);
+  EXPECT_EQ(second.tensor_cores.verdict, "passed");
+  EXPECT_EQ(second.tensor_cores.detail, first.tensor_cores.detail);
+  EXPECT_EQ(test::read_text(calls), "run\n") << "cuobjdump ran again on a cache hit";
 }
 
 TEST(KernelCompiler, CorruptCacheEntryIsRecompiled) {
