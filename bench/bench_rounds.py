@@ -48,7 +48,7 @@ def merge_clocks(clocks: list) -> dict | None:
 def merge_rounds(rounds: list[dict]) -> dict:
     """A kernel's rounds (measure()'s results, clocks attached) as one result: median figures, the
     worst relative error (NaN if any round wrote NaN), the first note and config, merged clocks, and
-    "rounds" with each round's figures and clocks."""
+    "rounds" with each round's figures, clocks and per-launch spin (bench_timing.per_launch_us)."""
     errors = [r["rel_l2"] for r in rounds if r.get("rel_l2") is not None]
     merged = {
         **{f: _median(r.get(f) for r in rounds) for f in FIGURES},
@@ -57,5 +57,5 @@ def merge_rounds(rounds: list[dict]) -> dict:
         "config": next((r["config"] for r in rounds if r.get("config")), None),
         **{c: merge_clocks([r.get(c) for r in rounds]) for c in CLOCKS},
     }
-    merged["rounds"] = [{k: r.get(k) for k in FIGURES + CLOCKS} for r in rounds]
+    merged["rounds"] = [{k: r.get(k) for k in FIGURES + CLOCKS + ("launch_cover",)} for r in rounds]
     return merged

@@ -5,19 +5,22 @@
     Inputs stay the same across the captured calls, so small shapes run from a warm L2 - this is the
     steady state of a model that calls attention layer after layer, minus the host.
 (b) per launch: one call between two CUDA events, preceded by an L2 flush (a memset of twice the L2
-    size) and a ~50 us spin kernel. Those keep the GPU busy while the host enqueues the events and the
-    call (Triton's and SDPA's Python dispatch take tens of microseconds), so the figure is the GPU time
-    of one launch from a cold L2, without host overhead; median over `iters` samples.
+    size) and a spin kernel. Those keep the GPU busy while the host enqueues the events and the call,
+    so the figure is the GPU time of one launch from a cold L2, without host overhead; median over
+    `iters` samples. The spin lasts at least ~50 us and three times the host's time to enqueue one
+    sample, because Triton's Python launch path can outlast a fixed 50 us spin (NOTES.md); a sample
+    whose enqueue outlasted its spin is dropped, and if half of them were, all are taken again with
+    the spin doubled.
 """
 from __future__ import annotations
 
+import math
 import statistics
+import time
 
 import torch
 
-
-# torch.cuda._sleep spins this many GPU clock cycles: about 50-70 us at Hopper's 1.5-2 GHz.
-_BUSY_CYCLES = 100_000
+from launch_cover import BUSY_CYCLES, MAX_WIDENINGS, covered_samples, spin_cycles
 
 
 class L2Flusher:
@@ -26,11 +29,34 @@ class L2Flusher:
         l2 = getattr(props, "L2_cache_size", 0) or 50 * 1024 * 1024
         self.nbytes = 2 * l2
         self._buffer = torch.empty(self.nbytes, dtype=torch.uint8, device=device)
+        self.ns_per_cycle = _spin_ns_per_cycle()
 
-    def flush(self) -> None:
+    def flush(self, busy_cycles: int = BUSY_CYCLES) -> None:
+        self.evict()
+        self.spin(busy_cycles)
+
+    def evict(self) -> None:
         self._buffer.zero_()
+
+    def spin(self, busy_cycles: int = BUSY_CYCLES) -> None:
         if hasattr(torch.cuda, "_sleep"):
-            torch.cuda._sleep(_BUSY_CYCLES)
+            torch.cuda._sleep(busy_cycles)
+
+
+def _spin_ns_per_cycle(reps: int = 5) -> float:
+    """The spin's duration per cycle at the fastest clock seen: the shortest a spin will last."""
+    if not hasattr(torch.cuda, "_sleep"):
+        return 0.0
+    cycles = 1_000_000
+    best = math.inf
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        torch.cuda.synchronize()
+        best = min(best, start.elapsed_time(end) * 1e6 / cycles)
+    return best
 
 
 def _events(n: int):
@@ -38,18 +64,46 @@ def _events(n: int):
             [torch.cuda.Event(enable_timing=True) for _ in range(n)])
 
 
-def per_launch_us(fn, iters: int, flusher: L2Flusher, warmup: int = 5) -> float:
+def per_launch_us(fn, iters: int, flusher: L2Flusher, warmup: int = 5, report: dict | None = None,
+                  prepare=None) -> float:
+    """See (b) above. `report`, if given, receives the spin's shortest duration, the median host
+    enqueue time, how many samples were dropped and whether the spin was longer than ~50 us.
+    `prepare`, if given, queues its GPU work before each sample's spin in place of the L2 flush."""
+    host = []
     for _ in range(warmup):
+        start, end = _events(1)
+        t0 = time.perf_counter()
+        start[0].record()
         fn()
+        end[0].record()
+        host.append((time.perf_counter() - t0) * 1e6)
     torch.cuda.synchronize()
-    starts, ends = _events(iters)
-    for i in range(iters):
-        flusher.flush()
-        starts[i].record()
-        fn()
-        ends[i].record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends))
+    cycles = spin_cycles(statistics.median(host), flusher.ns_per_cycle)
+    for _ in range(MAX_WIDENINGS + 1):
+        starts, ends = _events(iters)
+        host = []
+        for i in range(iters):
+            if prepare is None:
+                flusher.flush(cycles)
+            else:
+                prepare()
+                flusher.spin(cycles)
+            t0 = time.perf_counter()
+            starts[i].record()
+            fn()
+            ends[i].record()
+            host.append((time.perf_counter() - t0) * 1e6)
+        torch.cuda.synchronize()
+        elapsed = [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
+        cover_us = cycles * flusher.ns_per_cycle / 1e3
+        kept = covered_samples(elapsed, host, cover_us) if flusher.ns_per_cycle > 0 else elapsed
+        if 2 * len(kept) >= iters:
+            break
+        cycles *= 2
+    if report is not None:
+        report.update(spin_us=cover_us, host_us=statistics.median(host), dropped=iters - len(kept),
+                      widened=cycles > BUSY_CYCLES)
+    return statistics.median(kept or elapsed)
 
 
 def graph_replay_us(fn, calls: int, replays: int) -> float:

@@ -142,6 +142,13 @@ def evolved_candidate(torch, name, lib, genome, q, k, v, causal, scale, programm
                      config=lambda: genome or os.path.basename(lib.path))
 
 
+def cover_text(cover: dict | None) -> str:
+    """The per-launch spin, on the progress line where it was widened or samples were dropped."""
+    if not cover or not (cover["widened"] or cover["dropped"]):
+        return ""
+    return f"  (spin {cover['spin_us']:.0f} µs, host {cover['host_us']:.0f} µs, {cover['dropped']} dropped)"
+
+
 class ContextLost(RuntimeError):
     pass
 
@@ -164,7 +171,8 @@ def measure(torch, timing, cand: Candidate, ref, args, flusher) -> dict:
                 if cand.config:
                     res["config"] = cand.config()
                 t0 = time.time()
-                res["launch_us"] = timing.per_launch_us(cand.call, args.iters, flusher)
+                res["launch_cover"] = {}
+                res["launch_us"] = timing.per_launch_us(cand.call, args.iters, flusher, report=res["launch_cover"])
                 res["windows"]["launch"] = (t0, time.time())
                 try:
                     t0 = time.time()
@@ -268,6 +276,7 @@ def run(args, dispatch) -> int:
                         label = f"[{shape.label} causal={int(causal)}" + (f" round {r}]" if args.rounds > 1 else "]")
                         print(f"{label} {name:13s} graph {fmt_us(res['graph_us']):>7s} µs"
                               f"  launch {fmt_us(res['launch_us']):>7s} µs  rel-L2 {fmt_rel_l2(res['rel_l2'])}"
+                              f"{cover_text(res.get('launch_cover'))}"
                               f"{'  ' + res['config'] if res['config'] else ''}"
                               f"{'  ' + res['note'] if res['note'] else ''}", flush=True)
                 row["seconds"] = time.time() - t0

@@ -28,6 +28,7 @@ import bench_report  # noqa: E402
 import bench_rounds  # noqa: E402
 import bench_shapes  # noqa: E402
 import compare_sdpa  # noqa: E402
+import launch_cover  # noqa: E402
 import triton_fa_space  # noqa: E402
 from evolved_lib import EvolvedError, EvolvedLib  # noqa: E402
 
@@ -332,6 +333,31 @@ class Rounds(unittest.TestCase):
         unmeasured = bench_rounds.merge_rounds([res(None, None, None, note="refused: no kernel")])
         self.assertEqual((unmeasured["graph_us"], unmeasured["rel_l2"]), (None, None))
         self.assertEqual(unmeasured["note"], "refused: no kernel")
+
+
+class LaunchCover(unittest.TestCase):
+    def test_the_spin_outlasts_three_host_enqueues_and_never_shortens(self):
+        self.assertEqual(launch_cover.spin_cycles(10.0, 0.5), launch_cover.BUSY_CYCLES)
+        self.assertEqual(launch_cover.spin_cycles(80.0, 0.5), 480_000)   # 3 x 80 us at 2 GHz
+        self.assertEqual(launch_cover.spin_cycles(80.0, 0.0), launch_cover.BUSY_CYCLES)   # no spin kernel
+
+    def test_samples_whose_enqueue_outlasted_the_spin_are_dropped(self):
+        self.assertEqual(launch_cover.covered_samples([10.0, 11.0, 40.0, 9.0], [20.0, 60.0, 90.0, 50.0], 50.0),
+                         [10.0, 9.0])
+        self.assertEqual(launch_cover.covered_samples([], [], 50.0), [])
+
+    def test_the_progress_line_names_a_widened_spin_or_dropped_samples_only(self):
+        plain = {"spin_us": 50.5, "host_us": 9.0, "dropped": 0, "widened": False}
+        self.assertEqual(compare_sdpa.cover_text(plain), "")
+        self.assertEqual(compare_sdpa.cover_text(None), "")
+        widened = {"spin_us": 242.0, "host_us": 80.4, "dropped": 3, "widened": True}
+        self.assertEqual(compare_sdpa.cover_text(widened), "  (spin 242 µs, host 80 µs, 3 dropped)")
+
+    def test_each_rounds_cover_is_kept_in_the_merged_result(self):
+        cover = {"spin_us": 242.0, "host_us": 80.4, "dropped": 3, "widened": True}
+        merged = bench_rounds.merge_rounds([{"graph_us": 1.0, "launch_us": 2.0, "rel_l2": 1e-4,
+                                             "launch_cover": cover}])
+        self.assertEqual(merged["rounds"][0]["launch_cover"], cover)
 
 
 class TritonSpace(unittest.TestCase):
