@@ -47,11 +47,11 @@
 #
 # Expected time on an H100/H200 with the defaults (5 runs x 3 generations x 12 = 180 candidates,
 # plus a confirming second measurement and the sanitizer for each would-be elite):
-#   daemons up ~5 s; runs: measured at about 17 s per candidate with one worker on an H100
-#   (bench/NOTES.md, suite 13: 21 candidates of five warm-started runs in 360 s, compile,
-#   three correctness checks, timing and the elites' sanitizer passes together), so the default
-#   budget takes most of an hour and EVO_RUN_TIMEOUT cancels it well before: give a few buckets,
-#   or few candidates, per invocation; export ~1 s; bench ~3 min:
+#   daemons up ~5 s; runs: measured at about 2.5 s per evaluation with one worker on an H100
+#   (bench/NOTES.md, suite 14: suite 13's first step, 83 evaluations of five warm-started runs,
+#   done in 209 s, compile, correctness checks, timing and the sanitizer together; 17 s each
+#   before the gates' own times were cut), so the default budget takes about ten minutes; give
+#   EVO_RUN_TIMEOUT room for it; export ~1 s; bench ~3 min:
 #   nvcc builds the table (~1-2 min, every variant for both head dims and both causal settings),
 #   Triton pre-compiles its configs (~30 s), then ~3-5 s per shape and causal setting.
 #
