@@ -8,9 +8,9 @@
     size) and a spin kernel. Those keep the GPU busy while the host enqueues the events and the call,
     so the figure is the GPU time of one launch from a cold L2, without host overhead; median over
     `iters` samples. The spin lasts at least ~50 us and three times the host's time to enqueue one
-    sample, because Triton's Python launch path can outlast a fixed 50 us spin (NOTES.md); a sample
-    whose enqueue outlasted its spin is dropped, and if half of them were, all are taken again with
-    the spin doubled.
+    sample, because that enqueue (30-108 us a sample on a GPU host, Triton's the longest) can
+    outlast a fixed 50 us spin (NOTES.md); a sample whose enqueue outlasted its spin is dropped, and
+    if half of them were, all are taken again with the spin doubled.
 """
 from __future__ import annotations
 
