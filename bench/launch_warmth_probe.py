@@ -45,7 +45,11 @@ def main(argv=None) -> int:
     except DispatchError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    import torch
+    try:
+        import torch
+    except ImportError:
+        print("no GPU: launch_warmth_probe needs a CUDA device (and PyTorch is not installed here)")
+        return 2
     if not torch.cuda.is_available():
         print("no GPU: launch_warmth_probe needs a CUDA device")
         return 2

@@ -566,6 +566,18 @@ class NoGpuExit(unittest.TestCase):
         self.assertEqual(proc.stderr.strip().splitlines(), [f"error: dispatch file not found: "
                                                             f"{os.path.join(HERE, 'no-such-dispatch.json')}"])
 
+    def test_the_warmth_probe_refuses_a_missing_or_bad_table_in_one_line(self):
+        probe = os.path.join(HERE, "launch_warmth_probe.py")
+        proc = subprocess.run([sys.executable, probe], capture_output=True, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 2)
+        self.assertEqual(proc.stderr.strip().splitlines(),
+                         ["error: --dispatch JSON is required (the table whose kernels are probed)"])
+        missing = os.path.join(HERE, "no-such-dispatch.json")
+        proc = subprocess.run([sys.executable, probe, "--dispatch", missing], capture_output=True, text=True,
+                              timeout=120)
+        self.assertEqual(proc.returncode, 2)
+        self.assertEqual(proc.stderr.strip().splitlines(), [f"error: dispatch file not found: {missing}"])
+
 
 if __name__ == "__main__":
     unittest.main()
