@@ -23,8 +23,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--graph-calls", type=int, default=20, help="calls captured in one CUDA graph")
     parser.add_argument("--graph-replays", type=int, default=15, help="timed replays of that graph")
     parser.add_argument("--rounds", type=int, default=1,
-                        help="measure every kernel this many times, each round in a rotated order, and "
-                             "report the medians (the order matters where the card hits its power cap)")
+                        help="measure every kernel this many times, each round in a rotated order (reversed "
+                             "after as many rounds as there are kernels), and report the medians (the "
+                             "order matters where the card hits its power cap)")
     parser.add_argument("--no-triton", action="store_true", help="skip the Triton baseline")
     parser.add_argument("--triton-precompile-jobs", type=int, default=max(1, min(12, (os.cpu_count() or 4) - 2)),
                         help="processes that compile Triton configs ahead of autotuning (0: compile serially)")

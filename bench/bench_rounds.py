@@ -3,7 +3,9 @@
 At the large shapes graph replay runs the card into its power cap (bench/NOTES.md), so the clock a
 kernel gets depends on what ran just before it. With `--rounds N` every kernel is measured N times,
 each round starting one kernel later, so that over as many rounds as there are kernels each takes
-every position; the figures reported are the medians over the rounds, and the JSON keeps each
+every position; the next as many rounds run the order reversed, so that over twice as many each
+kernel has also followed each of its neighbours (what runs just before can matter as much as the
+position: NOTES.md). The figures reported are the medians over the rounds, and the JSON keeps each
 round's own. Round 0 is the fixed order, the evolved kernels (plain launch, then as exported) last:
 if one breaks the CUDA context, the baselines of that problem are already measured.
 """
@@ -17,11 +19,16 @@ CLOCKS = ("graph_clock", "launch_clock")
 
 
 def round_order(names: list[str], round_index: int) -> list[str]:
-    """names in round 0's order, rotated left by round_index."""
+    """Rounds 0..n-1 (n kernels): round 0's order rotated left by the round's index, so each kernel
+    takes every position, always after the same neighbour. Rounds n..2n-1: the reversed order,
+    rotated likewise, so each kernel also follows the other neighbour; then again from round 0."""
     if not names:
         return []
-    k = round_index % len(names)
-    return names[k:] + names[:k]
+    n = len(names)
+    r = round_index % (2 * n)
+    ordered = names if r < n else names[::-1]
+    k = r % n
+    return ordered[k:] + ordered[:k]
 
 
 def _median(values):

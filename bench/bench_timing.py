@@ -43,6 +43,16 @@ class L2Flusher:
             torch.cuda._sleep(busy_cycles)
 
 
+def _elapsed_ms(work) -> float:
+    """GPU time of what `work` queues, between one event pair, waited for."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    work()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end)
+
+
 def _spin_ns_per_cycle(reps: int = 5) -> float:
     """The spin's duration per cycle at the fastest clock seen: the shortest a spin will last."""
     if not hasattr(torch.cuda, "_sleep"):
@@ -50,12 +60,7 @@ def _spin_ns_per_cycle(reps: int = 5) -> float:
     cycles = 1_000_000
     best = math.inf
     for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        torch.cuda._sleep(cycles)
-        end.record()
-        torch.cuda.synchronize()
-        best = min(best, start.elapsed_time(end) * 1e6 / cycles)
+        best = min(best, _elapsed_ms(lambda: torch.cuda._sleep(cycles)) * 1e6 / cycles)
     return best
 
 
@@ -136,30 +141,26 @@ def matmul_tflops(device: torch.device, n: int = 8192, reps: int = 10) -> float:
     """Dense fp16 tensor-core rate as cuBLAS reaches it: the compute floor's denominator."""
     a = torch.randn(n, n, dtype=torch.float16, device=device)
     b = torch.randn(n, n, dtype=torch.float16, device=device)
+    def work():
+        for _ in range(reps):
+            torch.matmul(a, b)
+
     for _ in range(3):
         torch.matmul(a, b)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        torch.matmul(a, b)
-    end.record()
-    torch.cuda.synchronize()
-    return 2.0 * n ** 3 * reps / (start.elapsed_time(end) * 1e-3) / 1e12
+    return 2.0 * n ** 3 * reps / (_elapsed_ms(work) * 1e-3) / 1e12
 
 
 def copy_gbps(device: torch.device, nbytes: int = 1 << 30, reps: int = 10) -> float:
     """Device-to-device copy bandwidth, read plus write: the memory floor's denominator."""
     src = torch.empty(nbytes, dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)
+    def work():
+        for _ in range(reps):
+            dst.copy_(src)
+
     for _ in range(2):
         dst.copy_(src)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        dst.copy_(src)
-    end.record()
-    torch.cuda.synchronize()
-    return 2.0 * nbytes * reps / (start.elapsed_time(end) * 1e-3) / 1e9
+    return 2.0 * nbytes * reps / (_elapsed_ms(work) * 1e-3) / 1e9
 
 
 def reference_attention(q, k, v, causal: bool, scale: float) -> torch.Tensor:

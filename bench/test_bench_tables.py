@@ -308,8 +308,17 @@ class Rounds(unittest.TestCase):
         self.assertEqual(orders[0], names)
         for name in names:
             self.assertEqual(sorted(order.index(name) for order in orders), [0, 1, 2, 3, 4])
-        self.assertEqual(bench_rounds.round_order(names, 6), orders[1])
         self.assertEqual(bench_rounds.round_order([], 2), [])
+
+    def test_the_second_n_rounds_reverse_the_order_so_each_kernel_follows_both_neighbours(self):
+        names = ["cudnn", "flash", "triton", "evolved_plain", "evolved"]
+        orders = [bench_rounds.round_order(names, r) for r in range(10)]
+        self.assertEqual(orders[5], names[::-1])
+        for name in names:
+            self.assertEqual(sorted(order.index(name) for order in orders[5:]), [0, 1, 2, 3, 4])
+        before_evolved = {order[order.index("evolved") - 1] for order in orders if order[0] != "evolved"}
+        self.assertEqual(before_evolved, {"evolved_plain", "cudnn"})
+        self.assertEqual(bench_rounds.round_order(names, 11), orders[1])
 
     def test_rounds_merge_into_medians_the_worst_error_and_one_clock(self):
         def res(graph, launch, err, clock=None, note=None):
