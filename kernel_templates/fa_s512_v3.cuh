@@ -144,7 +144,8 @@ struct KernelTraits {
       kStages + 1 + (kSplitRefill ? 1 : 0) + (kKvBarriers ? kStages : 0);
 
   // Shared memory: Q tile, then STAGES K tiles, then STAGES V tiles (all fp16). After the main
-  // loop the same bytes hold either the output tile (fp16) or the cross-warp merge buffer (fp32).
+  // loop the same bytes hold either the output tile (fp16) or the cross-warp merge buffer (fp32),
+  // unless kMergeApart gives those their own bytes past the tiles.
   static constexpr int kQElems = kBlockM * kHeadDim;
   static constexpr int kKVElems = kBlockN * kHeadDim;
   static constexpr int kSmemMain = 2 * (kQElems + 2 * kStages * kKVElems);
@@ -161,10 +162,23 @@ struct KernelTraits {
   // addresses, so the tiles start on a 1024-byte boundary; the slack lets the kernel round its
   // base up.
   static constexpr int kSmemAlign = kPanels ? 1024 : 0;
-  static constexpr int kSmemTiles = kSmemMain > kSmemEpilogue ? kSmemMain : kSmemEpilogue;
   // TMA: a "full" mbarrier per stage and one for Q, then (STAGE_RELEASE) a counter of the warps
   // that have left each stage, after the tiles (never overlaid by the epilogue).
   static constexpr int kSmemBarriers = kTma ? 128 : 0;
+  // Key groups that merge within the block put the merge buffer (and kTmaStore's output tile)
+  // past the tiles, where the block still fits sm_90's 227 KB: then no block-wide barrier ends
+  // the loop (nothing overlays a tile a slower warp may still read), key groups 1.. hand their
+  // partials over on a named barrier and leave, and key group 0 waits for them alone. Measured
+  // (bench/NOTES.md, one H200 call): 2-4 % off the small shapes' 2,8 and 1,8 blocks. Not with the
+  // staged store, in which every warp copies the output out.
+  static constexpr int kSmemOptIn = 227 * 1024;
+  static constexpr bool kMergeApart =
+      kSplitKV == 1 && kWarpsKV > 1 && (kTmaStore || kStoreFromRegisters) &&
+      kSmemMain + kSmemEpilogue + kSmemAlign + kSmemBarriers <= kSmemOptIn;
+  static constexpr int kSmemEpilogueAt = kMergeApart ? kSmemMain : 0;
+  static constexpr int kSmemTiles = kMergeApart               ? kSmemMain + kSmemEpilogue
+                                    : kSmemMain > kSmemEpilogue ? kSmemMain
+                                                                : kSmemEpilogue;
   // SPLIT_KV: every other block of the cluster writes its partial for this block's columns into
   // an inbox of its own, after the barriers. It is written while this block may still be in its
   // main loop, so it overlays nothing.
@@ -338,8 +352,10 @@ __device__ __forceinline__ void fence_proxy_async() {
 
 // Named barriers 1 and 2 pass the tensor cores' turn between two warpgroups (PINGPONG): `sync`
 // waits for the 128 arrivals of the other warpgroup, `arrive` gives them without waiting.
-// Barrier 0 is __syncthreads'; kOutputBarrier gathers the warps that write the output tile.
+// Barrier 0 is __syncthreads'; kOutputBarrier gathers the warps that write the output tile, and
+// kMergeBarrier (kMergeApart) hands key groups 1..'s partials to key group 0.
 constexpr int kOutputBarrier = 3;
+constexpr int kMergeBarrier = 4;  // kMergeApart: key groups 1.. arrive, key group 0 waits
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
@@ -957,7 +973,8 @@ __device__ __forceinline__ void write_fragment(float* dst,
 }
 
 // Warps that split a tile's keys (WARPS_KV > 1) hold partial results for the same rows; those of
-// key groups 1.. pass theirs through shared memory, in fragment order, to key group 0.
+// key groups 1.. pass theirs through shared memory, in fragment order, to key group 0. Under
+// kMergeApart they are then done: the caller's remaining work is key group 0's.
 template <class T>
 __device__ __forceinline__ void merge_key_groups(unsigned char* smem,
                                                  float (&acc)[T::kMTiles][T::kOTiles][4],
@@ -965,13 +982,22 @@ __device__ __forceinline__ void merge_key_groups(unsigned char* smem,
                                                  float (&row_sum)[T::kMTiles][2], int warp_m,
                                                  int warp_kv, int lane) {
   using F = Fragment<T>;
-  // The buffer overlays tiles that slower warps may still have been reading: the barrier that
-  // ends the main loop, before every call, has let them all finish.
-  float* buf = reinterpret_cast<float*>(smem);  // [WARPS_KV - 1][WARPS_M][F::kVals][32]
+  // The buffer overlays tiles that slower warps may still have been reading (the barrier that
+  // ends the main loop has let them all finish), or with kMergeApart lies past them.
+  // [WARPS_KV - 1][WARPS_M][F::kVals][32]
+  float* buf = reinterpret_cast<float*>(smem + T::kSmemEpilogueAt);
   if (warp_kv > 0)
     write_fragment<T>(buf + ((warp_kv - 1) * T::kWarpsM + warp_m) * F::kVals * 32 + lane, acc,
                       row_max, row_sum);
-  __syncthreads();
+  if constexpr (T::kMergeApart) {
+    if (warp_kv > 0) {
+      named_barrier_arrive(kMergeBarrier, T::kThreads);
+      return;
+    }
+    named_barrier_sync(kMergeBarrier, T::kThreads);
+  } else {
+    __syncthreads();
+  }
   if (warp_kv == 0) {
 #pragma unroll
     for (int g = 1; g < T::kWarpsKV; ++g) {
@@ -1053,8 +1079,9 @@ __device__ __forceinline__ void store_output_tma(unsigned char* smem, const FaPa
                                                  const float (&acc)[T::kMTiles][T::kOTiles][4],
                                                  const float (&row_sum)[T::kMTiles][2], int row_w,
                                                  int warp_kv, int lane) {
-  static_assert(T::kSmemMerge % 1024 == 0, "the output tile starts a swizzle period");
-  __half* o_tile = reinterpret_cast<__half*>(smem + T::kSmemMerge);
+  static_assert((T::kSmemEpilogueAt + T::kSmemMerge) % 1024 == 0,
+                "the output tile starts a swizzle period");
+  __half* o_tile = reinterpret_cast<__half*>(smem + T::kSmemEpilogueAt + T::kSmemMerge);
   if (warp_kv != 0) return;
 #pragma unroll
   for (int mt = 0; mt < T::kMTiles; ++mt) {
@@ -1603,12 +1630,12 @@ __device__ __forceinline__ void forward(const FaParams& p) {
         for (int i = 0; i < 4; ++i) acc[0][nt][i] = 0.f;
     }
     // Other warpgroups may still be reading V for their last P*V, and the epilogue's buffers
-    // (the cluster's partials) overlay the V stages.
-    __syncthreads();
+    // (the cluster's partials) overlay the V stages, unless kMergeApart moved them.
+    if constexpr (!T::kMergeApart) __syncthreads();
   } else {
     // No barrier ended the last tile: every warp must be done with Q and the stages before the
-    // epilogue's buffers overlay them.
-    __syncthreads();
+    // epilogue's buffers overlay them (unless kMergeApart moved them).
+    if constexpr (!T::kMergeApart) __syncthreads();
   }
   if (n_tiles == 0) {  // a split without keys: nothing waited for Q's copy or synchronised yet
     if constexpr (T::kTma) {
