@@ -170,7 +170,9 @@ struct KernelTraits {
   // the loop (nothing overlays a tile a slower warp may still read), key groups 1.. hand their
   // partials over on a named barrier and leave, and key group 0 waits for them alone. Measured
   // (bench/NOTES.md, one H200 call): 2-4 % off the small shapes' 2,8 and 1,8 blocks. Not with the
-  // staged store, in which every warp copies the output out.
+  // staged store, in which every warp copies the output out. The buffers' own bytes (9-63 KB at
+  // head dim 64) can cost blocks that share an SM one block per SM; the large shapes' winners
+  // have one key group and do not merge.
   static constexpr int kSmemOptIn = 227 * 1024;
   static constexpr bool kMergeApart =
       kSplitKV == 1 && kWarpsKV > 1 && (kTmaStore || kStoreFromRegisters) &&
