@@ -165,17 +165,17 @@ struct KernelTraits {
   // TMA: a "full" mbarrier per stage and one for Q, then (STAGE_RELEASE) a counter of the warps
   // that have left each stage, after the tiles (never overlaid by the epilogue).
   static constexpr int kSmemBarriers = kTma ? 128 : 0;
-  // Key groups that merge within the block put the merge buffer (and kTmaStore's output tile)
-  // past the tiles, where the block still fits sm_90's 227 KB: then no block-wide barrier ends
-  // the loop (nothing overlays a tile a slower warp may still read), key groups 1.. hand their
-  // partials over on a named barrier and leave, and key group 0 waits for them alone. Measured
-  // (bench/NOTES.md, one H200 call): 2-4 % off the small shapes' 2,8 and 1,8 blocks. Not with the
-  // staged store, in which every warp copies the output out. The buffers' own bytes (9-63 KB at
-  // head dim 64) can cost blocks that share an SM one block per SM; the large shapes' winners
-  // have one key group and do not merge.
+  // TMA blocks whose key groups merge put the merge buffer (and kTmaStore's output tile) past the
+  // tiles, where the block still fits the 227 KB a block may take on sm_90 (the only target TMA
+  // compiles for): then no block-wide barrier ends the loop (nothing overlays a tile a slower
+  // warp may still read), key groups 1.. hand their partials over on a named barrier and leave,
+  // and key group 0 waits for them alone. Measured (bench/NOTES.md, one H200 call): 2-4 % off
+  // the small shapes' 2,8 and 1,8 blocks. The buffers' own bytes (9-63 KB at head dim 64) can
+  // cost blocks that share an SM one block per SM; the large shapes' winners have one key group
+  // and do not merge.
   static constexpr int kSmemOptIn = 227 * 1024;
   static constexpr bool kMergeApart =
-      kSplitKV == 1 && kWarpsKV > 1 && (kTmaStore || kStoreFromRegisters) &&
+      kSplitKV == 1 && kWarpsKV > 1 && kTma &&
       kSmemMain + kSmemEpilogue + kSmemAlign + kSmemBarriers <= kSmemOptIn;
   static constexpr int kSmemEpilogueAt = kMergeApart ? kSmemMain : 0;
   static constexpr int kSmemTiles = kMergeApart               ? kSmemMain + kSmemEpilogue
