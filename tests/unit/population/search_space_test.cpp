@@ -127,12 +127,19 @@ TEST(SearchSpaceTest, MergeBufferCanDominateSharedMemory) {
 
 TEST(SearchSpaceTest, OutputTileAfterTheMergeBufferCountsInSharedMemory) {
   // wgmma with TMA stores its output through a tile after the merge buffer. BLOCK_M=128,
-  // WARPS=16, one 64-key stage: WARPS_KV=2, so the buffer (4 * 128 * (64 + 8) bytes) and the
-  // tile (2 * 128 * 64) outgrow the main tiles (2 * 64 * (128 + 2 * 64)); plus the 1024-byte
+  // WARPS=16, one 64-key stage: WARPS_KV=2, so there is a buffer (4 * 128 * (64 + 8) bytes) and
+  // the tile (2 * 128 * 64) besides the main tiles (2 * 64 * (128 + 2 * 64)); plus the 1024-byte
   // alignment slack and TMA's barriers.
   const ProblemShape p = parse_shape("1x8x512x64");
   Genome g = space().parse("BLOCK_M=128,BLOCK_N=64,WARPS=16,STAGES=1,WGMMA=1,TMA=1");
-  EXPECT_EQ(space().launch(g, p).smem_bytes, 4 * 128 * 72 + 2 * 128 * 64 + 1024 + 128);
+  // The key groups merge in a TMA block that fits 227 KB: the buffer and the tile lie past the
+  // main tiles instead of over them.
+  EXPECT_EQ(space().launch(g, p).smem_bytes,
+            2 * 64 * (128 + 2 * 64) + 4 * 128 * 72 + 2 * 128 * 64 + 1024 + 128);
+  // Over 227 KB they overlay the main tiles again: four 128-key stages at head dim 128.
+  Genome big = space().parse("BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=4,WGMMA=1,TMA=1");
+  const ProblemShape p128 = parse_shape("1x8x512x128");
+  EXPECT_EQ(space().launch(big, p128).smem_bytes, 2 * 128 * (64 + 2 * 4 * 128) + 1024 + 128);
   // Without TMA the output is staged over the merge buffer itself.
   Genome staged = space().parse("BLOCK_M=128,BLOCK_N=64,WARPS=16,STAGES=1,WGMMA=1");
   EXPECT_EQ(space().launch(staged, p).smem_bytes, 4 * 128 * 72 + 1024);
@@ -275,8 +282,12 @@ bool hand_valid(const Genome& g, const ProblemShape& p, int64_t smem_limit) {
   // Split-KV inbox (KernelTraits::kSmemInbox): one from each other block of the cluster, holding
   // this block's share of the d/8 output column tiles plus the running max and sum.
   const int64_t inbox = (split - 1) * 32 * bm * ((d / 8 + split - 1) / split + 1);
-  const int64_t smem =
-      std::max(2 * d * (bm + 2 * st * bn), merge) + std::max(wg, tma) * 1024 + tma * 128 + inbox;
+  // TMA blocks whose key groups merge keep the merge buffer and the tile apart from the K/V
+  // tiles where the whole block still fits 227 KB.
+  const int64_t main_tiles = 2 * d * (bm + 2 * st * bn);
+  const int64_t slack = std::max(wg, tma) * 1024 + tma * 128;
+  const bool apart = split == 1 && wkv > 1 && tma == 1 && main_tiles + merge + slack <= 227 * 1024;
+  const int64_t smem = (apart ? main_tiles + merge : std::max(main_tiles, merge)) + slack + inbox;
   const int64_t kv_tiles = (p.seq_k + bn - 1) / bn;
   const bool wgmma_ok = wg == 0 || (w % 4 == 0 && bm % 64 == 0 && wm == bm / 16 && bn / wkv >= 32 &&
                                     bn / wkv <= 128 && cp == 1 && sw == 1);
