@@ -11,6 +11,7 @@
 //   VARIANT_SWEEP_ONLY=4x16x2048x64:noncausal ./variant_sweep N   # one problem only (for ncu)
 //   VARIANT_SWEEP_SMEM=57344 ./variant_sweep N     # launch with that much dynamic shared memory
 //   VARIANT_SWEEP_PDL=1 ./variant_sweep N          # programmatic dependent launch, as exported
+//   VARIANT_SWEEP_GROWING_K=1 ./variant_sweep N    # K's rows scaled x1..x16 along the sequence
 //
 // A case is one instantiation run over a shape group; V: bit 0 WGMMA, bit 1 PV_ASYNC, bit 2 TMA,
 // bit 3 STAGE_RELEASE, bit 4 PINGPONG, bit 5 TMA_BOX_ROWS=32 instead of 64, bit 6 QK_AHEAD,
@@ -64,6 +65,14 @@ void run(const Shape& sh, const char* name) {
   std::normal_distribution<float> normal(0, 1);
   for (auto& h : host)
     for (auto& x : h) x = __float2half(normal(rng));
+  // VARIANT_SWEEP_GROWING_K=1 scales K's rows from x1 at the first key to x16 at the last, as the
+  // worker's correctness gate does: every row's max keeps rising, so the rescale paths run.
+  if (const char* g = std::getenv("VARIANT_SWEEP_GROWING_K"); g != nullptr && std::atoi(g) != 0)
+    for (size_t i = 0; i < n; ++i) {
+      const int key = static_cast<int>((i / D) % sh.s);
+      const float growth = 1.f + 15.f * key / std::max(1, sh.s - 1);
+      host[1][i] = __float2half(__half2float(host[1][i]) * growth);
+    }
   __half* dev[4];
   float* ref;
   for (auto& p : dev) CHECK(cudaMalloc(&p, n * 2));

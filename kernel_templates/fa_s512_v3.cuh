@@ -1488,18 +1488,17 @@ __device__ __forceinline__ void forward(const FaParams& p) {
         fence_operands(p_prev);
       }
     };
+    // The wait stands outside LAZY_RESCALE's branch below: wgmma.wait_group is .aligned, so every
+    // warp of the warpgroup must reach the same one, and that branch is decided per warp (with
+    // the wait inside it, a warp that rescaled waited at another pc than one that did not:
+    // synccheck's "warpgroup MMA sequence error" once the rows of one warpgroup's warps raised
+    // their bases apart, as under the correctness gate's growing scores).
+    wait_for_pv();
     // LAZY_RESCALE: the output shrinks only where some row of the warp raised its base, decided
     // per warp so that the branch is uniform; before the first tile there is nothing to shrink.
-    // The wait every step needs (P's registers are repacked next) follows that branch, and so
-    // comes after the exponentials: within one basic block ptxas hoists it above them
-    // (bench/NOTES.md; the order did not make the 2,8 block faster).
     if constexpr (T::kLazyRescale) {
-      if (!kFirst && __any_sync(0xffffffffu, rescaled)) {
-        wait_for_pv();
-        rescale<T>(acc, row_sum_mma, alpha);
-      }
+      if (!kFirst && __any_sync(0xffffffffu, rescaled)) rescale<T>(acc, row_sum_mma, alpha);
     }
-    wait_for_pv();
     // The previous tile's V was its stage's last reader (its K was read before).
     if (T::kStageRelease && kPvInFlight) leave_stage(t - 1);
     if constexpr (!T::kLazyRescale) rescale<T>(acc, row_sum_mma, alpha);

@@ -161,10 +161,12 @@ TEST(CudaEvaluator, TmaMmaSyncGenomesPassEveryGate) {
 }
 
 // LAZY_RESCALE under mma.sync (with and without TMA; 64x64x4x2 spills 12 bytes with it under
-// NVRTC and is rejected by the resource gate, so a 16-warp block stands in) and wgmma (PV_ASYNC
-// with its wait after the rescale's branch, PINGPONG at head dim 128, one stage, a split-KV
-// cluster merging partials whose bases lag their maxima). The correctness gate's growing-scores
-// check makes the bases rise mid-sequence; racecheck and synccheck run too.
+// NVRTC and is rejected by the resource gate, so a 16-warp block stands in) and wgmma (PV_ASYNC,
+// whose wait for the previous P*V every warp of the warpgroup must reach at one pc, PINGPONG at
+// head dim 128, one stage, a split-KV cluster merging partials whose bases lag their maxima).
+// The correctness gate's growing-scores check makes the bases rise mid-sequence, warp by warp;
+// racecheck and synccheck run too, on shapes of several tiles (with the wait inside the
+// rescale's branch, synccheck failed the PV_ASYNC genome here).
 TEST(CudaEvaluator, LazyRescaleGenomesPassEveryGate) {
   EVO_REQUIRE_GPU();
   CudaEvaluator& ev = *shared_evaluator();

@@ -86,7 +86,11 @@ cuda::ShapeJob job_for(const ProblemShape& shape, const CompiledKernel& k, const
 }
 
 // compute-sanitizer is slow: it gets small shapes, a round one and a ragged one, for each
-// (head_dim, causal) kernel the evaluation used.
+// (head_dim, causal) kernel the evaluation used. Small in batch and heads, not in keys: every
+// block steps through several K/V tiles (1152 keys are nine 128-key tiles, four and a half of
+// 256), so the loop's later steps, the stages' refills and LAZY_RESCALE's rescale run under the
+// tools too. With 128 keys a 128-key block ran its first tile alone, and synccheck never saw the
+// steps where a warp-uniform branch can split a warpgroup.
 std::vector<cuda::ShapeJob> sanitizer_jobs(const std::vector<CompiledKernel>& kernels,
                                            const std::vector<ProblemShape>& shapes,
                                            const std::function<LaunchConfig(const ProblemShape&)>& launch_for) {
@@ -94,7 +98,7 @@ std::vector<cuda::ShapeJob> sanitizer_jobs(const std::vector<CompiledKernel>& ke
   std::set<std::pair<int, bool>> seen;
   for (size_t i = 0; i < shapes.size(); ++i) {
     if (!seen.insert({shapes[i].head_dim, shapes[i].causal}).second) continue;
-    for (int seq : {128, 100}) {
+    for (int seq : {1152, 300}) {
       ProblemShape small;
       small.batch = 1;
       small.heads = 2;
