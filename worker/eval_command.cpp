@@ -30,7 +30,8 @@ past L2), the median with one input set left in L2, and TFLOP/s.
   --causal             every shape without a suffix is causal
   --backend B          cuda (default; needs a GPU) or model (NVRTC + analytical estimate, no GPU)
   --arch SM            NVRTC target (cuda: from the device; model: default sm_90a)
-  --sanitize           also run the compute-sanitizer gate (cuda)
+  --sanitize           also run the compute-sanitizer gate (cuda): memcheck, racecheck, initcheck
+                       and synccheck on small shapes of several K/V tiles (the verdict names them)
   --cache-dir DIR      compile cache (default $EVO_CACHE_DIR, $XDG_CACHE_HOME/evo or ~/.cache/evo)
   --json               print the Evaluation as JSON instead of text
   -v, --verbose        debug logging on stderr
