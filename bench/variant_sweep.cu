@@ -15,8 +15,8 @@
 //
 // A case is one instantiation run over a shape group; V: bit 0 WGMMA, bit 1 PV_ASYNC, bit 2 TMA,
 // bit 3 STAGE_RELEASE, bit 4 PINGPONG, bit 5 TMA_BOX_ROWS=32 instead of 64, bit 6 QK_AHEAD,
-// bit 7 TMA_BOX_ROWS=256 (each tile one box per 64 columns), bit 8 LAZY_RESCALE
-// (CP_ASYNC=1, SWIZZLE=1 throughout). Each case is meant to run in its own process, so that a kernel that breaks the
+// bit 7 TMA_BOX_ROWS=256 (each tile one box per 64 columns), bit 8 LAZY_RESCALE, bit 9
+// CAUSAL_FOLD (CP_ASYNC=1, SWIZZLE=1 throughout). Each case is meant to run in its own process, so that a kernel that breaks the
 // CUDA context stops only its own case.
 #include <algorithm>
 #include <cmath>
@@ -53,11 +53,11 @@ void run(const Shape& sh, const char* name) {
   if (!selected(sh, C)) return;
   constexpr int kWgmma = V & 1, kPvAsync = (V >> 1) & 1, kTma = (V >> 2) & 1, kRelease = (V >> 3) & 1,
                 kPingPong = (V >> 4) & 1, kBoxRows = (V >> 5) & 1 ? 32 : (V >> 7) & 1 ? 256 : 64,
-                kQkAhead = (V >> 6) & 1, kLazy = (V >> 8) & 1;
+                kQkAhead = (V >> 6) & 1, kLazy = (V >> 8) & 1, kFold = (V >> 9) & 1;
   using T = evo::fa::KernelTraits<C, D, BM, BN, W, ST, 1, 1, SPLIT, kWgmma, kPvAsync, kTma, kRelease,
-                                  kPingPong, kBoxRows, kQkAhead, kLazy>;
+                                  kPingPong, kBoxRows, kQkAhead, kLazy, kFold>;
   auto kernel = evo::fa_s512_v3_kernel<C, D, BM, BN, W, ST, 1, 1, SPLIT, kWgmma, kPvAsync, kTma,
-                                       kRelease, kPingPong, kBoxRows, kQkAhead, kLazy>;
+                                       kRelease, kPingPong, kBoxRows, kQkAhead, kLazy, kFold>;
   const size_t n = size_t(sh.b) * sh.h * sh.s * D;
   std::vector<__half> host[3] = {std::vector<__half>(n), std::vector<__half>(n),
                                  std::vector<__half>(n)};
@@ -322,5 +322,19 @@ int main(int argc, char** argv) {
   CASE(BIG(128, 128, 8, 3, 1, 415))
   CASE(MID(64, 128, 4, 1, 1, 261))
   CASE(SMALL(64, 128, 8, 4, 1, 287))
+  // CAUSAL_FOLD (bit 9) beside the 1,8 winner it folds (101-102); with three stages, whose
+  // refills at 1,4,1000 put a block-wide barrier in the loop (103); through cp.async (104); with
+  // LAZY_RESCALE (105); 64-row mma.sync blocks, four row warps (106-107).
+  CASE(SMALL(32, 256, 8, 2, 1, 36))
+  CASE(SMALL(32, 256, 8, 2, 1, 548))
+  CASE(SMALL(32, 256, 8, 3, 1, 548))
+  CASE(SMALL(32, 128, 8, 4, 1, 512))
+  CASE(SMALL(32, 256, 8, 2, 1, 804))
+  CASE(SMALL(64, 128, 8, 4, 1, 516))
+  CASE(SMALL(64, 256, 8, 2, 1, 548))
+  // 2,8's 64-row wgmma block with each warpgroup taking 128 keys of a 256-key tile, so half as
+  // many steps (108-109).
+  CASE(SMALL(64, 256, 8, 3, 1, 39))
+  CASE(SMALL(64, 256, 8, 2, 1, 37))
   if (want < 0 || want >= idx) printf("%d cases\n", idx);
 }

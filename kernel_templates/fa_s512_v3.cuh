@@ -39,6 +39,11 @@
 // (bench/NOTES.md, H100): 2-8 % off the head-dim-128 PINGPONG block, 0.5-2 % off the mma.sync
 // 32x256 block at 1,8, but 2 % onto the 2,8 wgmma block and 9 % onto the one-stage one (20 more
 // registers): a gene, not a default.
+// CAUSAL_FOLD = 1 (mma.sync, causal calls) gives each block half a block of rows from the start of
+// the sequence and half from its end, so that every block sees about as many keys as any other
+// instead of the last block seeing all of them and the first almost none. Each warp then skips
+// the key ranges that lie wholly above its rows, and masks only the one its rows' diagonal
+// crosses. Non-causal calls run as without it.
 // Under mma.sync each row's probabilities are summed on the tensor cores, as one more n8 column
 // block of O += P V whose B operand is all ones, instead of an add per score: the loop is paced
 // by its instruction count more than by any unit (bench/NOTES.md, 1-3 % on every mma.sync
@@ -70,7 +75,7 @@ namespace fa {
 template <int CAUSAL_, int HEAD_DIM_, int BLOCK_M_, int BLOCK_N_, int WARPS_, int STAGES_,
           int CP_ASYNC_, int SWIZZLE_, int SPLIT_KV_, int WGMMA_, int PV_ASYNC_, int TMA_ = 0,
           int STAGE_RELEASE_ = 0, int PINGPONG_ = 0, int TMA_BOX_ROWS_ = 64, int QK_AHEAD_ = 0,
-          int LAZY_RESCALE_ = 0>
+          int LAZY_RESCALE_ = 0, int CAUSAL_FOLD_ = 0>
 struct KernelTraits {
   static constexpr bool kCausal = CAUSAL_ != 0;
   static constexpr int kHeadDim = HEAD_DIM_;
@@ -88,6 +93,11 @@ struct KernelTraits {
   static constexpr bool kPingPong = PINGPONG_ != 0;
   static constexpr bool kQkAhead = QK_AHEAD_ != 0;
   static constexpr bool kLazyRescale = LAZY_RESCALE_ != 0;
+  // CAUSAL_FOLD: the front half of the block's row warps takes rows from the sequence's start,
+  // the back half rows from its end (see the top of the file). Q then arrives as two tiles, one
+  // per half, in a second Q buffer that the genome keeps whether or not the call is causal.
+  static constexpr bool kFold = CAUSAL_FOLD_ != 0 && kCausal;
+  static constexpr int kQBuffers = CAUSAL_FOLD_ != 0 ? 2 : 1;
   // Row sums of P from the tensor cores (see the top of the file).
   static constexpr bool kRowSumMma = !kWgmma;
   // The output leaves from key group 0's registers instead of through a staged tile and a
@@ -148,7 +158,7 @@ struct KernelTraits {
   // unless kMergeApart gives those their own bytes past the tiles.
   static constexpr int kQElems = kBlockM * kHeadDim;
   static constexpr int kKVElems = kBlockN * kHeadDim;
-  static constexpr int kSmemMain = 2 * (kQElems + 2 * kStages * kKVElems);
+  static constexpr int kSmemMain = 2 * (kQBuffers * kQElems + 2 * kStages * kKVElems);
   // Partial results pass between warps, and between the blocks of a cluster, in fragment order:
   // per row pair of an m16 tile, the output columns plus running max and sum (HEAD_DIM + 8
   // floats per row over a warp's 32 lanes). Key groups 1.. hand theirs to key group 0 ...
@@ -240,6 +250,10 @@ struct KernelTraits {
   // lazy rescale's branch ptxas serialises the wgmmas instead (its warning C7514; 6-13 % slower
   // at the small shapes, bench/NOTES.md).
   static_assert(!kLazyRescale || !kQkAhead, "LAZY_RESCALE: not with QK_AHEAD");
+  // Folding pairs a front row warp with a back one, and a wgmma warpgroup's 64 rows or a split's
+  // cluster would each need a fold of their own.
+  static_assert(CAUSAL_FOLD_ == 0 || (!kWgmma && kSplitKV == 1 && kWarpsM % 2 == 0),
+                "CAUSAL_FOLD: mma.sync, no SPLIT_KV, an even number of row warps");
 };
 
 // ---------------------------------------------------------------- PTX wrappers
@@ -1233,7 +1247,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   }
   wait_for_prerequisite_grids();
   __half* q_tile = reinterpret_cast<__half*>(smem);
-  __half* k_tiles = q_tile + T::kQElems;
+  __half* k_tiles = q_tile + T::kQBuffers * T::kQElems;
   __half* v_tiles = k_tiles + T::kStages * T::kKVElems;
 
   // A launch with less dynamic shared memory than this instantiation needs would corrupt
@@ -1246,8 +1260,10 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
-  const int warp_m = warp % T::kWarpsM;
-  const int warp_kv = warp / T::kWarpsM;
+  // CAUSAL_FOLD numbers the row warps slowest, so that each scheduler (warp % 4) holds a front
+  // warp beside a back one: the back half sees the most keys.
+  const int warp_m = T::kFold ? warp / T::kWarpsKV : warp % T::kWarpsM;
+  const int warp_kv = T::kFold ? warp % T::kWarpsKV : warp / T::kWarpsM;
   const int row_w = warp_m * T::kRowsPerWarp;   // first row of this warp within the block
   const int key_w = warp_kv * T::kKeysPerWarp;  // first key of this warp within a tile
   const int row_wg = row_w & ~63;               // WGMMA: first row of this warp's warpgroup
@@ -1256,6 +1272,16 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   // Causal blocks near the end of the sequence have the most work: start them first.
   const int m_block = T::kCausal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
   const int m0 = m_block * T::kBlockM;
+  // CAUSAL_FOLD: the block's front rows are half-block m_block of the sequence, its back rows
+  // half-block 2 * blocks - 1 - m_block; each half's Q tile is a whole BLOCK_M-row tile of which
+  // the warps read the half they own (the back one starts half a block early).
+  constexpr int kHalfM = T::kBlockM / 2;
+  const bool back_half = T::kFold && warp_m >= T::kWarpsM / 2;
+  const int front0 = m_block * kHalfM;
+  const int back0 = (2 * (int)gridDim.x - 1 - m_block) * kHalfM;
+  // The first row of this warp in the sequence, and of the tile it reads Q from.
+  const int row_g = !T::kFold ? m0 + row_w : back_half ? back0 + row_w - kHalfM : front0 + row_w;
+  const int q0_back = back0 - kHalfM;
   const long long bh = blockIdx.y;
   const __half* q = p.q + bh * p.seq_q * T::kHeadDim;
   const __half* k = p.k + bh * p.seq_k * T::kHeadDim;
@@ -1263,7 +1289,9 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   __half* o = p.o + bh * p.seq_q * T::kHeadDim;
 
   // Keys this block needs: all of them, or (causal) up to its last row's diagonal.
-  const int kv_end = T::kCausal ? min(p.seq_k, m0 + T::kBlockM) : p.seq_k;
+  const int kv_end = !T::kCausal ? p.seq_k
+                     : T::kFold   ? min(p.seq_k, back0 + kHalfM)
+                                  : min(p.seq_k, m0 + T::kBlockM);
   const int all_tiles = (kv_end + T::kBlockN - 1) / T::kBlockN;
   // With SPLIT_KV, block z of the cluster takes its share of those tiles.
   const int tiles_per_split = (all_tiles + T::kSplitKV - 1) / T::kSplitKV;
@@ -1324,11 +1352,13 @@ __device__ __forceinline__ void forward(const FaParams& p) {
     // are needed. (Sharing the copies out over the warps, lane 0 of each, was 1-11 % slower at
     // the small shapes: bench/NOTES.md.)
     if (threadIdx.x == 0) {
-      mbarrier_expect_bytes(full_q, T::kQElems * 2);
+      mbarrier_expect_bytes(full_q, (T::kFold ? 2 : 1) * T::kQElems * 2);
 #pragma unroll
       for (int t = 0; t < T::kPrologueTiles; ++t)
         if (t < n_tiles) expect_kv(t);
-      tma_load_tile<T, T::kBlockM>(q_tile, p.q_map, m0, (int)bh, full_q);
+      tma_load_tile<T, T::kBlockM>(q_tile, p.q_map, T::kFold ? front0 : m0, (int)bh, full_q);
+      if constexpr (T::kFold)
+        tma_load_tile<T, T::kBlockM>(q_tile + T::kQElems, p.q_map, q0_back, (int)bh, full_q);
 #pragma unroll
       for (int t = 0; t < T::kPrologueTiles; ++t)
         if (t < n_tiles) {
@@ -1337,7 +1367,8 @@ __device__ __forceinline__ void forward(const FaParams& p) {
         }
     }
   } else {
-    load_tile<T, T::kBlockM>(q_tile, q, m0, p.seq_q);
+    load_tile<T, T::kBlockM>(q_tile, q, T::kFold ? front0 : m0, p.seq_q);
+    if constexpr (T::kFold) load_tile<T, T::kBlockM>(q_tile + T::kQElems, q, q0_back, p.seq_q);
   }
   if constexpr (T::kCpAsync && !T::kTma) {
     cp_async_commit();
@@ -1394,8 +1425,11 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   auto softmax_tile = [&](int t, float (&s)[T::kMTiles][T::kSTiles][4],
                           float (&alpha)[T::kMTiles][2]) {
     const int n0 = (first_tile + t) * T::kBlockN;
-    if (n0 + T::kBlockN > p.seq_k || (T::kCausal && n0 + T::kBlockN - 1 > m0))
-      mask_scores<T>(s, m0 + row_w, n0 + key_w, p.seq_k, lane);
+    // CAUSAL_FOLD decides per warp: only the key range its rows' diagonal crosses is masked.
+    const bool crosses_diagonal = T::kFold ? n0 + key_w + T::kKeysPerWarp - 1 > row_g
+                                           : n0 + T::kBlockN - 1 > m0;
+    if (n0 + T::kBlockN > p.seq_k || (T::kCausal && crosses_diagonal))
+      mask_scores<T>(s, row_g, n0 + key_w, p.seq_k, lane);
     return online_softmax<T>(s, row_max, row_sum, alpha, scale_log2);
   };
   // Without STAGE_RELEASE the next step's copies may overwrite a stage read in step t: a
@@ -1435,91 +1469,101 @@ __device__ __forceinline__ void forward(const FaParams& p) {
       load_kv(t);
       __syncthreads();
     }
-    if constexpr (!T::kWgmma) {
-      if (kFirst) {
+    // CAUSAL_FOLD: keys wholly above this warp's rows add nothing. Tiles only go up in keys, so a
+    // warp that skips a tile skips every later one too: it never waits on a V barrier's later
+    // phase after skipping an earlier one, and it never needs Q's fragments. The step's closing
+    // barrier stays outside the branch: __syncthreads is .aligned, so every warp must reach the
+    // same one (with a second one on the skipping path, synccheck reported a divergent barrier).
+    const bool keys_visible =
+        !T::kFold || (first_tile + t) * T::kBlockN + key_w <= row_g + T::kRowsPerWarp - 1;
+    if (keys_visible) {
+      if constexpr (!T::kWgmma) {
+        if (kFirst) {
+          const __half* q_own = back_half ? q_tile + T::kQElems : q_tile;
 #pragma unroll
-        for (int mt = 0; mt < T::kMTiles; ++mt)
+          for (int mt = 0; mt < T::kMTiles; ++mt)
 #pragma unroll
-          for (int ks = 0; ks < T::kQkSteps; ++ks) {
-            const int row = row_w + mt * 16 + (lane & 15);
-            const int col = ks * 16 + (lane >> 4) * 8;
-            ldmatrix_x4(q_frag[mt][ks], q_tile + tile_offset<T, T::kBlockM>(row, col));
-          }
+            for (int ks = 0; ks < T::kQkSteps; ++ks) {
+              const int row = row_w + mt * 16 + (lane & 15);
+              const int col = ks * 16 + (lane >> 4) * 8;
+              ldmatrix_x4(q_frag[mt][ks], q_own + tile_offset<T, T::kBlockM>(row, col));
+            }
+        }
       }
-    }
 
-    const int stage = t % T::kStages;
-    const __half* k_tile = k_tiles + stage * T::kKVElems;
-    const __half* v_tile = v_tiles + stage * T::kKVElems;
-    const bool kPvInFlight = T::kPvAsync && !kFirst;
+      const int stage = t % T::kStages;
+      const __half* k_tile = k_tiles + stage * T::kKVElems;
+      const __half* v_tile = v_tiles + stage * T::kKVElems;
+      const bool kPvInFlight = T::kPvAsync && !kFirst;
 
-    // ---- S = Q K^T for this warp's rows and keys (with PV_ASYNC, beside the previous P*V).
-    float s[T::kMTiles][T::kSTiles][4];
-    if constexpr (T::kWgmma) {
-      if constexpr (T::kPingPong) named_barrier_sync(1 + warpgroup, 256);  // this one's turn
-      wgmma_fence();
-      issue_scores_wgmma<T>(s[0], q_tile, k_tile, row_wg, key_w);
-      if (kPvInFlight)
-        issue_pv_wgmma<T>(acc[0], p_prev, v_tiles + ((t - 1) % T::kStages) * T::kKVElems, key_w);
-      if (T::kPingPong && (warpgroup == 0 || t + 1 < n_tiles))
-        named_barrier_arrive(2 - warpgroup, 256);  // the other's turn
-      if (kPvInFlight) {
-        wgmma_wait<1>();  // groups retire in order: the scores are done
+      // ---- S = Q K^T for this warp's rows and keys (with PV_ASYNC, beside the previous P*V).
+      float s[T::kMTiles][T::kSTiles][4];
+      if constexpr (T::kWgmma) {
+        if constexpr (T::kPingPong) named_barrier_sync(1 + warpgroup, 256);  // this one's turn
+        wgmma_fence();
+        issue_scores_wgmma<T>(s[0], q_tile, k_tile, row_wg, key_w);
+        if (kPvInFlight)
+          issue_pv_wgmma<T>(acc[0], p_prev, v_tiles + ((t - 1) % T::kStages) * T::kKVElems, key_w);
+        if (T::kPingPong && (warpgroup == 0 || t + 1 < n_tiles))
+          named_barrier_arrive(2 - warpgroup, 256);  // the other's turn
+        if (kPvInFlight) {
+          wgmma_wait<1>();  // groups retire in order: the scores are done
+        } else {
+          wgmma_wait<0>();
+        }
+        fence_operands(s[0]);
+        if constexpr (T::kSplitRefill) {
+          __syncthreads();  // every warpgroup is done with K(t)
+          if (threadIdx.x == 0 && t + 1 < n_tiles) load_k(t + 1);
+        }
       } else {
-        wgmma_wait<0>();
+        scores_mma_sync<T>(s, q_frag, k_tile, key_w, lane);
       }
-      fence_operands(s[0]);
-      if constexpr (T::kSplitRefill) {
-        __syncthreads();  // every warpgroup is done with K(t)
-        if (threadIdx.x == 0 && t + 1 < n_tiles) load_k(t + 1);
-      }
-    } else {
-      scores_mma_sync<T>(s, q_frag, k_tile, key_w, lane);
-    }
 
-    float alpha[T::kMTiles][2];
-    [[maybe_unused]] const bool rescaled = softmax_tile(t, s, alpha);
-    // V(t), copied since the step began (see kWaitVBeforePack).
-    if constexpr (T::kWaitVBeforePack) mbarrier_wait(full_v, t & 1);
-    auto wait_for_pv = [&] {
-      if (kPvInFlight) {
+      float alpha[T::kMTiles][2];
+      [[maybe_unused]] const bool rescaled = softmax_tile(t, s, alpha);
+      // V(t), copied since the step began (see kWaitVBeforePack).
+      if constexpr (T::kWaitVBeforePack) mbarrier_wait(full_v, t & 1);
+      auto wait_for_pv = [&] {
+        if (kPvInFlight) {
+          wgmma_wait<0>();
+          fence_operands(acc[0]);
+          fence_operands(p_prev);
+        }
+      };
+      // The wait stands outside LAZY_RESCALE's branch below: wgmma.wait_group is .aligned, so every
+      // warp of the warpgroup must reach the same one, and that branch is decided per warp (with
+      // the wait inside it, a warp that rescaled waited at another pc than one that did not:
+      // synccheck's "warpgroup MMA sequence error" once the rows of one warpgroup's warps raised
+      // their bases apart, as under the correctness gate's growing scores).
+      wait_for_pv();
+      // LAZY_RESCALE: the output shrinks only where some row of the warp raised its base, decided
+      // per warp so that the branch is uniform; before the first tile there is nothing to shrink.
+      if constexpr (T::kLazyRescale) {
+        if (!kFirst && __any_sync(0xffffffffu, rescaled)) rescale<T>(acc, row_sum_mma, alpha);
+      }
+      // The previous tile's V was its stage's last reader (its K was read before).
+      if (T::kStageRelease && kPvInFlight) leave_stage(t - 1);
+      if constexpr (!T::kLazyRescale) rescale<T>(acc, row_sum_mma, alpha);
+
+      // ---- O += P V: P goes from the score registers straight into A fragments.
+      if constexpr (T::kPvAsync) {
+#pragma unroll
+        for (int kk = 0; kk < T::kPvSteps; ++kk) pack_p<T>(p_prev[kk], s[0], kk);
+      } else if constexpr (T::kWgmma) {
+        unsigned p_frag[T::kPvSteps][4];
+#pragma unroll
+        for (int kk = 0; kk < T::kPvSteps; ++kk) pack_p<T>(p_frag[kk], s[0], kk);
+        if constexpr (T::kSplitRefill && !T::kWaitVBeforePack) mbarrier_wait(full_v, t & 1);
+        wgmma_fence();
+        issue_pv_wgmma<T>(acc[0], p_frag, v_tile, key_w);
         wgmma_wait<0>();
         fence_operands(acc[0]);
-        fence_operands(p_prev);
+        fence_operands(p_frag);
+      } else {
+        if constexpr (T::kKvBarriers) mbarrier_wait(full_v + stage, (t / T::kStages) & 1);
+        accumulate_pv_mma_sync<T>(acc, row_sum_mma, s, v_tile, key_w, lane);
       }
-    };
-    // The wait stands outside LAZY_RESCALE's branch below: wgmma.wait_group is .aligned, so every
-    // warp of the warpgroup must reach the same one, and that branch is decided per warp (with
-    // the wait inside it, a warp that rescaled waited at another pc than one that did not:
-    // synccheck's "warpgroup MMA sequence error" once the rows of one warpgroup's warps raised
-    // their bases apart, as under the correctness gate's growing scores).
-    wait_for_pv();
-    // LAZY_RESCALE: the output shrinks only where some row of the warp raised its base, decided
-    // per warp so that the branch is uniform; before the first tile there is nothing to shrink.
-    if constexpr (T::kLazyRescale) {
-      if (!kFirst && __any_sync(0xffffffffu, rescaled)) rescale<T>(acc, row_sum_mma, alpha);
-    }
-    // The previous tile's V was its stage's last reader (its K was read before).
-    if (T::kStageRelease && kPvInFlight) leave_stage(t - 1);
-    if constexpr (!T::kLazyRescale) rescale<T>(acc, row_sum_mma, alpha);
-
-    // ---- O += P V: P goes from the score registers straight into A fragments.
-    if constexpr (T::kPvAsync) {
-#pragma unroll
-      for (int kk = 0; kk < T::kPvSteps; ++kk) pack_p<T>(p_prev[kk], s[0], kk);
-    } else if constexpr (T::kWgmma) {
-      unsigned p_frag[T::kPvSteps][4];
-#pragma unroll
-      for (int kk = 0; kk < T::kPvSteps; ++kk) pack_p<T>(p_frag[kk], s[0], kk);
-      if constexpr (T::kSplitRefill && !T::kWaitVBeforePack) mbarrier_wait(full_v, t & 1);
-      wgmma_fence();
-      issue_pv_wgmma<T>(acc[0], p_frag, v_tile, key_w);
-      wgmma_wait<0>();
-      fence_operands(acc[0]);
-      fence_operands(p_frag);
-    } else {
-      if constexpr (T::kKvBarriers) mbarrier_wait(full_v + stage, (t / T::kStages) & 1);
-      accumulate_pv_mma_sync<T>(acc, row_sum_mma, s, v_tile, key_w, lane);
     }
     if constexpr (T::kStageRelease) {
       if (!T::kPvAsync) leave_stage(t);  // P*V has retired: done with this stage
@@ -1670,7 +1714,8 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   if constexpr (T::kTmaStore) {
     store_output_tma<T>(smem, p, m0, (int)bh, acc, row_sum, row_w, warp_kv, lane);
   } else if constexpr (T::kSplitKV == 1) {
-    store_output<T>(smem, o, m0, p.seq_q, acc, row_sum, row_w, warp_kv, lane);
+    // (Under mma.sync, the only path CAUSAL_FOLD takes, each warp stores its own rows.)
+    store_output<T>(smem, o, row_g - row_w, p.seq_q, acc, row_sum, row_w, warp_kv, lane);
   } else {
     merge_cluster_and_store<T>(smem, o, m0, p.seq_q, acc, row_max, row_sum, warp_m, row_w, warp_kv,
                                lane);
@@ -1690,12 +1735,13 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 // must stay in the kernel's parameter space rather than be copied to the stack.
 template <int CAUSAL, int HEAD_DIM, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, int CP_ASYNC,
           int SWIZZLE, int SPLIT_KV, int WGMMA, int PV_ASYNC, int TMA = 0, int STAGE_RELEASE = 0,
-          int PINGPONG = 0, int TMA_BOX_ROWS = 64, int QK_AHEAD = 0, int LAZY_RESCALE = 0>
+          int PINGPONG = 0, int TMA_BOX_ROWS = 64, int QK_AHEAD = 0, int LAZY_RESCALE = 0,
+          int CAUSAL_FOLD = 0>
 __global__ void __launch_bounds__(WARPS * 32) EVO_CLUSTER_DIMS(1, 1, SPLIT_KV)
     fa_s512_v3_kernel(const __grid_constant__ FaParams p) {
   fa::forward<fa::KernelTraits<CAUSAL, HEAD_DIM, BLOCK_M, BLOCK_N, WARPS, STAGES, CP_ASYNC, SWIZZLE,
                                SPLIT_KV, WGMMA, PV_ASYNC, TMA, STAGE_RELEASE, PINGPONG,
-                               TMA_BOX_ROWS, QK_AHEAD, LAZY_RESCALE>>(p);
+                               TMA_BOX_ROWS, QK_AHEAD, LAZY_RESCALE, CAUSAL_FOLD>>(p);
 }
 
 }  // namespace evo

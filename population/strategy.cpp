@@ -21,10 +21,10 @@ constexpr uint64_t kCrossoverOneIn = 10;  // crossover for 9 of 10 children with
 // Past this many genomes, random top-up stops enumerating the space for its last unseen genomes,
 // and exhaustive walks the whole space for every generation instead of a list of its valid
 // genomes (for fa_s512_v3's test enumeration, 37 at a time, that took 400 s). A list costs one
-// constraint check a genome (8-12 s for fa_s512_v3's 1,966,080), once per space, shapes and
+// constraint check a genome (about 20 s for fa_s512_v3's 3,932,160), once per space, shapes and
 // limit, and only where drawing cannot fill a batch; without it a shape or card that admits few
 // genomes (1 in 20,000 under a 16 KiB limit) would end its runs on what drawing happened to find.
-constexpr uint64_t kEnumerableSize = uint64_t{1} << 21;
+constexpr uint64_t kEnumerableSize = uint64_t{1} << 22;
 // Lists of valid genomes kept at once (one per template, shapes and shared-memory limit).
 constexpr size_t kValidIndexLists = 64;
 // Random draws per genome a random top-up still needs, before it gives up or enumerates. A draw

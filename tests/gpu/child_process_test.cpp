@@ -275,7 +275,9 @@ class FakeSanitizer : public ::testing::Test {
     f >> n;
     return n;
   }
-  SanitizerVerdict run() const { return run_sanitizer_gate(script_, self_executable(), EvalRequest{}, dir_, 20000); }
+  SanitizerVerdict run(const EvalRequest& req = {}) const {
+    return run_sanitizer_gate(script_, self_executable(), req, dir_, 20000);
+  }
 
   std::string dir_, script_;
 };
@@ -290,6 +292,20 @@ TEST_F(FakeSanitizer, ToolsRunAtOnceAndTheVerdictFollowsTheToolsOrder) {
   int most = 0;
   for (const auto& tool : sanitizer_tools()) most = std::max(most, seen(tool));
   EXPECT_GE(most, 2) << "no two tools' processes overlapped";
+}
+
+TEST_F(FakeSanitizer, AFailedVerdictNamesTheShapesTheToolRan) {
+  EvalRequest req;
+  for (const char* shape : {"1x2x1152x64:causal", "1x2x300x64"}) {
+    ShapeJob job;
+    job.shape = parse_shape(shape);
+    req.shapes.push_back(job);
+  }
+  const SanitizerVerdict v = run(req);
+  EXPECT_EQ(v.gate.detail(),
+            "memcheck on 1x2x1152x64:causal, 1x2x300x64: fake error from memcheck");
+  EXPECT_EQ(v.message,
+            "sanitizer_error: memcheck on 1x2x1152x64:causal, 1x2x300x64: fake error from memcheck");
 }
 
 TEST_F(FakeSanitizer, OneJobRunsTheToolsOneAfterAnother) {

@@ -196,6 +196,38 @@ TEST(CudaEvaluator, LazyRescaleGenomesPassEveryGate) {
   }
 }
 
+// CAUSAL_FOLD: blocks whose front rows come from the sequence's start and back rows from its end,
+// through cp.async and TMA (two stages holding every tile at 512, three refilled at 1000), with
+// LAZY_RESCALE, with four row warps, and at head dim 128; causal shapes whose length is not a
+// whole number of blocks (the last half-block short or empty), and non-causal ones, which the
+// gene must leave as they were. Every gate runs, the sanitizers included.
+TEST(CudaEvaluator, CausalFoldGenomesPassEveryGate) {
+  EVO_REQUIRE_GPU();
+  CudaEvaluator& ev = *shared_evaluator();
+  const auto& space = SearchSpace::for_template("fa_s512_v3");
+  const std::vector<ProblemShape> head_dim_64 = {
+      parse_shape("1x4x1000x64:causal"), parse_shape("1x3x500x64:causal"),
+      parse_shape("2x8x512x64:causal"), parse_shape("1x3x500x64")};
+  const std::vector<ProblemShape> head_dim_128 = {parse_shape("1x2x300x128:causal"),
+                                                  parse_shape("1x4x1000x128:causal")};
+  std::vector<std::pair<const char*, const std::vector<ProblemShape>*>> cases = {
+      {"BLOCK_M=32,BLOCK_N=128,WARPS=8,STAGES=4,CAUSAL_FOLD=1", &head_dim_64},
+      {"BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=2,CAUSAL_FOLD=1", &head_dim_64},
+      {"BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,CAUSAL_FOLD=1", &head_dim_128}};
+  if (ev.device().arch() == "sm_90a") {
+    for (const char* genes :
+         {"BLOCK_M=32,BLOCK_N=256,WARPS=8,STAGES=2,TMA=1,TMA_BOX_ROWS=32,CAUSAL_FOLD=1",
+          "BLOCK_M=32,BLOCK_N=256,WARPS=8,STAGES=3,TMA=1,TMA_BOX_ROWS=32,CAUSAL_FOLD=1",
+          "BLOCK_M=32,BLOCK_N=256,WARPS=8,STAGES=2,TMA=1,TMA_BOX_ROWS=32,LAZY_RESCALE=1,"
+          "CAUSAL_FOLD=1"})
+      cases.emplace_back(genes, &head_dim_64);
+  }
+  for (const auto& [genes, shapes] : cases) {
+    const v1::Evaluation e = ev.evaluate(space.parse(genes), *shapes, true);
+    EXPECT_EQ(e.status(), v1::OK) << genes << ": " << gate_summary(e);
+  }
+}
+
 TEST(CudaEvaluator, TwentyGenomesSpreadOverTheSpacePassCorrectness) {
   EVO_REQUIRE_GPU();
   CudaEvaluator& ev = *shared_evaluator();

@@ -123,11 +123,14 @@ SanitizerVerdict run_sanitizer_gate(const std::string& sanitizer, const std::str
       problem = first.empty() ? o.evaluation.message() : first;
     }
     if (!problem.empty()) {
-      spdlog::warn("sanitizer {} failed: {}", tool, problem);
+      // One process ran every shape under the tool, so the verdict names them all: the reader
+      // can rerun those shapes (evo-worker eval --shape) under the tool to find the failing one.
+      const std::string where = req.shapes.empty() ? tool : tool + " on " + join_labels(req.shapes);
+      spdlog::warn("sanitizer {} failed: {}", where, problem);
       v.failed = true;
       v.gate.set_verdict("failed");
-      v.gate.set_detail(tool + ": " + problem);
-      v.message = "sanitizer_error: " + tool + ": " + problem;
+      v.gate.set_detail(where + ": " + problem);
+      v.message = "sanitizer_error: " + where + ": " + problem;
       return v;
     }
     spdlog::debug("sanitizer {} passed in {:.0f} ms ({})", tool, o.wall_ms, work_dir);

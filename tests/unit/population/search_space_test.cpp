@@ -24,7 +24,7 @@ std::string error_of(const std::function<void()>& f) {
 TEST(SearchSpaceTest, LoadsTheRealSpace) {
   const SearchSpace& s = space();
   EXPECT_EQ(s.id(), "fa_s512_v3");
-  ASSERT_EQ(s.genes().size(), 15u);
+  ASSERT_EQ(s.genes().size(), 16u);
   EXPECT_EQ(s.genes()[0].name, "BLOCK_M");
   EXPECT_EQ(s.genes()[0].values, (std::vector<int64_t>{16, 32, 64, 128}));
   EXPECT_EQ(s.genes()[0].default_value, 32);
@@ -43,6 +43,7 @@ TEST(SearchSpaceTest, LoadsTheRealSpace) {
                                       "tma_whole_boxes", "box_rows_name_distinct_boxes",
                                       "box_rows_need_tma", "stage_release_needs_tma", "pingpong_two_warpgroups",
                                       "qk_ahead_needs_pv_async_tma", "lazy_rescale_not_with_qk_ahead",
+                                      "causal_fold_pairs_row_warps",
                                       "shared_memory_fits_device",
                                       "supported_head_dim"}));
 }
@@ -147,9 +148,9 @@ TEST(SearchSpaceTest, OutputTileAfterTheMergeBufferCountsInSharedMemory) {
 
 TEST(SearchSpaceTest, KernelName) {
   EXPECT_EQ(space().kernel_name(space().default_genome(), parse_shape("1x8x512x64")),
-            "evo::fa_s512_v3_kernel<0, 64, 32, 64, 4, 2, 1, 1, 1, 0, 0, 0, 0, 0, 64, 0, 0>");
+            "evo::fa_s512_v3_kernel<0, 64, 32, 64, 4, 2, 1, 1, 1, 0, 0, 0, 0, 0, 64, 0, 0, 0>");
   EXPECT_EQ(space().kernel_name(space().parse("BLOCK_M=128,SWIZZLE=0"), parse_shape("1x8x512x128:causal")),
-            "evo::fa_s512_v3_kernel<1, 128, 128, 64, 4, 2, 1, 0, 1, 0, 0, 0, 0, 0, 64, 0, 0>");
+            "evo::fa_s512_v3_kernel<1, 128, 128, 64, 4, 2, 1, 0, 1, 0, 0, 0, 0, 0, 64, 0, 0, 0>");
 }
 
 TEST(SearchSpaceTest, FlopsFromTheSpace) {
@@ -172,9 +173,9 @@ TEST(SearchSpaceTest, SizeAndAtCoverEveryGenomeOnce) {
   EXPECT_EQ(texts.size(), space().size());
   // First gene slowest, last fastest.
   EXPECT_EQ(space().at(0).genes_text(),
-            "BLOCK_M=16,BLOCK_N=32,WARPS=1,STAGES=1,CP_ASYNC=0,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64,QK_AHEAD=0,LAZY_RESCALE=0");
+            "BLOCK_M=16,BLOCK_N=32,WARPS=1,STAGES=1,CP_ASYNC=0,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64,QK_AHEAD=0,LAZY_RESCALE=0,CAUSAL_FOLD=0");
   EXPECT_EQ(space().at(1).genes_text(),
-            "BLOCK_M=16,BLOCK_N=32,WARPS=1,STAGES=1,CP_ASYNC=0,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64,QK_AHEAD=0,LAZY_RESCALE=1");
+            "BLOCK_M=16,BLOCK_N=32,WARPS=1,STAGES=1,CP_ASYNC=0,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64,QK_AHEAD=0,LAZY_RESCALE=0,CAUSAL_FOLD=1");
   Genome last = space().at(space().size() - 1);
   for (const auto& gene : space().genes()) EXPECT_EQ(last.get(gene.name), gene.values.back());
   EXPECT_THROW(space().at(space().size()), std::out_of_range);
@@ -260,6 +261,14 @@ TEST(SearchSpaceTest, EveryConstraintRejectsItsViolation) {
   EXPECT_EQ(violated(with({{"LAZY_RESCALE", 1}}), p, limit), "(valid)");
   lazy.emplace_back("QK_AHEAD", 1);
   EXPECT_EQ(violated(tma_with(lazy), p, limit), "lazy_rescale_not_with_qk_ahead");
+  // CAUSAL_FOLD: mma.sync blocks with an even number of row warps, unsplit.
+  EXPECT_EQ(violated(with({{"CAUSAL_FOLD", 1}}), p, limit), "(valid)");  // 32 rows, 2 row warps
+  EXPECT_EQ(violated(with({{"CAUSAL_FOLD", 1}, {"BLOCK_M", 16}}), p, limit),
+            "causal_fold_pairs_row_warps");
+  EXPECT_EQ(violated(with({{"CAUSAL_FOLD", 1}, {"SPLIT_KV", 2}}), p, limit),
+            "causal_fold_pairs_row_warps");
+  EXPECT_EQ(violated(tma_with({{"BLOCK_M", 64}, {"CAUSAL_FOLD", 1}}), p, limit),
+            "causal_fold_pairs_row_warps");
   EXPECT_EQ(violated(space().default_genome(), p, 36863), "shared_memory_fits_device");
   EXPECT_EQ(violated(space().default_genome(), p, 36864), "(valid)");
   EXPECT_EQ(violated(with({{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"STAGES", 3}}),
@@ -275,7 +284,8 @@ bool hand_valid(const Genome& g, const ProblemShape& p, int64_t smem_limit) {
                 cp = g.get("CP_ASYNC"), sw = g.get("SWIZZLE"), split = g.get("SPLIT_KV"),
                 wg = g.get("WGMMA"), pv = g.get("PV_ASYNC"), tma = g.get("TMA"),
                 rel = g.get("STAGE_RELEASE"), pp = g.get("PINGPONG"), box = g.get("TMA_BOX_ROWS"),
-                ahead = g.get("QK_AHEAD"), lazy = g.get("LAZY_RESCALE"), d = p.head_dim;
+                ahead = g.get("QK_AHEAD"), lazy = g.get("LAZY_RESCALE"), fold = g.get("CAUSAL_FOLD"),
+                d = p.head_dim;
   const int64_t wm = std::min(w, bm / 16), wkv = w / wm;
   // wgmma blocks with TMA store their output through a tile after the merge buffer.
   const int64_t merge = (wkv - 1) * 4 * bm * (d + 8) + wg * tma * (split == 1) * 2 * bm * d;
@@ -284,7 +294,8 @@ bool hand_valid(const Genome& g, const ProblemShape& p, int64_t smem_limit) {
   const int64_t inbox = (split - 1) * 32 * bm * ((d / 8 + split - 1) / split + 1);
   // TMA blocks whose key groups merge keep the merge buffer and the tile apart from the K/V
   // tiles where the whole block still fits 227 KB.
-  const int64_t main_tiles = 2 * d * (bm + 2 * st * bn);
+  // CAUSAL_FOLD reads Q as two tiles.
+  const int64_t main_tiles = 2 * d * ((1 + fold) * bm + 2 * st * bn);
   const int64_t slack = std::max(wg, tma) * 1024 + tma * 128;
   const bool apart = split == 1 && wkv > 1 && tma == 1 && main_tiles + merge + slack <= 227 * 1024;
   const int64_t smem = (apart ? main_tiles + merge : std::max(main_tiles, merge)) + slack + inbox;
@@ -299,6 +310,7 @@ bool hand_valid(const Genome& g, const ProblemShape& p, int64_t smem_limit) {
          (tma == 1 || box == 64) &&
          (rel == 0 || tma == 1) && (pp == 0 || (w == 8 && rel == 1 && pv == 1)) &&
          (ahead == 0 || (pv == 1 && tma == 1 && st >= 3 && pp == 0)) && (lazy == 0 || ahead == 0) &&
+         (fold == 0 || (wg == 0 && split == 1 && wm % 2 == 0)) &&
          smem <= smem_limit &&
          (d == 64 || d == 128);
 }
@@ -320,9 +332,9 @@ TEST(SearchSpaceTest, ValidityAgreesWithHandWrittenFormulas) {
 
 TEST(SearchSpaceTest, ParseAcceptsPrefixSpacesAndDefaults) {
   Genome g = space().parse(" fa_s512_v3 : BLOCK_M = 64 , WARPS=8 ");
-  EXPECT_EQ(g.text(), "fa_s512_v3:BLOCK_M=64,BLOCK_N=64,WARPS=8,STAGES=2,CP_ASYNC=1,SWIZZLE=1,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64,QK_AHEAD=0,LAZY_RESCALE=0");
+  EXPECT_EQ(g.text(), "fa_s512_v3:BLOCK_M=64,BLOCK_N=64,WARPS=8,STAGES=2,CP_ASYNC=1,SWIZZLE=1,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64,QK_AHEAD=0,LAZY_RESCALE=0,CAUSAL_FOLD=0");
   EXPECT_EQ(space().parse("SWIZZLE=0,BLOCK_M=16").genes_text(),
-            "BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64,QK_AHEAD=0,LAZY_RESCALE=0");
+            "BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64,QK_AHEAD=0,LAZY_RESCALE=0,CAUSAL_FOLD=0");
   EXPECT_EQ(space().parse(""), space().default_genome());
   EXPECT_EQ(space().parse("fa_s512_v3:"), space().default_genome());
 }
@@ -331,7 +343,7 @@ TEST(SearchSpaceTest, ParseErrors) {
   auto parse_error = [](const std::string& t) { return error_of([&] { space().parse(t); }); };
   EXPECT_EQ(parse_error("FOO=1"),
             "unknown gene 'FOO' (genes: BLOCK_M, BLOCK_N, WARPS, STAGES, CP_ASYNC, SWIZZLE, SPLIT_KV, "
-            "WGMMA, PV_ASYNC, TMA, STAGE_RELEASE, PINGPONG, TMA_BOX_ROWS, QK_AHEAD, LAZY_RESCALE)");
+            "WGMMA, PV_ASYNC, TMA, STAGE_RELEASE, PINGPONG, TMA_BOX_ROWS, QK_AHEAD, LAZY_RESCALE, CAUSAL_FOLD)");
   EXPECT_EQ(parse_error("BLOCK_M=48"), "BLOCK_M=48 is outside its domain {16, 32, 64, 128}");
   EXPECT_EQ(parse_error("BLOCK_M=-16"), "BLOCK_M=-16 is outside its domain {16, 32, 64, 128}");
   for (const char* bad : {"BLOCK_M", "BLOCK_M=", "=32", "BLOCK_M=32,", ",BLOCK_M=32", "BLOCK_M=32,,WARPS=4",

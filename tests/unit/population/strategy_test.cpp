@@ -332,11 +332,11 @@ TEST(StrategySparseSpaceTest, RandomAndEvolveFindTheLastValidGenomes) {
   }
 }
 
-// 160^3 = 4,096,000 genomes, past the size random top-up would list, of which 1 in 256 is valid
+// 176^3 = 5,451,776 genomes, past the size random top-up would list, of which 1 in 256 is valid
 // (fa_s512_v3's own space admits about 1 in 160): drawing alone must fill every generation.
 TEST(StrategySparseSpaceTest, DrawingAloneFillsGenerationsOfASpaceTooLargeToList) {
-  const SearchSpace space = three_gene_space("large", 160, "A % 16 == 0 && B % 16 == 0");
-  ASSERT_EQ(space.size(), 4096000u);
+  const SearchSpace space = three_gene_space("large", 176, "A % 16 == 0 && B % 16 == 0");
+  ASSERT_EQ(space.size(), 5451776u);
   for (const char* name : {"random", "evolve"}) {
     const auto generations = three_generations(space, name, 8);
     for (size_t gen = 0; gen < generations.size(); ++gen)
