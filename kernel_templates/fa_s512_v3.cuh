@@ -1445,6 +1445,16 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   // differs for it -- Q's fragments, no P*V in flight yet -- costs no branch, and no wgmma sits
   // on a path ptxas must treat as divergent (it would serialise them).
   auto step = [&](int t, const bool kFirst) {
+    // CAUSAL_FOLD: keys wholly above this warp's rows add nothing. Tiles only go up in keys, so a
+    // warp that skips a tile skips every later one too: it never waits on a barrier's later phase
+    // after skipping an earlier one, and it never needs Q's fragments. Under TMA it does not wait
+    // for such a tile to land either (the warp of key group 0 in the back rows needs every tile
+    // up to kv_end, so each copy is still waited for before the block can leave). The step's
+    // closing barrier stays outside the branch: __syncthreads is .aligned, so every warp must
+    // reach the same one (with a second one on the skipping path, synccheck reported a
+    // divergent barrier).
+    const bool keys_visible =
+        !T::kFold || (first_tile + t) * T::kBlockN + key_w <= row_g + T::kRowsPerWarp - 1;
     // Tile t must have landed; tile t + kPrefetch starts its copy. PV_ASYNC keeps one stage back
     // from the copies: the previous tile's V is read until this iteration's softmax is done.
     if constexpr (T::kTma) {
@@ -1457,8 +1467,10 @@ __device__ __forceinline__ void forward(const FaParams& p) {
         load_kv(t + T::kPrefetch);
       }
       __syncwarp();
-      if (kFirst) mbarrier_wait(full_q, 0);
-      mbarrier_wait(&full[t % T::kStages], (t / T::kStages) & 1);
+      if (keys_visible) {
+        if (kFirst) mbarrier_wait(full_q, 0);
+        mbarrier_wait(&full[t % T::kStages], (t / T::kStages) & 1);
+      }
     } else if constexpr (T::kCpAsync) {
       if (t + T::kPrefetch < n_tiles) load_kv(t + T::kPrefetch);
       cp_async_commit();
@@ -1469,13 +1481,6 @@ __device__ __forceinline__ void forward(const FaParams& p) {
       load_kv(t);
       __syncthreads();
     }
-    // CAUSAL_FOLD: keys wholly above this warp's rows add nothing. Tiles only go up in keys, so a
-    // warp that skips a tile skips every later one too: it never waits on a V barrier's later
-    // phase after skipping an earlier one, and it never needs Q's fragments. The step's closing
-    // barrier stays outside the branch: __syncthreads is .aligned, so every warp must reach the
-    // same one (with a second one on the skipping path, synccheck reported a divergent barrier).
-    const bool keys_visible =
-        !T::kFold || (first_tile + t) * T::kBlockN + key_w <= row_g + T::kRowsPerWarp - 1;
     if (keys_visible) {
       if constexpr (!T::kWgmma) {
         if (kFirst) {
