@@ -43,7 +43,10 @@
 // the sequence and half from its end, so that every block sees about as many keys as any other
 // instead of the last block seeing all of them and the first almost none. Each warp then skips
 // the key ranges that lie wholly above its rows, and masks only the one its rows' diagonal
-// crosses. Non-causal calls run as without it.
+// crosses, and under TMA waits only for the tiles it reads. Non-causal calls run as without it.
+// The back rows still read every tile, so at sequence 512 the fold alone is level; with
+// LAZY_RESCALE, whose skipped rescales shorten that chain, it took 6 % off the 1,8 causal call
+// (bench/NOTES.md).
 // Under mma.sync each row's probabilities are summed on the tensor cores, as one more n8 column
 // block of O += P V whose B operand is all ones, instead of an add per score: the loop is paced
 // by its instruction count more than by any unit (bench/NOTES.md, 1-3 % on every mma.sync
