@@ -3,7 +3,8 @@
 #   1. evod + one `evo-worker --backend cuda` on loopback (as bench/gpu_acceptance.sh's run step),
 #      evod serving a fresh database, or a copy of an earlier invocation's (EVO_DB),
 #   2. one run per shape bucket, each covering its shape causal and non-causal
-#      (`--shape S --shape S:causal`), all submitted at once so the worker always has work,
+#      (`--shape S --shape S:causal`), or with EVO_SPLIT_CAUSAL=1 one run for each, all submitted
+#      at once so the worker always has work,
 #   3. waits for all of them, prints each leaderboard,
 #   4. exports the winners as ONE dispatch table: `evoctl export r1 r2 ... --out OUT/table.cu`
 #      (also OUT/table.report.md and OUT/table.dispatch.json),
@@ -42,6 +43,10 @@
 #                     times them
 #   EVO_WORKER_BACKEND  cuda (default) or model (no GPU: every figure ESTIMATED; for trying the script)
 #   EVO_BENCH         1 (default) runs step 5; 0 skips it
+#   EVO_SPLIT_CAUSAL  0 (default): one run per bucket ranks genomes over both causal settings, so
+#                     one genome serves both; 1: a run for S and another for S:causal, so the table
+#                     may hold a genome for each (causal calls gain from genes that non-causal ones
+#                     pay for, such as LAZY_RESCALE beside CAUSAL_FOLD: bench/NOTES.md)
 #   EVO_BENCH_ROUNDS  step 5 measures every kernel this many times in rotated orders and reports
 #                     the medians (default 1; see bench/bench_rounds.py)
 #
@@ -92,6 +97,8 @@ run_timeout="${EVO_RUN_TIMEOUT:-300}"
 backend="${EVO_WORKER_BACKEND:-cuda}"
 bench="${EVO_BENCH:-1}"
 bench_rounds="${EVO_BENCH_ROUNDS:-1}"
+split_causal="${EVO_SPLIT_CAUSAL:-0}"
+[[ $split_causal == 0 || $split_causal == 1 ]] || die "EVO_SPLIT_CAUSAL must be 0 or 1, got '$split_causal'"
 fitness_inputs="${EVO_FITNESS_INPUTS:-rotated}"
 [[ $fitness_inputs == rotated || $fitness_inputs == resident ]] ||
   die "EVO_FITNESS_INPUTS must be rotated or resident, got '$fitness_inputs'"
@@ -144,6 +151,15 @@ for s in "${suite[@]}"; do
   seen_shape[$s]=1
 done
 
+# The runs of bucket $1, one line each: its shapes, space-separated.
+bucket_runs() {
+  if ((split_causal)); then printf '%s\n%s\n' "$1" "$1:causal"; else printf '%s\n' "$1 $1:causal"; fi
+}
+shape_flags() {  # "S1 S2" -> " --shape S1 --shape S2"
+  local sh
+  for sh in $1; do printf ' --shape %s' "$sh"; done
+}
+
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if ((dry_run)); then
   out="$2"
@@ -167,16 +183,18 @@ if ((dry_run)); then
     say "runs $db_in left QUEUED or RUNNING: resumed by evod and waited for with this invocation's runs"
   fi
   for s in "${suite[@]}"; do
-    say "evoctl submit --seed $seed_genome --shape $s --shape $s:causal --generations $generations" \
-        "--population $population --top-k $top_k --rng-seed $rng_seed --fitness-inputs $fitness_inputs${start_args[$s]:-}"
+    while IFS= read -r shapes; do
+      say "evoctl submit --seed $seed_genome$(shape_flags "$shapes") --generations $generations" \
+          "--population $population --top-k $top_k --rng-seed $rng_seed --fitness-inputs $fitness_inputs${start_args[$s]:-}"
+    done < <(bucket_runs "$s")
   done
   if ((${#suite[@]})); then
-    say "wait for the ${#suite[@]} runs (at most ${run_timeout} s together), then print each leaderboard"
+    say "wait for the $((${#suite[@]} * (1 + split_causal))) runs (at most ${run_timeout} s together), then print each leaderboard"
   else
     say "no run submitted (EVO_SUITE is empty)"
   fi
   if [[ $export_mode == runs ]]; then
-    say "evoctl export <the ${#suite[@]} runs> --out $out/table.cu"
+    say "evoctl export <the $((${#suite[@]} * (1 + split_causal))) runs> --out $out/table.cu"
   else
     say "evoctl export <every run in the database with an elite, seed $seed_genome, the newest per shape>" \
         "--out $out/table.cu   (EVO_EXPORT=all)"
@@ -353,18 +371,22 @@ if [[ -n $db_in ]]; then
   fi
 fi
 
-# 2. One run per shape bucket, causal and non-causal.
+# 2. One run per shape bucket, causal and non-causal (EVO_SPLIT_CAUSAL=1: one run for each).
 runs=()
 for s in "${suite[@]}"; do
   read -r -a starts <<< "${start_args[$s]:-}"
-  if run=$("$evoctl" submit --seed "$seed_genome" --shape "$s" --shape "$s:causal" --generations "$generations" \
-             --population "$population" --top-k "$top_k" --rng-seed "$rng_seed" --fitness-inputs "$fitness_inputs" \
-             "${starts[@]}" 2> "$out/submit-$s.err"); then
-    say "run $run: $s and $s:causal"
-    runs+=("$run")
-  else
-    fail "submit-$s" "$(cat "$out/submit-$s.err")"
-  fi
+  while IFS= read -r shapes; do
+    read -r -a flags <<< "$(shape_flags "$shapes")"
+    name="${shapes// /+}"
+    if run=$("$evoctl" submit --seed "$seed_genome" "${flags[@]}" --generations "$generations" \
+               --population "$population" --top-k "$top_k" --rng-seed "$rng_seed" --fitness-inputs "$fitness_inputs" \
+               "${starts[@]}" 2> "$out/submit-$name.err"); then
+      say "run $run: ${shapes// / and }"
+      runs+=("$run")
+    else
+      fail "submit-$name" "$(cat "$out/submit-$name.err")"
+    fi
+  done < <(bucket_runs "$s")
 done
 [[ $export_mode == all || ${#runs[@]} -gt 0 ]] || finish
 
