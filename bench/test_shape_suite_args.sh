@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# shape_suite.sh's argument checks and its plan (--dry-run), which start nothing: each bad input
+# gets one line and exit 2, and the plan names the runs each bucket gets. Needs no GPU and no build
+# (the bundle is a folder of stand-in executables).
+set -uo pipefail
+suite="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/shape_suite.sh"
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
+bundle="$scratch/bundle"
+mkdir -p "$bundle/bin"
+for bin in evod evo-worker evoctl; do printf '#!/bin/sh\nexit 1\n' > "$bundle/bin/$bin"; chmod +x "$bundle/bin/$bin"; done
+
+failures=0
+check() {  # $1: what, $2: expected exit status, $3: text the output must hold; the rest: env and args
+  local what=$1 want_rc=$2 want_text=$3
+  shift 3
+  local output rc
+  output=$(env "$@" 2>&1)
+  rc=$?
+  if [[ $rc != "$want_rc" || $output != *"$want_text"* ]]; then
+    printf 'FAIL %s: exit %s (want %s), output:\n%s\n' "$what" "$rc" "$want_rc" "$output"
+    failures=$((failures + 1))
+  else
+    printf 'ok   %s\n' "$what"
+  fi
+}
+count() {  # how many lines of $2's output (env and args) hold $1
+  local pattern=$1
+  shift
+  env "$@" 2>&1 | grep -cF -- "$pattern"
+}
+
+check "no bundle" 2 "does not exist" "$suite" --dry-run "$scratch/none" "$scratch/out"
+check "bad EVO_SPLIT_CAUSAL" 2 "EVO_SPLIT_CAUSAL must be 0 or 1, got '2'" \
+  EVO_SPLIT_CAUSAL=2 "$suite" --dry-run "$bundle" "$scratch/out"
+check "bad EVO_FITNESS_INPUTS" 2 "EVO_FITNESS_INPUTS must be rotated or resident" \
+  EVO_FITNESS_INPUTS=hot "$suite" --dry-run "$bundle" "$scratch/out"
+check "a shape that is not BxHxSxD" 2 "'1x8x512' is not BxHxSxD" \
+  EVO_SUITE=1x8x512 "$suite" --dry-run "$bundle" "$scratch/out"
+printf '1x8x512x64\n' > "$scratch/starts.txt"
+check "a start line without a genome" 2 "EVO_START_FILE line 1" \
+  EVO_START_FILE="$scratch/starts.txt" "$suite" --dry-run "$bundle" "$scratch/out"
+
+# One run per bucket covers both causal settings; EVO_SPLIT_CAUSAL=1 gives each its own.
+check "one run per bucket" 0 "--shape 1x8x512x64 --shape 1x8x512x64:causal --generations" \
+  EVO_SUITE="1x8x512x64 2x8x512x64" "$suite" --dry-run "$bundle" "$scratch/out"
+check "one run per causal setting" 0 "wait for the 4 runs" \
+  EVO_SPLIT_CAUSAL=1 EVO_SUITE="1x8x512x64 2x8x512x64" "$suite" --dry-run "$bundle" "$scratch/out"
+n=$(count "evoctl submit" EVO_SPLIT_CAUSAL=1 EVO_SUITE="1x8x512x64 2x8x512x64" "$suite" --dry-run "$bundle" "$scratch/out")
+c=$(count "--shape 2x8x512x64:causal --generations" EVO_SPLIT_CAUSAL=1 EVO_SUITE="1x8x512x64 2x8x512x64" \
+  "$suite" --dry-run "$bundle" "$scratch/out")
+if [[ $n == 4 && $c == 1 ]]; then
+  echo "ok   split plan: 4 submits, 2x8x512x64:causal alone in one"
+else
+  echo "FAIL split plan: $n submits (want 4), $c with 2x8x512x64:causal alone (want 1)"
+  failures=$((failures + 1))
+fi
+
+((failures == 0)) || { echo "$failures check(s) failed"; exit 1; }
+echo "all checks passed"
