@@ -151,14 +151,12 @@ for s in "${suite[@]}"; do
   seen_shape[$s]=1
 done
 
-# The runs of bucket $1, one line each: its shapes, space-separated.
+# The runs of bucket $1, one line each: its shapes, space-separated (checked above: no other
+# blanks, no glob characters).
 bucket_runs() {
   if ((split_causal)); then printf '%s\n%s\n' "$1" "$1:causal"; else printf '%s\n' "$1 $1:causal"; fi
 }
-shape_flags() {  # "S1 S2" -> " --shape S1 --shape S2"
-  local sh
-  for sh in $1; do printf ' --shape %s' "$sh"; done
-}
+planned_runs=$((${#suite[@]} * (1 + split_causal)))
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if ((dry_run)); then
@@ -184,17 +182,17 @@ if ((dry_run)); then
   fi
   for s in "${suite[@]}"; do
     while IFS= read -r shapes; do
-      say "evoctl submit --seed $seed_genome$(shape_flags "$shapes") --generations $generations" \
+      say "evoctl submit --seed $seed_genome --shape ${shapes// / --shape } --generations $generations" \
           "--population $population --top-k $top_k --rng-seed $rng_seed --fitness-inputs $fitness_inputs${start_args[$s]:-}"
     done < <(bucket_runs "$s")
   done
   if ((${#suite[@]})); then
-    say "wait for the $((${#suite[@]} * (1 + split_causal))) runs (at most ${run_timeout} s together), then print each leaderboard"
+    say "wait for the $planned_runs runs (at most ${run_timeout} s together), then print each leaderboard"
   else
     say "no run submitted (EVO_SUITE is empty)"
   fi
   if [[ $export_mode == runs ]]; then
-    say "evoctl export <the $((${#suite[@]} * (1 + split_causal))) runs> --out $out/table.cu"
+    say "evoctl export <the $planned_runs runs> --out $out/table.cu"
   else
     say "evoctl export <every run in the database with an elite, seed $seed_genome, the newest per shape>" \
         "--out $out/table.cu   (EVO_EXPORT=all)"
@@ -376,7 +374,8 @@ runs=()
 for s in "${suite[@]}"; do
   read -r -a starts <<< "${start_args[$s]:-}"
   while IFS= read -r shapes; do
-    read -r -a flags <<< "$(shape_flags "$shapes")"
+    flags=()
+    for sh in $shapes; do flags+=(--shape "$sh"); done
     name="${shapes// /+}"
     if run=$("$evoctl" submit --seed "$seed_genome" "${flags[@]}" --generations "$generations" \
                --population "$population" --top-k "$top_k" --rng-seed "$rng_seed" --fitness-inputs "$fitness_inputs" \

@@ -1280,11 +1280,12 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   // the warps read the half they own (the back one starts half a block early).
   constexpr int kHalfM = T::kBlockM / 2;
   const bool back_half = T::kFold && warp_m >= T::kWarpsM / 2;
-  const int front0 = m_block * kHalfM;
-  const int back0 = (2 * (int)gridDim.x - 1 - m_block) * kHalfM;
-  // The first row of this warp in the sequence, and of the tile it reads Q from.
-  const int row_g = !T::kFold ? m0 + row_w : back_half ? back0 + row_w - kHalfM : front0 + row_w;
-  const int q0_back = back0 - kHalfM;
+  // The first sequence row of the block's Q tile (folded: of its front and its back tile), of the
+  // tile this warp reads, and of this warp's own rows.
+  const int q0_front = T::kFold ? m_block * kHalfM : m0;
+  const int q0_back = (2 * (int)gridDim.x - 2 - m_block) * kHalfM;
+  const int q0_own = back_half ? q0_back : q0_front;
+  const int row_g = q0_own + row_w;
   const long long bh = blockIdx.y;
   const __half* q = p.q + bh * p.seq_q * T::kHeadDim;
   const __half* k = p.k + bh * p.seq_k * T::kHeadDim;
@@ -1292,9 +1293,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   __half* o = p.o + bh * p.seq_q * T::kHeadDim;
 
   // Keys this block needs: all of them, or (causal) up to its last row's diagonal.
-  const int kv_end = !T::kCausal ? p.seq_k
-                     : T::kFold   ? min(p.seq_k, back0 + kHalfM)
-                                  : min(p.seq_k, m0 + T::kBlockM);
+  const int kv_end = T::kCausal ? min(p.seq_k, (T::kFold ? q0_back : m0) + T::kBlockM) : p.seq_k;
   const int all_tiles = (kv_end + T::kBlockN - 1) / T::kBlockN;
   // With SPLIT_KV, block z of the cluster takes its share of those tiles.
   const int tiles_per_split = (all_tiles + T::kSplitKV - 1) / T::kSplitKV;
@@ -1359,7 +1358,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 #pragma unroll
       for (int t = 0; t < T::kPrologueTiles; ++t)
         if (t < n_tiles) expect_kv(t);
-      tma_load_tile<T, T::kBlockM>(q_tile, p.q_map, T::kFold ? front0 : m0, (int)bh, full_q);
+      tma_load_tile<T, T::kBlockM>(q_tile, p.q_map, q0_front, (int)bh, full_q);
       if constexpr (T::kFold)
         tma_load_tile<T, T::kBlockM>(q_tile + T::kQElems, p.q_map, q0_back, (int)bh, full_q);
 #pragma unroll
@@ -1370,7 +1369,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
         }
     }
   } else {
-    load_tile<T, T::kBlockM>(q_tile, q, T::kFold ? front0 : m0, p.seq_q);
+    load_tile<T, T::kBlockM>(q_tile, q, q0_front, p.seq_q);
     if constexpr (T::kFold) load_tile<T, T::kBlockM>(q_tile + T::kQElems, q, q0_back, p.seq_q);
   }
   if constexpr (T::kCpAsync && !T::kTma) {
@@ -1723,7 +1722,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
     store_output_tma<T>(smem, p, m0, (int)bh, acc, row_sum, row_w, warp_kv, lane);
   } else if constexpr (T::kSplitKV == 1) {
     // (Under mma.sync, the only path CAUSAL_FOLD takes, each warp stores its own rows.)
-    store_output<T>(smem, o, row_g - row_w, p.seq_q, acc, row_sum, row_w, warp_kv, lane);
+    store_output<T>(smem, o, q0_own, p.seq_q, acc, row_sum, row_w, warp_kv, lane);
   } else {
     merge_cluster_and_store<T>(smem, o, m0, p.seq_q, acc, row_max, row_sum, warp_m, row_w, warp_kv,
                                lane);
