@@ -96,7 +96,9 @@ TEST(Loopback, SameRngSeedGivesTheSameGenomeSequence) {
 TEST(Loopback, WorkerKilledMidLeaseHasItsCandidatesLeasedAgain) {
   Cluster c;
   c.start_evod(1500);
-  Process& doomed = c.start_worker("doomed");
+  // Its own empty compile cache keeps each lease open for a compile: on the shared cache, once
+  // warm, the worker finished the whole run before a lease could be seen.
+  Process& doomed = c.start_worker("doomed", c.dir() + "/doomed-cache");
   v1::Run run;
   ASSERT_TRUE(c.submit(run_request(2, 8, 2, 5), &run).ok());
   ASSERT_TRUE(eventually(60, [&] {

@@ -27,13 +27,15 @@ namespace evo::it {
 
 class Process {
  public:
-  Process(const std::vector<std::string>& argv, const std::string& log_path) : log_(log_path) {
+  Process(const std::vector<std::string>& argv, const std::string& log_path,
+          const std::string& cache_dir = EVO_TEST_CACHE_DIR)
+      : log_(log_path) {
     pid_ = fork();
     if (pid_ == 0) {
       int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       dup2(fd, 1);
       dup2(fd, 2);
-      setenv("EVO_CACHE_DIR", EVO_TEST_CACHE_DIR, 1);
+      setenv("EVO_CACHE_DIR", cache_dir.c_str(), 1);
       std::vector<char*> args;
       for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
       args.push_back(nullptr);
@@ -133,10 +135,12 @@ class Cluster {
   }
   Process& evod() { return *evod_; }
 
-  Process& start_worker(const std::string& name) {
+  // cache_dir: the shared cache by default; a test that needs a worker to hold its leases for a
+  // while gives it an empty one, since on a warm cache a model evaluation takes milliseconds.
+  Process& start_worker(const std::string& name, const std::string& cache_dir = EVO_TEST_CACHE_DIR) {
     workers_.push_back(std::make_unique<Process>(
         std::vector<std::string>{EVO_WORKER_BIN, "--coordinator", address(), "--backend", "model", "--name", name},
-        dir_ + "/worker-" + name + ".log"));
+        dir_ + "/worker-" + name + ".log", cache_dir));
     return *workers_.back();
   }
 
