@@ -47,7 +47,7 @@ check "one run per bucket" 0 "--shape 1x8x512x64 --shape 1x8x512x64:causal --gen
 check "one run per causal setting" 0 "wait for the 4 runs" \
   EVO_SPLIT_CAUSAL=1 EVO_SUITE="1x8x512x64 2x8x512x64" "$suite" --dry-run "$bundle" "$scratch/out"
 n=$(count "evoctl submit" EVO_SPLIT_CAUSAL=1 EVO_SUITE="1x8x512x64 2x8x512x64" "$suite" --dry-run "$bundle" "$scratch/out")
-c=$(count "--shape 2x8x512x64:causal --generations" EVO_SPLIT_CAUSAL=1 EVO_SUITE="1x8x512x64 2x8x512x64" \
+c=$(count "fa_s512_v3 --shape 2x8x512x64:causal --generations" EVO_SPLIT_CAUSAL=1 EVO_SUITE="1x8x512x64 2x8x512x64" \
   "$suite" --dry-run "$bundle" "$scratch/out")
 if [[ $n == 4 && $c == 1 ]]; then
   echo "ok   split plan: 4 submits, 2x8x512x64:causal alone in one"
