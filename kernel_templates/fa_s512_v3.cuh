@@ -98,9 +98,11 @@ struct KernelTraits {
   static constexpr bool kLazyRescale = LAZY_RESCALE_ != 0;
   // CAUSAL_FOLD: the front half of the block's row warps takes rows from the sequence's start,
   // the back half rows from its end (see the top of the file). Q then arrives as two tiles, one
-  // per half, in a second Q buffer that the genome keeps whether or not the call is causal.
+  // per half, in a second Q buffer. A non-causal call is not folded and keeps one Q buffer: it
+  // runs the code of CAUSAL_FOLD = 0, and a run of non-causal shapes keeps only that value
+  // (the gene's used_when in the space).
   static constexpr bool kFold = CAUSAL_FOLD_ != 0 && kCausal;
-  static constexpr int kQBuffers = CAUSAL_FOLD_ != 0 ? 2 : 1;
+  static constexpr int kQBuffers = kFold ? 2 : 1;
   // Row sums of P from the tensor cores (see the top of the file).
   static constexpr bool kRowSumMma = !kWgmma;
   // The output leaves from key group 0's registers instead of through a staged tile and a

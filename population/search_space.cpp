@@ -23,6 +23,7 @@ struct SearchSpace::Impl {
     Expression expr;
     bool reads_arch = false;  // reads SM_ARCH, maybe through a derived value: skipped while unknown
   };
+  std::vector<std::optional<Expression>> used_when;  // per gene, in gene order; nullopt: always
   std::vector<Named> derived;      // evaluated in order; each may read the ones before it
   std::vector<Named> constraints;  // checked in order; the first that is 0 is reported
   std::string kernel_pattern;      // "{NAME}" placeholders
@@ -38,6 +39,14 @@ namespace {
 // The problem and device variables every expression may read.
 const char* const kProblemVariables[] = {"BATCH",    "HEADS",  "SEQ_Q",      "SEQ_K",
                                          "HEAD_DIM", "CAUSAL", "SMEM_LIMIT", "SM_ARCH"};
+// What a gene's used_when may read: the problem alone, so that whether a gene matters to a run
+// does not depend on the other genes (nor on the device).
+const char* const kShapeVariables[] = {"BATCH", "HEADS", "SEQ_Q", "SEQ_K", "HEAD_DIM", "CAUSAL"};
+
+std::map<std::string, int64_t> shape_variables(const ProblemShape& p) {
+  return {{"BATCH", p.batch},  {"HEADS", p.heads},       {"SEQ_Q", p.seq_q},
+          {"SEQ_K", p.seq_k},  {"HEAD_DIM", p.head_dim}, {"CAUSAL", p.causal ? 1 : 0}};
+}
 
 [[noreturn]] void bad_space(const std::string& why) {
   throw InputError("bad search space: " + why);
@@ -163,6 +172,13 @@ SearchSpace SearchSpace::from_json(std::string_view text) {
                 " is outside its domain " + join_values(g.values));
     if (auto doc_it = genes[i].find("doc"); doc_it != genes[i].end() && doc_it->is_string())
       g.doc = doc_it->get<std::string>();
+    std::optional<Expression> used_when;
+    if (auto it = genes[i].find("used_when"); it != genes[i].end()) {
+      static const std::set<std::string> shape_names(std::begin(kShapeVariables), std::end(kShapeVariables));
+      used_when = checked_expression(*it, "gene " + g.name + " used_when", shape_names);
+      g.used_when = used_when->text();
+    }
+    impl->used_when.push_back(std::move(used_when));
     size *= g.values.size();
     if (size > std::numeric_limits<uint64_t>::max() / 2) bad_space("the space has too many genomes");
     space.genes_.push_back(std::move(g));
@@ -302,6 +318,19 @@ Genome SearchSpace::parse(std::string_view text) const {
     genome.set(name, value);
   }
   return genome;
+}
+
+Genome SearchSpace::canonical(const Genome& g, const std::vector<ProblemShape>& shapes) const {
+  Genome out = g;
+  if (shapes.empty() || g.template_id() != id_ || g.genes().size() != genes_.size()) return out;
+  for (size_t i = 0; i < genes_.size(); ++i) {
+    const auto& used_when = impl_->used_when[i];
+    if (!used_when || g.genes()[i].first != genes_[i].name) continue;
+    bool used = false;
+    for (const auto& shape : shapes) used = used || used_when->eval(shape_variables(shape)) != 0;
+    if (!used) out.set(genes_[i].name, genes_[i].default_value);
+  }
+  return out;
 }
 
 std::map<std::string, int64_t> SearchSpace::variables(const Genome& g, const ProblemShape& p,

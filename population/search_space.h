@@ -23,6 +23,10 @@ struct Gene {
   std::vector<int64_t> values;
   int64_t default_value = 0;
   std::string doc;
+  // An expression over the problem (BATCH, HEADS, SEQ_Q, SEQ_K, HEAD_DIM, CAUSAL) that is nonzero
+  // where the gene changes the kernel; empty: always. Where it is zero for every shape of a run,
+  // every value of the gene runs the same code, and the run keeps only the default (canonical()).
+  std::string used_when;
 };
 
 struct LaunchConfig {
@@ -56,6 +60,11 @@ class SearchSpace {
   // default. Throws InputError for a malformed text, an unknown gene, a value outside its domain,
   // or a template prefix that is not this space's.
   Genome parse(std::string_view text) const;
+
+  // g with every gene that no shape of `shapes` uses (Gene::used_when) set to its default, so
+  // that a run never holds two genomes that run the same code for its shapes. Empty `shapes`:
+  // every gene counts as used.
+  Genome canonical(const Genome& g, const std::vector<ProblemShape>& shapes) const;
 
   // SM_ARCH when the target is not known yet (evod proposes genomes before a worker has them).
   static constexpr int kUnknownArch = 0;

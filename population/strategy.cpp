@@ -86,9 +86,11 @@ class StrategyBase : public Strategy {
     }
   }
 
-  // Adds g if it is valid and new; true if added.
+  // Adds g, in its canonical form for the run's shapes, if it is valid and new; true if added.
   bool offer(Batch& batch, Offspring o) const {
-    if (batch.full() || batch.seen(o.genome) || !valid(o.genome)) return false;
+    if (batch.full()) return false;
+    o.genome = space().canonical(o.genome, ctx_.shapes);
+    if (batch.seen(o.genome) || !valid(o.genome)) return false;
     batch.add(std::move(o));
     return true;
   }

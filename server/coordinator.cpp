@@ -56,7 +56,8 @@ std::unique_ptr<Strategy> strategy_for(const RunRecord& run, const SearchSpace& 
   return make_strategy(run.strategy, ctx);
 }
 
-// The canonical texts of a submit's start genomes, each checked as the strategy will check it, so
+// The canonical texts of a submit's start genomes (genes that none of the run's shapes uses at
+// their defaults, as the strategy proposes them), each checked as the strategy will check it, so
 // that a genome the strategy would drop is refused now instead. Constraints that read SM_ARCH are
 // skipped, as by the strategy: the target is unknown until a worker leases, and the worker's valid
 // gate reports such a genome INVALID. The smem limit is the run's, fixed at submit.
@@ -68,7 +69,7 @@ std::vector<std::string> check_start_genomes(const v1::SubmitRunRequest& req, co
     const std::string named = "start genome '" + text + "'";
     Genome g;
     try {
-      g = space.parse(text);
+      g = space.canonical(space.parse(text), shapes);
     } catch (const InputError& e) {
       throw InputError(named + ": " + e.what());
     }

@@ -294,8 +294,8 @@ bool hand_valid(const Genome& g, const ProblemShape& p, int64_t smem_limit) {
   const int64_t inbox = (split - 1) * 32 * bm * ((d / 8 + split - 1) / split + 1);
   // TMA blocks whose key groups merge keep the merge buffer and the tile apart from the K/V
   // tiles where the whole block still fits 227 KB.
-  // CAUSAL_FOLD reads Q as two tiles.
-  const int64_t main_tiles = 2 * d * ((1 + fold) * bm + 2 * st * bn);
+  // CAUSAL_FOLD reads Q as two tiles, in causal calls only.
+  const int64_t main_tiles = 2 * d * ((1 + (p.causal ? fold : 0)) * bm + 2 * st * bn);
   const int64_t slack = std::max(wg, tma) * 1024 + tma * 128;
   const bool apart = split == 1 && wkv > 1 && tma == 1 && main_tiles + merge + slack <= 227 * 1024;
   const int64_t smem = (apart ? main_tiles + merge : std::max(main_tiles, merge)) + slack + inbox;
@@ -313,6 +313,32 @@ bool hand_valid(const Genome& g, const ProblemShape& p, int64_t smem_limit) {
          (fold == 0 || (wg == 0 && split == 1 && wm % 2 == 0)) &&
          smem <= smem_limit &&
          (d == 64 || d == 128);
+}
+
+// A gene that no shape of a run uses names no kernel of its own there: canonical() sets it to its
+// default, and the launch of either value asks for the same shared memory.
+TEST(SearchSpaceTest, CanonicalSetsGenesNoShapeUsesToTheirDefaults) {
+  const Genome folded = space().parse("BLOCK_M=32,BLOCK_N=256,WARPS=8,STAGES=2,LAZY_RESCALE=1,CAUSAL_FOLD=1");
+  const Genome unfolded = space().parse("BLOCK_M=32,BLOCK_N=256,WARPS=8,STAGES=2,LAZY_RESCALE=1");
+  const ProblemShape plain = parse_shape("1x8x512x64"), causal = parse_shape("1x8x512x64:causal");
+
+  EXPECT_EQ(space().canonical(folded, {plain}), unfolded);
+  EXPECT_EQ(space().canonical(folded, {plain, parse_shape("2x8x512x64")}), unfolded);
+  EXPECT_EQ(space().canonical(folded, {causal}), folded);
+  EXPECT_EQ(space().canonical(folded, {plain, causal}), folded);  // one causal shape uses it
+  EXPECT_EQ(space().canonical(folded, {}), folded);               // no shapes: nothing is known unused
+  EXPECT_EQ(space().canonical(unfolded, {plain}), unfolded);
+  // LAZY_RESCALE has no used_when: kept at 1 for every shape.
+  EXPECT_EQ(space().canonical(folded, {plain}).get("LAZY_RESCALE"), 1);
+  // A genome of another space passes through.
+  const Genome other("tiny", {{"A", 4}});
+  EXPECT_EQ(space().canonical(other, {plain}), other);
+
+  EXPECT_EQ(space().launch(folded, plain).smem_bytes, space().launch(unfolded, plain).smem_bytes);
+  EXPECT_EQ(space().launch(folded, causal).smem_bytes,
+            space().launch(unfolded, causal).smem_bytes + 32 * 64 * 2);  // the second Q tile
+  EXPECT_EQ(space().genes().back().name, "CAUSAL_FOLD");
+  EXPECT_EQ(space().genes().back().used_when, "CAUSAL == 1");
 }
 
 TEST(SearchSpaceTest, ValidityAgreesWithHandWrittenFormulas) {
@@ -395,6 +421,17 @@ TEST(SearchSpaceJsonTest, SmallSpaceLoadsAndWorks) {
   EXPECT_DOUBLE_EQ(s.flops(s.default_genome(), ProblemShape{}), ProblemShape{}.flops());
 }
 
+TEST(SearchSpaceJsonTest, UsedWhenReadsTheProblem) {
+  SearchSpace s = SearchSpace::from_json(
+      with_replaced(R"({"name": "B", "values": [0, 1], "default": 0})",
+                    R"({"name": "B", "values": [0, 1], "default": 0, "used_when": "SEQ_K > 512 || CAUSAL"})"));
+  EXPECT_EQ(s.genes()[1].used_when, "SEQ_K > 512 || CAUSAL");
+  const Genome g = s.parse("A=4,B=1");
+  EXPECT_EQ(s.canonical(g, {parse_shape("1x1x512x64")}).text(), "tiny:A=4,B=0");
+  EXPECT_EQ(s.canonical(g, {parse_shape("1x1x1024x64")}).text(), "tiny:A=4,B=1");
+  EXPECT_EQ(s.canonical(g, {parse_shape("1x1x512x64:causal")}).text(), "tiny:A=4,B=1");
+}
+
 TEST(SearchSpaceJsonTest, RejectsMalformedVariants) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"{not json", "not valid JSON"},
@@ -416,6 +453,15 @@ TEST(SearchSpaceJsonTest, RejectsMalformedVariants) {
       {with_replaced(R"("AB < 40")", R"("AC < 40")"), "constraint small reads unknown identifier 'AC'"},
       {with_replaced(R"("A * 10 + B")", R"("A * 10 + AB")"), "reads unknown identifier 'AB'"},
       {with_replaced(R"({HEAD_DIM})", R"({HEADDIM})"), "unknown placeholder '{HEADDIM}'"},
+      // used_when reads the problem only: not genes, derived values or the device.
+      {with_replaced(R"("default": 0})", R"("default": 0, "used_when": "A > 1"})"),
+       "gene B used_when reads unknown identifier 'A'"},
+      {with_replaced(R"("default": 0})", R"("default": 0, "used_when": "SMEM_LIMIT > 0"})"),
+       "gene B used_when reads unknown identifier 'SMEM_LIMIT'"},
+      {with_replaced(R"("default": 0})", R"("default": 0, "used_when": "CAUSAL =="})"),
+       "gene B used_when: bad expression"},
+      {with_replaced(R"("default": 0})", R"("default": 0, "used_when": 1})"),
+       "gene B used_when must be an expression string"},
       {with_replaced(R"({HEAD_DIM}>)", R"({HEAD_DIM>)"), "unclosed '{'"},
       {with_replaced(R"("grid_z": "1",)", ""), "launch lacks \"grid_z\""},
       {with_replaced(R"("grid_z": "1",)", R"("grid_z": "1", "tensor_map_q_box_rows": "32",)"),

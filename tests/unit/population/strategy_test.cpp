@@ -117,6 +117,34 @@ TEST(StrategyTest, StartGenomesFollowTheDefaultInGenerationZeroAndInvalidOnesAre
   }
 }
 
+// CAUSAL_FOLD changes causal calls only: a run without one never holds a genome with it set
+// (the same kernel twice), a start genome included; a run with one explores it.
+TEST(StrategyTest, GenesTheRunsShapesDoNotUseStayAtTheirDefaults) {
+  const Genome folded = space().parse("BLOCK_M=32,BLOCK_N=128,WARPS=8,STAGES=2,CAUSAL_FOLD=1");
+  for (const char* name : {"evolve", "random"}) {
+    for (bool any_causal : {false, true}) {
+      auto ctx = context(11);
+      ctx.shapes = {parse_shape("1x8x512x64"), parse_shape(any_causal ? "2x8x512x64:causal" : "2x8x512x64")};
+      ctx.start_genomes = {folded};
+      auto strategy = make_strategy(name, ctx);
+      std::vector<ScoredCandidate> history;
+      int with_fold = 0;
+      for (int gen = 0; gen < 6; ++gen) {
+        for (const auto& o : strategy->next_generation(gen, history, 16)) {
+          with_fold += o.genome.get("CAUSAL_FOLD");
+          history.push_back({o.genome, synthetic_us(o.genome)});
+        }
+      }
+      ASSERT_GE(history.size(), 2u);
+      EXPECT_EQ(history[1].genome, any_causal ? folded : space().canonical(folded, ctx.shapes)) << name;
+      if (any_causal)
+        EXPECT_GT(with_fold, 1) << name;
+      else
+        EXPECT_EQ(with_fold, 0) << name;
+    }
+  }
+}
+
 TEST(StrategyTest, StartGenomeOfAnotherSpaceIsDropped) {
   auto ctx = context(3);
   ctx.start_genomes = {Genome("other_template", {{"BLOCK_M", 64}})};

@@ -354,6 +354,31 @@ TEST_F(CoordinatorTest, BadStartGenomeIsOneClearRefusalAndChangesNothing) {
   EXPECT_EQ(store_.dump(), before);
 }
 
+// A start genome's genes that none of the run's shapes uses are stored at their defaults, as the
+// strategy proposes them: the run holds one text per kernel.
+TEST_F(CoordinatorTest, StartGenomesAreStoredCanonicalForTheRunsShapes) {
+  const SearchSpace& space = SearchSpace::for_template("fa_s512_v3");
+  const std::string folded = "BLOCK_M=32,BLOCK_N=128,WARPS=8,STAGES=2,CAUSAL_FOLD=1";
+  for (bool causal : {false, true}) {
+    v1::SubmitRunRequest req;
+    req.set_seed("fa_s512_v3");
+    req.set_generations(1);
+    req.set_population(2);
+    req.set_top_k(1);
+    req.set_strategy("random");
+    req.set_causal(causal);
+    req.add_start_genomes(folded);
+    const v1::Run run = coord_->submit(req);
+    ASSERT_EQ(run.start_genomes_size(), 1);
+    const Genome stored = space.parse(run.start_genomes(0));
+    EXPECT_EQ(stored.get("CAUSAL_FOLD"), causal ? 1 : 0);
+    EXPECT_EQ(stored.get("WARPS"), 8);
+    const auto gen0 = store_.candidates_of_run(run.run_id());
+    ASSERT_EQ(gen0.size(), 2u);
+    EXPECT_EQ(gen0[1].genome, run.start_genomes(0));
+  }
+}
+
 TEST_F(CoordinatorTest, StartGenomesLeadGenerationZeroAndSurviveARestart) {
   const SearchSpace& space = SearchSpace::for_template("fa_s512_v3");
   // WGMMA=1 breaks no constraint evod can check: SM_ARCH is the worker's to check.
