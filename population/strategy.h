@@ -43,8 +43,9 @@ class Strategy {
   virtual ~Strategy() = default;
   // Proposes up to `population` valid genomes never seen in `history` (the run's every evaluated
   // or proposed candidate) nor twice in the result, each canonical for the context's shapes
-  // (SearchSpace::canonical: genes no shape uses at their defaults). Generation 0 always holds the default genome,
-  // then the context's valid start genomes (as many as `population` leaves room for).
+  // (SearchSpace::canonical: genes no shape uses at their defaults). Generation 0 always holds
+  // the default genome, then the context's valid start genomes (as many as `population` leaves
+  // room for).
   // Returns fewer, or none, when the space is exhausted.
   virtual std::vector<Offspring> next_generation(int generation,
                                                  const std::vector<ScoredCandidate>& history,
