@@ -15,6 +15,23 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The block chain's constants, in cycles at the model's clock: fitted to an NVIDIA H200's
+// measurements of 191 genomes (tests/unit/worker/data/h200_measured_fitness.csv, where
+// model_calibration_test checks the order they give), so they rank variants, not predict times.
+constexpr double kCyclesPerScoreMmaSync = 1.0;   // a step, per score of one warp
+constexpr double kCyclesPerScoreWgmma = 0.8;     // fewer instructions per score
+constexpr double kLoneWarpSlowdown = 1.15;       // a warp alone on its scheduler hides less latency
+// More warps per scheduler make each step longer, though less than in proportion.
+constexpr double kSchedulerSharingExponent = 0.75;
+constexpr double kCyclesPerCpAsync = 25;         // per 16-byte copy a thread issues
+constexpr double kTileBarrierCycles = 120;       // the block-wide barrier after a tile
+constexpr double kCopyLatencyCycles = 2600;      // a refill, from its issue to the tile landed
+constexpr double kMergeCyclesPerGroup = 470;     // per extra key group, per 1024 values a warp
+constexpr double kFirstTileCycles = 4300;        // block start to the first tile's data
+constexpr double kStoreCycles = 2150;            // the output to global memory, and the exit
+// SPLIT_KV's cluster merge: 1.27 us at 1,8,512,64 on an H100 at 1980 MHz (bench/NOTES.md).
+constexpr double kClusterMergeCycles = 2500.0;
+
 // Resident blocks per SM: the tightest of registers (allocated per warp in units of 256),
 // shared memory (plus the runtime's per-block reserve), threads and the block limit.
 int blocks_per_sm(const DeviceModel& dev, int registers, int64_t smem_bytes, int threads) {
@@ -90,15 +107,34 @@ KernelEstimate estimate_kernel(const DeviceModel& dev, const SearchSpace& space,
   // it the copy stalls the block, partly hidden by other resident blocks.
   const double exposed = pipelined ? 0.1 : (concurrent > 1 ? 0.5 : 1.0);
   const double t_overlap = std::max(t_compute, t_memory) + exposed * std::min(t_compute, t_memory);
-  // Two barriers per K/V tile (~200 cycles each), the cross-warp merge when warps split keys, and
-  // the cluster merge of SPLIT_KV blocks: 1.27 us at 1,8,512,64 on an H100 at 1980 MHz
-  // (bench/NOTES.md).
-  constexpr double kClusterMergeCycles = 2500.0;
-  const double t_sync = (kv_tiles * 2 * 200 + (warps_kv > 1 ? 600.0 * warps_kv : 0.0) +
-                         (split > 1 ? kClusterMergeCycles : 0.0)) /
-                        clock_hz;
+  // One block's own chain of dependent work, which sets the time where an SM holds few blocks
+  // (the small shapes, bench/NOTES.md "Where the gap is"): the first tile's arrival, one step per
+  // K/V tile paced by each warp's scores and slowed by the warps sharing its scheduler, the
+  // copies a pipeline too shallow for the sequence leaves exposed, the key groups' merge, the
+  // cluster merge and the store. A causal wave of one block per SM lasts as long as its longest
+  // block, which reads every key.
+  const int64_t stages = vars.at("STAGES");
+  const double chain_tiles =
+      shape.causal && est.waves == 1 ? std::ceil(shape.seq_k / split / block_n) : kv_tiles;
+  const double rows_per_warp = block_m / static_cast<double>(vars.at("WARPS_M"));
+  const double scores_per_warp = rows_per_warp * block_n / warps_kv;
+  const double warps_per_scheduler = resident_warps / 4.0;
+  double step = (wgmma ? kCyclesPerScoreWgmma : kCyclesPerScoreMmaSync) * scores_per_warp *
+                std::pow(std::max(kLoneWarpSlowdown, warps_per_scheduler),
+                         kSchedulerSharingExponent);
+  if (!tma) step += kCyclesPerCpAsync * (2.0 * block_n * d * 2 / 16) / (warps * 32);
+  if (!stage_release) step += kTileBarrierCycles;
+  // TMA's one stage refills K and V apart: half a stage more in flight.
+  const double depth = stages > 1 ? static_cast<double>(stages) : one_stage_split_refill ? 1.5 : 1.0;
+  const double refills = std::max(0.0, chain_tiles - depth);
+  // A refill is issued when its stage frees; the stages ahead of it hide that many steps of it.
+  const double exposed_per_refill = std::max(0.0, kCopyLatencyCycles - (depth - 1) * step);
+  const double merge =
+      warps_kv > 1 ? kMergeCyclesPerGroup * (warps_kv - 1) * rows_per_warp * d / 1024 : 0.0;
+  const double chain_cycles = kFirstTileCycles + chain_tiles * step + refills * exposed_per_refill +
+                              merge + (split > 1 ? kClusterMergeCycles : 0.0) + kStoreCycles;
 
-  const double wave_s = t_overlap + t_sync;
+  const double wave_s = std::max(chain_cycles / clock_hz, t_overlap);
   est.us = dev.launch_overhead_us + est.waves * wave_s * 1e6;
   return est;
 }

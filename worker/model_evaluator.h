@@ -1,7 +1,9 @@
 #pragma once
 // The `model` evaluator: real NVRTC compile and gates 1-3, then an analytical time estimate per
 // shape from the real registers and shared memory (occupancy), the grid (waves over the SMs),
-// tile FLOPs at the mma.sync rate and tile bytes at memory bandwidth, plus launch overhead.
+// tile FLOPs at the tensor rate and tile bytes at memory bandwidth, or, where that is longer, one
+// block's own chain of steps (the small shapes), plus launch overhead. The chain's constants are
+// fitted to an H200's measurements, and a test checks the order they give against them.
 // Results are marked estimated and carry device_class "<arch>/model/estimated", so they never
 // mix with measured ones.
 #include <memory>
