@@ -29,7 +29,9 @@ constexpr double kCopyLatencyCycles = 2600;      // a refill, from its issue to 
 constexpr double kMergeCyclesPerGroup = 470;     // per extra key group, per 1024 values a warp
 constexpr double kFirstTileCycles = 4300;        // block start to the first tile's data
 constexpr double kStoreCycles = 2150;            // the output to global memory, and the exit
-// SPLIT_KV's cluster merge: 1.27 us at 1,8,512,64 on an H100 at 1980 MHz (bench/NOTES.md).
+// SPLIT_KV's cluster merge, per other block of the cluster, each of which stores its share into
+// this one's shared memory behind the same barrier: 1.27 us for two at 1,8,512,64 on an H100 at
+// 1980 MHz; four blocks of wg 64x128x4x2 ran that shape 3 us slower than two (bench/NOTES.md).
 constexpr double kClusterMergeCycles = 2500.0;
 
 // Resident blocks per SM: the tightest of registers (allocated per warp in units of 256),
@@ -132,7 +134,7 @@ KernelEstimate estimate_kernel(const DeviceModel& dev, const SearchSpace& space,
   const double merge =
       warps_kv > 1 ? kMergeCyclesPerGroup * (warps_kv - 1) * rows_per_warp * d / 1024 : 0.0;
   const double chain_cycles = kFirstTileCycles + chain_tiles * step + refills * exposed_per_refill +
-                              merge + (split > 1 ? kClusterMergeCycles : 0.0) + kStoreCycles;
+                              merge + kClusterMergeCycles * (split - 1) + kStoreCycles;
 
   const double wave_s = std::max(chain_cycles / clock_hz, t_overlap);
   est.us = dev.launch_overhead_us + est.waves * wave_s * 1e6;

@@ -104,6 +104,20 @@ TEST(ModelEstimate, ClusterMergeCostsWhatTheSplitSaves) {
   EXPECT_GT(split.us, 0.95 * unsplit.us);
 }
 
+// Each other block of a cluster adds its share to the merge: at 1,8,512,64 an H100 ran wg
+// 64x128x4x2 split 4 at 8.19 us against 5.23 for split-2 blocks and the unsplit mma.sync winner
+// (bench/NOTES.md, 2026-11-26).
+TEST(ModelEstimate, ClustersOfFourMergeLongerThanClustersOfTwo) {
+  const auto s = shape(1, 8, 512);
+  const auto unsplit = estimate_kernel(
+      h100(), space(), space().parse("BLOCK_M=32,BLOCK_N=256,WARPS=8,STAGES=2,TMA=1"), s, resources(123));
+  const char* wg = "BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,WGMMA=1,TMA=1,SPLIT_KV=";
+  const auto two = estimate_kernel(h100(), space(), space().parse(std::string(wg) + "2"), s, resources(110));
+  const auto four = estimate_kernel(h100(), space(), space().parse(std::string(wg) + "4"), s, resources(110));
+  EXPECT_GT(four.us, 1.3 * unsplit.us);
+  EXPECT_GT(four.us, two.us);
+}
+
 // At a compute-bound shape the same tiles estimate faster through wgmma, the full tensor rate.
 TEST(ModelEstimate, WgmmaTilesAreFasterWhereTheTensorRateBinds) {
   const auto s = shape(4, 16, 2048);
