@@ -1,6 +1,7 @@
-// The model evaluator against measurements: data/h200_measured_fitness.csv holds every genome a
-// suite's runs measured on an NVIDIA H200 (the median µs per call with inputs cycled past L2, the
-// registers ptxas gave it), at the four small shapes and the three large ones. The model is meant
+// The model evaluator against measurements: data/h200_measured_fitness.csv holds every genome that
+// suites 17 and 18 measured on an NVIDIA H200 (bench/results/2026-11-29-h200-suite-1[78]-*; the
+// median µs per call with inputs cycled past L2, the registers ptxas gave it), at the four small
+// shapes and the three large ones, as bench/measured_fitness_csv.py writes it from their evo.db. The model is meant
 // to rank variants, not to predict microseconds, so these tests ask how well its order agrees
 // with the measured one (Spearman's rank correlation per shape) and whether the genome it would
 // pick is near the measured best.
