@@ -635,5 +635,75 @@ class NoGpuExit(unittest.TestCase):
         self.assertEqual(proc.stderr.strip().splitlines(), [f"error: dispatch file not found: {missing}"])
 
 
+
+@unittest.skipUnless(shutil.which("protoc"), "protoc is not installed")
+class MeasuredFitnessCsv(unittest.TestCase):
+    """bench/measured_fitness_csv.py on a small database written here."""
+
+    GENOME = "fa_s512_v3:BLOCK_M=32,BLOCK_N=256"
+
+    def evaluation(self, median_us, registers=123, gpu="NVIDIA H200", causal=False):
+        text = (f'status: OK resources {{ registers: {registers} static_smem_bytes: 16 }} '
+                f'shapes {{ shape {{ batch: 1 heads: 8 seq_q: 512 seq_k: 512 head_dim: 64 causal: {str(causal).lower()} }} '
+                f'median_us: {median_us} }} device {{ gpu_name: "{gpu}" }}')
+        return subprocess.run(["protoc", "--encode=evo.v1.Evaluation", "-I", os.path.join(HERE, "..", "proto"),
+                               "evo.proto"], input=text.encode(), capture_output=True, check=True).stdout
+
+    def database(self, evaluations):
+        """evaluations: (genome, blob, status, estimated)."""
+        import sqlite3
+        path = os.path.join(self.tmp, "evo.db")
+        db = sqlite3.connect(path)
+        db.execute("create table candidates (id text primary key, genome text)")
+        db.execute("create table evaluations (id integer primary key, candidate_id text, blob blob, "
+                   "status integer, estimated integer)")
+        for i, (genome, blob, status, estimated) in enumerate(evaluations):
+            db.execute("insert into candidates values (?, ?)", (f"c{i}", genome))
+            db.execute("insert into evaluations (candidate_id, blob, status, estimated) values (?, ?, ?, ?)",
+                       (f"c{i}", blob, status, estimated))
+        db.commit()
+        db.close()
+        return path
+
+    def run_script(self, db):
+        return subprocess.run([sys.executable, os.path.join(HERE, "measured_fitness_csv.py"), db],
+                              capture_output=True, text=True)
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.tmp)
+
+    def test_one_row_per_shape_and_genome_measured_ok(self):
+        other = "fa_s512_v3:BLOCK_M=64,BLOCK_N=128"
+        db = self.database([
+            (self.GENOME, self.evaluation(5.0), 1, 0),
+            (self.GENOME, self.evaluation(4.0), 1, 0),   # a confirmation: the median of the two
+            (self.GENOME, self.evaluation(6.0, causal=True), 1, 0),
+            (other, self.evaluation(3.0), 1, 1),         # estimated by the model: left out
+            (other, self.evaluation(2.0), 4, 0),         # failed a gate: left out
+        ])
+        out = self.run_script(db)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.splitlines(), [
+            "shape,genome,registers,static_smem_bytes,median_us",
+            '1x8x512x64,"BLOCK_M=32,BLOCK_N=256",123,16,4.500',
+            '1x8x512x64:causal,"BLOCK_M=32,BLOCK_N=256",123,16,6.000',
+        ])
+        self.assertIn("2 rows from 3 evaluations on NVIDIA H200", out.stderr)
+
+    def test_refuses_measurements_of_two_cards(self):
+        db = self.database([(self.GENOME, self.evaluation(5.0), 1, 0),
+                            (self.GENOME, self.evaluation(5.0, gpu="NVIDIA H100 80GB HBM3"), 1, 0)])
+        out = self.run_script(db)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("measurements from 2 cards", out.stderr)
+        self.assertEqual(out.stdout, "")
+
+    def test_missing_database_is_one_line(self):
+        out = self.run_script(os.path.join(self.tmp, "none.db"))
+        self.assertNotEqual(out.returncode, 0)
+        self.assertEqual(out.stderr.strip(), f"measured_fitness_csv: no database at {os.path.join(self.tmp, 'none.db')}")
+
+
 if __name__ == "__main__":
     unittest.main()
