@@ -1,7 +1,11 @@
-// The model evaluator against measurements: data/h200_measured_fitness.csv holds every genome that
-// suites 17 and 18 measured on an NVIDIA H200 (bench/results/2026-11-29-h200-suite-1[78]-*; the
-// median µs per call with inputs cycled past L2, the registers ptxas gave it), at the four small
-// shapes and the three large ones, as bench/measured_fitness_csv.py writes it from their evo.db. The model is meant
+// The model evaluator against measurements on an NVIDIA H200, as bench/measured_fitness_csv.py
+// writes them from an evo.db (the median µs per call with inputs cycled past L2, the registers
+// ptxas gave the kernel):
+// - data/h200_measured_fitness.csv: every genome suites 17 and 18 measured
+//   (bench/results/2026-11-29-h200-suite-1[78]-*), mostly near the winners, at the four small
+//   shapes and the three large ones. The model's block-chain constants were fitted to it.
+// - data/h200_random_genomes.csv: 54 genomes the random strategy drew afterwards, each measured
+//   at the four small shapes (bench/results/2026-11-29-h200-random-sample-*): the held-out check. The model is meant
 // to rank variants, not to predict microseconds, so these tests ask how well its order agrees
 // with the measured one (Spearman's rank correlation per shape) and whether the genome it would
 // pick is near the measured best.
@@ -34,10 +38,10 @@ struct Measured {
 };
 
 // Rows: shape,"genome",registers,static_smem_bytes,median_us (a header line first).
-std::vector<Measured> load_measured() {
+std::vector<Measured> load_measured(const std::string& file) {
   const SearchSpace& space = SearchSpace::for_template("fa_s512_v3");
-  std::ifstream in(std::string(EVO_TEST_DATA_DIR) + "/h200_measured_fitness.csv");
-  EXPECT_TRUE(in.good()) << "data/h200_measured_fitness.csv is missing";
+  std::ifstream in(std::string(EVO_TEST_DATA_DIR) + "/" + file);
+  EXPECT_TRUE(in.good()) << "data/" << file << " is missing";
   std::vector<Measured> out;
   std::string line;
   std::getline(in, line);
@@ -82,11 +86,11 @@ double spearman(const std::vector<double>& a, const std::vector<double>& b) {
   return cov / std::sqrt(va * vb);
 }
 
-std::map<std::string, std::vector<Measured>> estimated_by_shape() {
+std::map<std::string, std::vector<Measured>> estimated_by_shape(const std::string& file) {
   const DeviceModel* dev = find_device_model("sm_90a");
   const SearchSpace& space = SearchSpace::for_template("fa_s512_v3");
   std::map<std::string, std::vector<Measured>> by_shape;
-  for (auto& m : load_measured()) {
+  for (auto& m : load_measured(file)) {
     v1::ResourceReport r;
     r.set_registers(m.registers);
     r.set_static_smem_bytes(m.static_smem);
@@ -119,11 +123,13 @@ TEST(ModelCalibration, SpearmanOfKnownOrdersIsExact) {
   EXPECT_NEAR(spearman({1, 2, 3, 4, 5}, {2, 1, 4, 3, 5}), 0.8, 1e-12);
 }
 
-// The four small shapes, where a suite's runs measured 40 or more genomes each: the model's
-// order must agree with the card's, and its pick must be within reach of the measured best.
-TEST(ModelCalibration, RanksTheSmallShapesLikeTheCard) {
-  const auto by_shape = estimated_by_shape();
-  for (const char* shape : {"1x8x512x64", "1x8x512x64:causal", "2x8x512x64", "2x8x512x64:causal"}) {
+const char* const kSmallShapes[] = {"1x8x512x64", "1x8x512x64:causal", "2x8x512x64", "2x8x512x64:causal"};
+
+// Each small shape's rows: the model's order against the card's, and how far the genome it
+// would pick is from the measured best.
+void expect_agreement(const std::map<std::string, std::vector<Measured>>& by_shape, double min_rho,
+                      double max_pick) {
+  for (const char* shape : kSmallShapes) {
     ASSERT_TRUE(by_shape.count(shape)) << shape;
     const auto& rows = by_shape.at(shape);
     ASSERT_GE(rows.size(), 40u) << shape;
@@ -133,15 +139,29 @@ TEST(ModelCalibration, RanksTheSmallShapesLikeTheCard) {
     if (std::getenv("EVO_MODEL_CALIBRATION_DUMP"))  // every row, for work on the model
       for (const auto& m : rows)
         std::printf("  measured %8.2f  model %8.2f  %s\n", m.median_us, m.model_us, m.genome.genes_text().c_str());
-    EXPECT_GE(a.rho, 0.8) << shape;
-    EXPECT_LE(a.picked_over_best, 1.1) << shape;
+    EXPECT_GE(a.rho, min_rho) << shape;
+    EXPECT_LE(a.picked_over_best, max_pick) << shape;
   }
+}
+
+// The data the constants were fitted to (about 40 genomes a shape, mostly good ones): the model
+// orders them like the card (0.86-0.96; the model before the block chain: -0.11-0.81), and its
+// pick is within 5 % of the measured best.
+TEST(ModelCalibration, RanksTheSuitesGenomesLikeTheCard) {
+  expect_agreement(estimated_by_shape("h200_measured_fitness.csv"), 0.8, 1.05);
+}
+
+// Genomes the fit never saw, drawn at random: the order still agrees (0.75-0.80; before the block
+// chain 0.47-0.69, picking a genome twice as slow as the best at 1,8), and the pick is within
+// 15 % of the measured best.
+TEST(ModelCalibration, RanksARandomSampleLikeTheCard) {
+  expect_agreement(estimated_by_shape("h200_random_genomes.csv"), 0.7, 1.15);
 }
 
 // The large shapes, three or four genomes each (a suite's table winner and the few it was
 // re-measured beside): the model picks the measured winner.
 TEST(ModelCalibration, PicksTheMeasuredWinnerAtTheLargeShapes) {
-  const auto by_shape = estimated_by_shape();
+  const auto by_shape = estimated_by_shape("h200_measured_fitness.csv");
   int shapes = 0;
   for (const auto& [shape, rows] : by_shape) {
     if (rows.size() >= 40) continue;
