@@ -22,6 +22,31 @@ std::string genes_only(const std::string& genome) {
   return colon == std::string::npos ? genome : genome.substr(colon + 1);
 }
 
+// The NAME=VALUE items of a genome text, in order.
+std::vector<std::string> gene_items(const std::string& genome) {
+  std::vector<std::string> items;
+  std::string genes = genes_only(genome);
+  for (size_t start = 0; start < genes.size();) {
+    const size_t comma = std::min(genes.find(',', start), genes.size());
+    items.push_back(genes.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return items;
+}
+
+// The genes of `genome` whose values differ from `seed`'s, which reads back as the same genome
+// (genes not named take their defaults, the seed's values): "BLOCK_N=256,WARPS=8,TMA=1". Without
+// a seed genome (an older evod), every gene.
+std::string genes_unlike_seed(const std::string& genome, const std::string& seed) {
+  if (seed.empty()) return genes_only(genome);
+  const auto seed_items = gene_items(seed);
+  std::string out;
+  for (const auto& item : gene_items(genome))
+    if (std::find(seed_items.begin(), seed_items.end(), item) == seed_items.end())
+      out += (out.empty() ? "" : ",") + item;
+  return out.empty() ? "(the seed genome)" : out;
+}
+
 std::string shapes_text(const v1::Run& run) {
   std::string out;
   for (const auto& s : run.shapes()) {
@@ -159,18 +184,21 @@ std::string leaderboard_table(const v1::LeaderboardResponse& r) {
   o << "run " << r.run().run_id() << "  " << r.run().seed() << "  " << shapes_text(r.run()) << "  "
     << state_name(r.run().state()) << "  device class "
     << (r.run().device_class().empty() ? "-" : r.run().device_class()) << "\n";
-  o << "seed genome: " << (r.seed_us() > 0 ? fixed(r.seed_us(), 2) + " µs" : std::string("not measured")) << "\n";
+  o << "seed genome: " << (r.seed_us() > 0 ? fixed(r.seed_us(), 2) + " µs" : std::string("not measured"));
+  if (!r.seed_genome().empty()) o << "  " << genes_only(r.seed_genome());
+  o << "\n";
   if (r.elites().empty()) {
     o << "no elites yet\n";
     return o.str();
   }
   std::vector<std::vector<std::string>> rows = {
-      {"rank", "genome", "µs", "resident µs", "spread", "TFLOP/s", "speedup", "regs", "smem", "spills",
-       "sanitizer"}};
+      {"rank", r.seed_genome().empty() ? "genome" : "genome (genes unlike the seed's)", "µs", "resident µs",
+       "spread", "TFLOP/s", "speedup", "regs", "smem", "spills", "sanitizer"}};
   for (const auto& e : r.elites()) {
     const auto& res = e.evaluation().resources();
-    rows.push_back({std::to_string(e.rank()), genes_only(e.genome()), fixed(e.fitness_us(), 2),
-                    resident_text(e.evaluation()), fixed(e.spread_pct(), 1) + "%", fixed(e.tflops(), 1),
+    rows.push_back({std::to_string(e.rank()), genes_unlike_seed(e.genome(), r.seed_genome()),
+                    fixed(e.fitness_us(), 2), resident_text(e.evaluation()),
+                    fixed(e.spread_pct(), 1) + "%", fixed(e.tflops(), 1),
                     e.speedup_vs_seed() > 0 ? fixed(e.speedup_vs_seed(), 2) + "x" : "-",
                     std::to_string(res.registers()),
                     std::to_string(res.static_smem_bytes() + res.dynamic_smem_bytes()),

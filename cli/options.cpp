@@ -153,11 +153,12 @@ std::string help_text(const std::string& command) {
            "Exit status 1 if the run failed.\n";
   if (command == "leaderboard")
     return "usage: evoctl leaderboard [RUN] [--top N] [--json]\n"
-           "The run's elites (default: the newest run), best first: rank, genome, median µs, spread\n"
-           "between its two measurements, TFLOP/s, speedup over the seed genome, and the gate\n"
-           "evidence (registers, shared memory, spills, sanitizer), then how each elite was bred\n"
-           "(operator and parent candidates). Estimated runs say so in the\n"
-           "header. --json prints evod's answer as JSON.\n";
+           "The run's elites (default: the newest run), best first, after the seed genome in full:\n"
+           "rank, the genes the elite changes from the seed genome (as --start reads them back),\n"
+           "median µs, the resident µs, spread between its two measurements, TFLOP/s, speedup over\n"
+           "the seed genome, and the gate evidence (registers, shared memory, spills, sanitizer),\n"
+           "then how each elite was bred (operator and parent candidates). Estimated runs say so in\n"
+           "the header. --json prints evod's answer as JSON, whole genome texts included.\n";
   if (command == "runs")
     return "usage: evoctl runs [--json]\nLists every run with its state and progress.\n";
   if (command == "cancel")

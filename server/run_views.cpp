@@ -127,6 +127,7 @@ v1::LeaderboardResponse Coordinator::leaderboard(const v1::LeaderboardRequest& r
     for (const auto& c : candidates)
       if (c.genome == seed_genome && c.state == CandidateState::kDone && c.fitness_us) seed_us = *c.fitness_us;
     resp.set_seed_us(seed_us);
+    resp.set_seed_genome(seed_genome);
 
     int top = req.top() == 0 ? 10 : req.top();
     auto elites = elites_of(candidates, std::min(top, run.top_k));

@@ -13,6 +13,8 @@ namespace evo::testing {
 class FakeCoordinator final : public v1::Coordinator::Service {
  public:
   bool estimated = false;
+  // What Leaderboard names as the seed genome; empty, as an evod from before the field did.
+  std::string seed_genome = "fa_s512_v3:BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1";
   v1::SubmitRunRequest last_submit;
   v1::ExportRequest last_export;
   bool watch_ends_early = false;  // the stream closes before the run is final
@@ -54,6 +56,7 @@ class FakeCoordinator final : public v1::Coordinator::Service {
       return {grpc::StatusCode::NOT_FOUND, "unknown run '" + req->run_id() + "'"};
     *r->mutable_run() = make_run(v1::DONE);
     r->set_seed_us(10.0);
+    r->set_seed_genome(seed_genome);
     for (int i = 1; i <= 2; ++i) {
       auto* e = r->add_elites();
       e->set_rank(i);

@@ -145,6 +145,7 @@ TEST_F(CoordinatorTest, RunFinishesWithConfirmedElitesInFitnessOrder) {
     EXPECT_FALSE(e.parents().empty());
   }
   EXPECT_GT(board.seed_us(), 0);
+  EXPECT_EQ(board.seed_genome(), SearchSpace::for_template("fa_s512_v3").default_genome().text());
 }
 
 TEST_F(CoordinatorTest, DisagreeingConfirmationKeepsACandidateOutOfTheElites) {
