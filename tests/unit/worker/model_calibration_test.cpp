@@ -5,10 +5,10 @@
 //   (bench/results/2026-11-29-h200-suite-1[78]-*), mostly near the winners, at the four small
 //   shapes and the three large ones. The model's block-chain constants were fitted to it.
 // - data/h200_random_genomes.csv: 54 genomes the random strategy drew afterwards, each measured
-//   at the four small shapes (bench/results/2026-11-29-h200-random-sample-*): the held-out check. The model is meant
-// to rank variants, not to predict microseconds, so these tests ask how well its order agrees
-// with the measured one (Spearman's rank correlation per shape) and whether the genome it would
-// pick is near the measured best.
+//   at the four small shapes (bench/results/2026-11-29-h200-random-sample-*): the held-out check.
+// The model is meant to rank variants, not to predict microseconds, so these tests ask how well
+// its order agrees with the measured one (Spearman's rank correlation per shape) and whether the
+// genome it would pick is near the measured best.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -51,7 +51,8 @@ std::vector<Measured> load_measured(const std::string& file) {
     Measured m;
     m.shape = line.substr(0, q1 - 1);
     m.genome = space.parse(line.substr(q1 + 1, q2 - q1 - 1));
-    if (std::sscanf(line.c_str() + q2 + 1, ",%d,%d,%lf", &m.registers, &m.static_smem, &m.median_us) != 3)
+    if (std::sscanf(line.c_str() + q2 + 1, ",%d,%d,%lf", &m.registers, &m.static_smem,
+                    &m.median_us) != 3)
       ADD_FAILURE() << "bad row: " << line;
     out.push_back(std::move(m));
   }
@@ -111,8 +112,9 @@ Agreement agreement(const std::vector<Measured>& rows) {
     measured.push_back(m.median_us);
     model.push_back(m.model_us);
   }
-  const auto pick = std::min_element(rows.begin(), rows.end(),
-                                     [](const Measured& a, const Measured& b) { return a.model_us < b.model_us; });
+  const auto pick = std::min_element(rows.begin(), rows.end(), [](const Measured& a, const Measured& b) {
+    return a.model_us < b.model_us;
+  });
   const double best = *std::min_element(measured.begin(), measured.end());
   return {spearman(measured, model), pick->median_us / best};
 }
@@ -123,7 +125,8 @@ TEST(ModelCalibration, SpearmanOfKnownOrdersIsExact) {
   EXPECT_NEAR(spearman({1, 2, 3, 4, 5}, {2, 1, 4, 3, 5}), 0.8, 1e-12);
 }
 
-const char* const kSmallShapes[] = {"1x8x512x64", "1x8x512x64:causal", "2x8x512x64", "2x8x512x64:causal"};
+const char* const kSmallShapes[] = {"1x8x512x64", "1x8x512x64:causal", "2x8x512x64",
+                                    "2x8x512x64:causal"};
 
 // Each small shape's rows: the model's order against the card's, and how far the genome it
 // would pick is from the measured best.
@@ -138,7 +141,8 @@ void expect_agreement(const std::map<std::string, std::vector<Measured>>& by_sha
                 rows.size(), a.rho, a.picked_over_best);
     if (std::getenv("EVO_MODEL_CALIBRATION_DUMP"))  // every row, for work on the model
       for (const auto& m : rows)
-        std::printf("  measured %8.2f  model %8.2f  %s\n", m.median_us, m.model_us, m.genome.genes_text().c_str());
+        std::printf("  measured %8.2f  model %8.2f  %s\n", m.median_us, m.model_us,
+                    m.genome.genes_text().c_str());
     EXPECT_GE(a.rho, min_rho) << shape;
     EXPECT_LE(a.picked_over_best, max_pick) << shape;
   }
