@@ -320,16 +320,24 @@ Genome SearchSpace::parse(std::string_view text) const {
   return genome;
 }
 
-Genome SearchSpace::canonical(const Genome& g, const std::vector<ProblemShape>& shapes) const {
-  Genome out = g;
-  if (shapes.empty() || g.template_id() != id_ || g.genes().size() != genes_.size()) return out;
+std::vector<size_t> SearchSpace::unused_genes(const std::vector<ProblemShape>& shapes) const {
+  std::vector<size_t> unused;
+  if (shapes.empty()) return unused;
   for (size_t i = 0; i < genes_.size(); ++i) {
     const auto& used_when = impl_->used_when[i];
-    if (!used_when || g.genes()[i].first != genes_[i].name) continue;
+    if (!used_when) continue;
     bool used = false;
     for (const auto& shape : shapes) used = used || used_when->eval(shape_variables(shape)) != 0;
-    if (!used) out.set(genes_[i].name, genes_[i].default_value);
+    if (!used) unused.push_back(i);
   }
+  return unused;
+}
+
+Genome SearchSpace::at_defaults(const Genome& g, const std::vector<size_t>& indices) const {
+  Genome out = g;
+  if (g.template_id() != id_ || g.genes().size() != genes_.size()) return out;
+  for (size_t i : indices)
+    if (g.genes()[i].first == genes_[i].name) out.set(genes_[i].name, genes_[i].default_value);
   return out;
 }
 

@@ -64,7 +64,14 @@ class SearchSpace {
   // g with every gene that no shape of `shapes` uses (Gene::used_when) set to its default, so
   // that a run never holds two genomes that run the same code for its shapes. Empty `shapes`:
   // every gene counts as used.
-  Genome canonical(const Genome& g, const std::vector<ProblemShape>& shapes) const;
+  Genome canonical(const Genome& g, const std::vector<ProblemShape>& shapes) const {
+    return at_defaults(g, unused_genes(shapes));
+  }
+  // The indices of the genes no shape of `shapes` uses. They depend on the shapes alone, so a
+  // caller that canonicalises many genomes of one run (a strategy) finds them once.
+  std::vector<size_t> unused_genes(const std::vector<ProblemShape>& shapes) const;
+  // g with the genes at `indices` set to their defaults; a genome of another space unchanged.
+  Genome at_defaults(const Genome& g, const std::vector<size_t>& indices) const;
 
   // SM_ARCH when the target is not known yet (evod proposes genomes before a worker has them).
   static constexpr int kUnknownArch = 0;

@@ -70,6 +70,7 @@ class StrategyBase : public Strategy {
   explicit StrategyBase(StrategyContext ctx) : ctx_(std::move(ctx)) {
     if (!ctx_.space) throw std::invalid_argument("a strategy needs a search space");
     if (ctx_.shapes.empty()) ctx_.shapes.push_back(ProblemShape{});
+    unused_genes_ = ctx_.space->unused_genes(ctx_.shapes);
   }
 
  protected:
@@ -89,7 +90,7 @@ class StrategyBase : public Strategy {
   // Adds g, in its canonical form for the run's shapes, if it is valid and new; true if added.
   bool offer(Batch& batch, Offspring o) const {
     if (batch.full()) return false;
-    o.genome = space().canonical(o.genome, ctx_.shapes);
+    o.genome = space().at_defaults(o.genome, unused_genes_);
     if (batch.seen(o.genome) || !valid(o.genome)) return false;
     batch.add(std::move(o));
     return true;
@@ -155,6 +156,7 @@ class StrategyBase : public Strategy {
   }
 
   StrategyContext ctx_;
+  std::vector<size_t> unused_genes_;  // the run's canonical form: these genes at their defaults
 };
 
 class RandomStrategy : public StrategyBase {

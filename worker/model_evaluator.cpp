@@ -61,9 +61,9 @@ KernelEstimate estimate_kernel(const DeviceModel& dev, const SearchSpace& space,
   // stage stopped copying each tile only when it was needed).
   const bool tma = vars.count("TMA") && vars.at("TMA") == 1;
   const bool stage_release = vars.count("STAGE_RELEASE") && vars.at("STAGE_RELEASE") == 1;
-  const bool one_stage_split_refill = tma && vars.at("STAGES") == 1 && !stage_release;
-  const bool pipelined =
-      (vars.at("STAGES") >= 2 && (vars.at("CP_ASYNC") == 1 || tma)) || one_stage_split_refill;
+  const int64_t stages = vars.at("STAGES");
+  const bool one_stage_split_refill = tma && stages == 1 && !stage_release;
+  const bool pipelined = (stages >= 2 && (vars.at("CP_ASYNC") == 1 || tma)) || one_stage_split_refill;
   // SPLIT_KV blocks share one row tile's keys (grid_z) and merge fp32 partials by storing them into
   // each other's shared memory, behind a cluster barrier (charged below).
   const double split = vars.count("SPLIT_KV") ? static_cast<double>(vars.at("SPLIT_KV")) : 1.0;
@@ -115,7 +115,6 @@ KernelEstimate estimate_kernel(const DeviceModel& dev, const SearchSpace& space,
   // copies a pipeline too shallow for the sequence leaves exposed, the key groups' merge, the
   // cluster merge and the store. A causal wave of one block per SM lasts as long as its longest
   // block, which reads every key.
-  const int64_t stages = vars.at("STAGES");
   const double chain_tiles =
       shape.causal && est.waves == 1 ? std::ceil(shape.seq_k / split / block_n) : kv_tiles;
   const double rows_per_warp = block_m / static_cast<double>(vars.at("WARPS_M"));
