@@ -1,5 +1,5 @@
-// Shared by the planted kernels: the FaParams layout of kernel_templates/fa_s512_v3.cuh, so that
-// the evaluator launches them exactly as it launches a real candidate.
+// Shared by the planted kernels: the FaParams layout of kernel_templates/fa_s512_v3/params.cuh, so
+// that the evaluator launches them exactly as it launches a real candidate.
 #include <cuda_fp16.h>
 
 namespace planted {
