@@ -28,7 +28,30 @@ struct KernelEstimate {
   int64_t waves = 0;         // ceil(grid blocks / (blocks_per_sm * SMs))
   double us = 0;             // estimated kernel time
 };
+
+// The constants of one block's chain, in cycles at the model's clock except where said: fitted to
+// measurements (bench/fit_model_constants), so they rank variants, not predict times.
+struct ChainConstants {
+  double cycles_per_score_mma_sync;    // a step, per score of one warp
+  double cycles_per_score_wgmma;       // the same under WGMMA (fewer instructions per score)
+  double lone_warp_slowdown;           // a warp alone on its scheduler hides less latency
+  double scheduler_sharing_exponent;   // more warps per scheduler lengthen a step by this power
+  double cycles_per_cp_async;          // per 16-byte copy a thread issues
+  double tile_barrier_cycles;          // the block-wide barrier after a tile
+  double copy_latency_cycles;          // a refill, from its issue to the tile landed
+  double merge_cycles_per_group;       // per extra key group, per 1024 values a warp merges
+  double first_tile_cycles;            // block start to the first tile's data
+  double store_cycles;                 // the output to global memory, and the exit
+  double cluster_merge_cycles;         // SPLIT_KV's merge, per other block of the cluster
+  // Factor on the tensor work and on each step where tiles are not swizzled (SWIZZLE = 0): the 8
+  // rows one ldmatrix reads then fall in one bank group, an 8-way conflict.
+  double unswizzled_slowdown;
+};
+// The constants the model evaluator uses (model_evaluator.cpp says what they were fitted to).
+const ChainConstants& fitted_chain_constants();
+
 KernelEstimate estimate_kernel(const DeviceModel& dev, const SearchSpace& space, const Genome& g,
-                               const ProblemShape& shape, const v1::ResourceReport& resources);
+                               const ProblemShape& shape, const v1::ResourceReport& resources,
+                               const ChainConstants& chain = fitted_chain_constants());
 
 }  // namespace evo
