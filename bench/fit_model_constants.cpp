@@ -11,9 +11,7 @@
 // halving the steps when no constant improves, so it ends in a local optimum near where it
 // starts: the constants the model uses now. --hold-out files are reported, never fitted. The
 // printed initializer goes into model_evaluator.cpp by hand, with the tests' figures.
-#include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
@@ -116,8 +114,8 @@ ChainConstants fit(std::vector<Group>& groups, const DeviceModel& dev, ChainCons
 
 int usage(const char* why) {
   if (why) std::fprintf(stderr, "fit_model_constants: %s\n", why);
-  std::fprintf(stderr,
-               "usage: fit_model_constants [--arch sm_90a] [--hold-out FILE.csv ...] FILE.csv ...\n");
+  std::fprintf(stderr, "usage: fit_model_constants [--arch sm_90a] [--hold-out FILE.csv ...] "
+                       "FILE.csv ...\n");
   return 2;
 }
 

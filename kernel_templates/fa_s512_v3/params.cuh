@@ -1,6 +1,6 @@
 #pragma once
-// fa_s512_v3's one kernel parameter, passed by value (__grid_constant__). worker/cuda/loaded_kernel.h
-// mirrors it byte for byte on the host, which has no CUDA headers.
+// fa_s512_v3's one kernel parameter, passed by value (__grid_constant__).
+// worker/cuda/loaded_kernel.h mirrors it byte for byte on the host, which has no CUDA headers.
 #include <cuda_fp16.h>
 
 namespace evo {

@@ -12,8 +12,8 @@
 
 namespace evo::cuda {
 
-// Mirrors `evo::FaParams` of kernel_templates/fa_s512_v3/params.cuh byte for byte: the kernel takes it
-// by value, so the layout is the ABI. Keep the two in step.
+// Mirrors `evo::FaParams` of kernel_templates/fa_s512_v3/params.cuh byte for byte: the kernel
+// takes it by value, so the layout is the ABI. Keep the two in step.
 struct FaParams {
   const __half* q;
   const __half* k;

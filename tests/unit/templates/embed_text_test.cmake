@@ -39,8 +39,8 @@ endfunction()
 file(WRITE "${WORK_DIR}/parts/sub/a.cuh" "#pragma once\nint a[2] = {1; 2};  // A-BODY\n")
 file(WRITE "${WORK_DIR}/parts/b.cuh"
      "#pragma once\n#include \"sub/a.cuh\"\nconst char* b = \"x\\\\n\";  // B-BODY\n")
-file(WRITE "${WORK_DIR}/main.cuh"
-     "#include \"parts/sub/a.cuh\"\n#include <cuda_fp16.h>\n#include \"parts/b.cuh\"\nint main_body;\n")
+file(WRITE "${WORK_DIR}/main.cuh" "#include \"parts/sub/a.cuh\"\n#include <cuda_fp16.h>\n"
+     "#include \"parts/b.cuh\"\nint main_body;\n")
 embed("${WORK_DIR}/main.cuh" rc err text)
 expect("a main file with parts to embed (${err})" rc EQUAL 0)
 string(REGEX MATCHALL "A-BODY" a_copies "${text}")
