@@ -92,6 +92,20 @@ int watch(Client& c, const std::string& run_id, std::ostream& out, bool tty) {
   return s.run().state() == v1::FAILED ? 1 : 0;
 }
 
+// Every elite of a run, best first; a run without one is an error (it has nothing to start from).
+std::vector<std::string> elite_genomes(Client& c, const std::string& run_id) {
+  v1::LeaderboardRequest req;
+  req.set_run_id(run_id);
+  req.set_top(1000);  // all of them: a run keeps its top-k, far fewer
+  v1::LeaderboardResponse r;
+  check(c.stub.Leaderboard(c.context().get(), req, &r));
+  std::vector<std::string> genomes;
+  for (const auto& e : r.elites()) genomes.push_back(e.genome());
+  if (genomes.empty())
+    throw Failure{"FAILED_PRECONDITION: run " + run_id + " has no elite to start from (yet)"};
+  return genomes;
+}
+
 int submit(Client& c, const Options& o, std::ostream& out, bool tty) {
   v1::SubmitRunRequest req;
   req.set_seed(o.submit.seed);
@@ -105,6 +119,8 @@ int submit(Client& c, const Options& o, std::ostream& out, bool tty) {
   if (o.submit.rng_seed_set) req.set_rng_seed(o.submit.rng_seed);
   req.set_device_class(o.submit.device_class);
   for (const auto& g : o.submit.start_genomes) req.add_start_genomes(g);
+  for (const auto& run_id : o.submit.start_from_runs)
+    for (const auto& g : elite_genomes(c, run_id)) req.add_start_genomes(g);
   req.set_fitness_inputs(o.submit.fitness_inputs);
   v1::Run run;
   check(c.stub.SubmitRun(c.context().get(), req, &run));

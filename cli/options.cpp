@@ -85,6 +85,7 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
         o.submit.rng_seed_set = true;
       } else if (a == "--device-class") o.submit.device_class = p.value_of(a);
       else if (a == "--start") o.submit.start_genomes.push_back(p.value_of(a));
+      else if (a == "--start-from") o.submit.start_from_runs.push_back(p.value_of(a));
       else if (a == "--fitness-inputs") {
         o.submit.fitness_inputs = p.value_of(a);
         if (o.submit.fitness_inputs != "rotated" && o.submit.fitness_inputs != "resident")
@@ -102,7 +103,8 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
 
   static const std::map<std::string, std::set<std::string>> kAllowed = {
       {"submit", {"--seed", "--shape", "--causal", "--generations", "--population", "--top-k", "--strategy",
-                  "--rng-seed", "--device-class", "--start", "--fitness-inputs", "--watch"}},
+                  "--rng-seed", "--device-class", "--start", "--start-from", "--fitness-inputs",
+                  "--watch"}},
       {"status", {"--watch"}},
       {"leaderboard", {"--top", "--json"}},
       {"runs", {"--json"}},
@@ -131,7 +133,7 @@ std::string help_text(const std::string& command) {
     return "usage: evoctl submit --seed TEMPLATE [--shape BxHxSxD[:causal] ...] [--causal]\n"
            "                     [--generations N] [--population P] [--top-k K]\n"
            "                     [--strategy evolve|random|exhaustive] [--rng-seed S]\n"
-           "                     [--device-class CLASS] [--start GENOME ...]\n"
+           "                     [--device-class CLASS] [--start GENOME ...] [--start-from RUN ...]\n"
            "                     [--fitness-inputs rotated|resident] [--watch]\n"
            "Starts a tuning run and prints its id. Defaults come from evod: shape 1x8x512x64,\n"
            "5 generations of 16, top-k 3, strategy evolve, rng seed 1, the device class of the first\n"
@@ -142,6 +144,9 @@ std::string help_text(const std::string& command) {
            "BLOCK_M=64,BLOCK_N=128,WARPS=4; genes not named take their defaults. evod refuses the run\n"
            "if one does not parse, breaks a constraint for one of the shapes, or the population has\n"
            "no room for them all.\n"
+           "--start-from RUN (repeatable) starts from every elite of an earlier run, as if each were\n"
+           "given to --start: to go on from a run, or to spend GPU time only where a run on the model\n"
+           "evaluator (a worker with --backend model, no GPU) found the promising genomes.\n"
            "--fitness-inputs picks the per-call time that ranks candidates. rotated (the default)\n"
            "cycles input sets past L2, so the cache cannot flatter a small shape; resident replays one\n"
            "input set that stays in L2, as when attention follows the layer that wrote Q, K and V.\n"

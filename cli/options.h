@@ -28,6 +28,7 @@ struct SubmitOptions {
   bool rng_seed_set = false;
   std::string device_class;
   std::vector<std::string> start_genomes;  // --start, sent as typed: evod parses and validates them
+  std::vector<std::string> start_from_runs;  // --start-from: these runs' elites join start_genomes
   std::string fitness_inputs;       // --fitness-inputs; empty: evod's default (rotated)
 };
 

@@ -66,11 +66,36 @@ TEST_F(Evoctl, SubmitStartIsRepeatableAndSentAsTyped) {
   EXPECT_EQ(server_.service.last_submit.start_genomes_size(), 0);
 }
 
+// --start-from asks evod for the run's elites and sends them after the --start genomes, as typed.
+TEST_F(Evoctl, SubmitStartFromSendsThatRunsElites) {
+  const auto r = run({"submit", "--seed", "fa_s512_v3", "--start-from", "r1", "--start", "BLOCK_M=128"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  const auto& req = server_.service.last_submit;
+  ASSERT_EQ(req.start_genomes_size(), 3);
+  EXPECT_EQ(req.start_genomes(0), "BLOCK_M=128");
+  EXPECT_EQ(req.start_genomes(1), "fa_s512_v3:BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1");
+  EXPECT_EQ(req.start_genomes(2), "fa_s512_v3:BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1");
+}
+
+// A run that does not exist, or has no elite yet, is one error and no run is submitted.
+TEST_F(Evoctl, SubmitStartFromAnUnknownOrEmptyRunSubmitsNothing) {
+  const auto unknown = run({"submit", "--seed", "fa_s512_v3", "--start-from", "r9"});
+  EXPECT_EQ(unknown.exit_status, 1);
+  EXPECT_EQ(unknown.err, "evoctl: NOT_FOUND: unknown run 'r9'\n");
+  server_.service.no_elites = true;
+  const auto empty = run({"submit", "--seed", "fa_s512_v3", "--start-from", "r1"});
+  EXPECT_EQ(empty.exit_status, 1);
+  EXPECT_EQ(empty.err, "evoctl: FAILED_PRECONDITION: run r1 has no elite to start from (yet)\n");
+  EXPECT_EQ(server_.service.last_submit.seed(), "") << "nothing may be submitted";
+}
+
 TEST_F(Evoctl, SubmitHelpDescribesStart) {
   const auto r = run({"submit", "--help"});
   ASSERT_EQ(r.exit_status, 0);
   EXPECT_NE(r.out.find("[--start GENOME ...]"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--start (repeatable) puts a known genome into generation 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[--start-from RUN ...]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--start-from RUN (repeatable) starts from every elite"), std::string::npos) << r.out;
 }
 
 TEST_F(Evoctl, SubmitLeavesUnsetSizesUnsetSoEvodDefaultsApply) {
@@ -107,6 +132,7 @@ TEST_F(Evoctl, UsageErrorsExitTwoWithOneLine) {
            {"submit", "--seed", "x", "--strategy", "greedy"}, {"leaderboard", "--top", "-3"}, {"cancel", "r1", "r2"},
            {"status", "r1", "--json"}, {"runs", "--bogus"}, {"submit", "--seed"},
            {"submit", "--seed", "x", "--start"}, {"status", "r1", "--start", "BLOCK_M=64"},
+           {"submit", "--seed", "x", "--start-from"}, {"leaderboard", "--start-from", "r1"},
            {"submit", "--seed", "x", "--fitness-inputs", "warm"}, {"leaderboard", "--fitness-inputs", "resident"}}) {
     const auto r = run(args);
     EXPECT_EQ(r.exit_status, 2) << ::testing::PrintToString(args);

@@ -18,6 +18,7 @@ class FakeCoordinator final : public v1::Coordinator::Service {
   v1::SubmitRunRequest last_submit;
   v1::ExportRequest last_export;
   bool watch_ends_early = false;  // the stream closes before the run is final
+  bool no_elites = false;         // Leaderboard answers with the run and no elite (nothing done yet)
   std::string required_token;     // non-empty: ListRuns wants "authorization: Bearer <token>"
 
   grpc::Status SubmitRun(grpc::ServerContext*, const v1::SubmitRunRequest* req, v1::Run* run) override {
@@ -57,7 +58,7 @@ class FakeCoordinator final : public v1::Coordinator::Service {
     *r->mutable_run() = make_run(v1::DONE);
     r->set_seed_us(10.0);
     r->set_seed_genome(seed_genome);
-    for (int i = 1; i <= 2; ++i) {
+    for (int i = 1; i <= (no_elites ? 0 : 2); ++i) {
       auto* e = r->add_elites();
       e->set_rank(i);
       e->set_genome("fa_s512_v3:BLOCK_M=" + std::to_string(16 * i) + ",BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1");
