@@ -1,13 +1,12 @@
 #pragma once
-// Thread-block clusters (sm_90), for SPLIT_KV: block rank, peers' shared memory, the cluster
-// barrier.
+// Thread-block clusters (sm_90), for SPLIT_KV: this block's rank, a peer's shared-memory address,
+// and the cluster-wide barrier whose release/acquire orders shared-memory writes across the
+// cluster.
 #include "ptx.cuh"
 
 namespace evo {
 namespace fa {
 
-// Thread-block clusters (sm_90): this block's rank, a peer's shared-memory address, and the
-// cluster-wide barrier whose release/acquire orders shared-memory writes across the cluster.
 __device__ __forceinline__ unsigned cluster_rank() {
   unsigned r = 0;
 #if __CUDA_ARCH__ >= 900
