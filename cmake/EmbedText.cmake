@@ -67,4 +67,8 @@ file(WRITE "${OUTPUT}.tmp"
   "// Generated from ${INPUT}; do not edit.\n"
   "extern const char ${SYMBOL}[];\n"
   "const char ${SYMBOL}[] = R\"evo_embed(${_content})evo_embed\";\n")
+# Same text: the .cpp keeps its content (no recompile of what did not change) but takes a new
+# time, else it stays older than the input that triggered this and the step reruns every build.
 execute_process(COMMAND ${CMAKE_COMMAND} -E copy_if_different "${OUTPUT}.tmp" "${OUTPUT}")
+file(TOUCH_NOCREATE "${OUTPUT}")
+file(REMOVE "${OUTPUT}.tmp")
