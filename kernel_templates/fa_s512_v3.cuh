@@ -259,8 +259,10 @@ __device__ __forceinline__ void forward(const FaParams& p) {
     row_max[mt][0] = row_max[mt][1] = neg_inf();
     row_sum[mt][0] = row_sum[mt][1] = 0.f;
   }
-  // PV_ASYNC: the previous tile's P, whose P*V is still in flight.
-  unsigned p_prev[T::kPvSteps][4];
+  // PV_ASYNC: the previous tile's P, whose P*V is still in flight, in p_a; with two P sets
+  // (kPBuffers) the tiles alternate between p_a and p_b, and the last one's ends in p_a.
+  using PFrags = unsigned[T::kPvSteps][4];
+  PFrags p_a, p_b;
 
   // STAGE_RELEASE: this warp has read tile t's stage for the last time. The last of the block's
   // warps to leave a stage refills it with tile t + STAGES; the fences order every warp's reads
@@ -305,7 +307,9 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   // One K/V tile. The first is peeled off: with kFirst a constant at each (inlined) call, what
   // differs for it -- Q's fragments, no P*V in flight yet -- costs no branch, and no wgmma sits
   // on a path ptxas must treat as divergent (it would serialise them).
-  auto step = [&](int t, const bool kFirst) {
+  // p_prev holds the previous tile's P (PV_ASYNC), p_this receives this tile's: the same set
+  // with one P set, the other one with two.
+  auto step = [&](int t, const bool kFirst, PFrags& p_prev, PFrags& p_this) {
     // CAUSAL_FOLD: keys wholly above this warp's rows add nothing. Tiles only go up in keys, so a
     // warp that skips a tile skips every later one too: it never waits on a barrier's later phase
     // after skipping an earlier one, and it never needs Q's fragments. Under TMA it does not wait
@@ -388,6 +392,13 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 
       float alpha[T::kMTiles][2];
       [[maybe_unused]] const bool rescaled = softmax_tile(t, s, alpha);
+      // Two P sets: this tile's P is packed now, into registers no P*V reads, and pinned here so
+      // that the packing is not moved after the wait below.
+      if constexpr (T::kPvAsync && T::kPBuffers == 2) {
+#pragma unroll
+        for (int kk = 0; kk < T::kPvSteps; ++kk) pack_p<T>(p_this[kk], s[0], kk);
+        fence_operands(p_this);
+      }
       // V(t), copied since the step began (see kWaitVBeforePack).
       if constexpr (T::kWaitVBeforePack) mbarrier_wait(full_v, t & 1);
       auto wait_for_pv = [&] {
@@ -414,8 +425,10 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 
       // ---- O += P V: P goes from the score registers straight into A fragments.
       if constexpr (T::kPvAsync) {
+        if constexpr (T::kPBuffers == 1) {  // (two sets: packed above)
 #pragma unroll
-        for (int kk = 0; kk < T::kPvSteps; ++kk) pack_p<T>(p_prev[kk], s[0], kk);
+          for (int kk = 0; kk < T::kPvSteps; ++kk) pack_p<T>(p_this[kk], s[0], kk);
+        }
       } else if constexpr (T::kWgmma) {
         unsigned p_frag[T::kPvSteps][4];
 #pragma unroll
@@ -445,7 +458,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   // newest may stay in flight.
   auto step_ahead = [&](int t, const bool kFirst, const bool kLast,
                         float (&s)[T::kMTiles][T::kSTiles][4],
-                        float (&s_next)[T::kMTiles][T::kSTiles][4]) {
+                        float (&s_next)[T::kMTiles][T::kSTiles][4], PFrags& p_prev) {
     if constexpr (T::kQkAhead) {  // the body instantiates wgmma shapes only these genomes have
       if (!T::kStageRelease && threadIdx.x == 0 && t + T::kPrefetch < n_tiles)
         load_kv(t + T::kPrefetch);
@@ -506,34 +519,51 @@ __device__ __forceinline__ void forward(const FaParams& p) {
     // Unrolled by two so that the score arrays swap roles without copies.
     float s_a[T::kMTiles][T::kSTiles][4], s_b[T::kMTiles][T::kSTiles][4];
     if (n_tiles == 1) {
-      step_ahead(0, true, true, s_a, s_b);
+      step_ahead(0, true, true, s_a, s_b, p_a);
     } else if (n_tiles > 1) {
-      step_ahead(0, true, false, s_a, s_b);
+      step_ahead(0, true, false, s_a, s_b, p_a);
       int t = 1;
       for (; t + 2 < n_tiles; t += 2) {
-        step_ahead(t, false, false, s_b, s_a);
-        step_ahead(t + 1, false, false, s_a, s_b);
+        step_ahead(t, false, false, s_b, s_a, p_a);
+        step_ahead(t + 1, false, false, s_a, s_b, p_a);
       }
       if (t + 1 < n_tiles) {
-        step_ahead(t, false, false, s_b, s_a);
-        step_ahead(t + 1, false, true, s_a, s_b);
+        step_ahead(t, false, false, s_b, s_a, p_a);
+        step_ahead(t + 1, false, true, s_a, s_b, p_a);
       } else {
-        step_ahead(t, false, true, s_b, s_a);
+        step_ahead(t, false, true, s_b, s_a, p_a);
       }
     }
+  } else if constexpr (T::kPBuffers == 2) {
+    // Unrolled by two so that the P sets swap roles without copies; tile t's P is in p_a for
+    // even t. Where the last tile is odd its P is copied into p_a (registers only: no wgmma on
+    // a branch).
+    if (n_tiles > 0) step(0, true, p_b, p_a);
+    int t = 1;
+    for (; t + 1 < n_tiles; t += 2) {
+      step(t, false, p_a, p_b);
+      step(t + 1, false, p_b, p_a);
+    }
+    if (t < n_tiles) {
+      step(t, false, p_a, p_b);
+#pragma unroll
+      for (int kk = 0; kk < T::kPvSteps; ++kk)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) p_a[kk][i] = p_b[kk][i];
+    }
   } else {
-    if (n_tiles > 0) step(0, true);
-    for (int t = 1; t < n_tiles; ++t) step(t, false);
+    if (n_tiles > 0) step(0, true, p_a, p_a);
+    for (int t = 1; t < n_tiles; ++t) step(t, false, p_a, p_a);
   }
   if constexpr (T::kPvAsync) {
     // The last tile's P*V. A split without keys issues one too, so that no wgmma sits on a
     // divergent path, and then discards what it read from a stage that was never filled.
     wgmma_fence();
-    issue_pv_wgmma<T>(acc[0], p_prev,
+    issue_pv_wgmma<T>(acc[0], p_a,
                       v_tiles + ((n_tiles + T::kStages - 1) % T::kStages) * T::kKVElems, key_w);
     wgmma_wait<0>();
     fence_operands(acc[0]);
-    fence_operands(p_prev);
+    fence_operands(p_a);
     if (n_tiles == 0) {
 #pragma unroll
       for (int nt = 0; nt < T::kOTiles; ++nt)

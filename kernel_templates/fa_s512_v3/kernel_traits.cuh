@@ -26,6 +26,12 @@ struct KernelTraits {
   static constexpr bool kStageRelease = STAGE_RELEASE_ != 0;
   static constexpr bool kPingPong = PINGPONG_ != 0;
   static constexpr bool kQkAhead = QK_AHEAD_ != 0;
+  // PINGPONG at head dim 128: two register sets for P, so that each tile's P is packed into its
+  // own set before the wait for the previous tile's P*V rather than into the registers that P*V
+  // still reads, and the loop runs unrolled by two. Measured (bench/NOTES.md, H100 and H200):
+  // 2-6 % off the head-dim-128 PINGPONG blocks, but 1-5 % onto the head-dim-64 64x128 blocks and
+  // 22-28 % onto the one-warpgroup head-dim-128 PV_ASYNC block; so these blocks only, not a gene.
+  static constexpr int kPBuffers = kPingPong && kHeadDim == 128 ? 2 : 1;
   static constexpr bool kLazyRescale = LAZY_RESCALE_ != 0;
   // CAUSAL_FOLD: the front half of the block's row warps takes rows from the sequence's start,
   // the back half rows from its end (see ../fa_s512_v3.cuh). Q then arrives as two tiles, one
