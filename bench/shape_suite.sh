@@ -35,13 +35,16 @@
 #                     all: every run in the database with a confirmed elite (seed fa_s512_v3), the
 #                     newest serving a shape that two runs share; step 5 then benches the table's
 #                     shapes
-#   EVO_START_FILE    warm starts: lines "BxHxSxD GENOME" (# comments, blank lines allowed); each
-#                     bucket's run starts from its lines' genomes (`evoctl submit --start`) besides
+#   EVO_START_FILE    warm starts: lines "BxHxSxD GENOME" or "BxHxSxD --start-from RUN" (# comments,
+#                     blank lines allowed); each bucket's run starts from its lines' genomes (`evoctl
+#                     submit --start`) and from every elite of its lines' runs (`--start-from`, a
+#                     run in EVO_DB: see the model screen below) besides
 #                     the default genome and random ones. Unset: no warm start.
 #   EVO_FITNESS_INPUTS  rotated (default) or resident: the runs' fitness (`evoctl submit
 #                     --fitness-inputs`), inputs cycled past L2 or one set left in L2 as the table
 #                     times them
-#   EVO_WORKER_BACKEND  cuda (default) or model (no GPU: every figure ESTIMATED; for trying the script)
+#   EVO_WORKER_BACKEND  cuda (default) or model (no GPU: every figure ESTIMATED; for trying the script,
+#                     or for a screen ahead of the GPU runs, below)
 #   EVO_BENCH         1 (default) runs step 5; 0 skips it
 #   EVO_SPLIT_CAUSAL  0 (default): one run per bucket ranks genomes over both causal settings, so
 #                     one genome serves both; 1: a run for S and another for S:causal, so the table
@@ -59,6 +62,15 @@
 #   EVO_RUN_TIMEOUT room for it; export ~1 s; bench ~3 min:
 #   nvcc builds the table (~1-2 min, every variant for both head dims and both causal settings),
 #   Triton pre-compiles its configs (~30 s), then ~3-5 s per shape and causal setting.
+#
+# A screen on the model evaluator first, with no GPU (the fitted model ranks held-out genomes at
+# 0.90-0.98; bench/NOTES.md), so that the GPU's time goes to what it found: the screen's database
+# and its start_from.txt become the GPU invocation's EVO_DB and EVO_START_FILE:
+#   EVO_WORKER_BACKEND=model EVO_BENCH=0 EVO_GENERATIONS=8 EVO_POPULATION=32 EVO_RUN_TIMEOUT=3600 \
+#     bench/shape_suite.sh B screen
+#   EVO_DB=screen/evo.db EVO_START_FILE=screen/start_from.txt bench/shape_suite.sh B out
+# (At 2,8,512,64 an 8 x 32 screen's top elites started a 4 x 16 GPU run that reached 6.04 us in
+# 81 s of search, against 6.65 us from no start: bench/NOTES.md.)
 #
 # Where one command may run 10 minutes at most, or for bigger budgets, spread the suite over
 # several invocations that hand the database on, and export and bench once at the end:
@@ -135,11 +147,17 @@ if [[ -n $start_file ]]; then
   while IFS= read -r line || [[ -n $line ]]; do
     line_no=$((line_no + 1))
     line="${line%%#*}"
-    read -r bucket genome extra <<< "$line"
+    read -r bucket genome from_run extra <<< "$line"
     [[ -z ${bucket:-} ]] && continue
-    [[ -n ${genome:-} && -z ${extra:-} ]] \
-      || die "EVO_START_FILE line $line_no: expected 'BxHxSxD GENOME', got '$line'"
-    start_args[$bucket]+=" --start $genome"
+    if [[ $genome == --start-from ]]; then
+      [[ -n ${from_run:-} && -z ${extra:-} ]] \
+        || die "EVO_START_FILE line $line_no: expected 'BxHxSxD --start-from RUN', got '$line'"
+      start_args[$bucket]+=" --start-from $from_run"
+    else
+      [[ -n ${genome:-} && -z ${from_run:-} ]] \
+        || die "EVO_START_FILE line $line_no: expected 'BxHxSxD GENOME' or 'BxHxSxD --start-from RUN', got '$line'"
+      start_args[$bucket]+=" --start $genome"
+    fi
   done < "$start_file"
 fi
 declare -A seen_shape=()
@@ -188,6 +206,7 @@ if ((dry_run)); then
   done
   if ((${#suite[@]})); then
     say "wait for the $planned_runs runs (at most ${run_timeout} s together), then print each leaderboard"
+    say "write $out/start_from.txt: the runs with an elite as start lines (EVO_START_FILE) for a next invocation"
   else
     say "no run submitted (EVO_SUITE is empty)"
   fi
@@ -371,6 +390,7 @@ fi
 
 # 2. One run per shape bucket, causal and non-causal (EVO_SPLIT_CAUSAL=1: one run for each).
 runs=()
+declare -A run_bucket=()
 for s in "${suite[@]}"; do
   read -r -a starts <<< "${start_args[$s]:-}"
   while IFS= read -r shapes; do
@@ -382,6 +402,7 @@ for s in "${suite[@]}"; do
                "${starts[@]}" 2> "$out/submit-$name.err"); then
       say "run $run: ${shapes// / and }"
       runs+=("$run")
+      run_bucket[$run]=$s
     else
       fail "submit-$name" "$(cat "$out/submit-$name.err")"
     fi
@@ -419,6 +440,12 @@ for run in "${waited[@]}"; do
     fail "elite-$run" "run $run has no confirmed elite: its shapes are left out of the table"
   fi
 done
+# This invocation's runs with an elite, as EVO_START_FILE lines for the next one (the model screen).
+if ((${#exportable[@]})); then
+  for run in "${exportable[@]}"; do echo "${run_bucket[$run]} --start-from $run"; done \
+    > "$out/start_from.txt"
+  say "wrote $out/start_from.txt: these runs as start lines (EVO_START_FILE) for the next invocation"
+fi
 
 # EVO_EXPORT=all: every run of the database with an elite. A shape belongs to one bucket, so going
 # from the newest run back, a run that shares a shape with a newer one already taken is left out.

@@ -40,6 +40,28 @@ check "a shape that is not BxHxSxD" 2 "'1x8x512' is not BxHxSxD" \
 printf '1x8x512x64\n' > "$scratch/starts.txt"
 check "a start line without a genome" 2 "EVO_START_FILE line 1" \
   EVO_START_FILE="$scratch/starts.txt" "$suite" --dry-run "$bundle" "$scratch/out"
+printf '2x8x512x64 --start-from\n' > "$scratch/from.txt"
+check "a --start-from line without a run" 2 "EVO_START_FILE line 1: expected 'BxHxSxD --start-from RUN'" \
+  EVO_START_FILE="$scratch/from.txt" "$suite" --dry-run "$bundle" "$scratch/out"
+printf '# comment\n\n2x8x512x64 BLOCK_M=64 extra\n' > "$scratch/two.txt"
+check "a genome line with a second word" 2 "EVO_START_FILE line 3: expected 'BxHxSxD GENOME' or" \
+  EVO_START_FILE="$scratch/two.txt" "$suite" --dry-run "$bundle" "$scratch/out"
+
+# Start lines reach their bucket's submit only: genomes as --start, earlier runs as --start-from
+# (a model screen's start_from.txt).
+printf '2x8x512x64 BLOCK_M=64,WARPS=8\n2x8x512x64 --start-from run-0007  # the screen\n1x8x512x64 --start-from run-0003\n' \
+  > "$scratch/mixed.txt"
+check "starts and runs for a bucket" 0 \
+  "--fitness-inputs rotated --start BLOCK_M=64,WARPS=8 --start-from run-0007" \
+  EVO_START_FILE="$scratch/mixed.txt" EVO_SUITE="2x8x512x64 16x16x512x64" "$suite" --dry-run "$bundle" "$scratch/out"
+n=$(count "--start-from" EVO_START_FILE="$scratch/mixed.txt" EVO_SUITE="2x8x512x64 16x16x512x64" \
+  "$suite" --dry-run "$bundle" "$scratch/out")
+if [[ $n == 1 ]]; then
+  echo "ok   a bucket outside the suite gets nothing, another bucket nothing of 2x8's"
+else
+  echo "FAIL --start-from in $n planned submits (want 1)"
+  failures=$((failures + 1))
+fi
 
 # One run per bucket covers both causal settings; EVO_SPLIT_CAUSAL=1 gives each its own.
 check "one run per bucket" 0 "--shape 1x8x512x64 --shape 1x8x512x64:causal --generations" \
