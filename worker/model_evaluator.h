@@ -46,6 +46,9 @@ struct ChainConstants {
   // Factor on the tensor work and on each step where tiles are not swizzled (SWIZZLE = 0): the 8
   // rows one ldmatrix reads then fall in one bank group, an 8-way conflict.
   double unswizzled_slowdown;
+  // Each step's fixed latency, whatever its tile's size: the scores' round trip through the tensor
+  // cores, the row reductions' shuffles, the wait for the tile. Narrow tiles pay it more often.
+  double step_latency_cycles;
 };
 // The constants the model evaluator uses (model_evaluator.cpp says what they were fitted to).
 const ChainConstants& fitted_chain_constants();

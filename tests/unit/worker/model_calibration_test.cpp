@@ -124,22 +124,26 @@ TEST(ModelCalibration, RanksARandomSampleLikeTheCard) {
   expect_agreement(estimated_by_shape("h200_random_genomes.csv"), kSmallShapes, 0.9, 1.15);
 }
 
-// At the large shapes: 0.98 and 0.95 (0.91 and 0.85 before the bank conflicts).
+// At the large shapes: 0.98 and 0.97 (0.91 and 0.85 before the bank conflicts), picks 1.00x
+// (4x16x2048x64: 1.26x before each step had a fixed latency, when the model put 32-key tiles,
+// four blocks an SM, first; they ran 1.26x the best).
 TEST(ModelCalibration, RanksARandomSampleAtTheLargeShapesLikeTheCard) {
-  expect_agreement(estimated_by_shape("h200_random_genomes_large.csv"), kLargeShapes, 0.9, 1.35);
+  expect_agreement(estimated_by_shape("h200_random_genomes_large.csv"), kLargeShapes, 0.9, 1.05);
 }
 
 // The held-out check: random genomes drawn and measured before the fit, which never saw them.
-// Small shapes 0.90-0.95, picks within 2 % of the best (the constants before this fit:
-// 0.88-0.92).
+// Small shapes 0.92-0.96, picks within 2 % of the best (the constants before the fit that first
+// saw them: 0.88-0.92).
 TEST(ModelCalibration, RanksHeldOutGenomesLikeTheCard) {
   expect_agreement(estimated_by_shape("h200_held_out_small.csv"), kSmallShapes, 0.85, 1.05);
 }
 
-// Large shapes 0.98 and 0.96, picks 1.09x and 1.25x the best. Without the bank-conflict term
-// these were 0.66 and 0.47: every tile without SWIZZLE ran 3-5x slower than the model said.
+// Large shapes 0.98 and 0.95, picks 1.00x. Without the bank-conflict term the order was 0.66 and
+// 0.47 (every tile without SWIZZLE ran 3-5x slower than the model said); without the step's fixed
+// latency the picks were 1.09x and 1.25x. This sample was looked at when that term was added, so
+// it is no longer a clean check of it; the second held-out sample is.
 TEST(ModelCalibration, RanksHeldOutGenomesAtTheLargeShapesLikeTheCard) {
-  expect_agreement(estimated_by_shape("h200_held_out_large.csv"), kLargeShapes, 0.9, 1.3);
+  expect_agreement(estimated_by_shape("h200_held_out_large.csv"), kLargeShapes, 0.9, 1.05);
 }
 
 // The large shapes, three or four genomes each (a suite's table winner and the few it was
