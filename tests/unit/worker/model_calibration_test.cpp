@@ -1,7 +1,7 @@
 // The model evaluator against measurements on an NVIDIA H200, as bench/measured_fitness_csv.py
 // writes them from an evo.db (the median µs per call with inputs cycled past L2, the registers
 // ptxas gave the kernel). bench/fit_model_constants fitted the model's chain constants to the
-// first three files; the last two were measured before that fit and never seen by it:
+// first three files; the others it never saw:
 // - data/h200_measured_fitness.csv: every genome suites 17 and 18 measured
 //   (bench/results/2026-11-29-h200-suite-1[78]-*), mostly near the winners, at the four small
 //   shapes and the three large ones.
@@ -11,6 +11,9 @@
 //   4x16x2048x64, where many blocks share each SM and the throughput terms decide.
 // - data/h200_held_out_small.csv, data/h200_held_out_large.csv: 47 and 42 more random genomes at
 //   the same shapes (rng seeds 1201 and 1202; bench/results/2026-11-29-h200-held-out-*).
+// - data/h200_held_out_2_small.csv, data/h200_held_out_2_large.csv: 32 and 40 more (rng seeds
+//   1204 and 1203), measured after the fit that added the step's fixed latency
+//   (bench/results/2026-11-29-h200-held-out-2-*).
 // The model is meant to rank variants, not to predict microseconds, so these tests ask how well
 // its order agrees with the measured one (Spearman's rank correlation per shape) and whether the
 // genome it would pick is near the measured best.
@@ -96,7 +99,7 @@ void expect_agreement(const std::map<std::string, std::vector<MeasuredGenome>>& 
   for (const auto& shape : shapes) {
     ASSERT_TRUE(by_shape.count(shape)) << shape;
     const auto& rows = by_shape.at(shape);
-    ASSERT_GE(rows.size(), 40u) << shape;
+    ASSERT_GE(rows.size(), 30u) << shape;  // 48 draws lose up to a third to the gates
     const Agreement a = agreement(rows);
     std::printf("%-20s %3zu genomes  spearman %.2f  model's pick %.2fx the measured best\n",
                 shape.c_str(), rows.size(), a.rho, a.picked_over_best);
@@ -144,6 +147,14 @@ TEST(ModelCalibration, RanksHeldOutGenomesLikeTheCard) {
 // it is no longer a clean check of it; the second held-out sample is.
 TEST(ModelCalibration, RanksHeldOutGenomesAtTheLargeShapesLikeTheCard) {
   expect_agreement(estimated_by_shape("h200_held_out_large.csv"), kLargeShapes, 0.9, 1.05);
+}
+
+// The second held-out sample, drawn after the last fit: small shapes 0.94-0.95, picks 1.00-1.01x
+// but 1.09x at 1x8x512x64:causal; large 0.98 and 0.93, picks 1.00x. (The constants before that
+// fit read the same within 0.02: the sample holds none of the 32-key tiles it was about.)
+TEST(ModelCalibration, RanksASecondHeldOutSampleLikeTheCard) {
+  expect_agreement(estimated_by_shape("h200_held_out_2_small.csv"), kSmallShapes, 0.85, 1.15);
+  expect_agreement(estimated_by_shape("h200_held_out_2_large.csv"), kLargeShapes, 0.85, 1.05);
 }
 
 // The large shapes, three or four genomes each (a suite's table winner and the few it was
