@@ -6,7 +6,7 @@
 #      (`--shape S --shape S:causal`), or with EVO_SPLIT_CAUSAL=1 one run for each, all submitted
 #      at once so the worker always has work,
 #   3. waits for all of them, prints each leaderboard,
-#   4. exports the winners as ONE dispatch table: `evoctl export r1 r2 ... --out OUT/table.cu`
+#   4. exports the winners as ONE dispatch table: `evoctl export run-0001 run-0002 ... --out OUT/table.cu`
 #      (also OUT/table.report.md and OUT/table.dispatch.json),
 #   5. benchmarks exactly that table: `bench/run_gpu_bench.sh OUT/table.dispatch.json OUT/bench`.
 # The database is left in OUT/evo.db (one consistent file when sqlite3 is installed), to be given
@@ -14,7 +14,8 @@
 #
 #   bench/shape_suite.sh [--dry-run] BUNDLE_DIR OUT_DIR
 #
-# Environment (small budgets by default, so that the whole script ends within ~9 minutes):
+# Environment (small budgets by default: on one H100/H200 worker the runs take about 8 minutes and
+# the whole script about 12; see "Expected time" below):
 #   EVO_GENERATIONS   generations per run (default 3)
 #   EVO_POPULATION    candidates per generation (default 12)
 #   EVO_TOP_K         elites kept per run (default 3)
@@ -24,8 +25,9 @@
 #   EVO_SUITE         the shape buckets, space-separated BxHxSxD
 #                     (default "1x8x512x64 2x8x512x64 16x16x512x64 4x16x2048x64 2x16x4096x128");
 #                     empty ("") submits nothing, which needs EVO_DB and EVO_EXPORT=all
-#   EVO_RUN_TIMEOUT   seconds to wait for all runs together (default 300); runs still going then are
-#                     cancelled and those with an elite are exported anyway (the report says which)
+#   EVO_RUN_TIMEOUT   seconds to wait for all runs together (default 600); runs still going then are
+#                     cancelled and those with an elite are exported anyway (this script's output
+#                     names each one so cut short, and it exits non-zero)
 #   EVO_DB            an evo.db an earlier invocation left in its OUT_DIR (its -wal beside it is
 #                     taken too); evod serves a copy of it, so the earlier runs are kept and this
 #                     invocation's are added. Runs it left QUEUED or RUNNING (an invocation killed
@@ -58,8 +60,9 @@
 #   daemons up ~5 s; runs: measured at about 2.5 s per evaluation with one worker on an H100
 #   (bench/NOTES.md, suite 14: suite 13's first step, 83 evaluations of five warm-started runs,
 #   done in 209 s, compile, correctness checks, timing and the sanitizer together; 17 s each
-#   before the gates' own times were cut), so the default budget takes about ten minutes; give
-#   EVO_RUN_TIMEOUT room for it; export ~1 s; bench ~3 min:
+#   before the gates' own times were cut), so the default budget's runs take about 7.5 minutes
+#   (--dry-run prints this estimate for the budget given, and warns when EVO_RUN_TIMEOUT is
+#   shorter); export ~1 s; bench ~3 min:
 #   nvcc builds the table (~1-2 min, every variant for both head dims and both causal settings),
 #   Triton pre-compiles its configs (~30 s), then ~3-5 s per shape and causal setting.
 #
@@ -74,8 +77,9 @@
 #
 # Where one command may run 10 minutes at most, or for bigger budgets, spread the suite over
 # several invocations that hand the database on, and export and bench once at the end:
-#   EVO_BENCH=0 EVO_SUITE="1x8x512x64 2x8x512x64 16x16x512x64" bench/shape_suite.sh B out1
-#   EVO_BENCH=0 EVO_DB=out1/evo.db EVO_SUITE="4x16x2048x64 2x16x4096x128" bench/shape_suite.sh B out2
+#   EVO_BENCH=0 EVO_RUN_TIMEOUT=540 EVO_SUITE="1x8x512x64 2x8x512x64 16x16x512x64" bench/shape_suite.sh B out1
+#   EVO_BENCH=0 EVO_RUN_TIMEOUT=540 EVO_DB=out1/evo.db EVO_SUITE="4x16x2048x64 2x16x4096x128" \
+#     bench/shape_suite.sh B out2
 #   EVO_DB=out2/evo.db EVO_SUITE="" EVO_EXPORT=all bench/shape_suite.sh B out3
 # Each search invocation takes about EVO_RUN_TIMEOUT at most plus ~30 s (keep it under the limit);
 # the last one ~3-4 min (export, then the bench of every bucket).
@@ -105,7 +109,7 @@ generations="${EVO_GENERATIONS:-3}"
 population="${EVO_POPULATION:-12}"
 top_k="${EVO_TOP_K:-3}"
 rng_seed="${EVO_RNG_SEED:-7}"
-run_timeout="${EVO_RUN_TIMEOUT:-300}"
+run_timeout="${EVO_RUN_TIMEOUT:-600}"
 backend="${EVO_WORKER_BACKEND:-cuda}"
 bench="${EVO_BENCH:-1}"
 bench_rounds="${EVO_BENCH_ROUNDS:-1}"
@@ -206,6 +210,14 @@ if ((dry_run)); then
   done
   if ((${#suite[@]})); then
     say "wait for the $planned_runs runs (at most ${run_timeout} s together), then print each leaderboard"
+    if [[ $backend == cuda ]]; then
+      # 2.5 s an evaluation on one worker (the header's "Expected time"); cached results are faster.
+      candidates=$((planned_runs * generations * population))
+      estimate=$((candidates * 5 / 2))
+      say "  about ${estimate} s for ${candidates} candidates at ~2.5 s each on one worker"
+      ((estimate <= run_timeout)) \
+        || say "  warning: EVO_RUN_TIMEOUT=${run_timeout} is shorter: runs will be cut short (raise it, or lower the budget)"
+    fi
     say "write $out/start_from.txt: the runs with an elite as start lines (EVO_START_FILE) for a next invocation"
   else
     say "no run submitted (EVO_SUITE is empty)"

@@ -63,6 +63,15 @@ else
   failures=$((failures + 1))
 fi
 
+# The dry run estimates the runs' time from the budget and warns when EVO_RUN_TIMEOUT is shorter.
+check "the default budget fits the default timeout" 0 "about 450 s for 180 candidates" \
+  "$suite" --dry-run "$bundle" "$scratch/out"
+w=$(count "warning: EVO_RUN_TIMEOUT" "$suite" --dry-run "$bundle" "$scratch/out")
+check "a timeout shorter than the budget" 0 "warning: EVO_RUN_TIMEOUT=100 is shorter" \
+  EVO_RUN_TIMEOUT=100 "$suite" --dry-run "$bundle" "$scratch/out"
+if [[ $w == 0 ]]; then echo "ok   no warning where the budget fits"; else
+  echo "FAIL a warning where the default budget fits the default timeout"; failures=$((failures + 1)); fi
+
 # One run per bucket covers both causal settings; EVO_SPLIT_CAUSAL=1 gives each its own.
 check "one run per bucket" 0 "--shape 1x8x512x64 --shape 1x8x512x64:causal --generations" \
   EVO_SUITE="1x8x512x64 2x8x512x64" "$suite" --dry-run "$bundle" "$scratch/out"

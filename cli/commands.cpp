@@ -184,6 +184,23 @@ std::string base_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// evod's report names the export best.cu, the one name it can know; the report written beside
+// another --out names that file, so that its build line can be pasted as it stands.
+std::string shared_library_name(const std::string& cu_name) {
+  const std::string ext = ".cu";
+  const bool has_ext = cu_name.size() > ext.size() &&
+                       cu_name.compare(cu_name.size() - ext.size(), ext.size(), ext) == 0;
+  return "lib" + (has_ext ? cu_name.substr(0, cu_name.size() - ext.size()) : cu_name) + ".so";
+}
+std::string report_naming(std::string report, const std::string& out) {
+  const std::string evod_names = "-o libbest.so best.cu`";
+  const size_t at = report.find(evod_names);
+  const std::string name = base_name(out);
+  if (at != std::string::npos)
+    report.replace(at, evod_names.size(), "-o " + shared_library_name(name) + " " + name + "`");
+  return report;
+}
+
 int export_best(Client& c, const Options& o, std::ostream& out) {
   v1::ExportRequest req;
   // One run goes as run_id, which every evod understands; several as run_ids only, so that an
@@ -200,7 +217,7 @@ int export_best(Client& c, const Options& o, std::ostream& out) {
   }
   const std::string report = report_path(o.out);
   write_file(o.out, r.source());
-  write_file(report, r.report());
+  write_file(report, report_naming(r.report(), o.out));
   out << "wrote " << o.out << " (" << r.genome() << ") and " << report << "\n";
   if (r.buckets_size() > 0) {  // an evod that predates buckets sends none: no dispatch file then
     const std::string dispatch_json = dispatch_path(o.out);
@@ -213,7 +230,8 @@ int export_best(Client& c, const Options& o, std::ostream& out) {
     for (const auto& b : r.buckets())
       out << "bucket " << b.run_id() << ": " << b.genome() << " serves " << b.shapes_size() << " shape(s)"
           << (b.estimated() ? " (ESTIMATED)" : "") << "\n";
-  out << "build: nvcc -O3 -shared -Xcompiler -fPIC -arch=sm_90a -o libbest.so " << o.out << "\n";
+  out << "build: nvcc -O3 -shared -Xcompiler -fPIC -arch=sm_90a -o " << shared_library_name(base_name(o.out)) << " "
+      << o.out << "\n";
   if (r.report().find("ESTIMATED") != std::string::npos)
     out << "ESTIMATED: " << (r.buckets_size() > 1 ? "at least one winner was" : "this winner was")
         << " chosen by the model evaluator, not measured on a GPU\n";

@@ -102,10 +102,11 @@ std::string render(const std::vector<std::vector<std::string>>& rows) {
   return out;
 }
 
+// The generation the run is in, or ended in (1-based): a run cancelled, failed or out of genomes
+// early shows where it stopped, not its planned total.
 int shown_generation(const v1::RunStatus& s) {
   const int total = s.run().generations();
-  const int g = is_final(s.run().state()) ? total : s.generation() + 1;
-  return std::min(std::max(g, 0), total);
+  return std::min(std::max(s.generation() + 1, 0), total);
 }
 
 }  // namespace
@@ -198,7 +199,9 @@ std::string leaderboard_table(const v1::LeaderboardResponse& r) {
     const auto& res = e.evaluation().resources();
     rows.push_back({std::to_string(e.rank()), genes_unlike_seed(e.genome(), r.seed_genome()),
                     fixed(e.fitness_us(), 2), resident_text(e.evaluation()),
-                    fixed(e.spread_pct(), 1) + "%", fixed(e.tflops(), 1),
+                    // the model measures nothing twice: no spread to show
+                    e.estimated() || e.evaluation().estimated() ? "-" : fixed(e.spread_pct(), 1) + "%",
+                    fixed(e.tflops(), 1),
                     e.speedup_vs_seed() > 0 ? fixed(e.speedup_vs_seed(), 2) + "x" : "-",
                     std::to_string(res.registers()),
                     std::to_string(res.static_smem_bytes() + res.dynamic_smem_bytes()),

@@ -3,7 +3,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <map>
+#include <regex>
 #include <set>
+
+#include "server_config.h"
 
 namespace evo::cli {
 namespace {
@@ -27,6 +30,15 @@ uint64_t parse_unsigned(const std::string& flag, const std::string& text) {
   if (text.empty() || text[0] == '-' || *end != '\0' || errno == ERANGE)
     throw UsageError(flag + " expects a non-negative integer, got '" + text + "'");
   return v;
+}
+
+// The form of a --shape (evod checks the numbers): malformed text is a usage error here, exit 2,
+// not a refusal from evod or, with evod down, a connection error.
+std::string checked_shape_syntax(const std::string& text) {
+  static const std::regex kShape(R"([1-9][0-9]*(x[1-9][0-9]*){3,4}(:causal|:nc)?)");
+  if (!std::regex_match(text, kShape))
+    throw UsageError("--shape expects BxHxSxD or BxHxSqxSkxD, optionally with :causal or :nc, got '" + text + "'");
+  return text;
 }
 
 // Walks the arguments; flags may come before or after the command and its positional argument.
@@ -72,9 +84,11 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
       else if (a == "--top") o.top = static_cast<int32_t>(parse_integer(a, p.value_of(a), 1, 1000));
       else if (a == "--out") o.out = p.value_of(a);
       else if (a == "--seed") o.submit.seed = p.value_of(a);
-      else if (a == "--shape") o.submit.shapes.push_back(p.value_of(a));
-      else if (a == "--generations") o.submit.generations = static_cast<int32_t>(parse_integer(a, p.value_of(a), 1, 100000));
-      else if (a == "--population") o.submit.population = static_cast<int32_t>(parse_integer(a, p.value_of(a), 1, 100000));
+      else if (a == "--shape") o.submit.shapes.push_back(checked_shape_syntax(p.value_of(a)));
+      else if (a == "--generations")
+        o.submit.generations = static_cast<int32_t>(parse_integer(a, p.value_of(a), 1, server::kMaxGenerations));
+      else if (a == "--population")
+        o.submit.population = static_cast<int32_t>(parse_integer(a, p.value_of(a), 1, server::kMaxPopulation));
       else if (a == "--top-k") o.submit.top_k = static_cast<int32_t>(parse_integer(a, p.value_of(a), 1, 1000));
       else if (a == "--strategy") {
         o.submit.strategy = p.value_of(a);
@@ -82,6 +96,9 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
           throw UsageError("--strategy expects evolve, random or exhaustive, got '" + o.submit.strategy + "'");
       } else if (a == "--rng-seed") {
         o.submit.rng_seed = parse_unsigned(a, p.value_of(a));
+        // 0 is the wire's "not set", which evod reads as its default seed: refuse it rather than
+        // run another seed than the one asked for.
+        if (o.submit.rng_seed == 0) throw UsageError("--rng-seed expects an integer of at least 1, got '0'");
         o.submit.rng_seed_set = true;
       } else if (a == "--device-class") o.submit.device_class = p.value_of(a);
       else if (a == "--start") o.submit.start_genomes.push_back(p.value_of(a));
@@ -137,8 +154,11 @@ std::string help_text(const std::string& command) {
            "                     [--fitness-inputs rotated|resident] [--watch]\n"
            "Starts a tuning run and prints its id. Defaults come from evod: shape 1x8x512x64,\n"
            "5 generations of 16, top-k 3, strategy evolve, rng seed 1, the device class of the first\n"
-           "worker that leases. --causal applies to every shape given without a suffix; a shape may\n"
-           "name seq_q and seq_k apart as BxHxSqxSkxD. --watch follows the run like status --watch.\n"
+           "worker that leases (CLASS as status and runs print it, e.g. sm_90a/NVIDIA H200 or\n"
+           "sm_90a/model/estimated: a run waits, QUEUED, until a worker of that class leases).\n"
+           "--causal applies to every shape given without a suffix; a shape may name seq_q and seq_k\n"
+           "apart as BxHxSqxSkxD (causal only with seq_q == seq_k). --watch follows the run like\n"
+           "status --watch.\n"
            "--start (repeatable) puts a known genome into generation 0 beside the default genome:\n"
            "GENOME as leaderboard prints it, with or without the TEMPLATE: prefix, e.g.\n"
            "BLOCK_M=64,BLOCK_N=128,WARPS=4; genes not named take their defaults. evod refuses the run\n"

@@ -102,4 +102,11 @@ ProblemShape parse_shape(std::string_view text, bool causal_default) {
   return shape;
 }
 
+void require_square_if_causal(const ProblemShape& shape, std::string_view text) {
+  if (shape.causal && shape.seq_q != shape.seq_k)
+    throw InputError("shape '" + std::string(text) + "': causal needs seq_q == seq_k (" +
+                     std::to_string(shape.seq_q) + " != " + std::to_string(shape.seq_k) +
+                     "; the exported kernel refuses other causal calls)");
+}
+
 }  // namespace evo

@@ -27,4 +27,10 @@ struct ProblemShape {
 // Every dimension must be in 1..2^20 and the tensor under 2^31 elements.
 ProblemShape parse_shape(std::string_view text, bool causal_default = false);
 
+// For a shape to tune or evaluate: throws InputError when it is causal with seq_q != seq_k. The
+// kernel's mask aligns query i with key i, where libraries differ once the lengths differ, so the
+// exported kernel refuses such calls and a run must not tune for them. (parse_shape accepts them:
+// runs stored before this check still load.)
+void require_square_if_causal(const ProblemShape& shape, std::string_view text);
+
 }  // namespace evo

@@ -88,9 +88,13 @@ std::vector<std::string> check_start_genomes(const v1::SubmitRunRequest& req, co
   // Generation 0 must hold them all beside the default genome.
   const std::string seed_genome = space.default_genome().text();
   const int needed = static_cast<int>(out.size()) + (std::find(out.begin(), out.end(), seed_genome) == out.end());
-  if (!out.empty() && needed > run.population)
-    throw InputError(std::to_string(out.size()) + " start genomes and the default genome need a population of " +
-                     std::to_string(needed) + ", got " + std::to_string(run.population));
+  if (!out.empty() && needed > run.population) {
+    const bool seed_among = needed == static_cast<int>(out.size());
+    throw InputError(std::to_string(out.size()) + " distinct start genomes" +
+                     (seed_among ? " (the default genome among them)" : " and the default genome") +
+                     " need a population of " + std::to_string(needed) + ", got " +
+                     std::to_string(run.population));
+  }
   return out;
 }
 
@@ -174,6 +178,7 @@ v1::Run Coordinator::submit(const v1::SubmitRunRequest& req) {
     }
     for (const auto& text : req.shapes()) {
       ProblemShape p = parse_shape(text, req.causal());
+      require_square_if_causal(p, text);
       const auto& dims = space->head_dims();
       if (!dims.empty() && std::find(dims.begin(), dims.end(), p.head_dim) == dims.end())
         throw InputError("shape '" + text + "': head_dim " + std::to_string(p.head_dim) +
@@ -191,7 +196,7 @@ v1::Run Coordinator::submit(const v1::SubmitRunRequest& req) {
                        std::to_string(run.population));
     if (run.top_k <= 0 || run.top_k > run.population)
       throw InputError("top_k must be in 1..population (" + std::to_string(run.population) + "), got " +
-                       std::to_string(run.top_k));
+                       std::to_string(run.top_k) + (req.has_top_k() ? "" : " (the default)"));
     run.strategy = req.strategy().empty() ? server::kDefaultStrategy : req.strategy();
     run.rng_seed = req.rng_seed() == 0 ? server::kDefaultRngSeed : req.rng_seed();
     run.device_class = req.device_class();

@@ -169,7 +169,8 @@ int main(int argc, char** argv) {
   int port = 0;
   std::unique_ptr<grpc::Server> server = evo::start_grpc_server(service, grpc_config, &port);
   if (!server) {
-    std::fprintf(stderr, "evod: cannot listen on %s\n", opt.listen.c_str());
+    std::fprintf(stderr, "evod: cannot listen on %s (in use by another process, or not an address of this host)\n",
+                 opt.listen.c_str());
     return 1;
   }
   spdlog::info("event=serving listen={} port={} db={} lease_ttl_ms={} max_db_mb={} schema_version={}", opt.listen,

@@ -96,7 +96,8 @@ void report_variant(std::ostringstream& o, const ExportVariant& v, size_t index,
         << " | " << fixed(s.p90_us(), 2) << " | " << (s.resident_us() > 0 ? fixed(s.resident_us(), 2) : "-")
         << " | " << fixed(s.tflops(), 2) << " | "
         << (e.estimated() ? "n/a" : sci(s.rel_l2_error())) << " | " << (e.estimated() ? "n/a" : sci(s.max_abs_error()))
-        << " | " << s.nonfinite() << " | " << s.unwritten() << " | " << s.repeats() << " |\n";
+        << " | " << (e.estimated() ? "n/a" : std::to_string(s.nonfinite())) << " | "
+        << (e.estimated() ? "n/a" : std::to_string(s.unwritten())) << " | " << s.repeats() << " |\n";
     o << "\n";
   }
   o << "Median, p10 and p90 are per call with inputs cycled past L2; resident, with one input set left in L2 "

@@ -12,6 +12,9 @@ std::unique_ptr<grpc::Server> start_grpc_server(grpc::Service& service, const Gr
   }
   grpc::ServerBuilder builder;
   builder.AddListeningPort(config.listen, credentials, port);
+  // gRPC sets SO_REUSEPORT by default, so a second evod on a port one already serves would bind
+  // too and the kernel would split the clients' calls between two databases. Refuse instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(config.max_receive_bytes);
   builder.RegisterService(&service);
   auto server = builder.BuildAndStart();

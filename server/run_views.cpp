@@ -166,7 +166,8 @@ Coordinator::Best Coordinator::best_of(const std::string& run_id) {
     auto elites = elites_of(store_.candidates_of_run(run_id), 1);
     if (elites.empty())
       throw CoordinatorError(CoordinatorError::Code::kFailedPrecondition,
-                             "run '" + run_id + "' has no confirmed elite yet");
+                             "run '" + run_id + "' has no confirmed elite" +
+                                 (best.run.state == v1::QUEUED || best.run.state == v1::RUNNING ? " yet" : ""));
     best.candidate = elites[0];
     best.evaluation = *store_.get_evaluation(*elites[0].final_evaluation_id);
   });

@@ -79,6 +79,7 @@ std::vector<ProblemShape> parse_shapes(const Args& a, const SearchSpace& space) 
   std::vector<ProblemShape> shapes;
   for (const auto& text : a.shapes) {
     ProblemShape s = parse_shape(text, a.causal);
+    require_square_if_causal(s, text);
     const auto& dims = space.head_dims();
     if (std::find(dims.begin(), dims.end(), s.head_dim) == dims.end()) {
       std::string known;

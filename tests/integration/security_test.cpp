@@ -1,6 +1,6 @@
 // The shared token end to end on loopback: evod with --token-file, an evo-worker (model backend)
 // and evoctl that present it finish a run; clients without it are refused; evod refuses to listen
-// beyond loopback without a token.
+// beyond loopback without a token, and on a port another evod serves.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -132,6 +132,22 @@ TEST(Security, EvodRefusesANonLoopbackListenWithoutAToken) {
     serving.kill(SIGTERM);
     EXPECT_EQ(serving.wait(), 0) << serving.log();
   }
+}
+
+// A second evod on a port another already serves must not share it: with the socket option gRPC
+// sets by default both would bind, and the clients' calls would be split between two databases.
+TEST(Security, ASecondEvodOnABusyPortRefusesToServe) {
+  SecuredCluster c;
+  Process& first = c.start_evod({"--listen", c.address()});
+  ASSERT_TRUE(c.wait_listening()) << first.log();
+  Process& second =
+      c.start("evod-second.log", {EVOD_BIN, "serve", "--db", c.dir() + "/other.db", "--listen", c.address()});
+  EXPECT_EQ(second.wait(20000), 1) << second.log();
+  EXPECT_NE(second.log().find("evod: cannot listen on " + c.address() + " (in use by another process"),
+            std::string::npos)
+      << second.log();
+  EXPECT_EQ(second.log().find("event=serving"), std::string::npos) << second.log();
+  EXPECT_TRUE(first.running()) << first.log();
 }
 
 TEST(Security, UnreadableTokenFileIsOneLine) {

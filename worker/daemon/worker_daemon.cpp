@@ -56,7 +56,7 @@ const char* const kUsage =
     "  --tls-ca CA              connect over TLS, trusting evod's certificate if CA (PEM) signed it\n"
     "  -v, --verbose            debug logging\n"
     "  -h, --help               this text\n"
-    "The compile cache is $EVO_CACHE_DIR (else ~/.cache/evo).\n";
+    "The compile cache is $EVO_CACHE_DIR (else $XDG_CACHE_HOME/evo, else ~/.cache/evo).\n";
 
 struct DaemonOptions {
   std::string coordinator = "127.0.0.1:50051";

@@ -133,7 +133,13 @@ TEST_F(Evoctl, UsageErrorsExitTwoWithOneLine) {
            {"status", "r1", "--json"}, {"runs", "--bogus"}, {"submit", "--seed"},
            {"submit", "--seed", "x", "--start"}, {"status", "r1", "--start", "BLOCK_M=64"},
            {"submit", "--seed", "x", "--start-from"}, {"leaderboard", "--start-from", "r1"},
-           {"submit", "--seed", "x", "--fitness-inputs", "warm"}, {"leaderboard", "--fitness-inputs", "resident"}}) {
+           {"submit", "--seed", "x", "--fitness-inputs", "warm"}, {"leaderboard", "--fitness-inputs", "resident"},
+           // a malformed shape is caught here, not by evod (or a connection error without it)
+           {"submit", "--seed", "x", "--shape", "1x8x512"}, {"submit", "--seed", "x", "--shape", "1x8x512x64:causual"},
+           // 0 would reach evod as "not set" and run seed 1
+           {"submit", "--seed", "x", "--rng-seed", "0"},
+           // evod's own limits
+           {"submit", "--seed", "x", "--generations", "10001"}, {"submit", "--seed", "x", "--population", "4097"}}) {
     const auto r = run(args);
     EXPECT_EQ(r.exit_status, 2) << ::testing::PrintToString(args);
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
@@ -207,9 +213,11 @@ TEST_F(Evoctl, LeaderboardShowsEvidenceAndSaysEstimatedLoudly) {
   EXPECT_NE(r.out.find("passed"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("#2 r1-c2 (generation 2): crossover(r1-c7, r1-c9)\n"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("#1 r1-c1"), std::string::npos) << "no lineage line for a seed: " << r.out;
+  EXPECT_NE(r.out.find("  1.5%  "), std::string::npos) << "the two measurements' spread: " << r.out;
   server_.service.estimated = true;
   r = run({"leaderboard", "r1"});
   EXPECT_EQ(r.out.rfind("!!! ESTIMATED (model evaluator, no GPU)", 0), 0u) << r.out;
+  EXPECT_EQ(r.out.find("1.5%"), std::string::npos) << "the model measures nothing twice: " << r.out;
   EXPECT_EQ(run({"leaderboard", "r9"}).err, "evoctl: NOT_FOUND: unknown run 'r9'\n");
 }
 
@@ -296,7 +304,10 @@ TEST_F(Evoctl, ExportOfSeveralRunsWritesTheTableItsReportAndTheBenchDispatchFile
     return std::string((std::istreambuf_iterator<char>(f)), {});
   };
   EXPECT_EQ(slurp(dir / "table.cu"), "// dispatch table source\n");
-  EXPECT_EQ(slurp(dir / "table.report.md"), "# table report\n");
+  // evod's report names best.cu; the one written beside table.cu names table.cu.
+  EXPECT_EQ(slurp(dir / "table.report.md"),
+            "# table report\nBuild: `nvcc -O3 -shared -Xcompiler -fPIC -arch=sm_90a -o libtable.so table.cu`\n");
+  EXPECT_NE(r.out.find("-o libtable.so " + (dir / "table.cu").string() + "\n"), std::string::npos) << r.out;
   const std::string json = slurp(dir / "table.dispatch.json");
   // The format bench/bench_dispatch.py reads; every entry names the exported .cu beside it.
   EXPECT_NE(json.find(R"("shape": "1x8x512x64")"), std::string::npos) << json;

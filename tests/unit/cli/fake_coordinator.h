@@ -91,7 +91,7 @@ class FakeCoordinator final : public v1::Coordinator::Service {
       for (const auto& id : req->run_ids())
         if (id != "r1" && id != "r2") return {grpc::StatusCode::NOT_FOUND, "unknown run '" + id + "'"};
       r->set_source("// dispatch table source\n");
-      r->set_report("# table report\n");
+      r->set_report("# table report\nBuild: `nvcc -O3 -shared -Xcompiler -fPIC -arch=sm_90a -o libbest.so best.cu`\n");
       r->set_genome("fa_s512_v3:BLOCK_M=16;fa_s512_v3:BLOCK_M=64");
       auto* a = r->add_buckets();
       a->set_run_id("r1");

@@ -24,8 +24,13 @@ TEST(Format, ProgressBarFillsWithEvaluations) {
   EXPECT_EQ(line.substr(0, 26), "[######..................]");
   EXPECT_NE(line.find("gen 2/4  evals 12/48  best -"), std::string::npos) << line;
   EXPECT_NE(line.find("ETA --:--"), std::string::npos) << line;  // no estimate yet
+  s.set_generation(3);  // the last generation's index
   s.mutable_run()->set_state(v1::DONE);
   EXPECT_NE(progress_line(s, false).find("gen 4/4"), std::string::npos);
+  // A run that ends early shows where it stopped, not its planned total.
+  s.set_generation(0);
+  s.mutable_run()->set_state(v1::CANCELLED);
+  EXPECT_NE(progress_line(s, false).find("gen 1/4"), std::string::npos) << progress_line(s, false);
 }
 
 TEST(Format, StatusSummaryListsTheStartGenomes) {

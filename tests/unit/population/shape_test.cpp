@@ -31,6 +31,21 @@ TEST(ShapeTest, CausalSuffixAndDefault) {
   EXPECT_TRUE(parse_shape("  1x8x512x64:causal ").causal);
 }
 
+// Parsed (stored runs keep loading), but refused where a shape is to be tuned or evaluated.
+TEST(ShapeTest, CausalWithUnequalLengthsIsRefusedForTuning) {
+  const ProblemShape s = parse_shape("1x8x512x256x64:causal");
+  try {
+    require_square_if_causal(s, "1x8x512x256x64:causal");
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "shape '1x8x512x256x64:causal': causal needs seq_q == seq_k (512 != 256; the exported "
+              "kernel refuses other causal calls)");
+  }
+  EXPECT_NO_THROW(require_square_if_causal(parse_shape("1x8x512x256x64"), "1x8x512x256x64"));
+  EXPECT_NO_THROW(require_square_if_causal(parse_shape("1x8x512x64:causal"), "1x8x512x64:causal"));
+}
+
 TEST(ShapeTest, TextRoundTrips) {
   for (const char* t : {"1x8x512x64", "1x8x512x1024x64:causal", "3x5x7x9:causal", "1x1x1x1"}) {
     ProblemShape s = parse_shape(t);

@@ -300,6 +300,13 @@ TEST_F(CoordinatorTest, BadSubmissionsAreRefusedAndChangeNothing) {
   EXPECT_EQ(submit_with([](auto& r) { r.set_seed("nope"); }), Code::kInvalidArgument);
   EXPECT_EQ(submit_with([](auto& r) { r.add_shapes("1x8x512"); }), Code::kInvalidArgument);
   EXPECT_EQ(submit_with([](auto& r) { r.add_shapes("1x8x512x96"); }), Code::kInvalidArgument);
+  // Causal with unequal lengths: a kernel tuned for it would be refused by its own export.
+  EXPECT_EQ(submit_with([](auto& r) { r.add_shapes("1x8x512x256x64:causal"); }), Code::kInvalidArgument);
+  EXPECT_EQ(submit_with([](auto& r) {
+              r.add_shapes("1x8x512x256x64");
+              r.set_causal(true);
+            }),
+            Code::kInvalidArgument);
   EXPECT_EQ(submit_with([](auto& r) { r.set_population(0); }), Code::kInvalidArgument);
   EXPECT_EQ(submit_with([](auto& r) { r.set_generations(-1); }), Code::kInvalidArgument);
   EXPECT_EQ(submit_with([](auto& r) { r.set_top_k(0); }), Code::kInvalidArgument);
@@ -314,6 +321,16 @@ TEST_F(CoordinatorTest, BadSubmissionsAreRefusedAndChangeNothing) {
     coord_->submit(req);
   } catch (const CoordinatorError& e) {
     EXPECT_EQ(std::string(e.what()).rfind("unknown seed 'x'", 0), 0u) << e.what();
+  }
+  // A top-k the user never gave is named as the default, so the refusal makes sense.
+  try {
+    v1::SubmitRunRequest req;
+    req.set_seed("fa_s512_v3");
+    req.set_population(2);
+    coord_->submit(req);
+    ADD_FAILURE() << "a population of 2 under the default top-k 3 was accepted";
+  } catch (const CoordinatorError& e) {
+    EXPECT_EQ(std::string(e.what()), "top_k must be in 1..population (2), got 3 (the default)");
   }
 }
 
@@ -351,7 +368,9 @@ TEST_F(CoordinatorTest, BadStartGenomeIsOneClearRefusalAndChangesNothing) {
             "shape 1x8x4096x64");
   // Generation 0 has no room for them all.
   EXPECT_EQ(refusal({good, "BLOCK_M=128,WARPS=8"}, 2),
-            "2 start genomes and the default genome need a population of 3, got 2");
+            "2 distinct start genomes and the default genome need a population of 3, got 2");
+  EXPECT_EQ(refusal({good, "BLOCK_M=32,BLOCK_N=64"}, 1),
+            "2 distinct start genomes (the default genome among them) need a population of 2, got 1");
   EXPECT_EQ(store_.dump(), before);
 }
 
