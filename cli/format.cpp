@@ -162,6 +162,12 @@ std::string status_summary(const v1::RunStatus& s) {
     << "  device class " << (r.device_class().empty() ? "(not fixed yet)" : r.device_class()) << "\n"
     << "  fitness: " << fitness_inputs_text(r) << "\n";
   for (const auto& g : r.start_genomes()) o << "  start " << g << "\n";
+  // A run named for a class no worker has waits without end: say what it waits for.
+  if (r.state() == v1::QUEUED)
+    o << "  waiting for a worker"
+      << (r.device_class().empty() ? " (of any class: the first to lease fixes the run's)"
+                                   : " of device class " + r.device_class() + " (no other class takes it)")
+      << "\n";
   o << "  " << progress_line(s, false) << "\n";
   if (!s.best_genome().empty()) o << "  best " << s.best_genome() << "\n";
   if (s.estimated()) o << "  ESTIMATED (model evaluator, no GPU): times are estimates, not measurements\n";

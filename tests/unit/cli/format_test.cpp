@@ -46,6 +46,19 @@ TEST(Format, StatusSummaryListsTheStartGenomes) {
       << out;
 }
 
+TEST(Format, StatusSummarySaysWhatAQueuedRunWaitsFor) {
+  v1::RunStatus s;
+  s.mutable_run()->set_run_id("r1");
+  s.mutable_run()->set_state(v1::RUNNING);
+  EXPECT_EQ(status_summary(s).find("waiting for a worker"), std::string::npos);
+  s.mutable_run()->set_state(v1::QUEUED);
+  EXPECT_NE(status_summary(s).find("\n  waiting for a worker (of any class"), std::string::npos) << status_summary(s);
+  s.mutable_run()->set_device_class("sm_80/cuda");
+  EXPECT_NE(status_summary(s).find("\n  waiting for a worker of device class sm_80/cuda (no other class takes it)\n"),
+            std::string::npos)
+      << status_summary(s);
+}
+
 TEST(Format, StatusSummarySaysWhatTheFitnessMeasures) {
   v1::RunStatus s;
   s.mutable_run()->set_run_id("r1");
