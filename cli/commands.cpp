@@ -243,8 +243,11 @@ int export_best(Client& c, const Options& o, std::ostream& out) {
 int run_evoctl(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
                const Environment& env) {
   Options o;
+  int connect_timeout_ms = env.connect_timeout_ms;
   try {
     o = parse_options(args, env.coordinator);
+    if (env.connect_timeout_s)
+      connect_timeout_ms = 1000 * static_cast<int>(parse_integer("EVO_CONNECT_TIMEOUT_S", *env.connect_timeout_s, 1, 600));
   } catch (const UsageError& e) {
     err << "evoctl: " << e.what() << "\n";
     return 2;
@@ -262,8 +265,11 @@ int run_evoctl(const std::vector<std::string>& args, std::ostream& out, std::ost
   }
   auto channel = grpc::CreateChannel(o.coordinator, security::channel_credentials(sec));
   if (!channel->WaitForConnected(std::chrono::system_clock::now() +
-                                 std::chrono::milliseconds(env.connect_timeout_ms))) {
-    err << "evoctl: cannot reach evod at " << o.coordinator << " (is it running?)\n";
+                                 std::chrono::milliseconds(connect_timeout_ms))) {
+    char waited[32];
+    std::snprintf(waited, sizeof waited, connect_timeout_ms % 1000 ? "%.1f" : "%.0f", connect_timeout_ms / 1000.0);
+    err << "evoctl: cannot reach evod at " << o.coordinator << " (is it running? waited " << waited
+        << " s; EVO_CONNECT_TIMEOUT_S waits longer)\n";
     return 1;
   }
   auto stub = v1::Coordinator::NewStub(channel);

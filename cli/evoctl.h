@@ -12,6 +12,9 @@ struct Environment {
   std::string coordinator;          // $EVO_COORDINATOR, or empty
   std::optional<std::string> token; // $EVO_TOKEN when set (--token-file takes precedence)
   int connect_timeout_ms = 5000;    // how long to wait for evod before "cannot reach"
+  // $EVO_CONNECT_TIMEOUT_S when set: replaces connect_timeout_ms, or is a usage error if it is not
+  // a whole number of seconds in 1..600.
+  std::optional<std::string> connect_timeout_s;
 };
 
 // args excludes the program name. Returns the exit status: 0 ok, 1 evod refused, failed or could

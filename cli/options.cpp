@@ -13,16 +13,6 @@ namespace {
 
 const std::set<std::string> kCommands = {"submit", "status", "leaderboard", "runs", "cancel", "export"};
 
-int64_t parse_integer(const std::string& flag, const std::string& text, int64_t min, int64_t max) {
-  errno = 0;
-  char* end = nullptr;
-  const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno == ERANGE || v < min || v > max)
-    throw UsageError(flag + " expects an integer in " + std::to_string(min) + ".." + std::to_string(max) +
-                     ", got '" + text + "'");
-  return v;
-}
-
 uint64_t parse_unsigned(const std::string& flag, const std::string& text) {
   errno = 0;
   char* end = nullptr;
@@ -58,6 +48,17 @@ class Parser {
 };
 
 }  // namespace
+
+int64_t parse_integer(const std::string& flag, const std::string& text, int64_t min, int64_t max) {
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || v < min || v > max)
+    throw UsageError(flag + " expects an integer in " + std::to_string(min) + ".." + std::to_string(max) +
+                     ", got '" + text + "'");
+  return v;
+}
+
 
 Options parse_options(const std::vector<std::string>& args, const std::string& coordinator_default) {
   Options o;
@@ -203,7 +204,7 @@ std::string help_text(const std::string& command) {
          "Drives evod, the evo tuning coordinator (ADDR default 127.0.0.1:50051, or $EVO_COORDINATOR).\n"
          "--token-file sends evod's shared token on every call (default: $EVO_TOKEN, else none); a\n"
          "file keeps it out of `ps`. --tls-ca connects over TLS, trusting evod's certificate if CA\n"
-         "signed it.\n"
+         "signed it. It waits 5 s for evod to answer ($EVO_CONNECT_TIMEOUT_S: seconds, 1..600).\n"
          "commands:\n"
          "  submit --seed TEMPLATE [...]   start a run, print its id\n"
          "  status RUN [--watch]           progress of a run\n"

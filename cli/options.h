@@ -47,6 +47,9 @@ struct Options {
   SubmitOptions submit;
 };
 
+// `text` as an integer in min..max, or UsageError naming `flag` (an option or a variable).
+int64_t parse_integer(const std::string& flag, const std::string& text, int64_t min, int64_t max);
+
 // `coordinator_default` comes from $EVO_COORDINATOR when set.
 Options parse_options(const std::vector<std::string>& args, const std::string& coordinator_default);
 

@@ -123,7 +123,20 @@ TEST_F(Evoctl, UnreachableEvodIsNamed) {
   env.coordinator = "127.0.0.1:1";  // nothing listens on port 1
   env.connect_timeout_ms = 500;
   EXPECT_EQ(run_evoctl({"runs"}, out, err, env), 1);
-  EXPECT_EQ(err.str(), "evoctl: cannot reach evod at 127.0.0.1:1 (is it running?)\n");
+  EXPECT_EQ(err.str(),
+            "evoctl: cannot reach evod at 127.0.0.1:1 (is it running? waited 0.5 s; EVO_CONNECT_TIMEOUT_S waits "
+            "longer)\n");
+  // $EVO_CONNECT_TIMEOUT_S: whole seconds, or one usage line before any connection is tried.
+  env.connect_timeout_s = "1";
+  std::ostringstream err1;
+  EXPECT_EQ(run_evoctl({"runs"}, out, err1, env), 1);
+  EXPECT_NE(err1.str().find("(is it running? waited 1 s;"), std::string::npos) << err1.str();
+  for (const char* bad : {"0", "abc", "601", ""}) {
+    env.connect_timeout_s = bad;
+    std::ostringstream e;
+    EXPECT_EQ(run_evoctl({"runs"}, out, e, env), 2) << bad;
+    EXPECT_EQ(e.str(), std::string("evoctl: EVO_CONNECT_TIMEOUT_S expects an integer in 1..600, got '") + bad + "'\n");
+  }
 }
 
 TEST_F(Evoctl, UsageErrorsExitTwoWithOneLine) {
