@@ -165,12 +165,7 @@ int cancel(Client& c, const Options& o, std::ostream& out) {
 }
 
 // best.cu -> best.report.md; anything else gets .report.md appended.
-std::string report_path(const std::string& out) {
-  const std::string ext = ".cu";
-  if (out.size() > ext.size() && out.compare(out.size() - ext.size(), ext.size(), ext) == 0)
-    return out.substr(0, out.size() - ext.size()) + ".report.md";
-  return out + ".report.md";
-}
+std::string report_path(const std::string& out) { return cu_stem(out) + ".report.md"; }
 
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
@@ -184,22 +179,8 @@ std::string base_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// evod's report names the export best.cu, the one name it can know; the report written beside
-// another --out names that file, so that its build line can be pasted as it stands.
-std::string shared_library_name(const std::string& cu_name) {
-  const std::string ext = ".cu";
-  const bool has_ext = cu_name.size() > ext.size() &&
-                       cu_name.compare(cu_name.size() - ext.size(), ext.size(), ext) == 0;
-  return "lib" + (has_ext ? cu_name.substr(0, cu_name.size() - ext.size()) : cu_name) + ".so";
-}
-std::string report_naming(std::string report, const std::string& out) {
-  const std::string evod_names = "-o libbest.so best.cu`";
-  const size_t at = report.find(evod_names);
-  const std::string name = base_name(out);
-  if (at != std::string::npos)
-    report.replace(at, evod_names.size(), "-o " + shared_library_name(name) + " " + name + "`");
-  return report;
-}
+// best.cu -> libbest.so, as the report's build line names it.
+std::string shared_library_name(const std::string& cu_name) { return "lib" + cu_stem(cu_name) + ".so"; }
 
 int export_best(Client& c, const Options& o, std::ostream& out) {
   v1::ExportRequest req;
@@ -207,6 +188,7 @@ int export_best(Client& c, const Options& o, std::ostream& out) {
   // evod that predates dispatch tables refuses them instead of exporting the first run alone.
   if (o.run_ids.size() == 1) req.set_run_id(o.run_ids[0]);
   else for (const auto& id : o.run_ids) req.add_run_ids(id);
+  req.set_source_name(base_name(o.out));  // the report's build line names the file written
   v1::ExportResponse r;
   check(c.stub.ExportBest(c.context().get(), req, &r));
   DispatchFile dispatch;
@@ -217,7 +199,7 @@ int export_best(Client& c, const Options& o, std::ostream& out) {
   }
   const std::string report = report_path(o.out);
   write_file(o.out, r.source());
-  write_file(report, report_naming(r.report(), o.out));
+  write_file(report, r.report());
   out << "wrote " << o.out << " (" << r.genome() << ") and " << report << "\n";
   if (r.buckets_size() > 0) {  // an evod that predates buckets sends none: no dispatch file then
     const std::string dispatch_json = dispatch_path(o.out);

@@ -64,11 +64,13 @@ DispatchFile dispatch_file(const v1::ExportResponse& response, const std::string
   return out;
 }
 
-std::string dispatch_path(const std::string& cu_path) {
+std::string cu_stem(const std::string& cu_path) {
   const std::string ext = ".cu";
   if (cu_path.size() > ext.size() && cu_path.compare(cu_path.size() - ext.size(), ext.size(), ext) == 0)
-    return cu_path.substr(0, cu_path.size() - ext.size()) + ".dispatch.json";
-  return cu_path + ".dispatch.json";
+    return cu_path.substr(0, cu_path.size() - ext.size());
+  return cu_path;
 }
+
+std::string dispatch_path(const std::string& cu_path) { return cu_stem(cu_path) + ".dispatch.json"; }
 
 }  // namespace evo::cli

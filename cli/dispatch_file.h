@@ -21,4 +21,8 @@ DispatchFile dispatch_file(const v1::ExportResponse& response, const std::string
 // best.cu -> best.dispatch.json; anything else gets .dispatch.json appended.
 std::string dispatch_path(const std::string& cu_path);
 
+// The export's path without its .cu (best.cu -> best; a name without .cu stays whole): the stem
+// its report, dispatch file and shared library are named after.
+std::string cu_stem(const std::string& cu_path);
+
 }  // namespace evo::cli

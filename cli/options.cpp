@@ -59,7 +59,6 @@ int64_t parse_integer(const std::string& flag, const std::string& text, int64_t 
   return v;
 }
 
-
 Options parse_options(const std::vector<std::string>& args, const std::string& coordinator_default) {
   Options o;
   if (!coordinator_default.empty()) o.coordinator = coordinator_default;

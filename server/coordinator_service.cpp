@@ -131,7 +131,11 @@ grpc::Status CoordinatorService::CancelRun(grpc::ServerContext* ctx, const v1::R
 
 grpc::Status CoordinatorService::ExportBest(grpc::ServerContext* ctx, const v1::ExportRequest* req,
                                             v1::ExportResponse* resp) {
-  return serve("ExportBest", ctx, *req, [&] { *resp = export_runs(coordinator_, export_run_ids(*req)); });
+  return serve("ExportBest", ctx, *req, [&] {
+    ExportOptions options;
+    if (!req->source_name().empty()) options.source_name = req->source_name();
+    *resp = export_runs(coordinator_, export_run_ids(*req), options);
+  });
 }
 
 }  // namespace evo

@@ -59,10 +59,11 @@ std::vector<ExportVariant> dispatch_variants(const std::vector<Coordinator::Best
   return variants;
 }
 
-v1::ExportResponse export_runs(Coordinator& coordinator, const std::vector<std::string>& run_ids) {
+v1::ExportResponse export_runs(Coordinator& coordinator, const std::vector<std::string>& run_ids,
+                               const ExportOptions& options) {
   std::vector<Coordinator::Best> winners;
   for (const auto& id : run_ids) winners.push_back(coordinator.best_of(id));
-  v1::ExportResponse response = export_dispatch_table(dispatch_variants(winners));
+  v1::ExportResponse response = export_dispatch_table(dispatch_variants(winners), options);
   for (const auto& w : winners)
     spdlog::info("event=exported run_id={} candidate_id={} genome={} buckets={}", w.run.id, w.candidate.id,
                  w.candidate.genome, winners.size());

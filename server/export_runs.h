@@ -24,6 +24,7 @@ std::vector<ExportVariant> dispatch_variants(const std::vector<Coordinator::Best
 // The whole export. An unknown run is kNotFound and a run without an elite kFailedPrecondition
 // (from Coordinator::best_of); the checks above; then the exporter's InputError for a genome it
 // cannot emit.
-v1::ExportResponse export_runs(Coordinator& coordinator, const std::vector<std::string>& run_ids);
+v1::ExportResponse export_runs(Coordinator& coordinator, const std::vector<std::string>& run_ids,
+                               const ExportOptions& options = {});
 
 }  // namespace evo

@@ -34,6 +34,8 @@ struct ExportOptions {
   // Shared memory per block the constraints are checked against. 0: the evidence's device
   // (smem_per_block_optin), else the sm_90 opt-in limit of 227 KiB.
   int64_t smem_limit = 0;
+  // The exported file's name, for the report's build line (the library: lib<stem>.so).
+  std::string source_name = "best.cu";
 };
 
 // The winner alone. Throws InputError for an unknown template, a genome whose genes do not match
@@ -56,7 +58,9 @@ v1::ExportResponse export_dispatch_table(const KernelTemplate& t, const std::vec
 std::string exported_build_command(const std::string& cu_path, const std::string& so_path,
                                    const std::string& arch = "sm_90a");
 
-// The markdown evidence for an export (also part of the responses above).
-std::string export_report(const std::vector<ExportVariant>& variants, const std::string& arch);
+// The markdown evidence for an export (also part of the responses above); its build line names
+// source_name.
+std::string export_report(const std::vector<ExportVariant>& variants, const std::string& arch,
+                          const std::string& source_name = "best.cu");
 
 }  // namespace evo

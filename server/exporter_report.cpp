@@ -12,6 +12,14 @@
 namespace evo {
 namespace {
 
+// best.cu -> libbest.so: the library the build line makes of the exported file.
+std::string shared_library_for(const std::string& source_name) {
+  const std::string ext = ".cu";
+  const bool has_ext = source_name.size() > ext.size() &&
+                       source_name.compare(source_name.size() - ext.size(), ext.size(), ext) == 0;
+  return "lib" + (has_ext ? source_name.substr(0, source_name.size() - ext.size()) : source_name) + ".so";
+}
+
 std::string fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
@@ -153,7 +161,8 @@ void report_buckets(std::ostringstream& o, const std::vector<ExportVariant>& var
 
 }  // namespace
 
-std::string export_report(const std::vector<ExportVariant>& variants, const std::string& arch) {
+std::string export_report(const std::vector<ExportVariant>& variants, const std::string& arch,
+                          const std::string& source_name) {
   bool estimated = false;
   for (const auto& v : variants) estimated = estimated || v.evidence.estimated();
   std::ostringstream o;
@@ -173,7 +182,7 @@ std::string export_report(const std::vector<ExportVariant>& variants, const std:
   o << "Template `" << (variants.empty() ? "" : variants.front().genome.template_id()) << "`, "
     << variants.size() << (variants.size() == 1 ? " genome" : " genomes (a dispatch table: shape bucket -> genome)")
     << ".\n\n"
-    << "Build: `" << exported_build_command("best.cu", "libbest.so", arch) << "`\n\n"
+    << "Build: `" << exported_build_command(source_name, shared_library_for(source_name), arch) << "`\n\n"
     << "Entry point: `int evo_attention_forward(q, k, v, o, batch, heads, seq_q, seq_k, head_dim, "
        "softmax_scale, causal, stream)` — returns cudaErrorInvalidValue for a shape it cannot serve "
        "(head_dim the genome does not support, causal with seq_q != seq_k, null pointers, "

@@ -153,6 +153,7 @@ void check_request(const v1::ExportRequest& r) {
   check_id(r.run_id(), "run_id", /*required=*/false);
   check_count(r.run_ids_size(), kMaxExportRuns, "run_ids");
   for (const auto& id : r.run_ids()) check_id(id, "run_ids[]");
+  check_text(r.source_name(), "source_name", kMaxTextBytes, false);
 }
 
 }  // namespace evo::limits

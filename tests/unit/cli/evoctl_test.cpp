@@ -317,7 +317,8 @@ TEST_F(Evoctl, ExportOfSeveralRunsWritesTheTableItsReportAndTheBenchDispatchFile
     return std::string((std::istreambuf_iterator<char>(f)), {});
   };
   EXPECT_EQ(slurp(dir / "table.cu"), "// dispatch table source\n");
-  // evod's report names best.cu; the one written beside table.cu names table.cu.
+  // evoctl tells evod the file's name, and the report written beside table.cu names table.cu.
+  EXPECT_EQ(req.source_name(), "table.cu");
   EXPECT_EQ(slurp(dir / "table.report.md"),
             "# table report\nBuild: `nvcc -O3 -shared -Xcompiler -fPIC -arch=sm_90a -o libtable.so table.cu`\n");
   EXPECT_NE(r.out.find("-o libtable.so " + (dir / "table.cu").string() + "\n"), std::string::npos) << r.out;

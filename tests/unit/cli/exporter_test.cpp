@@ -160,6 +160,16 @@ TEST(Exporter, ReportSaysWhichTimeRankedTheRun) {
   EXPECT_EQ(rotated.report().find("ranked its candidates"), std::string::npos);
 }
 
+// The report's build line names the file the client writes (best.cu unless it says otherwise).
+TEST(Exporter, ReportBuildsTheFileItWasAskedFor) {
+  const auto plain = export_standalone(default_genome(), {shape_1x8x512x64()}, measured_evaluation(false));
+  EXPECT_NE(plain.report().find("-o libbest.so best.cu`"), std::string::npos) << plain.report();
+  ExportOptions options;
+  options.source_name = "table.cu";
+  const auto named = export_standalone(default_genome(), {shape_1x8x512x64()}, measured_evaluation(false), options);
+  EXPECT_NE(named.report().find("-o libtable.so table.cu`"), std::string::npos) << named.report();
+}
+
 TEST(Exporter, EstimatedEvidenceIsSaidLoudly) {
   const auto r = export_standalone(default_genome(), {shape_1x8x512x64()}, measured_evaluation(true));
   EXPECT_NE(r.report().find("**ESTIMATED (model evaluator, no GPU).**"), std::string::npos);

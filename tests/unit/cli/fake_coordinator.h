@@ -91,7 +91,10 @@ class FakeCoordinator final : public v1::Coordinator::Service {
       for (const auto& id : req->run_ids())
         if (id != "r1" && id != "r2") return {grpc::StatusCode::NOT_FOUND, "unknown run '" + id + "'"};
       r->set_source("// dispatch table source\n");
-      r->set_report("# table report\nBuild: `nvcc -O3 -shared -Xcompiler -fPIC -arch=sm_90a -o libbest.so best.cu`\n");
+      // evod names the file the request names in the report's build line (table.cu: libtable.so).
+      const std::string name = req->source_name().empty() ? "best.cu" : req->source_name();
+      r->set_report("# table report\nBuild: `nvcc -O3 -shared -Xcompiler -fPIC -arch=sm_90a -o lib" +
+                    name.substr(0, name.size() - 3) + ".so " + name + "`\n");
       r->set_genome("fa_s512_v3:BLOCK_M=16;fa_s512_v3:BLOCK_M=64");
       auto* a = r->add_buckets();
       a->set_run_id("r1");

@@ -167,6 +167,22 @@ TEST_F(ExportRunsTest, RunWithoutAnEliteIsAFailedPrecondition) {
   EXPECT_EQ(refusal({a, pending}), Code::kFailedPrecondition);
 }
 
+// The refusal says "yet" only of a run that may still find one.
+TEST_F(ExportRunsTest, ARunWithoutAnEliteIsNamedAsEndedOrPending) {
+  const std::string pending = submit({"2x8x512x64"}, 9);
+  auto message = [&](const std::string& run) -> std::string {
+    try {
+      export_runs(coord_, {run});
+    } catch (const CoordinatorError& e) {
+      return e.what();
+    }
+    return "exported";
+  };
+  EXPECT_EQ(message(pending), "run '" + pending + "' has no confirmed elite yet");
+  coord_.cancel(pending);
+  EXPECT_EQ(message(pending), "run '" + pending + "' has no confirmed elite");
+}
+
 TEST_F(ExportRunsTest, AShapeInTwoRunsIsInvalid) {
   const std::string a = submit({"1x8x512x64", "2x8x512x64:causal"});
   const std::string b = submit({"2x8x512x64:causal"}, 5);

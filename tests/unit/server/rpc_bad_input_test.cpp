@@ -357,9 +357,10 @@ TEST_F(RpcBadInput, LeaderboardAndExport) {
     r.set_top(top);
     return unary(&Stub::Leaderboard, r);
   };
-  auto exp = [](const std::string& id) {
+  auto exp = [](const std::string& id, const std::string& source_name = "") {
     v1::ExportRequest r;
     r.set_run_id(id);
+    r.set_source_name(source_name);
     return unary(&Stub::ExportBest, r);
   };
   expect_refused({
@@ -371,6 +372,7 @@ TEST_F(RpcBadInput, LeaderboardAndExport) {
       {"ExportBest unknown run", StatusCode::NOT_FOUND, exp("r-does-not-exist")},
       {"ExportBest run without a result", StatusCode::FAILED_PRECONDITION, exp(run_.run_id())},
       {"ExportBest 10 MB id", StatusCode::RESOURCE_EXHAUSTED, exp(k10MB)},
+      {"ExportBest 1 MB source name", StatusCode::INVALID_ARGUMENT, exp(run_.run_id(), k1MB)},
   });
 }
 
