@@ -65,14 +65,21 @@ int watch(Client& c, const std::string& run_id, std::ostream& out, bool tty) {
   auto reader = c.stub.WatchRun(&ctx, ref);
   v1::RunStatus s;
   bool finished = false;
+  bool said_no_worker = false;
   std::string last_key;
   while (reader->Read(&s)) {
+    // Said once each time the run loses its last worker, so a watch never sits silent on a run
+    // that cannot move.
+    const bool no_worker = waits_without_worker(s);
+    if (no_worker && !said_no_worker) out << (tty ? "\r\033[K" : "") << waiting_text(s) << "\n";
+    said_no_worker = no_worker;
     if (tty) {
       out << "\r\033[K" << progress_line(s, true) << std::flush;
     } else {
       // A new line only when something but the clock changed.
       const std::string key = std::to_string(s.generation()) + "/" + std::to_string(s.evaluations_done()) + "/" +
-                              std::to_string(s.best_us()) + "/" + std::to_string(s.run().state());
+                              std::to_string(s.best_us()) + "/" + std::to_string(s.run().state()) + "/" +
+                              std::to_string(no_worker);
       if (key != last_key) out << progress_line(s, false) << "\n" << std::flush;
       last_key = key;
     }

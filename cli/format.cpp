@@ -134,6 +134,28 @@ std::string state_name(v1::RunState s) {
 
 bool is_final(v1::RunState s) { return s == v1::DONE || s == v1::CANCELLED || s == v1::FAILED; }
 
+bool waits_without_worker(const v1::RunStatus& s) {
+  const auto state = s.run().state();
+  return (state == v1::QUEUED || state == v1::RUNNING) && s.has_live_workers() && s.live_workers() == 0;
+}
+
+std::string waiting_text(const v1::RunStatus& s) {
+  const v1::Run& r = s.run();
+  const std::string which = r.device_class().empty()
+                                ? " (of any class: the first to lease fixes the run's)"
+                                : " of device class " + r.device_class() + " (no other class takes it)";
+  if (waits_without_worker(s))
+    return (r.state() == v1::QUEUED ? "waiting for a worker" + which : "stalled: it needs a worker" + which) +
+           "; evod has heard from none in the last few heartbeats (is evo-worker running, with "
+           "--coordinator set to this evod's address?)";
+  if (r.state() != v1::QUEUED) return "";
+  std::string out = "waiting for a worker" + which;
+  if (s.has_live_workers())
+    out += "; " + std::to_string(s.live_workers()) + (s.live_workers() == 1 ? " live worker" : " live workers") +
+           " could take it, none has yet";
+  return out;
+}
+
 std::string progress_line(const v1::RunStatus& s, bool bar) {
   std::string out;
   const int done = s.evaluations_done(), total = s.evaluations_total();
@@ -149,6 +171,7 @@ std::string progress_line(const v1::RunStatus& s, bool bar) {
   out += "  ETA " + (is_final(s.run().state()) ? std::string("0:00") : format_duration(s.eta_ms() > 0 ? s.eta_ms() : -1));
   if (s.failed() > 0) out += "  failed " + std::to_string(s.failed());
   if (s.estimated()) out += "  ESTIMATED";
+  if (waits_without_worker(s)) out += "  NO WORKER";
   return out;
 }
 
@@ -162,12 +185,9 @@ std::string status_summary(const v1::RunStatus& s) {
     << "  device class " << (r.device_class().empty() ? "(not fixed yet)" : r.device_class()) << "\n"
     << "  fitness: " << fitness_inputs_text(r) << "\n";
   for (const auto& g : r.start_genomes()) o << "  start " << g << "\n";
-  // A run named for a class no worker has waits without end: say what it waits for.
-  if (r.state() == v1::QUEUED)
-    o << "  waiting for a worker"
-      << (r.device_class().empty() ? " (of any class: the first to lease fixes the run's)"
-                                   : " of device class " + r.device_class() + " (no other class takes it)")
-      << "\n";
+  // A run named for a class no worker has, or one whose workers are gone, waits without end:
+  // say what it waits for.
+  if (const std::string waiting = waiting_text(s); !waiting.empty()) o << "  " << waiting << "\n";
   o << "  " << progress_line(s, false) << "\n";
   if (!s.best_genome().empty()) o << "  best " << s.best_genome() << "\n";
   if (s.estimated()) o << "  ESTIMATED (model evaluator, no GPU): times are estimates, not measurements\n";

@@ -12,6 +12,11 @@ std::string format_duration(int64_t ms);
 // "DONE", "RUNNING", ...
 std::string state_name(v1::RunState s);
 bool is_final(v1::RunState s);
+// A QUEUED or RUNNING run that no live worker can serve: it waits without end. False for an
+// evod too old to count its workers.
+bool waits_without_worker(const v1::RunStatus& s);
+// What a QUEUED run waits for, or why a RUNNING one is stalled; empty when it waits for nothing.
+std::string waiting_text(const v1::RunStatus& s);
 
 // One progress line: "[#####.....] gen 2/5  evals 40/80  best 7.25 µs  elapsed 0:12  ETA 0:18".
 // With bar=false (not a terminal) the same facts without the bar.

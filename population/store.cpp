@@ -711,6 +711,13 @@ int Store::count_live_workers(const std::string& device_class, int64_t since_ms,
   return static_cast<int>(s.column_int(0));
 }
 
+int Store::count_live_workers_of_any_class(int64_t since_ms) {
+  auto s = db_->prepare("SELECT COUNT(*) FROM workers WHERE last_seen_ms >= ?");
+  s.bind(1, since_ms);
+  s.step();
+  return static_cast<int>(s.column_int(0));
+}
+
 // ---------------------------------------------------------------- result cache
 
 std::optional<CacheEntry> Store::cache_get(const std::string& genome_hash, const std::string& problem,

@@ -192,6 +192,8 @@ class Store {
   // Other workers of a device class seen since since_ms (for confirmation placement).
   int count_live_workers(const std::string& device_class, int64_t since_ms,
                          const std::string& except_worker);
+  // Workers of any class seen since since_ms (what a run whose class is not fixed yet can get).
+  int count_live_workers_of_any_class(int64_t since_ms);
 
   // ---- result cache: a genome measured on a problem, device class and toolkit is not measured again.
   std::optional<CacheEntry> cache_get(const std::string& genome_hash, const std::string& problem,

@@ -151,8 +151,9 @@ class StrategyBase : public Strategy {
   }
 
   void log_generation(const char* strategy, int generation, const Batch& batch, size_t total) const {
-    spdlog::debug("run={} strategy={} generation={} proposed={} seed={} start={} random={}", ctx_.run_id,
-                  strategy, generation, total, batch.count("seed"), batch.count("start"), batch.count("random"));
+    spdlog::debug("event=generation_bred run_id={} strategy={} generation={} proposed={} seed={} start={} random={}",
+                  ctx_.run_id, strategy, generation, total, batch.count("seed"), batch.count("start"),
+                  batch.count("random"));
   }
 
   StrategyContext ctx_;
@@ -212,7 +213,7 @@ class EvolveStrategy : public StrategyBase {
       while (!batch.full() && attempts++ < max_attempts) offer(batch, breed(pool, rng));
     }
     if (!batch.full() && generation > 0 && !pool.empty())
-      spdlog::info("run={} strategy=evolve generation={} breeding stalled after {} attempts; "
+      spdlog::info("event=breeding_stalled run_id={} strategy=evolve generation={} attempts={} "
                    "topping up with random genomes",
                    ctx_.run_id, generation, attempts);
     // Generation 0, a history with no success yet, or a stall: random valid genomes.

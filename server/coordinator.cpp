@@ -292,8 +292,14 @@ v1::RegisterWorkerResponse Coordinator::register_worker(const v1::RegisterWorker
   v1::RegisterWorkerResponse resp;
   resp.set_worker_id(w.id);
   resp.set_lease_ttl_ms(options_.lease_ttl_ms);
-  resp.set_heartbeat_interval_ms(std::max(50, options_.lease_ttl_ms / 3));
+  resp.set_heartbeat_interval_ms(heartbeat_interval_ms());
   return resp;
+}
+
+int Coordinator::heartbeat_interval_ms() const { return std::max(50, options_.lease_ttl_ms / 3); }
+
+int64_t Coordinator::live_since(int64_t now_ms) const {
+  return now_ms - int64_t(server::kLiveWorkerHeartbeats) * heartbeat_interval_ms();
 }
 
 v1::HeartbeatResponse Coordinator::heartbeat(const v1::HeartbeatRequest& req) {
@@ -374,8 +380,7 @@ v1::LeaseResponse Coordinator::lease(const v1::LeaseRequest& req) {
     int64_t now = options_.clock();
     store_.touch_worker(worker.id, now);
     const std::string& wclass = worker.device.device_class();
-    int64_t live_since = now - int64_t(server::kLiveWorkerHeartbeats) * std::max(50, options_.lease_ttl_ms / 3);
-    bool another_worker = store_.count_live_workers(wclass, live_since, worker.id) > 0;
+    bool another_worker = store_.count_live_workers(wclass, live_since(now), worker.id) > 0;
 
     std::vector<RunRecord> runs = store_.active_runs();
     {

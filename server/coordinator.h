@@ -90,6 +90,10 @@ class Coordinator {
   v1::Run to_proto(const RunRecord& run);
   RunRecord require_run(const std::string& run_id);
   WorkerRecord require_worker(const std::string& worker_id);
+  // How often workers are told to heartbeat, and the oldest last-seen time of a worker still
+  // counted as live (kLiveWorkerHeartbeats intervals before now).
+  int heartbeat_interval_ms() const;
+  int64_t live_since(int64_t now_ms) const;
 
   Store& store_;
   CoordinatorOptions options_;

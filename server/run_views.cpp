@@ -88,6 +88,12 @@ v1::RunStatus Coordinator::build_status(const RunRecord& run) {
   st.set_elapsed_ms(elapsed);
   if (done > 0 && st.evaluations_total() > done)
     st.set_eta_ms(static_cast<int64_t>(double(elapsed) / done * (st.evaluations_total() - done)));
+  // A run no worker can serve waits without end; people should see that, not a still clock.
+  if (run.state == v1::QUEUED || run.state == v1::RUNNING) {
+    const int64_t since = live_since(options_.clock());
+    st.set_live_workers(run.device_class.empty() ? store_.count_live_workers_of_any_class(since)
+                                                 : store_.count_live_workers(run.device_class, since, ""));
+  }
   return st;
 }
 

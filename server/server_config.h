@@ -16,8 +16,8 @@ inline constexpr int kMaxLeasesPerRequest = 16;
 // A candidate whose lease expired this many times unreported (it keeps killing workers) is
 // recorded as a crash instead of being handed out forever.
 inline constexpr int kMaxLeaseAttempts = 5;
-// A worker not seen for this many heartbeat intervals no longer counts as "another worker of the
-// class" when placing a confirmation.
+// A worker not seen for this many heartbeat intervals no longer counts as live: neither as
+// "another worker of the class" when placing a confirmation, nor in a run's status.
 inline constexpr int kLiveWorkerHeartbeats = 3;
 
 // Run defaults (SubmitRunRequest fields left unset).

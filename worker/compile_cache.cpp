@@ -130,7 +130,7 @@ std::optional<CacheEntry> CompileCache::load(const std::string& key) const {
     if (e.lowered_name.empty()) throw std::runtime_error("empty lowered name");
     return e;
   } catch (const std::exception& ex) {
-    spdlog::warn("compile cache entry {} is corrupt ({}); recompiling", key, ex.what());
+    spdlog::warn("event=compile_cache_corrupt key={} error=\"{}\" recompiling", key, ex.what());
     return std::nullopt;
   }
 }

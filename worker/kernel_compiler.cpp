@@ -22,6 +22,7 @@
 #include "ptxas_report.h"
 #include "search_space.h"
 #include "template_registry.h"
+#include "log_ids.h"
 
 namespace evo {
 namespace fs = std::filesystem;
@@ -119,7 +120,9 @@ struct KernelCompiler::Impl {
       future = promise->get_future().share();
       in_flight.emplace(key, future);
     }
-    auto job = [this, promise, key, req = std::move(req)] {
+    // The compile is logged under the ids of the candidate that first asked for it.
+    auto job = [this, promise, key, req = std::move(req), ids = log_ids()] {
+      const auto scope = LogIdsScope::adopt(ids);
       try {
         promise->set_value(compile_or_load(req, key));
       } catch (...) {
@@ -170,7 +173,7 @@ struct KernelCompiler::Impl {
 
   CompiledKernel compile_or_load(const Request& req, const std::string& key) {
     if (auto hit = cache.load(key)) {
-      spdlog::debug("compile cache hit key={} kernel={}", key, req.name_expression);
+      spdlog::debug("event=compile_cache_hit {}key={} kernel={}", log_ids(), key, req.name_expression);
       if (!hit->tensor_cores) {  // an entry from before the cache kept the SASS verdict
         if (const auto cubin = read_cubin(hit->cubin_path)) judge_sass(key, *cubin, *hit);
       }
@@ -220,8 +223,8 @@ struct KernelCompiler::Impl {
     entry.resources = *resources;
     entry = cache.store(key, cubin, std::move(entry));
     judge_sass(key, cubin, entry);
-    spdlog::info("compiled kernel={} arch={} ms={:.0f} registers={} stack={} spills={}/{} smem={}",
-                 req.name_expression, arch, ms, resources->registers(),
+    spdlog::info("event=compiled {}kernel={} arch={} ms={:.0f} registers={} stack={} spills={}/{} smem={}",
+                 log_ids(), req.name_expression, arch, ms, resources->registers(),
                  resources->stack_frame_bytes(), resources->spill_store_bytes(),
                  resources->spill_load_bytes(), resources->static_smem_bytes());
     return from_entry(entry, ms, false);

@@ -9,6 +9,7 @@
 #include "gate_clock.h"
 #include "kernel_compiler.h"
 #include "pre_launch_gates.h"
+#include "log_ids.h"
 
 namespace evo {
 namespace {
@@ -180,7 +181,7 @@ class ModelEvaluator : public Evaluator {
         if (!space.violated_constraint(g, s, dev_.smem_per_block_optin, sm_arch_number(dev_.arch)))
           compiler_.compile_candidate_async(g, s);
     } catch (const std::exception& e) {
-      spdlog::debug("candidate={} prefetch skipped: {}", g.hash(), e.what());
+      spdlog::debug("event=prefetch_skipped {}genome_hash={} reason=\"{}\"", log_ids(), g.hash(), e.what());
     }
   }
 
@@ -216,14 +217,14 @@ class ModelEvaluator : public Evaluator {
       r->set_p90_us(est.us);
       r->set_tflops(s.flops() / (est.us * 1e-6) / 1e12);
       log_sum += std::log(est.us);
-      spdlog::debug("candidate={} shape={} estimate {:.2f} us ({} blocks/SM, {} waves)", g.hash(),
-                    s.text(), est.us, est.blocks_per_sm, est.waves);
+      spdlog::debug("event=shape_estimated {}genome_hash={} shape={} us={:.2f} blocks_per_sm={} waves={}",
+                    log_ids(), g.hash(), s.text(), est.us, est.blocks_per_sm, est.waves);
     }
     eval.set_fitness_us(std::exp(log_sum / shapes.size()));
     eval.set_status(v1::OK);
     eval.set_wall_ms(clock.total_ms());
-    spdlog::info("candidate={} genome={} estimated fitness {:.2f} us", g.hash(), g.text(),
-                 eval.fitness_us());
+    spdlog::info("event=estimated {}genome_hash={} fitness_us={:.2f} genome={}", log_ids(), g.hash(),
+                 eval.fitness_us(), g.text());
     return eval;
   }
 

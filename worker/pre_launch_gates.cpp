@@ -9,6 +9,7 @@
 #include "resource_gate.h"
 #include "sass_check.h"
 #include "search_space.h"
+#include "log_ids.h"
 
 namespace evo {
 
@@ -42,7 +43,7 @@ std::optional<std::vector<CompiledKernel>> reject(v1::Evaluation& eval, v1::Eval
   eval.set_status(status);
   eval.set_message(message);
   add_gate(eval, gate, "failed", message, clock.lap_ms());
-  spdlog::info("candidate={} rejected at gate {}: {}", g.hash(), gate, message);
+  spdlog::info("event=gate_rejected {}genome_hash={} gate={} reason=\"{}\"", log_ids(), g.hash(), gate, message);
   return std::nullopt;
 }
 

@@ -73,7 +73,7 @@ SassVerdict check_tensor_core_sass(const std::string& cubin_path, const std::str
   for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0;) listing.append(buf.data(), n);
   const int status = ::pclose(pipe);
   if (status != 0 || listing.empty()) {
-    spdlog::warn("cuobjdump failed on {} (status {})", cubin_path, status);
+    spdlog::warn("event=cuobjdump_failed cubin={} status={}", cubin_path, status);
     return {"skipped", "cuobjdump failed on the cubin"};
   }
   const auto count = count_tensor_core_ops(listing, lowered_name);

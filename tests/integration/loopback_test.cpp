@@ -53,10 +53,26 @@ void expect_each_candidate_counted_once(const std::string& db, const std::string
                     run_id));
 }
 
+// Every line a worker writes about a candidate's genome or its kernel names the run and the
+// candidate, so that one grep follows a candidate through the logs. Returns how many such lines.
+int expect_candidate_lines_name_their_ids(const std::string& log) {
+  int lines = 0;
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("genome_hash=") == std::string::npos && line.find("event=compiled ") == std::string::npos)
+      continue;
+    ++lines;
+    EXPECT_NE(line.find(" run_id=run-"), std::string::npos) << line;
+    EXPECT_NE(line.find(" candidate_id=run-"), std::string::npos) << line;
+  }
+  return lines;
+}
+
 TEST(Loopback, ThreeWorkersFinishFiveGenerationsOfSixteen) {
   Cluster c;
   c.start_evod();
-  for (const char* n : {"a", "b", "c"}) c.start_worker(n);
+  std::vector<Process*> workers;
+  for (const char* n : {"a", "b", "c"}) workers.push_back(&c.start_worker(n));
   v1::Run run;
   ASSERT_TRUE(c.submit(run_request(5, 16, 3, 1), &run).ok());
   ASSERT_TRUE(c.wait_done(run.run_id(), 480)) << c.evod().log();
@@ -75,6 +91,9 @@ TEST(Loopback, ThreeWorkersFinishFiveGenerationsOfSixteen) {
   EXPECT_GT(board.seed_us(), 0);
   EXPECT_EQ(st.best_us(), board.elites(0).fitness_us());
   expect_each_candidate_counted_once(c.db(), run.run_id());
+  int candidate_lines = 0;
+  for (Process* w : workers) candidate_lines += expect_candidate_lines_name_their_ids(w->log());
+  EXPECT_GE(candidate_lines, 80) << "each evaluation writes at least one line about its genome";
 }
 
 TEST(Loopback, SameRngSeedGivesTheSameGenomeSequence) {
@@ -331,6 +350,32 @@ TEST(Worker, ReportsItsTemplatesAndStopsWhenEvodRefusesThem) {
   const std::string log = worker.log();
   EXPECT_NE(log.find("event=register_failed"), std::string::npos) << log;
   EXPECT_NE(log.find("is not evod's"), std::string::npos) << log;
+  server->Shutdown();
+}
+
+// The address comes from $EVO_COORDINATOR, as evoctl's does, unless --coordinator names one.
+TEST(Worker, FindsEvodThroughTheEnvironmentUnlessTold) {
+  Cluster c;
+  RefusingCoordinator coordinator;
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&coordinator);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_GT(port, 0);
+  const std::string there = "127.0.0.1:" + std::to_string(port);
+  const std::string nowhere = "127.0.0.1:" + std::to_string(free_port());
+  {
+    Process worker({EVO_WORKER_BIN, "--backend", "model"}, c.dir() + "/env.log", EVO_TEST_CACHE_DIR,
+                   {{"EVO_COORDINATOR", there}});
+    EXPECT_EQ(worker.wait(), 1) << worker.log();
+    EXPECT_EQ(coordinator.reported(), template_fingerprints()) << worker.log();
+  }
+  {
+    Process worker({EVO_WORKER_BIN, "--backend", "model", "--coordinator", there}, c.dir() + "/flag.log",
+                   EVO_TEST_CACHE_DIR, {{"EVO_COORDINATOR", nowhere}});
+    EXPECT_EQ(worker.wait(), 1) << "the flag wins: it reached the refusing evod\n" << worker.log();
+  }
   server->Shutdown();
 }
 

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -27,8 +28,10 @@ namespace evo::it {
 
 class Process {
  public:
+  // env: variables set in the child besides EVO_CACHE_DIR.
   Process(const std::vector<std::string>& argv, const std::string& log_path,
-          const std::string& cache_dir = EVO_TEST_CACHE_DIR)
+          const std::string& cache_dir = EVO_TEST_CACHE_DIR,
+          const std::vector<std::pair<std::string, std::string>>& env = {})
       : log_(log_path) {
     pid_ = fork();
     if (pid_ == 0) {
@@ -36,6 +39,7 @@ class Process {
       dup2(fd, 1);
       dup2(fd, 2);
       setenv("EVO_CACHE_DIR", cache_dir.c_str(), 1);
+      for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
       std::vector<char*> args;
       for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
       args.push_back(nullptr);

@@ -18,6 +18,7 @@
 #include "resource_gate.h"
 #include "sanitizer_gate.h"
 #include "template_registry.h"
+#include "log_ids.h"
 
 namespace evo {
 namespace {
@@ -127,7 +128,7 @@ CudaEvaluator::CudaEvaluator(const EvaluatorOptions& options, v1::DeviceInfo dev
   child_exe_ = cuda::self_executable();
   sanitizer_ = cuda::find_compute_sanitizer();
   const int sanitizer_jobs = cuda::sanitizer_jobs();  // a bad EVO_SANITIZER_JOBS stops the start
-  spdlog::info("cuda evaluator on {} ({}, {} SMs), watchdog {} ms, compute-sanitizer: {} ({} tools at once)",
+  spdlog::info("event=cuda_evaluator gpu=\"{}\" arch={} sms={} watchdog_ms={} compute_sanitizer=\"{}\" sanitizer_jobs={}",
                device_.gpu_name(), arch, device_.sm_count(), options_.timeout_ms,
                sanitizer_.empty() ? "not found" : sanitizer_, sanitizer_jobs);
 }
@@ -145,7 +146,7 @@ void CudaEvaluator::prefetch(const Genome& g, const std::vector<ProblemShape>& s
         compiler_->compile_candidate_async(g, s);  // lands in the cache; evaluate() finds it
   } catch (const std::exception& e) {
     // A bad candidate is evaluate()'s to report, with its status.
-    spdlog::debug("candidate={} prefetch skipped: {}", g.hash(), e.what());
+    spdlog::debug("event=prefetch_skipped {}genome_hash={} reason=\"{}\"", log_ids(), g.hash(), e.what());
   }
 }
 
@@ -162,8 +163,8 @@ v1::Evaluation CudaEvaluator::evaluate(const Genome& g, const std::vector<Proble
   }
   complete_gates(eval);
   eval.set_wall_ms(clock.total_ms());
-  spdlog::info("candidate={} genome={} status={} fitness_us={:.2f} {}", g.hash(), g.genes_text(),
-               v1::EvalStatus_Name(eval.status()), eval.fitness_us(), eval.message());
+  spdlog::info("event=measured {}genome_hash={} status={} fitness_us={:.2f} genome={} message=\"{}\"", log_ids(),
+               g.hash(), v1::EvalStatus_Name(eval.status()), eval.fitness_us(), g.genes_text(), eval.message());
   return eval;
 }
 
@@ -180,7 +181,8 @@ v1::Evaluation CudaEvaluator::evaluate_source(const SourceKernel& kernel,
     set_gate(eval, gate, "failed", msg, clock.lap_ms());
     complete_gates(eval);
     eval.set_wall_ms(clock.total_ms());
-    spdlog::info("candidate={} status={} {}", candidate, v1::EvalStatus_Name(status), msg);
+    spdlog::info("event=measured {}source={} status={} message=\"{}\"", log_ids(), candidate,
+                 v1::EvalStatus_Name(status), msg);
     return eval;
   };
   if (shapes.empty()) return reject(v1::INVALID, "valid", "no problem shape given");
@@ -219,7 +221,8 @@ v1::Evaluation CudaEvaluator::evaluate_source(const SourceKernel& kernel,
   run_launch_gates(kernels, shapes, kernel.launch, run_sanitizer || options_.sanitize, candidate, eval);
   complete_gates(eval);
   eval.set_wall_ms(clock.total_ms());
-  spdlog::info("candidate={} status={} {}", candidate, v1::EvalStatus_Name(eval.status()), eval.message());
+  spdlog::info("event=measured {}source={} status={} message=\"{}\"", log_ids(), candidate,
+               v1::EvalStatus_Name(eval.status()), eval.message());
   return eval;
 }
 
@@ -258,8 +261,8 @@ void CudaEvaluator::run_launch_gates(const std::vector<CompiledKernel>& kernels,
   how.tag = "gates";
   const cuda::ChildOutcome outcome = cuda::run_evaluation_child(req, how);
   const v1::Evaluation& child = outcome.evaluation;
-  spdlog::debug("candidate={} child exit {} after {:.0f} ms, log: {}", candidate, outcome.exit_code,
-                outcome.wall_ms, outcome.log);
+  spdlog::debug("event=child_exited {}genome_hash={} exit_code={} wall_ms={:.0f} log=\"{}\"", log_ids(), candidate,
+                outcome.exit_code, outcome.wall_ms, outcome.log);
 
   eval.set_status(child.status());
   eval.set_message(child.message());

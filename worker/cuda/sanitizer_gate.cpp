@@ -12,6 +12,7 @@
 
 #include "evaluation_child.h"
 #include "gate_math.h"
+#include "log_ids.h"
 
 namespace evo::cuda {
 namespace {
@@ -126,14 +127,14 @@ SanitizerVerdict run_sanitizer_gate(const std::string& sanitizer, const std::str
       // One process ran every shape under the tool, so the verdict names them all: the reader
       // can rerun those shapes (evo-worker eval --shape) under the tool to find the failing one.
       const std::string where = req.shapes.empty() ? tool : tool + " on " + join_labels(req.shapes);
-      spdlog::warn("sanitizer {} failed: {}", where, problem);
+      spdlog::warn("event=sanitizer_failed {}tool={} where=\"{}\" error=\"{}\"", log_ids(), tool, where, problem);
       v.failed = true;
       v.gate.set_verdict("failed");
       v.gate.set_detail(where + ": " + problem);
       v.message = "sanitizer_error: " + where + ": " + problem;
       return v;
     }
-    spdlog::debug("sanitizer {} passed in {:.0f} ms ({})", tool, o.wall_ms, work_dir);
+    spdlog::debug("event=sanitizer_passed {}tool={} wall_ms={:.0f} dir={}", log_ids(), tool, o.wall_ms, work_dir);
   }
   v.gate.set_verdict("passed");
   std::string names;

@@ -169,7 +169,7 @@ CorrectnessResult check_correctness(const LoadedKernel& candidate, const LoadedK
     EVO_CUDA_CHECK(cudaMemcpy(expected.data(), ref.get(), nq * 4, cudaMemcpyDeviceToHost));
     const ErrorFigures f = compare_with_reference(out, expected);
     // In the child's log (evo-worker -v shows it): what a check of a big shape spends its time on.
-    spdlog::info("check {} of {}: inputs {:.0f} ms, reference and candidate {:.0f} ms, comparison {:.0f} ms",
+    spdlog::info("event=correctness_check check={} shape={} inputs_ms={:.0f} kernels_ms={:.0f} compare_ms={:.0f}",
                  check, shape_label(s), inputs_ms, kernels_ms, clock.lap_ms());
     result.worst.rel_l2_error = std::max(result.worst.rel_l2_error, f.rel_l2_error);
     result.worst.max_abs_error = std::max(result.worst.max_abs_error, f.max_abs_error);
@@ -295,8 +295,8 @@ TimingSummary time_shape(const LoadedKernel& candidate, const ShapeJob& job, uin
   // which then stays in L2. Reported beside the fitness; a run submitted with
   // --fitness-inputs resident ranks by it instead (DESIGN.md, the timing gate).
   summary.resident_median_us = summarise_times(time_graph([](int) { return 0; })).median_us;
-  spdlog::info("timing of {}: {} input sets in {:.0f} ms, warm-up and replays {:.0f} ms", shape_label(s),
-               sets, inputs_ms, clock.lap_ms());
+  spdlog::info("event=timed shape={} input_sets={} inputs_ms={:.0f} replays_ms={:.0f}", shape_label(s), sets,
+               inputs_ms, clock.lap_ms());
   return summary;
 }
 

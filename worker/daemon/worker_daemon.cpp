@@ -22,6 +22,7 @@
 #include "shape.h"
 #include "shape_proto.h"
 #include "template_registry.h"
+#include "log_ids.h"
 
 namespace evo {
 
@@ -45,11 +46,11 @@ const char* const kUsage =
     "Runs the worker daemon: registers with evod, leases candidate kernels, compiles the next ones\n"
     "while the current one is evaluated, and reports each result.\n"
     "\n"
-    "  --coordinator HOST:PORT  evod's address (default: 127.0.0.1:50051)\n"
+    "  --coordinator HOST:PORT  evod's address (default: $EVO_COORDINATOR, else 127.0.0.1:50051)\n"
     "  --gpu N                  CUDA device index (default: 0)\n"
     "  --backend cuda|model     cuda measures on the GPU; model needs no GPU and reports estimated\n"
     "                           results (default: cuda)\n"
-    "  --name NAME              shown to people (default: HOSTNAME:gpuN)\n"
+    "  --name NAME              shown to people (default: HOSTNAME:gpuN, HOSTNAME:model on the model)\n"
     "  --max-inflight N         leases held at once: one evaluated, the rest compiling (default: 2)\n"
     "  --token-file FILE        evod's shared token, sent on every call (default: $EVO_TOKEN, else\n"
     "                           none); a file keeps it out of `ps`\n"
@@ -86,6 +87,8 @@ bool parse_int(const char* text, int lo, int hi, int* out) {
 
 // Returns -1 when the daemon should run, else an exit status.
 int parse_args(int argc, char** argv, DaemonOptions* opt) {
+  // As evoctl: one exported variable points both at the same evod.
+  if (const char* env = std::getenv("EVO_COORDINATOR"); env && *env) opt->coordinator = env;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     const char* next = i + 1 < argc ? argv[i + 1] : nullptr;
@@ -126,7 +129,7 @@ int parse_args(int argc, char** argv, DaemonOptions* opt) {
   if (opt->name.empty()) {
     char host[256] = {0};
     gethostname(host, sizeof host - 1);
-    opt->name = std::string(host) + ":gpu" + std::to_string(opt->gpu);
+    opt->name = std::string(host) + (opt->backend == "model" ? ":model" : ":gpu" + std::to_string(opt->gpu));
   }
   return -1;
 }
@@ -261,13 +264,17 @@ class WorkerDaemon {
       Work w = prepare(lease);
       spdlog::info("event=leased run_id={} candidate_id={} lease_id={} confirmation={} genome={}", lease.run_id(),
                    lease.candidate_id(), lease.lease_id(), lease.confirmation(), lease.genome());
-      if (w.parse_error.empty()) evaluator_.prefetch(w.genome, w.shapes);
+      if (w.parse_error.empty()) {
+        LogIdsScope ids(lease.run_id(), lease.candidate_id());
+        evaluator_.prefetch(w.genome, w.shapes);
+      }
       queue.push_back(std::move(w));
     }
   }
 
   void evaluate_and_report(const Work& w) {
     const auto& lease = w.lease;
+    LogIdsScope ids(lease.run_id(), lease.candidate_id());
     if (held_.expired(lease.lease_id())) {
       spdlog::warn("event=lease_dropped run_id={} candidate_id={} lease_id={} reason=expired", lease.run_id(),
                    lease.candidate_id(), lease.lease_id());

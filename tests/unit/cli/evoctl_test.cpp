@@ -192,6 +192,19 @@ TEST_F(Evoctl, WatchDrawsABarOnATerminal) {
   EXPECT_NE(r.out.find("ETA 0:32"), std::string::npos) << r.out;
 }
 
+TEST_F(Evoctl, WatchSaysOnceWhenTheRunHasNoWorkerLeft) {
+  server_.service.watch_loses_worker = true;
+  const auto r = run({"status", "r1", "--watch"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  const std::string said = "stalled: it needs a worker";
+  const size_t at = r.out.find(said);
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(said, at + 1), std::string::npos) << "said once while it lasts:\n" << r.out;
+  EXPECT_NE(r.out.find("NO WORKER\n"), std::string::npos) << r.out;
+  // The line without a worker, and the one after the worker is back, are changes of their own.
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 7) << r.out;
+}
+
 TEST_F(Evoctl, WatchThatEndsBeforeTheRunIsAnError) {
   server_.service.watch_ends_early = true;
   const auto r = run({"status", "r1", "--watch"});

@@ -18,6 +18,7 @@ class FakeCoordinator final : public v1::Coordinator::Service {
   v1::SubmitRunRequest last_submit;
   v1::ExportRequest last_export;
   bool watch_ends_early = false;  // the stream closes before the run is final
+  bool watch_loses_worker = false;  // the run's only worker goes away mid-watch, and comes back
   bool no_elites = false;         // Leaderboard answers with the run and no elite (nothing done yet)
   std::string required_token;     // non-empty: ListRuns wants "authorization: Bearer <token>"
 
@@ -37,6 +38,13 @@ class FakeCoordinator final : public v1::Coordinator::Service {
     if (ref->run_id() != "r1") return {grpc::StatusCode::NOT_FOUND, "unknown run '" + ref->run_id() + "'"};
     w->Write(make_status(0, 0, v1::RUNNING));
     w->Write(make_status(0, 0, v1::RUNNING));  // same progress: no new plain line
+    if (watch_loses_worker) {
+      for (int live : {0, 0, 1}) {
+        auto st = make_status(0, 0, v1::RUNNING);
+        st.set_live_workers(live);
+        w->Write(st);
+      }
+    }
     w->Write(make_status(1, 16, v1::RUNNING));
     if (!watch_ends_early) w->Write(make_status(2, 48, v1::DONE));
     return grpc::Status::OK;

@@ -59,6 +59,38 @@ TEST(Format, StatusSummarySaysWhatAQueuedRunWaitsFor) {
       << status_summary(s);
 }
 
+TEST(Format, StatusSummarySaysWhenNoWorkerCanServeTheRun) {
+  v1::RunStatus s;
+  s.mutable_run()->set_run_id("r1");
+  s.mutable_run()->set_state(v1::QUEUED);
+  s.set_live_workers(0);
+  EXPECT_NE(status_summary(s).find("\n  waiting for a worker (of any class: the first to lease fixes the run's); "
+                                   "evod has heard from none"),
+            std::string::npos)
+      << status_summary(s);
+  EXPECT_NE(progress_line(s, false).find("  NO WORKER"), std::string::npos) << progress_line(s, false);
+  s.set_live_workers(2);
+  EXPECT_NE(status_summary(s).find("; 2 live workers could take it, none has yet\n"), std::string::npos)
+      << status_summary(s);
+  EXPECT_EQ(progress_line(s, false).find("NO WORKER"), std::string::npos);
+  // A running run whose workers are gone is stalled, not done.
+  s.mutable_run()->set_state(v1::RUNNING);
+  s.mutable_run()->set_device_class("sm_90a/cuda");
+  EXPECT_EQ(status_summary(s).find("waiting"), std::string::npos) << status_summary(s);
+  s.set_live_workers(0);
+  EXPECT_NE(status_summary(s).find("\n  stalled: it needs a worker of device class sm_90a/cuda"), std::string::npos)
+      << status_summary(s);
+  EXPECT_TRUE(waits_without_worker(s));
+  // An ended run waits for nothing, and an evod that does not count its workers says nothing.
+  s.mutable_run()->set_state(v1::DONE);
+  EXPECT_FALSE(waits_without_worker(s));
+  EXPECT_EQ(status_summary(s).find("stalled"), std::string::npos);
+  s.mutable_run()->set_state(v1::RUNNING);
+  s.clear_live_workers();
+  EXPECT_FALSE(waits_without_worker(s));
+  EXPECT_EQ(waiting_text(s), "");
+}
+
 TEST(Format, StatusSummarySaysWhatTheFitnessMeasures) {
   v1::RunStatus s;
   s.mutable_run()->set_run_id("r1");

@@ -469,6 +469,28 @@ TEST_F(CoordinatorTest, RunKeepsToTheDeviceClassOfItsFirstWorker) {
   EXPECT_EQ(coord_->status(run.run_id()).run().device_class(), "sm_90a/model/estimated");
 }
 
+TEST_F(CoordinatorTest, StatusCountsTheLiveWorkersThatCouldServeTheRun) {
+  auto run = submit(1, 4, 2);
+  auto live = [&] { return coord_->status(run.run_id()); };
+  ASSERT_TRUE(live().has_live_workers());
+  EXPECT_EQ(live().live_workers(), 0) << "no worker has registered";
+  auto gpu = add_worker("sm_90a/Fake");
+  EXPECT_EQ(live().live_workers(), 1) << "a run whose class is not fixed takes any class";
+  ASSERT_EQ(lease(gpu).leases_size(), 1);
+  add_worker("sm_90a/model/estimated", true);
+  EXPECT_EQ(live().live_workers(), 1) << "the first lease fixed the class; the model worker cannot serve it";
+  // Three heartbeat intervals (the TTL's third each) without a word: gone.
+  now_ += 3 * (1000 / 3) + 1;
+  EXPECT_EQ(live().live_workers(), 0);
+  EXPECT_EQ(coord_->list_runs().runs(0).live_workers(), 0);
+  v1::HeartbeatRequest beat;
+  beat.set_worker_id(gpu);
+  coord_->heartbeat(beat);
+  EXPECT_EQ(live().live_workers(), 1);
+  coord_->cancel(run.run_id());
+  EXPECT_FALSE(live().has_live_workers()) << "an ended run waits for nothing";
+}
+
 TEST_F(CoordinatorTest, SameRngSeedGivesTheSameGenomesAndTheCacheSkipsRemeasuring) {
   auto w = add_worker("sm_90a/model/estimated", true);
   auto first = submit(3, 6, 2, 42);
