@@ -249,7 +249,8 @@ std::string runs_table(const v1::ListRunsResponse& r) {
   std::vector<std::vector<std::string>> rows = {
       {"run", "seed", "shapes", "state", "gen", "evals", "best µs", "estimated", "fitness inputs"}};
   for (const auto& s : r.runs())
-    rows.push_back({s.run().run_id(), s.run().seed(), shapes_text(s.run()), state_name(s.run().state()),
+    rows.push_back({s.run().run_id(), s.run().seed(), shapes_text(s.run()),
+                    state_name(s.run().state()) + (waits_without_worker(s) ? " (no worker)" : ""),
                     std::to_string(shown_generation(s)) + "/" + std::to_string(s.run().generations()),
                     std::to_string(s.evaluations_done()) + "/" + std::to_string(s.evaluations_total()),
                     s.best_us() > 0 ? fixed(s.best_us(), 2) : "-", s.estimated() ? "yes" : "no",

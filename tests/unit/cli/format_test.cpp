@@ -100,6 +100,21 @@ TEST(Format, StatusSummarySaysWhatTheFitnessMeasures) {
   EXPECT_NE(status_summary(s).find("\n  fitness: per call on one L2-resident input set\n"), std::string::npos);
 }
 
+TEST(Format, RunsTableMarksARunThatNoWorkerCanServe) {
+  v1::ListRunsResponse r;
+  auto* waiting = r.add_runs();
+  waiting->mutable_run()->set_run_id("r1");
+  waiting->mutable_run()->set_state(v1::QUEUED);
+  waiting->set_live_workers(0);
+  auto* served = r.add_runs();
+  served->mutable_run()->set_run_id("r2");
+  served->mutable_run()->set_state(v1::RUNNING);
+  served->set_live_workers(1);
+  const std::string table = runs_table(r);
+  EXPECT_NE(table.find("QUEUED (no worker)"), std::string::npos) << table;
+  EXPECT_EQ(table.find("RUNNING (no worker)"), std::string::npos) << table;
+}
+
 TEST(Format, GrpcCodeNames) {
   EXPECT_EQ(grpc_code_name(3), "INVALID_ARGUMENT");
   EXPECT_EQ(grpc_code_name(9), "FAILED_PRECONDITION");
