@@ -14,6 +14,7 @@
 #include "evaluator.h"
 #include "search_space.h"
 #include "shape.h"
+#include "shape_proto.h"
 
 namespace evo {
 namespace {
@@ -112,10 +113,9 @@ void print_text(const Genome& g, const v1::Evaluation& e) {
     std::printf("compile   %.0f ms%s  options: %s\n", e.compile_ms(), e.cache_hit() ? " (cache hit)" : "",
                 e.compile_options().c_str());
   for (const auto& s : e.shapes()) {
-    const auto& sh = s.shape();
-    std::printf("shape     %dx%dx%dx%dx%d%s: median %.2f us (p10 %.2f, p90 %.2f), %.1f TFLOP/s",
-                sh.batch(), sh.heads(), sh.seq_q(), sh.seq_k(), sh.head_dim(),
-                sh.causal() ? ":causal" : "", s.median_us(), s.p10_us(), s.p90_us(), s.tflops());
+    // As people type it: BxHxSxD, with seq_k only where it differs.
+    std::printf("shape     %s: median %.2f us (p10 %.2f, p90 %.2f), %.1f TFLOP/s",
+                shape_from_proto(s.shape()).text().c_str(), s.median_us(), s.p10_us(), s.p90_us(), s.tflops());
     if (s.resident_us() > 0) std::printf(", L2-resident inputs %.2f us", s.resident_us());
     if (!e.estimated())
       std::printf(", rel L2 err %.2e, max abs err %.2e, non-finite %lld, unwritten %lld",

@@ -106,6 +106,14 @@ TEST(EvalCommand, ModelBackendPrintsAnEstimatedEvaluationAsJson) {
   EXPECT_NE(r.out.find("\"medianUs\""), std::string::npos) << r.out;
 }
 
+TEST(EvalCommand, ModelBackendPrintsEachShapeAsItWasTyped) {
+  const Result r = run_worker(
+      "eval --seed fa_s512_v3 --genome '' --backend model --shape 2x8x512x64 --shape 1x4x1000x512x64");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("\nshape     2x8x512x64: median "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nshape     1x4x1000x512x64: median "), std::string::npos) << r.out;
+}
+
 TEST(EvalCommand, HelpTellsTheFlags) {
   const Result r = run_worker("eval --help");
   EXPECT_EQ(r.exit_code, 0);
