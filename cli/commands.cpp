@@ -167,7 +167,9 @@ int cancel(Client& c, const Options& o, std::ostream& out) {
   ref.set_run_id(o.run_id);
   v1::Run run;
   check(c.stub.CancelRun(c.context().get(), ref, &run));
-  out << "run " << run.run_id() << ": " << state_name(run.state()) << "\n";
+  // evod leaves a run that had already ended as it was: say so rather than look cancelled.
+  out << "run " << run.run_id() << ": " << state_name(run.state())
+      << (run.state() == v1::DONE || run.state() == v1::FAILED ? " (it had ended: nothing to cancel)" : "") << "\n";
   return 0;
 }
 

@@ -275,6 +275,10 @@ TEST_F(Evoctl, RunsAndCancel) {
   r = run({"cancel", "r1"});
   EXPECT_EQ(r.out, "run r1: CANCELLED\n");
   EXPECT_EQ(run({"cancel", "r7"}).exit_status, 1);
+  server_.service.cancel_finds_it_done = true;
+  r = run({"cancel", "r1"});
+  EXPECT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_EQ(r.out, "run r1: DONE (it had ended: nothing to cancel)\n");
 }
 
 TEST_F(Evoctl, TokenTravelsFromAFileOrTheEnvironment) {

@@ -19,7 +19,8 @@ class FakeCoordinator final : public v1::Coordinator::Service {
   v1::ExportRequest last_export;
   bool watch_ends_early = false;  // the stream closes before the run is final
   bool watch_loses_worker = false;  // the run's only worker goes away mid-watch, and comes back
-  bool no_elites = false;         // Leaderboard answers with the run and no elite (nothing done yet)
+  bool no_elites = false;
+  bool cancel_finds_it_done = false;  // CancelRun answers with a run that had already ended         // Leaderboard answers with the run and no elite (nothing done yet)
   std::string required_token;     // non-empty: ListRuns wants "authorization: Bearer <token>"
 
   grpc::Status SubmitRun(grpc::ServerContext*, const v1::SubmitRunRequest* req, v1::Run* run) override {
@@ -91,6 +92,7 @@ class FakeCoordinator final : public v1::Coordinator::Service {
   grpc::Status CancelRun(grpc::ServerContext*, const v1::RunRef* ref, v1::Run* run) override {
     if (ref->run_id() != "r1") return {grpc::StatusCode::NOT_FOUND, "unknown run '" + ref->run_id() + "'"};
     *run = make_run(v1::CANCELLED);
+    if (ref->run_id() == "r1" && cancel_finds_it_done) *run = make_run(v1::DONE);
     return grpc::Status::OK;
   }
   grpc::Status ExportBest(grpc::ServerContext*, const v1::ExportRequest* req, v1::ExportResponse* r) override {
