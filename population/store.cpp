@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <sstream>
+#include <type_traits>
 
 #include <spdlog/spdlog.h>
 
@@ -170,6 +171,20 @@ LeaseOutcome parse_outcome(const std::string& s) {
   if (s == "expired") return LeaseOutcome::kExpired;
   if (s == "reported") return LeaseOutcome::kReported;
   return LeaseOutcome::kActive;
+}
+
+// Every row a bound statement yields, each read by `read`.
+template <class Read>
+auto all_rows(SqliteStatement& s, Read read) {
+  std::vector<std::decay_t<decltype(read(s))>> out;
+  while (s.step()) out.push_back(read(s));
+  return out;
+}
+
+// The one number a bound SELECT COUNT(*) yields.
+int count_of(SqliteStatement& s) {
+  s.step();
+  return static_cast<int>(s.column_int(0));
 }
 
 constexpr const char* kRunColumns =
@@ -462,18 +477,14 @@ std::optional<std::string> Store::newest_run_id() {
 
 std::vector<RunRecord> Store::list_runs() {
   auto s = db_->prepare(std::string("SELECT ") + kRunColumns + " FROM runs ORDER BY created_ms, id");
-  std::vector<RunRecord> out;
-  while (s.step()) out.push_back(read_run(s));
-  return out;
+  return all_rows(s, read_run);
 }
 
 std::vector<RunRecord> Store::active_runs() {
   auto s = db_->prepare(std::string("SELECT ") + kRunColumns +
                         " FROM runs WHERE state IN (?, ?) ORDER BY created_ms, id");
   s.bind(1, static_cast<int>(v1::QUEUED)).bind(2, static_cast<int>(v1::RUNNING));
-  std::vector<RunRecord> out;
-  while (s.step()) out.push_back(read_run(s));
-  return out;
+  return all_rows(s, read_run);
 }
 
 void Store::set_run_state(const std::string& id, int state, const std::string& message) {
@@ -511,26 +522,21 @@ std::vector<CandidateRecord> Store::candidates_of_run(const std::string& run_id)
   auto s = db_->prepare(std::string("SELECT ") + kCandidateColumns +
                         " FROM candidates WHERE run_id = ? ORDER BY seq");
   s.bind(1, run_id);
-  std::vector<CandidateRecord> out;
-  while (s.step()) out.push_back(read_candidate(s));
-  return out;
+  return all_rows(s, read_candidate);
 }
 
 std::vector<CandidateRecord> Store::queued_candidates(const std::string& run_id) {
   auto s = db_->prepare(std::string("SELECT ") + kCandidateColumns +
                         " FROM candidates WHERE run_id = ? AND state = 'queued' ORDER BY seq");
   s.bind(1, run_id);
-  std::vector<CandidateRecord> out;
-  while (s.step()) out.push_back(read_candidate(s));
-  return out;
+  return all_rows(s, read_candidate);
 }
 
 int Store::count_candidates(const std::string& run_id, int generation, bool only_done) {
   auto s = db_->prepare(
       "SELECT COUNT(*) FROM candidates WHERE run_id = ? AND generation = ? AND (? = 0 OR state = 'done')");
   s.bind(1, run_id).bind(2, generation).bind(3, only_done);
-  s.step();
-  return static_cast<int>(s.column_int(0));
+  return count_of(s);
 }
 
 void Store::set_candidate_leased(const std::string& id, const std::string& lease_id,
@@ -598,18 +604,14 @@ std::vector<LeaseRecord> Store::expired_leases(int64_t now_ms) {
   auto s = db_->prepare(std::string("SELECT ") + kLeaseColumns +
                         " FROM leases WHERE outcome = 'active' AND deadline_ms < ? ORDER BY id");
   s.bind(1, now_ms);
-  std::vector<LeaseRecord> out;
-  while (s.step()) out.push_back(read_lease(s));
-  return out;
+  return all_rows(s, read_lease);
 }
 
 std::vector<LeaseRecord> Store::active_leases_of_worker(const std::string& worker_id) {
   auto s = db_->prepare(std::string("SELECT ") + kLeaseColumns +
                         " FROM leases WHERE outcome = 'active' AND worker_id = ? ORDER BY id");
   s.bind(1, worker_id);
-  std::vector<LeaseRecord> out;
-  while (s.step()) out.push_back(read_lease(s));
-  return out;
+  return all_rows(s, read_lease);
 }
 
 int Store::extend_active_leases(int64_t deadline_ms) {
@@ -620,8 +622,7 @@ int Store::extend_active_leases(int64_t deadline_ms) {
          "(SELECT id FROM leases WHERE outcome = 'active')")
       .bind(1, deadline_ms).run();
   auto s = db_->prepare("SELECT COUNT(*) FROM leases WHERE outcome = 'active'");
-  s.step();
-  return static_cast<int>(s.column_int(0));
+  return count_of(s);
 }
 
 // ---------------------------------------------------------------- evaluations
@@ -668,8 +669,7 @@ int Store::count_evaluations(const std::string& run_id) {
   auto s = db_->prepare(
       "SELECT COUNT(*) FROM evaluations e JOIN candidates c ON c.id = e.candidate_id WHERE c.run_id = ?");
   s.bind(1, run_id);
-  s.step();
-  return static_cast<int>(s.column_int(0));
+  return count_of(s);
 }
 
 // ---------------------------------------------------------------- workers
@@ -707,15 +707,13 @@ int Store::count_live_workers(const std::string& device_class, int64_t since_ms,
   auto s = db_->prepare(
       "SELECT COUNT(*) FROM workers WHERE device_class = ? AND last_seen_ms >= ? AND id != ?");
   s.bind(1, device_class).bind(2, since_ms).bind(3, except_worker);
-  s.step();
-  return static_cast<int>(s.column_int(0));
+  return count_of(s);
 }
 
 int Store::count_live_workers_of_any_class(int64_t since_ms) {
   auto s = db_->prepare("SELECT COUNT(*) FROM workers WHERE last_seen_ms >= ?");
   s.bind(1, since_ms);
-  s.step();
-  return static_cast<int>(s.column_int(0));
+  return count_of(s);
 }
 
 // ---------------------------------------------------------------- result cache

@@ -333,50 +333,54 @@ class RefusingCoordinator final : public v1::Coordinator::Service {
   std::vector<std::string> reported_;
 };
 
+// A RefusingCoordinator served on a free loopback port.
+struct RefusingEvod {
+  RefusingCoordinator service;
+  std::unique_ptr<grpc::Server> server;
+  std::string address;
+
+  RefusingEvod() {
+    int port = 0;
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&service);
+    server = builder.BuildAndStart();
+    address = "127.0.0.1:" + std::to_string(port);
+  }
+  ~RefusingEvod() { server->Shutdown(); }
+};
+
 TEST(Worker, ReportsItsTemplatesAndStopsWhenEvodRefusesThem) {
   Cluster c;
-  RefusingCoordinator coordinator;
-  int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&coordinator);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_GT(port, 0);
-  Process worker({EVO_WORKER_BIN, "--coordinator", "127.0.0.1:" + std::to_string(port), "--backend",
-                  "model"},
-                 c.dir() + "/worker.log");
+  RefusingEvod evod;
+  ASSERT_TRUE(evod.server);
+  Process worker({EVO_WORKER_BIN, "--coordinator", evod.address, "--backend", "model"}, c.dir() + "/worker.log");
   EXPECT_EQ(worker.wait(), 1);
-  EXPECT_EQ(coordinator.reported(), template_fingerprints());
+  EXPECT_EQ(evod.service.reported(), template_fingerprints());
   const std::string log = worker.log();
   EXPECT_NE(log.find("event=register_failed"), std::string::npos) << log;
   EXPECT_NE(log.find("is not evod's"), std::string::npos) << log;
-  server->Shutdown();
 }
 
 // The address comes from $EVO_COORDINATOR, as evoctl's does, unless --coordinator names one.
 TEST(Worker, FindsEvodThroughTheEnvironmentUnlessTold) {
   Cluster c;
-  RefusingCoordinator coordinator;
-  int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&coordinator);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_GT(port, 0);
-  const std::string there = "127.0.0.1:" + std::to_string(port);
+  RefusingEvod evod;
+  ASSERT_TRUE(evod.server);
   const std::string nowhere = "127.0.0.1:" + std::to_string(free_port());
   {
     Process worker({EVO_WORKER_BIN, "--backend", "model"}, c.dir() + "/env.log", EVO_TEST_CACHE_DIR,
-                   {{"EVO_COORDINATOR", there}});
+                   {{"EVO_COORDINATOR", evod.address}});
     EXPECT_EQ(worker.wait(), 1) << worker.log();
-    EXPECT_EQ(coordinator.reported(), template_fingerprints()) << worker.log();
+    EXPECT_EQ(evod.service.reported(), template_fingerprints()) << worker.log();
   }
   {
-    Process worker({EVO_WORKER_BIN, "--backend", "model", "--coordinator", there}, c.dir() + "/flag.log",
-                   EVO_TEST_CACHE_DIR, {{"EVO_COORDINATOR", nowhere}});
-    EXPECT_EQ(worker.wait(), 1) << "the flag wins: it reached the refusing evod\n" << worker.log();
+    // Reaching the refusing evod ends the worker at once; the address in the environment would
+    // leave it retrying.
+    Process worker({EVO_WORKER_BIN, "--backend", "model", "--coordinator", evod.address},
+                   c.dir() + "/flag.log", EVO_TEST_CACHE_DIR, {{"EVO_COORDINATOR", nowhere}});
+    EXPECT_EQ(worker.wait(), 1) << "the flag wins\n" << worker.log();
   }
-  server->Shutdown();
 }
 
 }  // namespace
