@@ -155,6 +155,15 @@ int leaderboard(Client& c, const Options& o, std::ostream& out) {
   return 0;
 }
 
+int workers(Client& c, const Options& o, std::ostream& out) {
+  v1::ListWorkersRequest req;
+  req.set_include_gone(o.all);
+  v1::ListWorkersResponse r;
+  check(c.stub.ListWorkers(c.context().get(), req, &r));
+  out << (o.json ? to_json(r) + "\n" : workers_table(r, o.all));
+  return 0;
+}
+
 int runs(Client& c, const Options& o, std::ostream& out) {
   v1::ListRunsResponse r;
   check(c.stub.ListRuns(c.context().get(), v1::ListRunsRequest(), &r));
@@ -270,6 +279,7 @@ int run_evoctl(const std::vector<std::string>& args, std::ostream& out, std::ost
     if (o.command == "status") return status(c, o, out, env.stdout_is_tty);
     if (o.command == "leaderboard") return leaderboard(c, o, out);
     if (o.command == "runs") return runs(c, o, out);
+    if (o.command == "workers") return workers(c, o, out);
     if (o.command == "cancel") return cancel(c, o, out);
     if (o.command == "export") return export_best(c, o, out);
   } catch (const Failure& f) {

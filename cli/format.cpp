@@ -109,6 +109,15 @@ int shown_generation(const v1::RunStatus& s) {
   return std::min(std::max(s.generation() + 1, 0), total);
 }
 
+// "4 s ago", "12 min ago", "3 h ago", "2 d ago".
+std::string ago(int64_t ms) {
+  const int64_t s = std::max<int64_t>(0, ms) / 1000;
+  if (s < 120) return std::to_string(s) + " s ago";
+  if (s < 2 * 3600) return std::to_string(s / 60) + " min ago";
+  if (s < 2 * 86400) return std::to_string(s / 3600) + " h ago";
+  return std::to_string(s / 86400) + " d ago";
+}
+
 }  // namespace
 
 std::string format_duration(int64_t ms) {
@@ -146,8 +155,8 @@ std::string waiting_text(const v1::RunStatus& s) {
                                 : " of device class " + r.device_class() + " (no other class takes it)";
   if (waits_without_worker(s))
     return (r.state() == v1::QUEUED ? "waiting for a worker" + which : "stalled: it needs a worker" + which) +
-           "; evod has heard from none in the last few heartbeats (is evo-worker running, with "
-           "--coordinator set to this evod's address?)";
+           "; evod has heard from none in the last few heartbeats (is evo-worker running, pointed at "
+           "this evod by --coordinator or $EVO_COORDINATOR?)";
   if (r.state() != v1::QUEUED) return "";
   std::string out = "waiting for a worker" + which;
   if (s.has_live_workers())
@@ -255,6 +264,18 @@ std::string runs_table(const v1::ListRunsResponse& r) {
                     std::to_string(s.evaluations_done()) + "/" + std::to_string(s.evaluations_total()),
                     s.best_us() > 0 ? fixed(s.best_us(), 2) : "-", s.estimated() ? "yes" : "no",
                     s.run().fitness_inputs() == "resident" ? "resident" : "rotated"});
+  return render(rows);
+}
+
+std::string workers_table(const v1::ListWorkersResponse& r, bool all) {
+  if (r.workers().empty())
+    return all ? "no worker has registered with this evod\n"
+               : "no live worker (evoctl workers --all lists the gone ones too)\n";
+  std::vector<std::vector<std::string>> rows = {
+      {"worker", "name", "device class", "backend", "state", "last seen", "leases"}};
+  for (const auto& w : r.workers())
+    rows.push_back({w.worker_id(), w.name(), w.device_class(), w.backend(), w.live() ? "live" : "gone",
+                    ago(r.now_unix_ms() - w.last_seen_unix_ms()), std::to_string(w.active_leases())});
   return render(rows);
 }
 

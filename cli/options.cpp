@@ -11,7 +11,7 @@
 namespace evo::cli {
 namespace {
 
-const std::set<std::string> kCommands = {"submit", "status", "leaderboard", "runs", "cancel", "export"};
+const std::set<std::string> kCommands = {"submit", "status", "leaderboard", "runs", "workers", "cancel", "export"};
 
 uint64_t parse_unsigned(const std::string& flag, const std::string& text) {
   errno = 0;
@@ -80,6 +80,7 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
       flags_seen.emplace_back(a, o.command);
       if (a == "--watch") o.watch = true;
       else if (a == "--json") o.json = true;
+      else if (a == "--all") o.all = true;
       else if (a == "--causal") o.submit.causal = true;
       else if (a == "--top") o.top = static_cast<int32_t>(parse_integer(a, p.value_of(a), 1, 1000));
       else if (a == "--out") o.out = p.value_of(a);
@@ -109,7 +110,7 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
           throw UsageError("--fitness-inputs expects rotated or resident, got '" + o.submit.fitness_inputs + "'");
       } else throw UsageError("unknown option '" + a + "'");
     } else if (o.command.empty()) {
-      if (!kCommands.count(a)) throw UsageError("unknown command '" + a + "' (commands: submit, status, leaderboard, runs, cancel, export)");
+      if (!kCommands.count(a)) throw UsageError("unknown command '" + a + "' (commands: submit, status, leaderboard, runs, workers, cancel, export)");
       o.command = a;
     } else {
       positional.push_back(a);
@@ -125,6 +126,7 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
       {"status", {"--watch"}},
       {"leaderboard", {"--top", "--json"}},
       {"runs", {"--json"}},
+      {"workers", {"--all", "--json"}},
       {"cancel", {}},
       {"export", {"--out"}},
   };
@@ -134,7 +136,7 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
   const bool needs_run = o.command == "status" || o.command == "cancel" || o.command == "export";
   // export takes any number of runs (evod bounds them); the others at most one.
   const size_t max_positional =
-      (o.command == "submit" || o.command == "runs") ? 0 : o.command == "export" ? positional.size() : 1;
+      (o.command == "submit" || o.command == "runs" || o.command == "workers") ? 0 : o.command == "export" ? positional.size() : 1;
   if (positional.size() > max_positional)
     throw UsageError(o.command + ": unexpected argument '" + positional[max_positional] + "'");
   if (!positional.empty()) o.run_id = positional[0];
@@ -186,6 +188,12 @@ std::string help_text(const std::string& command) {
            "the header. --json prints evod's answer as JSON, whole genome texts included.\n";
   if (command == "runs")
     return "usage: evoctl runs [--json]\nLists every run with its state and progress.\n";
+  if (command == "workers")
+    return "usage: evoctl workers [--all] [--json]\n"
+           "Lists the workers evod has heard from within three heartbeat intervals (live), with their\n"
+           "device class, backend, when evod last heard from them and the candidates they hold.\n"
+           "--all adds the gone ones: every evo-worker start registers under a new id, so a restarted\n"
+           "worker leaves its old id behind.\n";
   if (command == "cancel")
     return "usage: evoctl cancel RUN\nCancels a queued or running run; its results so far are kept.\n";
   if (command == "export")
@@ -210,6 +218,7 @@ std::string help_text(const std::string& command) {
          "  leaderboard [RUN] [--top N] [--json]\n"
          "                                 the run's elites with their evidence\n"
          "  runs [--json]                  list runs\n"
+         "  workers [--all] [--json]       the workers evod hears from\n"
          "  cancel RUN                     stop a run\n"
          "  export RUN [RUN ...] --out FILE.cu\n"
          "                                 the winner as a standalone kernel (several runs: a\n"

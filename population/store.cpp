@@ -187,6 +187,18 @@ int count_of(SqliteStatement& s) {
   return static_cast<int>(s.column_int(0));
 }
 
+constexpr const char* kWorkerColumns = "id, name, device, registered_ms, last_seen_ms";
+
+WorkerRecord read_worker(const SqliteStatement& s) {
+  WorkerRecord w;
+  w.id = s.column_text(0);
+  w.name = s.column_text(1);
+  w.device.ParseFromString(s.column_blob(2));
+  w.registered_ms = s.column_int(3);
+  w.last_seen_ms = s.column_int(4);
+  return w;
+}
+
 constexpr const char* kRunColumns =
     "id, seed, shapes, generations, population, top_k, strategy, rng_seed, device_class, state, "
     "created_ms, message, current_generation, smem_limit, start_genomes, fitness_inputs";
@@ -686,16 +698,17 @@ void Store::upsert_worker(const WorkerRecord& w) {
 }
 
 std::optional<WorkerRecord> Store::get_worker(const std::string& id) {
-  auto s = db_->prepare("SELECT id, name, device, registered_ms, last_seen_ms FROM workers WHERE id = ?");
+  auto s = db_->prepare(std::string("SELECT ") + kWorkerColumns + " FROM workers WHERE id = ?");
   s.bind(1, id);
   if (!s.step()) return std::nullopt;
-  WorkerRecord w;
-  w.id = s.column_text(0);
-  w.name = s.column_text(1);
-  w.device.ParseFromString(s.column_blob(2));
-  w.registered_ms = s.column_int(3);
-  w.last_seen_ms = s.column_int(4);
-  return w;
+  return read_worker(s);
+}
+
+std::vector<WorkerRecord> Store::workers_seen_since(int64_t since_ms) {
+  auto s = db_->prepare(std::string("SELECT ") + kWorkerColumns +
+                        " FROM workers WHERE last_seen_ms >= ? ORDER BY last_seen_ms DESC, id");
+  s.bind(1, since_ms);
+  return all_rows(s, read_worker);
 }
 
 void Store::touch_worker(const std::string& id, int64_t now_ms) {

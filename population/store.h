@@ -194,6 +194,8 @@ class Store {
                          const std::string& except_worker);
   // Workers of any class seen since since_ms (what a run whose class is not fixed yet can get).
   int count_live_workers_of_any_class(int64_t since_ms);
+  // Every worker seen since since_ms, most recently seen first.
+  std::vector<WorkerRecord> workers_seen_since(int64_t since_ms);
 
   // ---- result cache: a genome measured on a problem, device class and toolkit is not measured again.
   std::optional<CacheEntry> cache_get(const std::string& genome_hash, const std::string& problem,

@@ -296,6 +296,33 @@ v1::RegisterWorkerResponse Coordinator::register_worker(const v1::RegisterWorker
   return resp;
 }
 
+v1::ListWorkersResponse Coordinator::list_workers(const v1::ListWorkersRequest& req) {
+  v1::ListWorkersResponse resp;
+  const int64_t now = options_.clock();
+  const int64_t live_from = live_since(now);
+  resp.set_now_unix_ms(now);
+  store_.transaction([&] {
+    auto workers = store_.workers_seen_since(req.include_gone() ? 0 : live_from);
+    std::stable_sort(workers.begin(), workers.end(), [&](const WorkerRecord& a, const WorkerRecord& b) {
+      const bool a_live = a.last_seen_ms >= live_from, b_live = b.last_seen_ms >= live_from;
+      return a_live != b_live ? a_live : a.name < b.name;
+    });
+    for (const auto& w : workers) {
+      v1::WorkerStatus* out = resp.add_workers();
+      out->set_worker_id(w.id);
+      out->set_name(w.name);
+      out->set_device_class(w.device.device_class());
+      out->set_gpu_name(w.device.gpu_name());
+      out->set_backend(w.device.backend());
+      out->set_registered_unix_ms(w.registered_ms);
+      out->set_last_seen_unix_ms(w.last_seen_ms);
+      out->set_live(w.last_seen_ms >= live_from);
+      out->set_active_leases(static_cast<int32_t>(store_.active_leases_of_worker(w.id).size()));
+    }
+  });
+  return resp;
+}
+
 int Coordinator::heartbeat_interval_ms() const { return std::max(50, options_.lease_ttl_ms / 3); }
 
 int64_t Coordinator::live_since(int64_t now_ms) const {

@@ -47,6 +47,7 @@ class Coordinator {
   v1::RunStatus status(const std::string& run_id);
   v1::LeaderboardResponse leaderboard(const v1::LeaderboardRequest& request);
   v1::ListRunsResponse list_runs();
+  v1::ListWorkersResponse list_workers(const v1::ListWorkersRequest& request);
   v1::Run cancel(const std::string& run_id);
   // Run id, generation and the stored evaluation of the leaderboard's first elite (for export).
   struct Best {

@@ -120,6 +120,11 @@ grpc::Status CoordinatorService::ListRuns(grpc::ServerContext* ctx, const v1::Li
   return serve("ListRuns", ctx, *req, [&] { *resp = coordinator_.list_runs(); });
 }
 
+grpc::Status CoordinatorService::ListWorkers(grpc::ServerContext* ctx, const v1::ListWorkersRequest* req,
+                                             v1::ListWorkersResponse* resp) {
+  return serve("ListWorkers", ctx, *req, [&] { *resp = coordinator_.list_workers(*req); });
+}
+
 grpc::Status CoordinatorService::Leaderboard(grpc::ServerContext* ctx, const v1::LeaderboardRequest* req,
                                              v1::LeaderboardResponse* resp) {
   return serve("Leaderboard", ctx, *req, [&] { *resp = coordinator_.leaderboard(*req); });

@@ -35,6 +35,7 @@ class CoordinatorService final : public v1::Coordinator::Service {
   grpc::Status GetRun(grpc::ServerContext*, const v1::RunRef*, v1::RunStatus*) override;
   grpc::Status WatchRun(grpc::ServerContext*, const v1::RunRef*, grpc::ServerWriter<v1::RunStatus>*) override;
   grpc::Status ListRuns(grpc::ServerContext*, const v1::ListRunsRequest*, v1::ListRunsResponse*) override;
+  grpc::Status ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*, v1::ListWorkersResponse*) override;
   grpc::Status Leaderboard(grpc::ServerContext*, const v1::LeaderboardRequest*, v1::LeaderboardResponse*) override;
   grpc::Status CancelRun(grpc::ServerContext*, const v1::RunRef*, v1::Run*) override;
   grpc::Status ExportBest(grpc::ServerContext*, const v1::ExportRequest*, v1::ExportResponse*) override;

@@ -33,5 +33,6 @@ void check_request(const v1::RunRef& request);
 void check_request(const v1::LeaderboardRequest& request);
 void check_request(const v1::ExportRequest& request);
 inline void check_request(const v1::ListRunsRequest&) {}
+inline void check_request(const v1::ListWorkersRequest&) {}
 
 }  // namespace evo::limits

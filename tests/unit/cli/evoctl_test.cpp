@@ -281,6 +281,27 @@ TEST_F(Evoctl, RunsAndCancel) {
   EXPECT_EQ(r.out, "run r1: DONE (it had ended: nothing to cancel)\n");
 }
 
+TEST_F(Evoctl, WorkersListsTheLiveOnesAndTheGoneOnesWhenAsked) {
+  auto r = run({"workers"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_NE(r.out.find("worker  name           device class        backend  state  last seen  leases\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("w-1     gpu-host:gpu0  sm_90a/NVIDIA H200  cuda     live   4 s ago    2\n"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("w-0"), std::string::npos) << r.out;
+  r = run({"workers", "--all"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_NE(r.out.find("w-0     gpu-host:gpu0  sm_90a/NVIDIA H200  cuda     gone   3 h ago    0\n"), std::string::npos)
+      << r.out;
+  r = run({"workers", "--json"});
+  EXPECT_NE(r.out.find("\"activeLeases\": 2"), std::string::npos) << r.out;
+  r = run({"workers", "w-1"});
+  EXPECT_EQ(r.exit_status, 2);
+  EXPECT_NE(r.err.find("workers: unexpected argument 'w-1'"), std::string::npos) << r.err;
+  EXPECT_EQ(run({"workers", "--top", "3"}).exit_status, 2);
+}
+
 TEST_F(Evoctl, TokenTravelsFromAFileOrTheEnvironment) {
   const std::string token = "s3cret-token-0123456789";
   server_.service.required_token = token;

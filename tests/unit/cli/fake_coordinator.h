@@ -60,6 +60,27 @@ class FakeCoordinator final : public v1::Coordinator::Service {
     *r->add_runs() = make_status(2, 48, v1::DONE);
     return grpc::Status::OK;
   }
+  grpc::Status ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest* req,
+                           v1::ListWorkersResponse* r) override {
+    r->set_now_unix_ms(1'000'000);
+    auto* live = r->add_workers();
+    live->set_worker_id("w-1");
+    live->set_name("gpu-host:gpu0");
+    live->set_device_class("sm_90a/NVIDIA H200");
+    live->set_backend("cuda");
+    live->set_last_seen_unix_ms(1'000'000 - 4'000);
+    live->set_live(true);
+    live->set_active_leases(2);
+    if (req->include_gone()) {
+      auto* gone = r->add_workers();
+      gone->set_worker_id("w-0");
+      gone->set_name("gpu-host:gpu0");
+      gone->set_device_class("sm_90a/NVIDIA H200");
+      gone->set_backend("cuda");
+      gone->set_last_seen_unix_ms(1'000'000 - 3 * 3600 * 1000);
+    }
+    return grpc::Status::OK;
+  }
   grpc::Status Leaderboard(grpc::ServerContext*, const v1::LeaderboardRequest* req,
                            v1::LeaderboardResponse* r) override {
     if (!req->run_id().empty() && req->run_id() != "r1")

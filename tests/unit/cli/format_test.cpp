@@ -115,6 +115,19 @@ TEST(Format, RunsTableMarksARunThatNoWorkerCanServe) {
   EXPECT_EQ(table.find("RUNNING (no worker)"), std::string::npos) << table;
 }
 
+TEST(Format, WorkersTableSaysWhenThereIsNone) {
+  v1::ListWorkersResponse r;
+  EXPECT_EQ(workers_table(r, false), "no live worker (evoctl workers --all lists the gone ones too)\n");
+  EXPECT_EQ(workers_table(r, true), "no worker has registered with this evod\n");
+  r.set_now_unix_ms(10 * 86400 * 1000LL);
+  auto* w = r.add_workers();
+  w->set_worker_id("w-9");
+  w->set_last_seen_unix_ms(86400 * 1000LL);
+  EXPECT_NE(workers_table(r, true).find("gone   9 d ago"), std::string::npos) << workers_table(r, true);
+  w->set_last_seen_unix_ms(r.now_unix_ms() - 30 * 60 * 1000);
+  EXPECT_NE(workers_table(r, true).find("gone   30 min ago"), std::string::npos) << workers_table(r, true);
+}
+
 TEST(Format, GrpcCodeNames) {
   EXPECT_EQ(grpc_code_name(3), "INVALID_ARGUMENT");
   EXPECT_EQ(grpc_code_name(9), "FAILED_PRECONDITION");

@@ -73,6 +73,10 @@ std::vector<std::pair<std::string, std::function<grpc::Status(Stub&, const std::
          v1::ListRunsResponse resp;
          return s.ListRuns(test::context(a).get(), v1::ListRunsRequest(), &resp);
        })},
+      {"ListWorkers", R([](Stub& s, const std::string& a) {
+         v1::ListWorkersResponse resp;
+         return s.ListWorkers(test::context(a).get(), v1::ListWorkersRequest(), &resp);
+       })},
       {"Leaderboard", R([](Stub& s, const std::string& a) {
          v1::LeaderboardResponse resp;
          return s.Leaderboard(test::context(a).get(), v1::LeaderboardRequest(), &resp);

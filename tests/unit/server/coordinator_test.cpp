@@ -491,6 +491,31 @@ TEST_F(CoordinatorTest, StatusCountsTheLiveWorkersThatCouldServeTheRun) {
   EXPECT_FALSE(live().has_live_workers()) << "an ended run waits for nothing";
 }
 
+TEST_F(CoordinatorTest, ListWorkersShowsTheLiveOnesWithTheirLeasesAndTheGoneOnesWhenAsked) {
+  auto gpu = add_worker("sm_90a/Fake");
+  now_ += 5000;  // the first worker goes quiet past the liveness window (three thirds of the TTL)
+  auto model = add_worker("sm_90a/model/estimated", true);
+  submit(1, 4, 2);
+  ASSERT_EQ(lease(model, 2).leases_size(), 2);
+  v1::ListWorkersRequest req;
+  auto live = coord_->list_workers(req);
+  EXPECT_EQ(live.now_unix_ms(), now_);
+  ASSERT_EQ(live.workers_size(), 1);
+  EXPECT_EQ(live.workers(0).worker_id(), model);
+  EXPECT_TRUE(live.workers(0).live());
+  EXPECT_EQ(live.workers(0).active_leases(), 2);
+  EXPECT_EQ(live.workers(0).backend(), "model");
+  EXPECT_EQ(live.workers(0).device_class(), "sm_90a/model/estimated");
+  req.set_include_gone(true);
+  auto all = coord_->list_workers(req);
+  ASSERT_EQ(all.workers_size(), 2);
+  EXPECT_EQ(all.workers(0).worker_id(), model) << "live ones first";
+  EXPECT_EQ(all.workers(1).worker_id(), gpu);
+  EXPECT_FALSE(all.workers(1).live());
+  EXPECT_EQ(all.workers(1).active_leases(), 0);
+  EXPECT_EQ(all.workers(1).last_seen_unix_ms(), now_ - 5000);
+}
+
 TEST_F(CoordinatorTest, SameRngSeedGivesTheSameGenomesAndTheCacheSkipsRemeasuring) {
   auto w = add_worker("sm_90a/model/estimated", true);
   auto first = submit(3, 6, 2, 42);

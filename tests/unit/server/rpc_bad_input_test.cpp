@@ -376,12 +376,20 @@ TEST_F(RpcBadInput, LeaderboardAndExport) {
   });
 }
 
+TEST_F(RpcBadInput, ListWorkers) {
+  // Its one field is a bool: what can be wrong is the size, here of fields evod does not know.
+  v1::ListWorkersRequest huge;
+  huge.GetReflection()->MutableUnknownFields(&huge)->AddLengthDelimited(99, k10MB);
+  expect_refused({{"ListWorkers 10 MB of unknown fields", StatusCode::RESOURCE_EXHAUSTED,
+                   unary(&Stub::ListWorkers, huge)}});
+}
+
 // Every RPC of the service has a bad-input case above (ListRuns takes no argument: it is called
 // after every batch to show evod still serves); a new RPC must get its own.
 TEST(RpcBadInputCoverage, EveryRpcOfTheServiceIsCovered) {
   const std::set<std::string> covered = {"RegisterWorker", "LeaseCandidates", "ReportResult", "Heartbeat",
                                          "SubmitRun",      "GetRun",          "WatchRun",     "CancelRun",
-                                         "Leaderboard",    "ExportBest",      "ListRuns"};
+                                         "Leaderboard",    "ExportBest",      "ListRuns",     "ListWorkers"};
   const auto* service = v1::ReportRequest::descriptor()->file()->FindServiceByName("Coordinator");
   ASSERT_NE(service, nullptr);
   for (int i = 0; i < service->method_count(); ++i)
