@@ -155,6 +155,17 @@ int leaderboard(Client& c, const Options& o, std::ostream& out) {
   return 0;
 }
 
+int candidates(Client& c, const Options& o, std::ostream& out) {
+  v1::ListCandidatesRequest req;
+  req.set_run_id(o.run_id);
+  req.set_failed_only(o.failed_only);
+  req.set_limit(o.limit);
+  v1::ListCandidatesResponse r;
+  check(c.stub.ListCandidates(c.context().get(), req, &r));
+  out << (o.json ? to_json(r) + "\n" : candidates_table(r));
+  return 0;
+}
+
 int workers(Client& c, const Options& o, std::ostream& out) {
   v1::ListWorkersRequest req;
   req.set_include_gone(o.all);
@@ -280,6 +291,7 @@ int run_evoctl(const std::vector<std::string>& args, std::ostream& out, std::ost
     if (o.command == "leaderboard") return leaderboard(c, o, out);
     if (o.command == "runs") return runs(c, o, out);
     if (o.command == "workers") return workers(c, o, out);
+    if (o.command == "candidates") return candidates(c, o, out);
     if (o.command == "cancel") return cancel(c, o, out);
     if (o.command == "export") return export_best(c, o, out);
   } catch (const Failure& f) {

@@ -109,6 +109,24 @@ int shown_generation(const v1::RunStatus& s) {
   return std::min(std::max(s.generation() + 1, 0), total);
 }
 
+// The first gate that refused the evaluation, or "-".
+std::string failed_gate(const v1::Evaluation& e) {
+  for (const auto& g : e.gates())
+    if (g.verdict() == "failed") return g.gate();
+  return "-";
+}
+
+// At most `width` code points of the text's first line, with "..." where it was cut.
+std::string clipped(const std::string& text, size_t width) {
+  const std::string line = text.substr(0, text.find('\n'));
+  std::vector<size_t> starts;  // the byte where each code point begins
+  for (size_t i = 0; i < line.size(); ++i)
+    if ((static_cast<unsigned char>(line[i]) & 0xC0) != 0x80) starts.push_back(i);
+  if (starts.size() <= width && line.size() == text.size()) return line;
+  const size_t keep = std::min(starts.size(), width - 3);
+  return line.substr(0, keep < starts.size() ? starts[keep] : line.size()) + "...";
+}
+
 // "4 s ago", "12 min ago", "3 h ago", "2 d ago".
 std::string ago(int64_t ms) {
   const int64_t s = std::max<int64_t>(0, ms) / 1000;
@@ -265,6 +283,30 @@ std::string runs_table(const v1::ListRunsResponse& r) {
                     s.best_us() > 0 ? fixed(s.best_us(), 2) : "-", s.estimated() ? "yes" : "no",
                     s.run().fitness_inputs() == "resident" ? "resident" : "rotated"});
   return render(rows);
+}
+
+std::string candidates_table(const v1::ListCandidatesResponse& r) {
+  std::ostringstream o;
+  o << "run " << r.run().run_id() << "  " << r.run().seed() << "  " << shapes_text(r.run()) << "  "
+    << state_name(r.run().state()) << "  " << r.candidates_size() << " of " << r.matched() << " candidates";
+  o << (r.candidates_size() < r.matched() ? " (the latest; --limit shows more)\n" : "\n");
+  if (r.candidates().empty()) return o.str();
+  constexpr size_t kWhyWidth = 60;
+  std::vector<std::vector<std::string>> rows = {
+      {"candidate", "gen", "state", "status", "µs", "gate", "why", "genes unlike the seed's"}};
+  bool estimated = false;
+  for (const auto& c : r.candidates()) {
+    const auto& e = c.evaluation();
+    estimated = estimated || e.estimated();
+    rows.push_back({c.candidate_id(), std::to_string(c.generation()), c.state(),
+                    c.state() == "done" ? v1::EvalStatus_Name(e.status()) : "-",
+                    c.fitness_us() > 0 ? fixed(c.fitness_us(), 2) : "-", failed_gate(e),
+                    e.message().empty() ? "-" : clipped(e.message(), kWhyWidth),
+                    genes_unlike_seed(c.genome(), r.seed_genome())});
+  }
+  if (estimated) o << "!!! ESTIMATED (model evaluator, no GPU): these times are estimates, not measurements !!!\n";
+  o << render(rows);
+  return o.str();
 }
 
 std::string workers_table(const v1::ListWorkersResponse& r, bool all) {

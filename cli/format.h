@@ -30,6 +30,8 @@ std::string final_line(const v1::RunStatus& s);
 std::string leaderboard_table(const v1::LeaderboardResponse& r);
 // The table of `evoctl runs`.
 std::string runs_table(const v1::ListRunsResponse& r);
+// The table of `evoctl candidates`: each candidate's status, time, the gate that refused it and why.
+std::string candidates_table(const v1::ListCandidatesResponse& r);
 // The table of `evoctl workers`; all: the gone ones were asked for too.
 std::string workers_table(const v1::ListWorkersResponse& r, bool all);
 

@@ -11,7 +11,8 @@
 namespace evo::cli {
 namespace {
 
-const std::set<std::string> kCommands = {"submit", "status", "leaderboard", "runs", "workers", "cancel", "export"};
+const std::set<std::string> kCommands = {"submit",  "status", "leaderboard", "candidates",
+                                         "runs",    "workers", "cancel",     "export"};
 
 uint64_t parse_unsigned(const std::string& flag, const std::string& text) {
   errno = 0;
@@ -81,6 +82,8 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
       if (a == "--watch") o.watch = true;
       else if (a == "--json") o.json = true;
       else if (a == "--all") o.all = true;
+      else if (a == "--failed") o.failed_only = true;
+      else if (a == "--limit") o.limit = static_cast<int32_t>(parse_integer(a, p.value_of(a), 1, 1000));
       else if (a == "--causal") o.submit.causal = true;
       else if (a == "--top") o.top = static_cast<int32_t>(parse_integer(a, p.value_of(a), 1, 1000));
       else if (a == "--out") o.out = p.value_of(a);
@@ -110,7 +113,7 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
           throw UsageError("--fitness-inputs expects rotated or resident, got '" + o.submit.fitness_inputs + "'");
       } else throw UsageError("unknown option '" + a + "'");
     } else if (o.command.empty()) {
-      if (!kCommands.count(a)) throw UsageError("unknown command '" + a + "' (commands: submit, status, leaderboard, runs, workers, cancel, export)");
+      if (!kCommands.count(a)) throw UsageError("unknown command '" + a + "' (commands: submit, status, leaderboard, candidates, runs, workers, cancel, export)");
       o.command = a;
     } else {
       positional.push_back(a);
@@ -127,13 +130,15 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
       {"leaderboard", {"--top", "--json"}},
       {"runs", {"--json"}},
       {"workers", {"--all", "--json"}},
+      {"candidates", {"--failed", "--limit", "--json"}},
       {"cancel", {}},
       {"export", {"--out"}},
   };
   for (const auto& [flag, _] : flags_seen)
     if (!kAllowed.at(o.command).count(flag)) throw UsageError(o.command + " does not take " + flag);
 
-  const bool needs_run = o.command == "status" || o.command == "cancel" || o.command == "export";
+  const bool needs_run =
+      o.command == "status" || o.command == "cancel" || o.command == "export" || o.command == "candidates";
   // export takes any number of runs (evod bounds them); the others at most one.
   const size_t max_positional =
       (o.command == "submit" || o.command == "runs" || o.command == "workers") ? 0 : o.command == "export" ? positional.size() : 1;
@@ -188,6 +193,13 @@ std::string help_text(const std::string& command) {
            "the header. --json prints evod's answer as JSON, whole genome texts included.\n";
   if (command == "runs")
     return "usage: evoctl runs [--json]\nLists every run with its state and progress.\n";
+  if (command == "candidates")
+    return "usage: evoctl candidates RUN [--failed] [--limit N] [--json]\n"
+           "Lists the run's candidates in the order proposed, the latest N (default 50, at most\n"
+           "1000): generation, state, status, µs, the gate that refused it and why, and the genes it\n"
+           "changes from the seed genome. --failed lists only those a gate refused (spills, wrong\n"
+           "outputs, sanitizer errors, timeouts, crashes). --json prints each one's whole evaluation\n"
+           "(gates with their details, resources, per-shape results; the ptxas log left out).\n";
   if (command == "workers")
     return "usage: evoctl workers [--all] [--json]\n"
            "Lists the workers evod has heard from within three heartbeat intervals (live), with their\n"
@@ -218,6 +230,8 @@ std::string help_text(const std::string& command) {
          "  leaderboard [RUN] [--top N] [--json]\n"
          "                                 the run's elites with their evidence\n"
          "  runs [--json]                  list runs\n"
+         "  candidates RUN [--failed] [--limit N] [--json]\n"
+         "                                 the run's candidates: status, gate, why\n"
          "  workers [--all] [--json]       the workers evod hears from\n"
          "  cancel RUN                     stop a run\n"
          "  export RUN [RUN ...] --out FILE.cu\n"

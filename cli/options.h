@@ -36,13 +36,15 @@ struct Options {
   std::string coordinator = kDefaultCoordinator;
   std::string token_file;           // --token-file: evod's shared token (else $EVO_TOKEN)
   std::string tls_ca;               // --tls-ca: connect over TLS trusting this CA (PEM)
-  std::string command;              // submit, status, leaderboard, runs, workers, cancel, export
+  std::string command;              // submit, status, leaderboard, candidates, runs, workers, cancel, export
   bool help = false;                // print the help of `command` (or the overview) and exit 0
   std::string run_id;               // the first run named
   std::vector<std::string> run_ids; // export: every run named (several: one dispatch table)
   bool watch = false;
   bool json = false;
   bool all = false;                 // workers --all: the gone ones too
+  bool failed_only = false;         // candidates --failed
+  int32_t limit = 0;                // candidates --limit; 0: evod's default (50)
   int32_t top = 10;
   std::string out;                  // export --out
   SubmitOptions submit;

@@ -46,6 +46,7 @@ class Coordinator {
   v1::Run submit(const v1::SubmitRunRequest& request);
   v1::RunStatus status(const std::string& run_id);
   v1::LeaderboardResponse leaderboard(const v1::LeaderboardRequest& request);
+  v1::ListCandidatesResponse list_candidates(const v1::ListCandidatesRequest& request);
   v1::ListRunsResponse list_runs();
   v1::ListWorkersResponse list_workers(const v1::ListWorkersRequest& request);
   v1::Run cancel(const std::string& run_id);

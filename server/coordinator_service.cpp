@@ -125,6 +125,11 @@ grpc::Status CoordinatorService::ListWorkers(grpc::ServerContext* ctx, const v1:
   return serve("ListWorkers", ctx, *req, [&] { *resp = coordinator_.list_workers(*req); });
 }
 
+grpc::Status CoordinatorService::ListCandidates(grpc::ServerContext* ctx, const v1::ListCandidatesRequest* req,
+                                                v1::ListCandidatesResponse* resp) {
+  return serve("ListCandidates", ctx, *req, [&] { *resp = coordinator_.list_candidates(*req); });
+}
+
 grpc::Status CoordinatorService::Leaderboard(grpc::ServerContext* ctx, const v1::LeaderboardRequest* req,
                                              v1::LeaderboardResponse* resp) {
   return serve("Leaderboard", ctx, *req, [&] { *resp = coordinator_.leaderboard(*req); });

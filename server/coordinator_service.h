@@ -36,6 +36,8 @@ class CoordinatorService final : public v1::Coordinator::Service {
   grpc::Status WatchRun(grpc::ServerContext*, const v1::RunRef*, grpc::ServerWriter<v1::RunStatus>*) override;
   grpc::Status ListRuns(grpc::ServerContext*, const v1::ListRunsRequest*, v1::ListRunsResponse*) override;
   grpc::Status ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*, v1::ListWorkersResponse*) override;
+  grpc::Status ListCandidates(grpc::ServerContext*, const v1::ListCandidatesRequest*,
+                              v1::ListCandidatesResponse*) override;
   grpc::Status Leaderboard(grpc::ServerContext*, const v1::LeaderboardRequest*, v1::LeaderboardResponse*) override;
   grpc::Status CancelRun(grpc::ServerContext*, const v1::RunRef*, v1::Run*) override;
   grpc::Status ExportBest(grpc::ServerContext*, const v1::ExportRequest*, v1::ExportResponse*) override;

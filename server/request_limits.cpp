@@ -147,6 +147,13 @@ void check_request(const v1::LeaderboardRequest& r) {
   check_id(r.run_id(), "run_id", /*required=*/false);  // empty: the newest run
 }
 
+void check_request(const v1::ListCandidatesRequest& r) {
+  check_id(r.run_id(), "run_id");
+  if (r.limit() < 0 || r.limit() > kMaxListedCandidates)
+    throw InputError("limit must be 1.." + std::to_string(kMaxListedCandidates) + " (0: 50), got " +
+                     std::to_string(r.limit()));
+}
+
 void check_request(const v1::ExportRequest& r) {
   // run_id alone (one run), run_ids alone or both (a dispatch table): at least one id in all.
   if (r.run_id().empty() && r.run_ids_size() == 0) throw InputError("missing run_id");

@@ -20,6 +20,7 @@ inline constexpr size_t kMaxGenomeTextBytes = 512;  // a whole fa_s512_v3 genome
 inline constexpr int kMaxHeartbeatLeases = 1024;
 inline constexpr int kMaxExportRuns = 64;           // runs behind one dispatch table
 inline constexpr int kMaxGates = 64;
+inline constexpr int kMaxListedCandidates = 1000;   // ListCandidates.limit
 inline constexpr int kMaxTemplates = 64;            // template fingerprints of one worker
 inline constexpr size_t kMaxEvaluationBytes = 1 << 20;  // a ptxas log and a message fit easily
 
@@ -31,6 +32,7 @@ void check_request(const v1::SubmitRunRequest& request);
 // GetRun, WatchRun, CancelRun: the run id is required.
 void check_request(const v1::RunRef& request);
 void check_request(const v1::LeaderboardRequest& request);
+void check_request(const v1::ListCandidatesRequest& request);
 void check_request(const v1::ExportRequest& request);
 inline void check_request(const v1::ListRunsRequest&) {}
 inline void check_request(const v1::ListWorkersRequest&) {}

@@ -165,6 +165,45 @@ v1::LeaderboardResponse Coordinator::leaderboard(const v1::LeaderboardRequest& r
   return resp;
 }
 
+v1::ListCandidatesResponse Coordinator::list_candidates(const v1::ListCandidatesRequest& req) {
+  constexpr int kDefaultLimit = 50;
+  const size_t limit = static_cast<size_t>(req.limit() > 0 ? req.limit() : kDefaultLimit);
+  v1::ListCandidatesResponse resp;
+  store_.transaction([&] {
+    const RunRecord run = require_run(req.run_id());
+    *resp.mutable_run() = to_proto(run);
+    resp.set_seed_genome(SearchSpace::for_template(run.seed).default_genome().text());
+    const auto candidates = store_.candidates_of_run(run.id);
+    std::map<std::string, std::string> id_of_genome;
+    for (const auto& c : candidates) id_of_genome[c.genome] = c.id;
+    std::vector<const CandidateRecord*> matched;
+    for (const auto& c : candidates)
+      if (!req.failed_only() || (c.state == CandidateState::kDone && !c.fitness_us)) matched.push_back(&c);
+    resp.set_matched(static_cast<int32_t>(matched.size()));
+    // The latest proposed, listed in the order proposed.
+    for (size_t i = matched.size() > limit ? matched.size() - limit : 0; i < matched.size(); ++i) {
+      const CandidateRecord& c = *matched[i];
+      v1::CandidateSummary* out = resp.add_candidates();
+      out->set_candidate_id(c.id);
+      out->set_generation(c.generation);
+      out->set_genome(c.genome);
+      out->set_parents(lineage(c, id_of_genome));
+      out->set_state(to_string(c.state));
+      out->set_fitness_us(c.fitness_us.value_or(0));
+      out->set_failed(c.state == CandidateState::kDone && !c.fitness_us);
+      out->set_elite_eligible(c.elite_eligible);
+      out->set_result_source(c.result_source);
+      if (c.final_evaluation_id) {
+        if (auto ev = store_.get_evaluation(*c.final_evaluation_id)) {
+          *out->mutable_evaluation() = std::move(ev->evaluation);
+          out->mutable_evaluation()->mutable_resources()->clear_ptxas_log();  // kilobytes each
+        }
+      }
+    }
+  });
+  return resp;
+}
+
 Coordinator::Best Coordinator::best_of(const std::string& run_id) {
   Best best;
   store_.transaction([&] {

@@ -281,6 +281,32 @@ TEST_F(Evoctl, RunsAndCancel) {
   EXPECT_EQ(r.out, "run r1: DONE (it had ended: nothing to cancel)\n");
 }
 
+TEST_F(Evoctl, CandidatesSaysWhichGateRefusedEachAndWhy) {
+  auto r = run({"candidates", "r1"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_NE(r.out.find("run r1  fa_s512_v3  1x8x512x64  RUNNING  3 of 3 candidates\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("r1-c0000   0    done    OK               10.00  -        -"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("r1-c0001   0    done    RESOURCE_REJECT  -      compile  register spills 16 bytes stored / 20 "
+                       "bytes loaded > limit...  BLOCK_M=128\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("r1-c0002   0    queued  -"), std::string::npos) << r.out;
+  EXPECT_EQ(server_.service.last_candidates.limit(), 0) << "evod's default";
+  r = run({"candidates", "r1", "--failed", "--limit", "5"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_TRUE(server_.service.last_candidates.failed_only());
+  EXPECT_EQ(server_.service.last_candidates.limit(), 5);
+  EXPECT_EQ(r.out.find("r1-c0000"), std::string::npos) << r.out;
+  r = run({"candidates", "r1", "--json"});
+  EXPECT_NE(r.out.find("\"status\": \"RESOURCE_REJECT\""), std::string::npos) << r.out;
+  EXPECT_EQ(run({"candidates"}).exit_status, 2);
+  EXPECT_EQ(run({"candidates", "r1", "--limit", "0"}).exit_status, 2);
+  EXPECT_EQ(run({"candidates", "r1", "--limit", "1001"}).exit_status, 2);
+  r = run({"candidates", "r7"});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_NE(r.err.find("NOT_FOUND: unknown run 'r7'"), std::string::npos) << r.err;
+}
+
 TEST_F(Evoctl, WorkersListsTheLiveOnesAndTheGoneOnesWhenAsked) {
   auto r = run({"workers"});
   ASSERT_EQ(r.exit_status, 0) << r.err;

@@ -17,6 +17,7 @@ class FakeCoordinator final : public v1::Coordinator::Service {
   std::string seed_genome = "fa_s512_v3:BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1";
   v1::SubmitRunRequest last_submit;
   v1::ExportRequest last_export;
+  v1::ListCandidatesRequest last_candidates;
   bool watch_ends_early = false;  // the stream closes before the run is final
   bool watch_loses_worker = false;  // the run's only worker goes away mid-watch, and comes back
   bool no_elites = false;
@@ -58,6 +59,40 @@ class FakeCoordinator final : public v1::Coordinator::Service {
         return {grpc::StatusCode::UNAUTHENTICATED, "missing or wrong token"};
     }
     *r->add_runs() = make_status(2, 48, v1::DONE);
+    return grpc::Status::OK;
+  }
+  grpc::Status ListCandidates(grpc::ServerContext*, const v1::ListCandidatesRequest* req,
+                              v1::ListCandidatesResponse* r) override {
+    if (req->run_id() != "r1") return {grpc::StatusCode::NOT_FOUND, "unknown run '" + req->run_id() + "'"};
+    last_candidates = *req;
+    *r->mutable_run() = make_run(v1::RUNNING);
+    r->set_seed_genome(seed_genome);
+    r->set_matched(req->failed_only() ? 1 : 3);
+    if (!req->failed_only()) {
+      auto* ok = r->add_candidates();
+      ok->set_candidate_id("r1-c0000");
+      ok->set_genome(seed_genome);
+      ok->set_state("done");
+      ok->set_fitness_us(10.0);
+      ok->mutable_evaluation()->set_status(v1::OK);
+    }
+    auto* spill = r->add_candidates();
+    spill->set_candidate_id("r1-c0001");
+    spill->set_genome("fa_s512_v3:BLOCK_M=128,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1");
+    spill->set_state("done");
+    spill->set_failed(true);
+    auto* e = spill->mutable_evaluation();
+    e->set_status(v1::RESOURCE_REJECT);
+    e->set_message("register spills 16 bytes stored / 20 bytes loaded > limit 0 bytes, and a long tail to be cut");
+    auto* g = e->add_gates();
+    g->set_gate("compile");
+    g->set_verdict("failed");
+    if (!req->failed_only()) {
+      auto* queued = r->add_candidates();
+      queued->set_candidate_id("r1-c0002");
+      queued->set_genome(seed_genome);
+      queued->set_state("queued");
+    }
     return grpc::Status::OK;
   }
   grpc::Status ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest* req,

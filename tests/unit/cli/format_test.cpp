@@ -115,6 +115,28 @@ TEST(Format, RunsTableMarksARunThatNoWorkerCanServe) {
   EXPECT_EQ(table.find("RUNNING (no worker)"), std::string::npos) << table;
 }
 
+TEST(Format, CandidatesTableSaysWhenItShowsOnlyTheLatest) {
+  v1::ListCandidatesResponse r;
+  r.mutable_run()->set_run_id("r1");
+  r.set_matched(0);
+  EXPECT_EQ(candidates_table(r).find("candidate "), std::string::npos) << "no table without candidates";
+  r.set_matched(120);
+  auto* c = r.add_candidates();
+  c->set_candidate_id("r1-c0119");
+  c->set_state("done");
+  c->mutable_evaluation()->set_status(v1::INCORRECT);
+  c->mutable_evaluation()->set_message("rel L2 error 0.31 > 0.002 at 1x8x512x64\nand a second line");
+  c->mutable_evaluation()->set_estimated(false);
+  const std::string table = candidates_table(r);
+  EXPECT_NE(table.find("1 of 120 candidates (the latest; --limit shows more)\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("INCORRECT  -   -     rel L2 error 0.31 > 0.002 at 1x8x512x64...  "), std::string::npos)
+      << "the first line only, marked as cut:\n"
+      << table;
+  EXPECT_EQ(table.find("ESTIMATED"), std::string::npos);
+  c->mutable_evaluation()->set_estimated(true);
+  EXPECT_NE(candidates_table(r).find("!!! ESTIMATED"), std::string::npos);
+}
+
 TEST(Format, WorkersTableSaysWhenThereIsNone) {
   v1::ListWorkersResponse r;
   EXPECT_EQ(workers_table(r, false), "no live worker (evoctl workers --all lists the gone ones too)\n");

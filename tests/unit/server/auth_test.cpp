@@ -77,6 +77,12 @@ std::vector<std::pair<std::string, std::function<grpc::Status(Stub&, const std::
          v1::ListWorkersResponse resp;
          return s.ListWorkers(test::context(a).get(), v1::ListWorkersRequest(), &resp);
        })},
+      {"ListCandidates", R([ref](Stub& s, const std::string& a) {
+         v1::ListCandidatesRequest r;
+         r.set_run_id(ref.run_id());
+         v1::ListCandidatesResponse resp;
+         return s.ListCandidates(test::context(a).get(), r, &resp);
+       })},
       {"Leaderboard", R([](Stub& s, const std::string& a) {
          v1::LeaderboardResponse resp;
          return s.Leaderboard(test::context(a).get(), v1::LeaderboardRequest(), &resp);

@@ -491,6 +491,55 @@ TEST_F(CoordinatorTest, StatusCountsTheLiveWorkersThatCouldServeTheRun) {
   EXPECT_FALSE(live().has_live_workers()) << "an ended run waits for nothing";
 }
 
+TEST_F(CoordinatorTest, ListCandidatesSaysWhichGateRefusedWhichCandidate) {
+  auto w = add_worker("sm_90a/model/estimated", true);
+  auto run = submit(1, 4, 2);
+  auto granted = lease(w, 4);
+  ASSERT_EQ(granted.leases_size(), 4);
+  for (int i = 0; i < 4; ++i) {
+    auto e = evaluation(granted.leases(i), "sm_90a/model/estimated", 1.0, true);
+    if (i % 2) {  // two of them spill
+      e.set_status(v1::RESOURCE_REJECT);
+      e.set_message("register spills 16 bytes stored / 20 bytes loaded > limit 0 bytes");
+      e.clear_fitness_us();
+      auto* g = e.add_gates();
+      g->set_gate("compile");
+      g->set_verdict("failed");
+    }
+    e.mutable_resources()->set_ptxas_log(std::string(4000, 'p'));
+    report(w, granted.leases(i), e);
+  }
+  v1::ListCandidatesRequest req;
+  req.set_run_id(run.run_id());
+  auto all = coord_->list_candidates(req);
+  EXPECT_EQ(all.matched(), 4);
+  ASSERT_EQ(all.candidates_size(), 4);
+  EXPECT_EQ(all.seed_genome(), all.candidates(0).genome()) << "generation 0 leads with the seed genome";
+  EXPECT_EQ(all.candidates(0).parents(), "seed()");
+  for (const auto& c : all.candidates()) {
+    EXPECT_EQ(c.state(), "done");
+    EXPECT_TRUE(c.evaluation().resources().ptxas_log().empty()) << "kilobytes per candidate stay home";
+  }
+  req.set_failed_only(true);
+  auto failed = coord_->list_candidates(req);
+  ASSERT_EQ(failed.candidates_size(), 2);
+  for (const auto& c : failed.candidates()) {
+    EXPECT_TRUE(c.failed());
+    EXPECT_EQ(c.fitness_us(), 0);
+    EXPECT_EQ(c.evaluation().status(), v1::RESOURCE_REJECT);
+    EXPECT_EQ(c.evaluation().gates(0).gate(), "compile");
+  }
+  EXPECT_EQ(failed.candidates(0).candidate_id(), all.candidates(1).candidate_id());
+  req.set_failed_only(false);
+  req.set_limit(3);
+  auto latest = coord_->list_candidates(req);
+  EXPECT_EQ(latest.matched(), 4);
+  ASSERT_EQ(latest.candidates_size(), 3);
+  EXPECT_EQ(latest.candidates(0).candidate_id(), all.candidates(1).candidate_id()) << "the latest three";
+  req.set_run_id("run-9999");
+  EXPECT_EQ(code_of([&] { coord_->list_candidates(req); }), Code::kNotFound);
+}
+
 TEST_F(CoordinatorTest, ListWorkersShowsTheLiveOnesWithTheirLeasesAndTheGoneOnesWhenAsked) {
   auto gpu = add_worker("sm_90a/Fake");
   now_ += 5000;  // the first worker goes quiet past the liveness window (three thirds of the TTL)

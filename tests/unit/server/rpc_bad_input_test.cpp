@@ -376,6 +376,23 @@ TEST_F(RpcBadInput, LeaderboardAndExport) {
   });
 }
 
+TEST_F(RpcBadInput, ListCandidates) {
+  auto list = [](const std::string& id, int limit) {
+    v1::ListCandidatesRequest r;
+    r.set_run_id(id);
+    r.set_limit(limit);
+    return unary(&Stub::ListCandidates, r);
+  };
+  expect_refused({
+      {"ListCandidates empty id", StatusCode::INVALID_ARGUMENT, list("", 0)},
+      {"ListCandidates unknown run", StatusCode::NOT_FOUND, list("r-does-not-exist", 0)},
+      {"ListCandidates negative limit", StatusCode::INVALID_ARGUMENT, list(run_.run_id(), -1)},
+      {"ListCandidates limit over 1000", StatusCode::INVALID_ARGUMENT, list(run_.run_id(), 1001)},
+      {"ListCandidates 1 MB id", StatusCode::INVALID_ARGUMENT, list(k1MB, 0)},
+      {"ListCandidates 10 MB id", StatusCode::RESOURCE_EXHAUSTED, list(k10MB, 0)},
+  });
+}
+
 TEST_F(RpcBadInput, ListWorkers) {
   // Its one field is a bool: what can be wrong is the size, here of fields evod does not know.
   v1::ListWorkersRequest huge;
@@ -389,7 +406,8 @@ TEST_F(RpcBadInput, ListWorkers) {
 TEST(RpcBadInputCoverage, EveryRpcOfTheServiceIsCovered) {
   const std::set<std::string> covered = {"RegisterWorker", "LeaseCandidates", "ReportResult", "Heartbeat",
                                          "SubmitRun",      "GetRun",          "WatchRun",     "CancelRun",
-                                         "Leaderboard",    "ExportBest",      "ListRuns",     "ListWorkers"};
+                                         "Leaderboard",    "ExportBest",      "ListRuns",     "ListWorkers",
+                                         "ListCandidates"};
   const auto* service = v1::ReportRequest::descriptor()->file()->FindServiceByName("Coordinator");
   ASSERT_NE(service, nullptr);
   for (int i = 0; i < service->method_count(); ++i)
