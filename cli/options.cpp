@@ -1,5 +1,6 @@
 #include "options.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <map>
@@ -11,8 +12,19 @@
 namespace evo::cli {
 namespace {
 
-const std::set<std::string> kCommands = {"submit",  "status", "leaderboard", "candidates",
-                                         "runs",    "workers", "cancel",     "export"};
+// In the order the overview lists them.
+const std::vector<std::string> kCommands = {"submit", "status",  "leaderboard", "candidates",
+                                            "runs",   "workers", "cancel",      "export"};
+
+bool is_command(const std::string& word) {
+  return std::find(kCommands.begin(), kCommands.end(), word) != kCommands.end();
+}
+
+std::string command_list() {
+  std::string out;
+  for (const auto& c : kCommands) out += (out.empty() ? "" : ", ") + c;
+  return out;
+}
 
 uint64_t parse_unsigned(const std::string& flag, const std::string& text) {
   errno = 0;
@@ -113,7 +125,7 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
           throw UsageError("--fitness-inputs expects rotated or resident, got '" + o.submit.fitness_inputs + "'");
       } else throw UsageError("unknown option '" + a + "'");
     } else if (o.command.empty()) {
-      if (!kCommands.count(a)) throw UsageError("unknown command '" + a + "' (commands: submit, status, leaderboard, candidates, runs, workers, cancel, export)");
+      if (!is_command(a)) throw UsageError("unknown command '" + a + "' (commands: " + command_list() + ")");
       o.command = a;
     } else {
       positional.push_back(a);
@@ -139,9 +151,10 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
 
   const bool needs_run =
       o.command == "status" || o.command == "cancel" || o.command == "export" || o.command == "candidates";
-  // export takes any number of runs (evod bounds them); the others at most one.
-  const size_t max_positional =
-      (o.command == "submit" || o.command == "runs" || o.command == "workers") ? 0 : o.command == "export" ? positional.size() : 1;
+  // export takes any number of runs (evod bounds them); submit, runs and workers none; the others
+  // at most one.
+  const bool takes_no_run = o.command == "submit" || o.command == "runs" || o.command == "workers";
+  const size_t max_positional = takes_no_run ? 0 : o.command == "export" ? positional.size() : 1;
   if (positional.size() > max_positional)
     throw UsageError(o.command + ": unexpected argument '" + positional[max_positional] + "'");
   if (!positional.empty()) o.run_id = positional[0];

@@ -29,6 +29,9 @@ std::string lineage(const CandidateRecord& c, const std::map<std::string, std::s
   return out + ")";
 }
 
+// Done without a fitness: one of the gates refused it.
+bool refused_by_a_gate(const CandidateRecord& c) { return c.state == CandidateState::kDone && !c.fitness_us; }
+
 }  // namespace
 
 std::vector<CandidateRecord> elites_of(const std::vector<CandidateRecord>& candidates, int k) {
@@ -69,9 +72,8 @@ v1::RunStatus Coordinator::build_status(const RunRecord& run) {
   auto candidates = store_.candidates_of_run(run.id);
   int done = 0, failed = 0;
   for (const auto& c : candidates) {
-    if (c.state != CandidateState::kDone) continue;
-    ++done;
-    if (!c.fitness_us) ++failed;
+    done += c.state == CandidateState::kDone;
+    failed += refused_by_a_gate(c);
   }
   st.set_evaluations_done(done);
   int planned = run.generations * run.population;
@@ -178,7 +180,7 @@ v1::ListCandidatesResponse Coordinator::list_candidates(const v1::ListCandidates
     for (const auto& c : candidates) id_of_genome[c.genome] = c.id;
     std::vector<const CandidateRecord*> matched;
     for (const auto& c : candidates)
-      if (!req.failed_only() || (c.state == CandidateState::kDone && !c.fitness_us)) matched.push_back(&c);
+      if (!req.failed_only() || refused_by_a_gate(c)) matched.push_back(&c);
     resp.set_matched(static_cast<int32_t>(matched.size()));
     // The latest proposed, listed in the order proposed.
     for (size_t i = matched.size() > limit ? matched.size() - limit : 0; i < matched.size(); ++i) {
@@ -190,7 +192,7 @@ v1::ListCandidatesResponse Coordinator::list_candidates(const v1::ListCandidates
       out->set_parents(lineage(c, id_of_genome));
       out->set_state(to_string(c.state));
       out->set_fitness_us(c.fitness_us.value_or(0));
-      out->set_failed(c.state == CandidateState::kDone && !c.fitness_us);
+      out->set_failed(refused_by_a_gate(c));
       out->set_elite_eligible(c.elite_eligible);
       out->set_result_source(c.result_source);
       if (c.final_evaluation_id) {
