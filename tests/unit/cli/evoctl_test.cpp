@@ -160,8 +160,19 @@ TEST_F(Evoctl, UsageErrorsExitTwoWithOneLine) {
   }
 }
 
+TEST_F(Evoctl, AnUnknownCommandIsToldEveryCommand) {
+  const auto r = run({"frobnicate"});
+  EXPECT_EQ(r.exit_status, 2);
+  EXPECT_NE(r.err.find("unknown command 'frobnicate' (commands: submit, status, leaderboard, candidates, runs, "
+                       "workers, cancel, export)"),
+            std::string::npos)
+      << r.err;
+  for (const char* cmd : {"candidates", "workers"})
+    EXPECT_NE(run({"--help"}).out.find(std::string("\n  ") + cmd + " "), std::string::npos) << cmd;
+}
+
 TEST_F(Evoctl, HelpEverywhereExitsZero) {
-  for (const char* cmd : {"submit", "status", "leaderboard", "runs", "cancel", "export"}) {
+  for (const char* cmd : {"submit", "status", "leaderboard", "candidates", "runs", "workers", "cancel", "export"}) {
     const auto r = run({cmd, "--help"});
     EXPECT_EQ(r.exit_status, 0);
     EXPECT_NE(r.out.find(std::string("usage: evoctl ") + cmd), std::string::npos) << r.out;
