@@ -723,6 +723,13 @@ int Store::count_live_workers(const std::string& device_class, int64_t since_ms,
   return count_of(s);
 }
 
+std::map<std::string, int> Store::active_lease_counts() {
+  auto s = db_->prepare("SELECT worker_id, COUNT(*) FROM leases WHERE outcome = 'active' GROUP BY worker_id");
+  std::map<std::string, int> counts;
+  while (s.step()) counts[s.column_text(0)] = static_cast<int>(s.column_int(1));
+  return counts;
+}
+
 int Store::count_live_workers_of_any_class(int64_t since_ms) {
   auto s = db_->prepare("SELECT COUNT(*) FROM workers WHERE last_seen_ms >= ?");
   s.bind(1, since_ms);

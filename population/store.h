@@ -9,6 +9,7 @@
 // elites is the coordinator's business (server/).
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -196,6 +197,8 @@ class Store {
   int count_live_workers_of_any_class(int64_t since_ms);
   // Every worker seen since since_ms, most recently seen first.
   std::vector<WorkerRecord> workers_seen_since(int64_t since_ms);
+  // Active leases per worker id (workers without one are absent).
+  std::map<std::string, int> active_lease_counts();
 
   // ---- result cache: a genome measured on a problem, device class and toolkit is not measured again.
   std::optional<CacheEntry> cache_get(const std::string& genome_hash, const std::string& problem,

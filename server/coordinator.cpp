@@ -303,6 +303,7 @@ v1::ListWorkersResponse Coordinator::list_workers(const v1::ListWorkersRequest& 
   resp.set_now_unix_ms(now);
   store_.transaction([&] {
     auto workers = store_.workers_seen_since(req.include_gone() ? 0 : live_from);
+    const auto leases = store_.active_lease_counts();  // one query, not one per worker
     std::stable_sort(workers.begin(), workers.end(), [&](const WorkerRecord& a, const WorkerRecord& b) {
       const bool a_live = a.last_seen_ms >= live_from, b_live = b.last_seen_ms >= live_from;
       return a_live != b_live ? a_live : a.name < b.name;
@@ -317,7 +318,8 @@ v1::ListWorkersResponse Coordinator::list_workers(const v1::ListWorkersRequest& 
       out->set_registered_unix_ms(w.registered_ms);
       out->set_last_seen_unix_ms(w.last_seen_ms);
       out->set_live(w.last_seen_ms >= live_from);
-      out->set_active_leases(static_cast<int32_t>(store_.active_leases_of_worker(w.id).size()));
+      const auto held = leases.find(w.id);
+      out->set_active_leases(held == leases.end() ? 0 : held->second);
     }
   });
   return resp;

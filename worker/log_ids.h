@@ -3,6 +3,7 @@
 // the daemon (gates, evaluators, the compiler). The daemon names them once per lease; the
 // evaluators' interfaces stay free of ids, which `evo-worker eval` (no run) would not have.
 #include <string>
+#include <utility>
 
 namespace evo {
 
