@@ -140,14 +140,14 @@ __device__ __forceinline__ float output_scale(float row_sum) {
 }
 
 // Normalises key group 0's rows and writes them out: straight from its registers
-// (kStoreFromRegisters), or staged as an fp16 tile in shared memory and copied out in 16-byte rows
+// (kStoreFromRegisters), or staged as a tile in shared memory and copied out in 16-byte rows
 // by every thread of the block.
 template <class T>
-__device__ __forceinline__ void store_output(unsigned char* smem, __half* o, int m0, int seq_q,
+__device__ __forceinline__ void store_output(unsigned char* smem, Element<T>* o, int m0, int seq_q,
                                              const float (&acc)[T::kMTiles][T::kOTiles][4],
                                              const float (&row_sum)[T::kMTiles][2], int row_w,
                                              int warp_kv, int lane) {
-  __half* o_tile = reinterpret_cast<__half*>(smem);
+  Element<T>* o_tile = reinterpret_cast<Element<T>*>(smem);
   if (warp_kv == 0) {
 #pragma unroll
     for (int mt = 0; mt < T::kMTiles; ++mt)
@@ -159,10 +159,10 @@ __device__ __forceinline__ void store_output(unsigned char* smem, __half* o, int
 #pragma unroll
         for (int nt = 0; nt < T::kOTiles; ++nt) {
           const int col = nt * 8 + (lane & 3) * 2;
-          __half* dst = T::kStoreFromRegisters ? o + (long long)(m0 + row) * T::kHeadDim + col
+          Element<T>* dst = T::kStoreFromRegisters ? o + (long long)(m0 + row) * T::kHeadDim + col
                                                : o_tile + tile_offset<T, T::kBlockM>(row, col);
-          *reinterpret_cast<__half2*>(dst) =
-              __floats2half2_rn(acc[mt][nt][2 * h] * inv, acc[mt][nt][2 * h + 1] * inv);
+          *reinterpret_cast<unsigned*>(dst) =
+              pack2<T::kDType>(acc[mt][nt][2 * h] * inv, acc[mt][nt][2 * h + 1] * inv);
         }
       }
   }
@@ -182,7 +182,7 @@ __device__ __forceinline__ void store_output(unsigned char* smem, __half* o, int
   }
 }
 
-// kTmaStore: key group 0 normalises its rows into an fp16 tile in TMA's swizzled panels, past the
+// kTmaStore: key group 0 normalises its rows into a tile in TMA's swizzled panels, past the
 // merge buffer (its other warps may still be reading that), and thread 0 stores the tile in
 // boxes through the output's tensor map.
 template <class T>
@@ -193,7 +193,7 @@ __device__ __forceinline__ void store_output_tma(unsigned char* smem, const FaPa
                                                  int warp_kv, int lane) {
   static_assert((T::kSmemEpilogueAt + T::kSmemMerge) % 1024 == 0,
                 "the output tile starts a swizzle period");
-  __half* o_tile = reinterpret_cast<__half*>(smem + T::kSmemEpilogueAt + T::kSmemMerge);
+  Element<T>* o_tile = reinterpret_cast<Element<T>*>(smem + T::kSmemEpilogueAt + T::kSmemMerge);
   if (warp_kv != 0) return;
 #pragma unroll
   for (int mt = 0; mt < T::kMTiles; ++mt) {
@@ -204,10 +204,10 @@ __device__ __forceinline__ void store_output_tma(unsigned char* smem, const FaPa
 #pragma unroll
     for (int nt = 0; nt < T::kOTiles; nt += 2) {
       unsigned r[4];
-      r[0] = pack_half2(acc[mt][nt][0] * inv0, acc[mt][nt][1] * inv0);
-      r[1] = pack_half2(acc[mt][nt][2] * inv1, acc[mt][nt][3] * inv1);
-      r[2] = pack_half2(acc[mt][nt + 1][0] * inv0, acc[mt][nt + 1][1] * inv0);
-      r[3] = pack_half2(acc[mt][nt + 1][2] * inv1, acc[mt][nt + 1][3] * inv1);
+      r[0] = pack2<T::kDType>(acc[mt][nt][0] * inv0, acc[mt][nt][1] * inv0);
+      r[1] = pack2<T::kDType>(acc[mt][nt][2] * inv1, acc[mt][nt][3] * inv1);
+      r[2] = pack2<T::kDType>(acc[mt][nt + 1][0] * inv0, acc[mt][nt + 1][1] * inv0);
+      r[3] = pack2<T::kDType>(acc[mt][nt + 1][2] * inv1, acc[mt][nt + 1][3] * inv1);
       stmatrix_x4(o_tile + tile_offset<T, T::kBlockM>(row, (nt + (lane >> 4)) * 8), r);
     }
   }
@@ -221,11 +221,10 @@ __device__ __forceinline__ void store_output_tma(unsigned char* smem, const FaPa
 // every other block's inbox, that block's columns of its partial plus the rows' running max and
 // sum (remote stores: no round trip), and arrives at the cluster barrier; past it, every block
 // folds what its inbox received into its own registers and writes its columns. One barrier: no
-// block reads another's memory, so none has to stay for the others. (Before, each block read the
-// others' partials through distributed shared memory between two barriers: 2.4 us of a 6.8 us
-// call at 1,8,512,64; bench/NOTES.md.)
+// block reads another's memory, so none has to stay for the others (it replaced reads of the
+// others' partials between two barriers: bench/NOTES.md).
 template <class T>
-__device__ __forceinline__ void merge_cluster_and_store(unsigned char* smem, __half* o, int m0,
+__device__ __forceinline__ void merge_cluster_and_store(unsigned char* smem, Element<T>* o, int m0,
                                                         int seq_q,
                                                         float (&acc)[T::kMTiles][T::kOTiles][4],
                                                         float (&row_max)[T::kMTiles][2],
@@ -294,9 +293,9 @@ __device__ __forceinline__ void merge_cluster_and_store(unsigned char* smem, __h
 #pragma unroll
       for (int nt = 0; nt < T::kOTiles; ++nt) {
         if (nt < nt_begin || nt >= nt_end) continue;
-        *reinterpret_cast<__half2*>(o + (long long)(m0 + row) * T::kHeadDim + nt * 8 +
-                                    (lane & 3) * 2) =
-            __floats2half2_rn(acc[mt][nt][2 * h] * inv, acc[mt][nt][2 * h + 1] * inv);
+        *reinterpret_cast<unsigned*>(o + (long long)(m0 + row) * T::kHeadDim + nt * 8 +
+                                     (lane & 3) * 2) =
+            pack2<T::kDType>(acc[mt][nt][2 * h] * inv, acc[mt][nt][2 * h + 1] * inv);
       }
     }
 }

@@ -1,36 +1,42 @@
 #pragma once
 // Everything a genome fixes at compile time: the genes as named constants, the work split and
 // shared-memory layout they imply, and static checks that refuse a tile shape the kernel cannot
-// run. The kernel body (../fa_s512_v3.cuh) reads only these.
+// run. The kernel body (../fa_s512_v3.cuh) reads only these. Plain constexpr C++: host code
+// includes it too, so that the search space's formulas can be checked against it.
+#include "../attention/dtype.h"
+#include "schedule.cuh"
 
 namespace evo {
 namespace fa {
 
-template <int CAUSAL_, int HEAD_DIM_, int BLOCK_M_, int BLOCK_N_, int WARPS_, int STAGES_,
-          int CP_ASYNC_, int SWIZZLE_, int SPLIT_KV_, int WGMMA_, int PV_ASYNC_, int TMA_ = 0,
-          int STAGE_RELEASE_ = 0, int PINGPONG_ = 0, int TMA_BOX_ROWS_ = 64, int QK_AHEAD_ = 0,
-          int LAZY_RESCALE_ = 0, int CAUSAL_FOLD_ = 0>
+template <int DTYPE_, int CAUSAL_, int HEAD_DIM_, int BLOCK_M_, int BLOCK_N_, int WARPS_,
+          int STAGES_, int SCHEDULE_, int SWIZZLE_, int SPLIT_KV_, int WGMMA_, int TMA_BOX_ROWS_,
+          int LAZY_RESCALE_, int CAUSAL_FOLD_>
 struct KernelTraits {
+  static constexpr DType kDType = static_cast<DType>(DTYPE_);
   static constexpr bool kCausal = CAUSAL_ != 0;
   static constexpr int kHeadDim = HEAD_DIM_;
   static constexpr int kBlockM = BLOCK_M_;
   static constexpr int kBlockN = BLOCK_N_;
   static constexpr int kWarps = WARPS_;
   static constexpr int kStages = STAGES_;
-  static constexpr bool kCpAsync = CP_ASYNC_ != 0;
+  static constexpr Schedule kSchedule = static_cast<Schedule>(SCHEDULE_);
+  static constexpr Pipeline kPipeline = schedule_info(kSchedule).pipeline;
+  static constexpr Mainloop kMainloop = schedule_info(kSchedule).mainloop;
   static constexpr bool kSwizzle = SWIZZLE_ != 0;
   static constexpr int kSplitKV = SPLIT_KV_;
   static constexpr bool kWgmma = WGMMA_ != 0;
-  static constexpr bool kPvAsync = PV_ASYNC_ != 0;
-  static constexpr bool kTma = TMA_ != 0;
-  static constexpr bool kStageRelease = STAGE_RELEASE_ != 0;
-  static constexpr bool kPingPong = PINGPONG_ != 0;
-  static constexpr bool kQkAhead = QK_AHEAD_ != 0;
+  // What the schedule implies, as the rest of the kernel reads it.
+  static constexpr bool kCpAsync = kPipeline != Pipeline::kSync;
+  static constexpr bool kTma = kPipeline == Pipeline::kTma || kPipeline == Pipeline::kTmaRelease;
+  static constexpr bool kStageRelease = kPipeline == Pipeline::kTmaRelease;
+  static constexpr bool kPvAsync = kMainloop != Mainloop::kSerial;
+  static constexpr bool kPingPong = kMainloop == Mainloop::kPingpong;
+  static constexpr bool kQkAhead = kMainloop == Mainloop::kQkAhead;
   // PINGPONG at head dim 128: two register sets for P, so that each tile's P is packed into its
   // own set before the wait for the previous tile's P*V rather than into the registers that P*V
-  // still reads, and the loop runs unrolled by two. Measured (bench/NOTES.md, H100 and H200):
-  // 2-6 % off the head-dim-128 PINGPONG blocks, but 1-5 % onto the head-dim-64 64x128 blocks and
-  // 22-28 % onto the one-warpgroup head-dim-128 PV_ASYNC block; so these blocks only, not a gene.
+  // still reads, and the loop runs unrolled by two. It lost on the other blocks it was tried on
+  // (bench/NOTES.md), so it is a property of these blocks, not a gene.
   static constexpr int kPBuffers = kPingPong && kHeadDim == 128 ? 2 : 1;
   static constexpr bool kLazyRescale = LAZY_RESCALE_ != 0;
   // CAUSAL_FOLD: the front half of the block's row warps takes rows from the sequence's start,
@@ -43,15 +49,13 @@ struct KernelTraits {
   // Row sums of P from the tensor cores (see ../fa_s512_v3.cuh).
   static constexpr bool kRowSumMma = !kWgmma;
   // The output leaves from key group 0's registers instead of through a staged tile and a
-  // block-wide barrier. Measured (bench/NOTES.md, one H100 call): 4-5 % off the mma.sync 32x256
-  // blocks at 1,8,512,64, but 14 % onto the two-warpgroup wgmma block at 2,8 and 3 % onto the
-  // one-stage one at 16,16 causal (why those lose was not measured).
+  // block-wide barrier: faster for the mma.sync blocks, slower for the wgmma ones measured
+  // (bench/NOTES.md).
   static constexpr bool kStoreFromRegisters = !kWgmma;
   // WGMMA with TMA (one block per row tile): key group 0 writes its normalised rows into a
   // swizzled tile with stmatrix, and one thread sends the tile out as bulk tensor stores, instead
-  // of half2 stores, a block-wide barrier and a 16-byte copy by every thread. Measured against
-  // that, one H100 call: 16,16,512,64 45.2 -> 43.9 us, the 2,8 blocks level to 1.5 % faster.
-  // (Under mma.sync it lost at 1,8 non-causal to the register store.)
+  // of 32-bit stores, a block-wide barrier and a 16-byte copy by every thread. (Under mma.sync it
+  // lost to the register store: bench/NOTES.md.)
   static constexpr bool kTmaStore = kWgmma && kTma && kSplitKV == 1;
   // TMA lands tiles in 128-byte-swizzled 64-column panels, which wgmma's descriptors also read.
   static constexpr bool kPanels = kWgmma || kTma;
@@ -73,30 +77,29 @@ struct KernelTraits {
   // TMA with one stage (and no STAGE_RELEASE): K and V have their own barriers and are refilled
   // apart, K(t+1) as soon as QK^T(t) is done and V(t+1) once P*V(t) is, so each copy runs under
   // the GEMM and softmax of the other half of the tile. Without it a single stage would copy
-  // each tile only when it is needed (bench/NOTES.md: 55.6 -> 48.9 us at 16,16,512,64 for
-  // 64x128 tiles, one H100 call); with it one stage keeps the copies off the critical path in
-  // the least shared memory.
-  static constexpr bool kSplitRefill = TMA_ != 0 && STAGES_ == 1 && STAGE_RELEASE_ == 0;
+  // each tile only when it is needed; with it one stage keeps the copies off the critical path
+  // in the least shared memory (bench/NOTES.md).
+  static constexpr bool kSplitRefill = kPipeline == Pipeline::kTma && kStages == 1;
   // Where kSplitRefill waits for V(t). At head dim 64, before P is packed: waiting between the
-  // packing and P*V, ptxas keeps the scores and P's fragments live at once (154 registers against
-  // 122, three blocks per SM instead of four). At 128 two blocks fit either way (80 KB of shared
-  // memory), and waiting early cost 4-6 % at 2,16,4096,128 (bench/NOTES.md, one H100 call).
-  static constexpr bool kWaitVBeforePack = kSplitRefill && HEAD_DIM_ == 64;
+  // packing and P*V, ptxas keeps the scores and P's fragments live at once, and fewer blocks fit
+  // an SM. At 128 the block count does not change and the early wait costs time
+  // (bench/NOTES.md).
+  static constexpr bool kWaitVBeforePack = kSplitRefill && kHeadDim == 64;
   // STAGE_RELEASE refills a stage as soon as its last reader leaves it, so every stage is filled
   // up front and the copies then run kStages tiles ahead; so does kSplitRefill's one stage.
   static constexpr int kPrologueTiles = kStageRelease || kSplitRefill ? kStages : kPrefetch;
   // TMA under mma.sync: each stage's K and V complete on barriers of their own, so a tile's
-  // QK^T and softmax start once its K has landed while its V is still on the way. The first
-  // tile lands about 1.2 us into a 1,8,512,64 call, its V last (phase stamps, bench/NOTES.md);
-  // this took 0.13 us off the causal 1,8 block.
+  // QK^T and softmax start once its K has landed while its V is still on the way (the first
+  // tile's V lands last: phase stamps in bench/NOTES.md).
   static constexpr bool kKvBarriers = kTma && !kWgmma;
   // TMA's "full" mbarriers: one per stage (K and V, or K alone with kSplitRefill or
   // kKvBarriers), one for Q, then V's: one with kSplitRefill, one per stage with kKvBarriers.
   static constexpr int kFullBarriers =
       kStages + 1 + (kSplitRefill ? 1 : 0) + (kKvBarriers ? kStages : 0);
 
-  // Shared memory: Q tile, then STAGES K tiles, then STAGES V tiles (all fp16). After the main
-  // loop the same bytes hold either the output tile (fp16) or the cross-warp merge buffer (fp32),
+  // Shared memory: Q tile, then STAGES K tiles, then STAGES V tiles (all of the 16-bit element
+  // type). After the main loop the same bytes hold either the output tile or the cross-warp merge
+  // buffer (fp32),
   // unless kMergeApart gives those their own bytes past the tiles.
   static constexpr int kQElems = kBlockM * kHeadDim;
   static constexpr int kKVElems = kBlockN * kHeadDim;
@@ -106,7 +109,7 @@ struct KernelTraits {
   // floats per row over a warp's 32 lanes). Key groups 1.. hand theirs to key group 0 ...
   static constexpr int kFragmentBytesPerRow = 4 * (kHeadDim + 8);
   static constexpr int kSmemMerge = (kWarpsKV - 1) * kBlockM * kFragmentBytesPerRow;
-  // kTmaStore: the output tile (fp16) follows the merge buffer, which key group 0 may still be
+  // kTmaStore: the output tile follows the merge buffer, which key group 0 may still be
   // reading while it writes the tile. The buffer is whole 1024-byte swizzle periods (64-row
   // blocks, 72 or 136 floats per row).
   static constexpr int kSmemEpilogue = kSmemMerge + (kTmaStore ? 2 * kQElems : 0);
@@ -121,10 +124,8 @@ struct KernelTraits {
   // tiles, where the block still fits the 227 KB a block may take on sm_90 (the only target TMA
   // compiles for): then no block-wide barrier ends the loop (nothing overlays a tile a slower
   // warp may still read), key groups 1.. hand their partials over on a named barrier and leave,
-  // and key group 0 waits for them alone. Measured (bench/NOTES.md, one H200 call): 2-4 % off
-  // the small shapes' 2,8 and 1,8 blocks. The buffers' own bytes (9-63 KB at head dim 64) can
-  // cost blocks that share an SM one block per SM; the large shapes' winners have one key group
-  // and do not merge.
+  // and key group 0 waits for them alone (a gain at the small shapes: bench/NOTES.md). The
+  // buffers' own bytes can cost blocks that share an SM one block per SM.
   static constexpr int kSmemOptIn = 227 * 1024;
   static constexpr bool kMergeApart =
       kSplitKV == 1 && kWarpsKV > 1 && kTma &&
@@ -152,26 +153,29 @@ struct KernelTraits {
   template <int kTileRows>
   static constexpr int kTmaBoxRowsOf = kTileRows < kTmaBoxRows ? kTileRows : kTmaBoxRows;
 
+  static_assert(kDType == DType::kF16 || kDType == DType::kBF16, "DTYPE: 0 (fp16) or 1 (bf16)");
+  static_assert(schedule_is_valid(SCHEDULE_), "SCHEDULE: a code of fa::Schedule");
   static_assert(kHeadDim == 64 || kHeadDim == 128, "head dim must be 64 or 128");
   static_assert(kBlockM % 16 == 0, "BLOCK_M must be whole m16 MMA tiles");
   static_assert(kWarps % kWarpsM == 0 && kBlockM % (16 * kWarpsM) == 0,
                 "warps must split the rows evenly");
   static_assert(kKeysPerWarp % 16 == 0, "each warp's keys must be whole k16 steps of P*V");
   static_assert(kStages >= 1 && kStages <= 4, "STAGES in 1..4");
-  static_assert(kStages == 1 || kCpAsync, "a pipeline deeper than 1 needs cp.async");
+  static_assert(kStages == 1 || kCpAsync, "the sync schedule has one stage");
   static_assert(kSplitKV == 1 || kSplitKV == 2 || kSplitKV == 4 || kSplitKV == 8,
                 "SPLIT_KV is a portable cluster size: 1, 2, 4 or 8");
   static_assert(!kWgmma || (kWarps % 4 == 0 && kBlockM % 64 == 0 && kMTiles == 1),
                 "WGMMA: whole warpgroups, each owning 64 rows (one m16 tile per warp)");
   static_assert(!kWgmma || kKeysPerWarp == 32 || kKeysPerWarp == 64 || kKeysPerWarp == 128,
                 "WGMMA: each warpgroup's keys per tile are the N of one wgmma: 32, 64 or 128");
-  static_assert(!kWgmma || (kCpAsync && kSwizzle), "WGMMA: cp.async into swizzled tiles");
+  static_assert(!kWgmma || (kCpAsync && kSwizzle), "WGMMA: cp.async or TMA into swizzled tiles");
   static_assert(
       !kPvAsync || (kWgmma && kStages >= 2),
-      "PV_ASYNC: an asynchronous wgmma P*V, and a stage for its V besides the current tile");
-  static_assert(!kTma || (kCpAsync && kSwizzle), "TMA: the copies land in swizzled panels");
+      "P*V in flight: an asynchronous wgmma, and a stage for its V besides the current tile");
+  static_assert(!kTma || kSwizzle, "TMA: the copies land in swizzled panels");
   static_assert(!kTma || kWgmma || (kStages >= 2 && !kStageRelease),
-                "TMA with mma.sync: whole stages, refilled behind the block-wide barrier");
+                "TMA with mma.sync: whole stages, refilled behind the block-wide barrier (no "
+                "release schedule)");
   static_assert(!kTma || kTmaBoxRows == 32 || kTmaBoxRows == 64 || kTmaBoxRows == 256,
                 "TMA_BOX_ROWS: 32, 64 or 256 (a whole tile)");
   static_assert(!kTma || (kBlockM >= 32 && kBlockM % kTmaBoxRowsOf<kBlockM> == 0 &&
@@ -179,19 +183,14 @@ struct KernelTraits {
                 "TMA: tiles are whole boxes of 32 rows or more");
   static_assert(8 * kFullBarriers + 4 * kStages <= kSmemBarriers || !kTma,
                 "TMA: room for the mbarriers and the stage counters");
-  static_assert(!kStageRelease || kTma, "STAGE_RELEASE: stages are refilled by TMA");
-  static_assert(!kPingPong || (kStageRelease && kPvAsync && kWarps == 8),
-                "PINGPONG: two warpgroups whose two GEMMs per tile are issued together, and no "
-                "block-wide barrier per tile to hold them in step");
+  static_assert(!kPingPong || kWarps == 8, "pingpong: turns pass between two warpgroups");
   // Step t reads three stages: V(t-1) under the P*V in flight, V(t) for the next step's, and
   // K(t+1) under the scores issued early; with two, tile t+1 would refill the stage P*V(t-1)
   // still reads.
-  static_assert(!kQkAhead || (kPvAsync && kTma && kStages >= 3 && !kPingPong),
-                "QK_AHEAD: WGMMA with PV_ASYNC and TMA, three stages or more, no PINGPONG");
-  // Under QK_AHEAD the next tile's scores are in flight while the output is rescaled; behind the
-  // lazy rescale's branch ptxas serialises the wgmmas instead (its warning C7514; 6-13 % slower
-  // at the small shapes, bench/NOTES.md).
-  static_assert(!kLazyRescale || !kQkAhead, "LAZY_RESCALE: not with QK_AHEAD");
+  static_assert(!kQkAhead || kStages >= 3, "qk_ahead: three stages or more");
+  // Under qk_ahead the next tile's scores are in flight while the output is rescaled; behind the
+  // lazy rescale's branch ptxas serialises the wgmmas instead (its warning C7514).
+  static_assert(!kLazyRescale || !kQkAhead, "LAZY_RESCALE: not with the qk_ahead schedules");
   // Folding pairs a front row warp with a back one, and a wgmma warpgroup's 64 rows or a split's
   // cluster would each need a fold of their own.
   static_assert(CAUSAL_FOLD_ == 0 || (!kWgmma && kSplitKV == 1 && kWarpsM % 2 == 0),

@@ -1,15 +1,15 @@
 #pragma once
 // fa_s512_v3's one kernel parameter, passed by value (__grid_constant__).
 // worker/cuda/loaded_kernel.h mirrors it byte for byte on the host, which has no CUDA headers.
-#include <cuda_fp16.h>
 
 namespace evo {
 
 struct FaParams {
-  const __half* q;
-  const __half* k;
-  const __half* v;
-  __half* o;
+  // [batch, heads, seq, head_dim] of the kernel's element type (its DTYPE).
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
   int batch, heads, seq_q, seq_k;
   float softmax_scale;  // multiplies q.k before the softmax
   // Scratch for kernels whose space asks for it ("workspace_bytes"); fa_s512_v3 needs none

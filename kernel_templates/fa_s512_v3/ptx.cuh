@@ -1,8 +1,12 @@
 #pragma once
 // Wrappers over single PTX instructions every path uses: programmatic dependent launch,
 // cp.async, ldmatrix, mma.sync m16n8k16, named barriers, and a few float helpers. Also defines
-// EVO_HAS_WGMMA, whether this build has sm_90a's features.
+// EVO_HAS_WGMMA, whether this build has sm_90a's features; and the element type of a DType with
+// what differs between fp16 and bf16 (packing, the MMA's operand type).
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include "../attention/dtype.h"
 
 namespace evo {
 namespace fa {
@@ -52,14 +56,37 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* 
                : "r"(smem_addr(p)));
 }
 
-// d += a * b, m16n8k16, fp16 inputs, fp32 accumulators.
+template <DType D>
+struct ElementOf;
+template <>
+struct ElementOf<DType::kF16> {
+  using type = __half;
+};
+template <>
+struct ElementOf<DType::kBF16> {
+  using type = __nv_bfloat16;
+};
+// The element type of a kernel's traits T.
+template <class T>
+using Element = typename ElementOf<T::kDType>::type;
+
+// d += a * b, m16n8k16, 16-bit inputs of type D, fp32 accumulators.
+template <DType D>
 __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0,
                                           unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  if constexpr (D == DType::kF16) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
 }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -94,10 +121,20 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-__device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
-  __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<unsigned*>(&h);
+// Two floats rounded to a pair of D in one 32-bit register (lo in the low half).
+template <DType D>
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+  if constexpr (D == DType::kF16) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<unsigned*>(&h);
+  } else {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<unsigned*>(&h);
+  }
 }
+// 1.0 twice, as pack2 would give it.
+template <DType D>
+constexpr unsigned kOnes2 = D == DType::kF16 ? 0x3C003C00u : 0x3F803F80u;
 
 }  // namespace fa
 }  // namespace evo

@@ -70,100 +70,98 @@ __device__ __forceinline__ void fence_operands(unsigned (&a)[N][4]) {
 
 #define EVO_ACC4(d, j) "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
 
-// wgmma.mma_async m64nNk16, fp16 inputs, fp32 accumulators, one specialisation per N.
-template <int N>
+// wgmma.mma_async m64nNk16, 16-bit inputs of type D, fp32 accumulators, one specialisation per
+// N (32, 64, 128) and input type, written for each type by EVO_WGMMA_FOR:
+//   ss(d, a, b, accumulate): d (+)= A[64x16] * B[16xN]; A and B from shared memory, both K-major.
+//   rs(d, a, b): d += A[64x16] * B[16xN]; A from registers (the m16n8k16 A fragment of each
+//     warp's 16 rows), B from shared memory, N-major (transposed). (N = 64 and 128 only.)
+template <int N, DType D>
 struct Wgmma;
 
 #if EVO_HAS_WGMMA
-template <>
-struct Wgmma<32> {
-  // d (+)= A[64x16] * B[16x32]; A and B from shared memory, both K-major.
-  static __device__ __forceinline__ void ss(float (&d)[4][4], unsigned long long a,
-                                            unsigned long long b, int accumulate) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
-        "%16, %17, p, 1, 1, 0, 0;\n}\n"
-        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3)
-        : "l"(a), "l"(b), "r"(accumulate));
-  }
+#define EVO_WGMMA_FOR(D, AB) \
+template <> \
+struct Wgmma<32, D> { \
+  static __device__ __forceinline__ void ss(float (&d)[4][4], unsigned long long a, \
+                                            unsigned long long b, int accumulate) { \
+    asm volatile( \
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n" \
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32." AB "." AB " " \
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, " \
+        "%16, %17, p, 1, 1, 0, 0;\n}\n" \
+        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3) \
+        : "l"(a), "l"(b), "r"(accumulate)); \
+  } \
+}; \
+template <> \
+struct Wgmma<64, D> { \
+  static __device__ __forceinline__ void ss(float (&d)[8][4], unsigned long long a, \
+                                            unsigned long long b, int accumulate) { \
+    asm volatile( \
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" \
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32." AB "." AB " " \
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, " \
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
+        "%32, %33, p, 1, 1, 0, 0;\n}\n" \
+        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4), \
+          EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7) \
+        : "l"(a), "l"(b), "r"(accumulate)); \
+  } \
+  static __device__ __forceinline__ void rs(float (&d)[8][4], const unsigned (&a)[4], \
+                                            unsigned long long b) { \
+    asm volatile( \
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n" \
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32." AB "." AB " " \
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, " \
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
+        "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n" \
+        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4), \
+          EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7) \
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1)); \
+  } \
+}; \
+template <> \
+struct Wgmma<128, D> { \
+  static __device__ __forceinline__ void ss(float (&d)[16][4], unsigned long long a, \
+                                            unsigned long long b, int accumulate) { \
+    asm volatile( \
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" \
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32." AB "." AB " " \
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, " \
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, " \
+        "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, " \
+        "%53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, " \
+        "%64, %65, p, 1, 1, 0, 0;\n}\n" \
+        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4), \
+          EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7), EVO_ACC4(d, 8), EVO_ACC4(d, 9), \
+          EVO_ACC4(d, 10), EVO_ACC4(d, 11), EVO_ACC4(d, 12), EVO_ACC4(d, 13), EVO_ACC4(d, 14), \
+          EVO_ACC4(d, 15) \
+        : "l"(a), "l"(b), "r"(accumulate)); \
+  } \
+  static __device__ __forceinline__ void rs(float (&d)[16][4], const unsigned (&a)[4], \
+                                            unsigned long long b) { \
+    asm volatile( \
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n" \
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32." AB "." AB " " \
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, " \
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, " \
+        "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, " \
+        "%53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, " \
+        "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n" \
+        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4), \
+          EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7), EVO_ACC4(d, 8), EVO_ACC4(d, 9), \
+          EVO_ACC4(d, 10), EVO_ACC4(d, 11), EVO_ACC4(d, 12), EVO_ACC4(d, 13), EVO_ACC4(d, 14), \
+          EVO_ACC4(d, 15) \
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1)); \
+  } \
 };
-
-template <>
-struct Wgmma<64> {
-  // d (+)= A[64x16] * B[16x64]; A and B from shared memory, both K-major.
-  static __device__ __forceinline__ void ss(float (&d)[8][4], unsigned long long a,
-                                            unsigned long long b, int accumulate) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
-        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-        "%32, %33, p, 1, 1, 0, 0;\n}\n"
-        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4),
-          EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7)
-        : "l"(a), "l"(b), "r"(accumulate));
-  }
-  // d += A[64x16] * B[16x64]; A from registers (the m16n8k16 A fragment of each warp's 16
-  // rows), B from shared memory, N-major (transposed).
-  static __device__ __forceinline__ void rs(float (&d)[8][4], const unsigned (&a)[4],
-                                            unsigned long long b) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
-        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-        "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4),
-          EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
-  }
-};
-
-template <>
-struct Wgmma<128> {
-  // d (+)= A[64x16] * B[16x128]; A and B from shared memory, both K-major.
-  static __device__ __forceinline__ void ss(float (&d)[16][4], unsigned long long a,
-                                            unsigned long long b, int accumulate) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
-        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, "
-        "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, "
-        "%53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-        "%64, %65, p, 1, 1, 0, 0;\n}\n"
-        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4),
-          EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7), EVO_ACC4(d, 8), EVO_ACC4(d, 9),
-          EVO_ACC4(d, 10), EVO_ACC4(d, 11), EVO_ACC4(d, 12), EVO_ACC4(d, 13), EVO_ACC4(d, 14),
-          EVO_ACC4(d, 15)
-        : "l"(a), "l"(b), "r"(accumulate));
-  }
-  // d += A[64x16] * B[16x128]; A from registers (the m16n8k16 A fragment of each warp's 16
-  // rows), B from shared memory, N-major (transposed).
-  static __device__ __forceinline__ void rs(float (&d)[16][4], const unsigned (&a)[4],
-                                            unsigned long long b) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
-        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, "
-        "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, "
-        "%53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-        "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4),
-          EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7), EVO_ACC4(d, 8), EVO_ACC4(d, 9),
-          EVO_ACC4(d, 10), EVO_ACC4(d, 11), EVO_ACC4(d, 12), EVO_ACC4(d, 13), EVO_ACC4(d, 14),
-          EVO_ACC4(d, 15)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
-  }
-};
-
+EVO_WGMMA_FOR(DType::kF16, "f16")
+EVO_WGMMA_FOR(DType::kBF16, "bf16")
+#undef EVO_WGMMA_FOR
 #else
 // Without sm_90a features the instructions do not exist: a WGMMA genome built for another
 // architecture compiles, and traps if launched.
-template <int N>
+template <int N, DType D>
 struct Wgmma {
   static __device__ __forceinline__ void ss(float (&)[N / 8][4], unsigned long long,
                                             unsigned long long, int) {

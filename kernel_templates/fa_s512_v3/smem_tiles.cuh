@@ -8,7 +8,7 @@
 namespace evo {
 namespace fa {
 
-// Element offset of (row, col) in a [ROWS][HEAD_DIM] fp16 tile. With SWIZZLE the 16-byte chunk
+// Element offset of (row, col) in a [ROWS][HEAD_DIM] tile of 16-bit elements. With SWIZZLE the 16-byte chunk
 // index is XORed with the row, so the 8 rows one ldmatrix reads fall in 8 different bank groups.
 // WGMMA and TMA tiles are what wgmma's descriptors and the tensor maps call 128-byte-swizzled:
 // 64-column panels ([ROWS][64] each, one after the other) whose 8 chunks per row are XORed with
@@ -29,7 +29,7 @@ __device__ __forceinline__ int tile_offset(int row, int col) {
 // Copies rows [row0, row0 + ROWS) of a [seq][HEAD_DIM] matrix into a tile; rows at or past
 // `seq` become zeros. Every thread of the block takes part.
 template <class T, int ROWS>
-__device__ __forceinline__ void load_tile(__half* tile, const __half* src, int row0, int seq) {
+__device__ __forceinline__ void load_tile(Element<T>* tile, const Element<T>* src, int row0, int seq) {
   constexpr int kChunks = ROWS * T::kChunksPerRow;
   constexpr int kIters = (kChunks + T::kThreads - 1) / T::kThreads;
 #pragma unroll
@@ -39,8 +39,8 @@ __device__ __forceinline__ void load_tile(__half* tile, const __half* src, int r
     const int row = c / T::kChunksPerRow;
     const int col = (c % T::kChunksPerRow) * 8;
     const bool valid = row0 + row < seq;
-    const __half* g = src + (long long)(valid ? row0 + row : 0) * T::kHeadDim + col;
-    __half* s = tile + tile_offset<T, ROWS>(row, col);
+    const Element<T>* g = src + (long long)(valid ? row0 + row : 0) * T::kHeadDim + col;
+    Element<T>* s = tile + tile_offset<T, ROWS>(row, col);
     if constexpr (T::kCpAsync) {
       cp_async_16(s, g, valid);
     } else {
@@ -64,7 +64,7 @@ __device__ __forceinline__ void for_each_tma_box(F&& f) {
 // arrive as zeros (the tensor map's bounds are per (batch, head)). Completes on `bar`, which
 // the caller has told to expect ROWS * HEAD_DIM * 2 bytes.
 template <class T, int ROWS>
-__device__ __forceinline__ void tma_load_tile(__half* tile, const FaParams::TensorMap& map,
+__device__ __forceinline__ void tma_load_tile(Element<T>* tile, const FaParams::TensorMap& map,
                                               int row0, int bh, unsigned long long* bar) {
   for_each_tma_box<T, ROWS>([&](int row, int col) {
     tma_load_box(tile + tile_offset<T, ROWS>(row, col), map, col, row0 + row, bh, bar);
@@ -74,7 +74,7 @@ __device__ __forceinline__ void tma_load_tile(__half* tile, const FaParams::Tens
 // The reverse, by one thread: a tile out to rows [row0, row0 + ROWS) of one (batch, head); rows
 // past the sequence's end are not written. Returns once the copy engine has read the tile.
 template <class T, int ROWS>
-__device__ __forceinline__ void tma_store_tile(const __half* tile, const FaParams::TensorMap& map,
+__device__ __forceinline__ void tma_store_tile(const Element<T>* tile, const FaParams::TensorMap& map,
                                                int row0, int bh) {
   for_each_tma_box<T, ROWS>([&](int row, int col) {
     tma_store_box(tile + tile_offset<T, ROWS>(row, col), map, col, row0 + row, bh);

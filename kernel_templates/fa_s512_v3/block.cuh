@@ -1,0 +1,148 @@
+#pragma once
+// What every schedule of a block shares: where its shared memory holds what, which rows, keys
+// and K/V tiles are its own and each warp's, and the mask of a tile's scores.
+#include "gemms.cuh"
+#include "kernel_traits.cuh"
+#include "params.cuh"
+#include "ptx.cuh"
+#include "smem_tiles.cuh"
+
+namespace evo {
+namespace fa {
+
+// The dynamic shared memory's base (rounded up to the 128-byte swizzle's 1024-byte period for
+// panel tiles) and the TMA barriers past the tiles: full[stage] for each K/V stage (K alone with
+// kSplitRefill or kKvBarriers), then Q's, then V's (kSplitRefill: one; kKvBarriers: one per
+// stage); STAGE_RELEASE's per-stage counters of the warps that have left it come after them.
+// Nothing here reads global memory, so it is set up before the wait for the previous grid.
+template <class T>
+struct SharedLayout {
+  unsigned char* base;
+  unsigned long long* full;
+  unsigned long long* full_q;
+  unsigned long long* full_v;
+  unsigned* left;
+
+  __device__ __forceinline__ explicit SharedLayout(unsigned char* dynamic) : base(dynamic) {
+    if constexpr (T::kSmemAlign > 0)
+      base += (T::kSmemAlign - (smem_addr(dynamic) & (T::kSmemAlign - 1))) & (T::kSmemAlign - 1);
+    full = reinterpret_cast<unsigned long long*>(base + T::kSmemTiles);
+    full_q = &full[T::kStages];
+    full_v = &full[T::kStages + 1];
+    left = reinterpret_cast<unsigned*>(full + T::kFullBarriers);
+  }
+};
+
+// A launch with less dynamic shared memory than this instantiation needs would corrupt memory
+// silently; stop it loudly instead.
+template <class T>
+__device__ __forceinline__ void trap_if_short_of_shared_memory() {
+  if (threadIdx.x == 0) {
+    unsigned dyn;
+    asm("mov.u32 %0, %%dynamic_smem_size;\n" : "=r"(dyn));
+    if (dyn < (unsigned)T::kSmemBytes) __trap();
+  }
+}
+
+template <class T>
+struct Block {
+  using E = Element<T>;
+  const FaParams& p;
+  const SharedLayout<T>& smem;
+  E* q_tile;   // kQBuffers tiles of BLOCK_M rows
+  E* k_tiles;  // STAGES tiles of BLOCK_N rows
+  E* v_tiles;
+  int warp, lane;
+  // The block's warps form a WARPS_M x WARPS_KV grid: warp_m's rows, warp_kv's keys of every tile.
+  int warp_m, warp_kv;
+  int row_w;      // first row of this warp within the block
+  int key_w;      // first key of this warp within a tile
+  int row_wg;     // WGMMA: first row of this warp's warpgroup
+  int warpgroup;
+  int m0;         // first sequence row of the block's row tile (unfolded)
+  bool back_half;  // CAUSAL_FOLD: this warp's rows are the block's back half
+  // The first sequence row of the block's Q tile (folded: of its front and its back tile), and of
+  // this warp's own rows.
+  int q0_front, q0_back, q0_own, row_g;
+  long long bh;  // (batch, head)
+  const E* q;
+  const E* k;
+  const E* v;
+  E* o;
+  int first_tile;  // SPLIT_KV: this block's share of the tiles starts here
+  int n_tiles;     // the K/V tiles this block reads
+  float scale_log2;
+
+  __device__ __forceinline__ Block(const FaParams& params, const SharedLayout<T>& layout)
+      : p(params), smem(layout) {
+    q_tile = reinterpret_cast<E*>(smem.base);
+    k_tiles = q_tile + T::kQBuffers * T::kQElems;
+    v_tiles = k_tiles + T::kStages * T::kKVElems;
+    warp = threadIdx.x >> 5;
+    lane = threadIdx.x & 31;
+    // CAUSAL_FOLD numbers the row warps slowest, so that each scheduler (warp % 4) holds a front
+    // warp beside a back one: the back half sees the most keys.
+    warp_m = T::kFold ? warp / T::kWarpsKV : warp % T::kWarpsM;
+    warp_kv = T::kFold ? warp % T::kWarpsKV : warp / T::kWarpsM;
+    row_w = warp_m * T::kRowsPerWarp;
+    key_w = warp_kv * T::kKeysPerWarp;
+    row_wg = row_w & ~63;
+    warpgroup = warp >> 2;
+    // Causal blocks near the end of the sequence have the most work: start them first.
+    const int m_block = T::kCausal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
+    m0 = m_block * T::kBlockM;
+    // CAUSAL_FOLD: the block's front rows are half-block m_block of the sequence, its back rows
+    // half-block 2 * blocks - 1 - m_block; each half's Q tile is a whole BLOCK_M-row tile of which
+    // the warps read the half they own (the back one starts half a block early).
+    constexpr int kHalfM = T::kBlockM / 2;
+    back_half = T::kFold && warp_m >= T::kWarpsM / 2;
+    q0_front = T::kFold ? m_block * kHalfM : m0;
+    q0_back = (2 * (int)gridDim.x - 2 - m_block) * kHalfM;
+    q0_own = back_half ? q0_back : q0_front;
+    row_g = q0_own + row_w;
+    bh = blockIdx.y;
+    q = static_cast<const E*>(p.q) + bh * p.seq_q * T::kHeadDim;
+    k = static_cast<const E*>(p.k) + bh * p.seq_k * T::kHeadDim;
+    v = static_cast<const E*>(p.v) + bh * p.seq_k * T::kHeadDim;
+    o = static_cast<E*>(p.o) + bh * p.seq_q * T::kHeadDim;
+    // Keys this block needs: all of them, or (causal) up to its last row's diagonal.
+    const int kv_end =
+        T::kCausal ? min(p.seq_k, (T::kFold ? q0_back : m0) + T::kBlockM) : p.seq_k;
+    const int all_tiles = (kv_end + T::kBlockN - 1) / T::kBlockN;
+    // With SPLIT_KV, block z of the cluster takes its share of those tiles.
+    const int tiles_per_split = (all_tiles + T::kSplitKV - 1) / T::kSplitKV;
+    first_tile = T::kSplitKV > 1 ? (int)blockIdx.z * tiles_per_split : 0;
+    n_tiles = T::kSplitKV > 1 ? max(0, min(all_tiles - first_tile, tiles_per_split)) : all_tiles;
+    scale_log2 = p.softmax_scale * 1.4426950408889634f;
+  }
+
+  __device__ __forceinline__ const E* k_stage(int t) const {
+    return k_tiles + (t % T::kStages) * T::kKVElems;
+  }
+  __device__ __forceinline__ const E* v_stage(int t) const {
+    return v_tiles + (t % T::kStages) * T::kKVElems;
+  }
+  // The Q tile this warp's rows are in (CAUSAL_FOLD's back half has its own).
+  __device__ __forceinline__ const E* q_own() const {
+    return back_half ? q_tile + T::kQElems : q_tile;
+  }
+
+  // CAUSAL_FOLD: keys wholly above this warp's rows add nothing. Tiles only go up in keys, so a
+  // warp that skips a tile skips every later one too.
+  __device__ __forceinline__ bool keys_visible(int t) const {
+    return !T::kFold || (first_tile + t) * T::kBlockN + key_w <= row_g + T::kRowsPerWarp - 1;
+  }
+
+  // Masks tile t's scores only where the tile crosses the sequence end or the causal diagonal
+  // (CAUSAL_FOLD decides per warp: only the key range its rows' diagonal crosses is masked).
+  __device__ __forceinline__ void mask(int t, float (&s)[T::kMTiles][T::kSTiles][4]) const {
+    const int n0 = (first_tile + t) * T::kBlockN;
+    const bool crosses_diagonal =
+        T::kFold ? n0 + key_w + T::kKeysPerWarp - 1 > row_g : n0 + T::kBlockN - 1 > m0;
+    if (n0 + T::kBlockN > p.seq_k || (T::kCausal && crosses_diagonal))
+      mask_scores<T>(s, row_g, n0 + key_w, p.seq_k, lane);
+  }
+};
+
+}  // namespace fa
+}  // namespace evo

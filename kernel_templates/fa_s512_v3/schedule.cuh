@@ -1,0 +1,57 @@
+#pragma once
+// The SCHEDULE gene: how a block moves K/V tiles into shared memory (its pipeline) and how it
+// orders the two GEMMs and the softmax of each tile (its mainloop). Each value names one pair;
+// the codes are the gene's values in the search space (fa_s512_v3.space.json), in this order.
+// Plain constexpr C++, so that host code can include it.
+
+namespace evo {
+namespace fa {
+
+enum class Schedule : int {
+  kSync = 0,             // plain loads through registers, one stage, a barrier per tile
+  kCpAsync = 1,          // cp.async pipeline of STAGES tiles, a barrier per tile
+  kCpAsyncPv = 2,        // ... with each tile's P*V (wgmma) in flight under the next softmax
+  kTma = 3,              // bulk tensor copies completing on mbarriers, a barrier per refill
+  kTmaPv = 4,            // ... with P*V in flight
+  kTmaRelease = 5,       // TMA, each stage refilled by the last warp to leave it: no barrier
+  kTmaReleasePv = 6,     // ... with P*V in flight
+  kPingpong = 7,         // TMA release, P*V in flight, two warpgroups taking turns on the GEMMs
+  kQkAhead = 8,          // TMA, P*V in flight beside the next tile's QK^T
+  kQkAheadRelease = 9,   // ... with stage release
+};
+
+// How tiles arrive.
+enum class Pipeline : int { kSync, kCpAsync, kTma, kTmaRelease };
+// How a tile's GEMMs and softmax are ordered.
+enum class Mainloop : int {
+  kSerial,    // QK^T, softmax, P*V, one after the other (mainloop_serial.cuh)
+  kPvAsync,   // P*V(t-1) in flight under softmax(t) (mainloop_pv_async.cuh)
+  kPingpong,  // kPvAsync with turns between two warpgroups (mainloop_pingpong.cuh)
+  kQkAhead,   // P*V(t-1) and QK^T(t+1) in flight under softmax(t) (mainloop_qk_ahead.cuh)
+};
+
+struct ScheduleInfo {
+  Pipeline pipeline;
+  Mainloop mainloop;
+};
+
+constexpr ScheduleInfo schedule_info(Schedule s) {
+  switch (s) {
+    case Schedule::kSync: return {Pipeline::kSync, Mainloop::kSerial};
+    case Schedule::kCpAsync: return {Pipeline::kCpAsync, Mainloop::kSerial};
+    case Schedule::kCpAsyncPv: return {Pipeline::kCpAsync, Mainloop::kPvAsync};
+    case Schedule::kTma: return {Pipeline::kTma, Mainloop::kSerial};
+    case Schedule::kTmaPv: return {Pipeline::kTma, Mainloop::kPvAsync};
+    case Schedule::kTmaRelease: return {Pipeline::kTmaRelease, Mainloop::kSerial};
+    case Schedule::kTmaReleasePv: return {Pipeline::kTmaRelease, Mainloop::kPvAsync};
+    case Schedule::kPingpong: return {Pipeline::kTmaRelease, Mainloop::kPingpong};
+    case Schedule::kQkAhead: return {Pipeline::kTma, Mainloop::kQkAhead};
+    case Schedule::kQkAheadRelease: return {Pipeline::kTmaRelease, Mainloop::kQkAhead};
+  }
+  return {Pipeline::kSync, Mainloop::kSerial};
+}
+
+constexpr bool schedule_is_valid(int code) { return code >= 0 && code <= 9; }
+
+}  // namespace fa
+}  // namespace evo
