@@ -1,18 +1,220 @@
 #pragma once
-// Everything a genome fixes at compile time: the genes as named constants, the work split and
-// shared-memory layout they imply, and static checks that refuse a tile shape the kernel cannot
-// run. The kernel body (../fa_s512_v3.cuh) reads only these. Plain constexpr C++: host code
-// includes it too, so that the search space's formulas can be checked against it.
+// Everything a genome fixes at compile time, in one place: the template arguments as a
+// KernelConfig; plan(), the work split, pipeline depth and shared-memory layout they imply; and
+// check(), the rules a config must keep for the kernel to implement it (CUTLASS's
+// can_implement). KernelTraits hands both to the kernel body as named constants. Plain constexpr
+// C++: the worker, the exporter and the tests include it too, and a test holds the search
+// space's formulas and constraints (fa_s512_v3.space.json) against plan() and check() for every
+// genome, so the two cannot drift.
 #include "../attention/dtype.h"
 #include "schedule.cuh"
 
 namespace evo {
 namespace fa {
 
+// The kernel's template arguments, as values.
+struct KernelConfig {
+  int dtype, causal, head_dim, block_m, block_n, warps, stages, schedule, swizzle, split_kv, wgmma,
+      tma_box_rows, lazy_rescale, causal_fold;
+};
+
+// What a config implies. Each field's comment says why it is as it is; bench/NOTES.md has the
+// measurements behind the choices.
+struct Plan {
+  Pipeline pipeline;
+  Mainloop mainloop;
+  bool cp_async, tma, stage_release, pv_async, pingpong, qk_ahead;
+  // Two register sets for P (pingpong at head dim 128 only: it lost on the other blocks it was
+  // tried on): each tile's P is packed into its own set before the wait for the previous tile's
+  // P*V, and the loop runs unrolled by two.
+  int p_buffers;
+  // CAUSAL_FOLD on a causal call: the front half of the block's row warps takes rows from the
+  // sequence's start, the back half rows from its end; Q then arrives as two tiles. A non-causal
+  // call runs the code of CAUSAL_FOLD = 0.
+  bool fold;
+  int q_buffers;
+  bool row_sum_mma;         // mma.sync: P's row sums from the tensor cores
+  bool store_from_registers;  // mma.sync: the output leaves from key group 0's registers
+  // WGMMA with TMA, one block per row tile: the output as a swizzled tile written with stmatrix
+  // and sent out by bulk tensor stores.
+  bool tma_store;
+  bool panels;  // tiles in 128-byte-swizzled 64-column panels (wgmma's descriptors, TMA)
+  int threads;
+  int warps_m, warps_kv;  // the block's warps: warps_m split the rows, warps_kv the keys
+  int rows_per_warp, keys_per_warp;
+  int m_tiles, s_tiles, pv_steps, qk_steps, o_tiles, chunks_per_row;
+  // K/V tiles whose copies run ahead of the one being computed; P*V in flight holds one stage
+  // more (the previous tile's V).
+  int prefetch;
+  // TMA with one stage and no release: K and V on barriers of their own, refilled apart, K(t+1)
+  // once QK^T(t) is done and V(t+1) once P*V(t) is.
+  bool split_refill;
+  // Where split_refill waits for V(t): before P is packed at head dim 64 (else ptxas keeps the
+  // scores and P live at once, and fewer blocks fit an SM).
+  bool wait_v_before_pack;
+  int prologue_tiles;  // tiles the prologue issues: every stage where stages refill themselves
+  bool kv_barriers;    // TMA under mma.sync: each stage's K and V complete on barriers of their own
+  int full_barriers;   // TMA: one per stage (K and V, or K), Q's, then V's
+  // Shared memory: Q tile(s), then STAGES K tiles, then STAGES V tiles (16-bit elements). After
+  // the main loop the same bytes hold the output tile or the key groups' merge buffer (fp32),
+  // unless merge_apart gives those their own bytes past the tiles.
+  int q_elems, kv_elems;
+  int smem_main;
+  int smem_merge;     // key groups 1.. hand their partials to key group 0, in fragment order
+  int smem_epilogue;  // the merge buffer, then (tma_store) the output tile
+  int smem_align;     // the 128-byte swizzle repeats every 1024 bytes, anchored to addresses
+  int smem_barriers;  // TMA: the mbarriers and the release counters, never overlaid
+  // TMA blocks whose key groups merge put the merge buffer past the tiles where the block still
+  // fits: no block-wide barrier then ends the loop, and key group 0 alone waits for the others.
+  bool merge_apart;
+  int smem_epilogue_at, smem_tiles;
+  // SPLIT_KV: every other block of the cluster writes its partial for this block's columns into
+  // an inbox past the barriers, while this block may still be in its main loop.
+  int cols_per_rank, smem_inbox;
+  int smem_bytes;
+};
+
+// The most shared memory a block may take on sm_90, the only target TMA compiles for.
+constexpr int kSmemOptInSm90 = 227 * 1024;
+
+constexpr int min_of(int a, int b) { return a < b ? a : b; }
+constexpr int max_of(int a, int b) { return a > b ? a : b; }
+
+constexpr Plan plan(const KernelConfig& c) {
+  Plan p{};
+  const ScheduleInfo info = schedule_info(static_cast<Schedule>(c.schedule));
+  p.pipeline = info.pipeline;
+  p.mainloop = info.mainloop;
+  p.cp_async = p.pipeline != Pipeline::kSync;
+  p.tma = p.pipeline == Pipeline::kTma || p.pipeline == Pipeline::kTmaRelease;
+  p.stage_release = p.pipeline == Pipeline::kTmaRelease;
+  p.pv_async = p.mainloop != Mainloop::kSerial;
+  p.pingpong = p.mainloop == Mainloop::kPingpong;
+  p.qk_ahead = p.mainloop == Mainloop::kQkAhead;
+  p.p_buffers = p.pingpong && c.head_dim == 128 ? 2 : 1;
+  p.fold = c.causal_fold != 0 && c.causal != 0;
+  p.q_buffers = p.fold ? 2 : 1;
+  p.row_sum_mma = !c.wgmma;
+  p.store_from_registers = !c.wgmma;
+  p.tma_store = c.wgmma && p.tma && c.split_kv == 1;
+  p.panels = c.wgmma || p.tma;
+  p.threads = c.warps * 32;
+  p.warps_m = min_of(c.warps, c.block_m / 16);
+  p.warps_kv = c.warps / p.warps_m;
+  p.rows_per_warp = c.block_m / p.warps_m;
+  p.keys_per_warp = c.block_n / p.warps_kv;
+  p.m_tiles = p.rows_per_warp / 16;
+  p.s_tiles = p.keys_per_warp / 8;
+  p.pv_steps = p.keys_per_warp / 16;
+  p.qk_steps = c.head_dim / 16;
+  p.o_tiles = c.head_dim / 8;
+  p.chunks_per_row = c.head_dim / 8;
+  p.prefetch = c.stages - 1 - (p.pv_async ? 1 : 0);
+  p.split_refill = p.pipeline == Pipeline::kTma && c.stages == 1;
+  p.wait_v_before_pack = p.split_refill && c.head_dim == 64;
+  p.prologue_tiles = p.stage_release || p.split_refill ? c.stages : p.prefetch;
+  p.kv_barriers = p.tma && !c.wgmma;
+  p.full_barriers = c.stages + 1 + (p.split_refill ? 1 : 0) + (p.kv_barriers ? c.stages : 0);
+  p.q_elems = c.block_m * c.head_dim;
+  p.kv_elems = c.block_n * c.head_dim;
+  p.smem_main = 2 * (p.q_buffers * p.q_elems + 2 * c.stages * p.kv_elems);
+  p.smem_merge = (p.warps_kv - 1) * c.block_m * 4 * (c.head_dim + 8);
+  p.smem_epilogue = p.smem_merge + (p.tma_store ? 2 * p.q_elems : 0);
+  p.smem_align = p.panels ? 1024 : 0;
+  p.smem_barriers = p.tma ? 128 : 0;
+  p.merge_apart = c.split_kv == 1 && p.warps_kv > 1 && p.tma &&
+                  p.smem_main + p.smem_epilogue + p.smem_align + p.smem_barriers <= kSmemOptInSm90;
+  p.smem_epilogue_at = p.merge_apart ? p.smem_main : 0;
+  p.smem_tiles = p.merge_apart ? p.smem_main + p.smem_epilogue : max_of(p.smem_main, p.smem_epilogue);
+  p.cols_per_rank = (c.head_dim / 8 + c.split_kv - 1) / c.split_kv;
+  p.smem_inbox = (c.split_kv - 1) * c.block_m * 32 * (p.cols_per_rank + 1);
+  p.smem_bytes = p.smem_tiles + p.smem_align + p.smem_barriers + p.smem_inbox;
+  return p;
+}
+
+// The rules a config must keep for the kernel to implement it, in the order check() tests them.
+enum class Unsupported : int {
+  kOk = 0,
+  kDType,               // DTYPE: 0 (fp16) or 1 (bf16)
+  kSchedule,            // SCHEDULE: a code of fa::Schedule
+  kHeadDim,             // 64 or 128
+  kBlockM,              // whole m16 MMA tiles
+  kWarpSplit,           // warps split the rows evenly
+  kKeysPerWarp,         // each warp's keys are whole k16 steps of P*V
+  kStages,              // 1..4
+  kSyncOneStage,        // the sync schedule has one stage
+  kSplitKV,             // a portable cluster size: 1, 2, 4 or 8
+  kWgmmaWarpgroups,     // WGMMA: whole warpgroups, each owning 64 rows (one m16 tile per warp)
+  kWgmmaN,              // WGMMA: a warpgroup's keys per tile are the N of one wgmma: 32, 64, 128
+  kWgmmaCopies,         // WGMMA: cp.async or TMA into swizzled tiles
+  kPvAsync,             // P*V in flight: wgmma, and a stage for its V besides the current tile
+  kTmaSwizzle,          // TMA: the copies land in swizzled panels
+  kTmaMmaSync,          // TMA with mma.sync: whole stages behind the block barrier, no release
+  kTmaBoxRows,          // TMA_BOX_ROWS: 32, 64 or 256
+  kTmaWholeBoxes,       // TMA: tiles are whole boxes of 32 rows or more
+  kTmaBarrierRoom,      // TMA: room for the mbarriers and the release counters
+  kPingpongWarps,       // pingpong: two warpgroups
+  kQkAheadStages,       // qk_ahead: three stages or more (a step reads three)
+  kLazyRescaleQkAhead,  // LAZY_RESCALE: behind its branch ptxas serialises qk_ahead's wgmmas
+  kFold,                // CAUSAL_FOLD: mma.sync, no SPLIT_KV, an even number of row warps
+};
+
+constexpr int box_rows_of(int tile_rows, int box_rows) { return min_of(tile_rows, box_rows); }
+
+constexpr Unsupported check(const KernelConfig& c) {
+  using U = Unsupported;
+  if (c.dtype != static_cast<int>(DType::kF16) && c.dtype != static_cast<int>(DType::kBF16))
+    return U::kDType;
+  if (!schedule_is_valid(c.schedule)) return U::kSchedule;
+  if (c.head_dim != 64 && c.head_dim != 128) return U::kHeadDim;
+  if (c.block_m < 16 || c.block_m % 16 != 0 || c.warps < 1) return U::kBlockM;
+  const Plan p = plan(c);
+  if (c.warps % p.warps_m != 0 || c.block_m % (16 * p.warps_m) != 0) return U::kWarpSplit;
+  if (p.keys_per_warp < 16 || p.keys_per_warp % 16 != 0) return U::kKeysPerWarp;
+  if (c.stages < 1 || c.stages > 4) return U::kStages;
+  if (c.stages != 1 && !p.cp_async) return U::kSyncOneStage;
+  if (c.split_kv != 1 && c.split_kv != 2 && c.split_kv != 4 && c.split_kv != 8) return U::kSplitKV;
+  if (c.wgmma && (c.warps % 4 != 0 || c.block_m % 64 != 0 || p.m_tiles != 1))
+    return U::kWgmmaWarpgroups;
+  if (c.wgmma && p.keys_per_warp != 32 && p.keys_per_warp != 64 && p.keys_per_warp != 128)
+    return U::kWgmmaN;
+  if (c.wgmma && (!p.cp_async || !c.swizzle)) return U::kWgmmaCopies;
+  if (p.pv_async && (!c.wgmma || c.stages < 2)) return U::kPvAsync;
+  if (p.tma && !c.swizzle) return U::kTmaSwizzle;
+  if (p.tma && !c.wgmma && (c.stages < 2 || p.stage_release)) return U::kTmaMmaSync;
+  if (p.tma && c.tma_box_rows != 32 && c.tma_box_rows != 64 && c.tma_box_rows != 256)
+    return U::kTmaBoxRows;
+  if (p.tma && (c.block_m < 32 || c.block_m % box_rows_of(c.block_m, c.tma_box_rows) != 0 ||
+                c.block_n % box_rows_of(c.block_n, c.tma_box_rows) != 0))
+    return U::kTmaWholeBoxes;
+  if (p.tma && 8 * p.full_barriers + 4 * c.stages > p.smem_barriers) return U::kTmaBarrierRoom;
+  if (p.pingpong && c.warps != 8) return U::kPingpongWarps;
+  if (p.qk_ahead && c.stages < 3) return U::kQkAheadStages;
+  if (c.lazy_rescale && p.qk_ahead) return U::kLazyRescaleQkAhead;
+  if (c.causal_fold && (c.wgmma || c.split_kv != 1 || p.warps_m % 2 != 0)) return U::kFold;
+  return U::kOk;
+}
+
+// An instantiation whose config breaks a rule fails to compile here, and the error names the rule
+// (the enumerator in this template's argument).
+template <Unsupported kRule>
+struct KernelCannotImplement {
+  static_assert(kRule == Unsupported::kOk,
+                "this genome breaks a rule of fa::check(): the enumerator in the instantiation "
+                "above names it");
+  static constexpr bool kOk = true;
+};
+
 template <int DTYPE_, int CAUSAL_, int HEAD_DIM_, int BLOCK_M_, int BLOCK_N_, int WARPS_,
           int STAGES_, int SCHEDULE_, int SWIZZLE_, int SPLIT_KV_, int WGMMA_, int TMA_BOX_ROWS_,
           int LAZY_RESCALE_, int CAUSAL_FOLD_>
 struct KernelTraits {
+  static constexpr KernelConfig kConfig{DTYPE_,   CAUSAL_, HEAD_DIM_,    BLOCK_M_,      BLOCK_N_,
+                                        WARPS_,   STAGES_, SCHEDULE_,    SWIZZLE_,      SPLIT_KV_,
+                                        WGMMA_,   TMA_BOX_ROWS_, LAZY_RESCALE_, CAUSAL_FOLD_};
+  static_assert(KernelCannotImplement<check(kConfig)>::kOk, "");
+  static constexpr Plan kPlan = plan(kConfig);
+
   static constexpr DType kDType = static_cast<DType>(DTYPE_);
   static constexpr bool kCausal = CAUSAL_ != 0;
   static constexpr int kHeadDim = HEAD_DIM_;
@@ -21,180 +223,67 @@ struct KernelTraits {
   static constexpr int kWarps = WARPS_;
   static constexpr int kStages = STAGES_;
   static constexpr Schedule kSchedule = static_cast<Schedule>(SCHEDULE_);
-  static constexpr Pipeline kPipeline = schedule_info(kSchedule).pipeline;
-  static constexpr Mainloop kMainloop = schedule_info(kSchedule).mainloop;
   static constexpr bool kSwizzle = SWIZZLE_ != 0;
   static constexpr int kSplitKV = SPLIT_KV_;
   static constexpr bool kWgmma = WGMMA_ != 0;
-  // What the schedule implies, as the rest of the kernel reads it.
-  static constexpr bool kCpAsync = kPipeline != Pipeline::kSync;
-  static constexpr bool kTma = kPipeline == Pipeline::kTma || kPipeline == Pipeline::kTmaRelease;
-  static constexpr bool kStageRelease = kPipeline == Pipeline::kTmaRelease;
-  static constexpr bool kPvAsync = kMainloop != Mainloop::kSerial;
-  static constexpr bool kPingPong = kMainloop == Mainloop::kPingpong;
-  static constexpr bool kQkAhead = kMainloop == Mainloop::kQkAhead;
-  // PINGPONG at head dim 128: two register sets for P, so that each tile's P is packed into its
-  // own set before the wait for the previous tile's P*V rather than into the registers that P*V
-  // still reads, and the loop runs unrolled by two. It lost on the other blocks it was tried on
-  // (bench/NOTES.md), so it is a property of these blocks, not a gene.
-  static constexpr int kPBuffers = kPingPong && kHeadDim == 128 ? 2 : 1;
   static constexpr bool kLazyRescale = LAZY_RESCALE_ != 0;
-  // CAUSAL_FOLD: the front half of the block's row warps takes rows from the sequence's start,
-  // the back half rows from its end (see ../fa_s512_v3.cuh). Q then arrives as two tiles, one
-  // per half, in a second Q buffer. A non-causal call is not folded and keeps one Q buffer: it
-  // runs the code of CAUSAL_FOLD = 0, and a run of non-causal shapes keeps only that value
-  // (the gene's used_when in the space).
-  static constexpr bool kFold = CAUSAL_FOLD_ != 0 && kCausal;
-  static constexpr int kQBuffers = kFold ? 2 : 1;
-  // Row sums of P from the tensor cores (see ../fa_s512_v3.cuh).
-  static constexpr bool kRowSumMma = !kWgmma;
-  // The output leaves from key group 0's registers instead of through a staged tile and a
-  // block-wide barrier: faster for the mma.sync blocks, slower for the wgmma ones measured
-  // (bench/NOTES.md).
-  static constexpr bool kStoreFromRegisters = !kWgmma;
-  // WGMMA with TMA (one block per row tile): key group 0 writes its normalised rows into a
-  // swizzled tile with stmatrix, and one thread sends the tile out as bulk tensor stores, instead
-  // of 32-bit stores, a block-wide barrier and a 16-byte copy by every thread. (Under mma.sync it
-  // lost to the register store: bench/NOTES.md.)
-  static constexpr bool kTmaStore = kWgmma && kTma && kSplitKV == 1;
-  // TMA lands tiles in 128-byte-swizzled 64-column panels, which wgmma's descriptors also read.
-  static constexpr bool kPanels = kWgmma || kTma;
 
-  static constexpr int kThreads = kWarps * 32;
-  static constexpr int kWarpsM = kWarps < kBlockM / 16 ? kWarps : kBlockM / 16;
-  static constexpr int kWarpsKV = kWarps / kWarpsM;
-  static constexpr int kRowsPerWarp = kBlockM / kWarpsM;
-  static constexpr int kKeysPerWarp = kBlockN / kWarpsKV;
-  static constexpr int kMTiles = kRowsPerWarp / 16;   // m16 tiles per warp
-  static constexpr int kSTiles = kKeysPerWarp / 8;    // n8 tiles of S per warp
-  static constexpr int kPvSteps = kKeysPerWarp / 16;  // k16 steps of P*V
-  static constexpr int kQkSteps = kHeadDim / 16;      // k16 steps of Q*K^T
-  static constexpr int kOTiles = kHeadDim / 8;        // n8 tiles of O
-  static constexpr int kChunksPerRow = kHeadDim / 8;  // 16-byte chunks per smem row
-  // K/V tiles whose copies run ahead of the one being computed. PV_ASYNC holds one stage more:
-  // the previous tile's V, read by a P*V still in flight.
-  static constexpr int kPrefetch = kStages - 1 - (kPvAsync ? 1 : 0);
-  // TMA with one stage (and no STAGE_RELEASE): K and V have their own barriers and are refilled
-  // apart, K(t+1) as soon as QK^T(t) is done and V(t+1) once P*V(t) is, so each copy runs under
-  // the GEMM and softmax of the other half of the tile. Without it a single stage would copy
-  // each tile only when it is needed; with it one stage keeps the copies off the critical path
-  // in the least shared memory (bench/NOTES.md).
-  static constexpr bool kSplitRefill = kPipeline == Pipeline::kTma && kStages == 1;
-  // Where kSplitRefill waits for V(t). At head dim 64, before P is packed: waiting between the
-  // packing and P*V, ptxas keeps the scores and P's fragments live at once, and fewer blocks fit
-  // an SM. At 128 the block count does not change and the early wait costs time
-  // (bench/NOTES.md).
-  static constexpr bool kWaitVBeforePack = kSplitRefill && kHeadDim == 64;
-  // STAGE_RELEASE refills a stage as soon as its last reader leaves it, so every stage is filled
-  // up front and the copies then run kStages tiles ahead; so does kSplitRefill's one stage.
-  static constexpr int kPrologueTiles = kStageRelease || kSplitRefill ? kStages : kPrefetch;
-  // TMA under mma.sync: each stage's K and V complete on barriers of their own, so a tile's
-  // QK^T and softmax start once its K has landed while its V is still on the way (the first
-  // tile's V lands last: phase stamps in bench/NOTES.md).
-  static constexpr bool kKvBarriers = kTma && !kWgmma;
-  // TMA's "full" mbarriers: one per stage (K and V, or K alone with kSplitRefill or
-  // kKvBarriers), one for Q, then V's: one with kSplitRefill, one per stage with kKvBarriers.
-  static constexpr int kFullBarriers =
-      kStages + 1 + (kSplitRefill ? 1 : 0) + (kKvBarriers ? kStages : 0);
+  static constexpr Pipeline kPipeline = kPlan.pipeline;
+  static constexpr Mainloop kMainloop = kPlan.mainloop;
+  static constexpr bool kCpAsync = kPlan.cp_async;
+  static constexpr bool kTma = kPlan.tma;
+  static constexpr bool kStageRelease = kPlan.stage_release;
+  static constexpr bool kPvAsync = kPlan.pv_async;
+  static constexpr bool kPingPong = kPlan.pingpong;
+  static constexpr bool kQkAhead = kPlan.qk_ahead;
+  static constexpr int kPBuffers = kPlan.p_buffers;
+  static constexpr bool kFold = kPlan.fold;
+  static constexpr int kQBuffers = kPlan.q_buffers;
+  static constexpr bool kRowSumMma = kPlan.row_sum_mma;
+  static constexpr bool kStoreFromRegisters = kPlan.store_from_registers;
+  static constexpr bool kTmaStore = kPlan.tma_store;
+  static constexpr bool kPanels = kPlan.panels;
 
-  // Shared memory: Q tile, then STAGES K tiles, then STAGES V tiles (all of the 16-bit element
-  // type). After the main loop the same bytes hold either the output tile or the cross-warp merge
-  // buffer (fp32),
-  // unless kMergeApart gives those their own bytes past the tiles.
-  static constexpr int kQElems = kBlockM * kHeadDim;
-  static constexpr int kKVElems = kBlockN * kHeadDim;
-  static constexpr int kSmemMain = 2 * (kQBuffers * kQElems + 2 * kStages * kKVElems);
-  // Partial results pass between warps, and between the blocks of a cluster, in fragment order:
-  // per row pair of an m16 tile, the output columns plus running max and sum (HEAD_DIM + 8
-  // floats per row over a warp's 32 lanes). Key groups 1.. hand theirs to key group 0 ...
-  static constexpr int kFragmentBytesPerRow = 4 * (kHeadDim + 8);
-  static constexpr int kSmemMerge = (kWarpsKV - 1) * kBlockM * kFragmentBytesPerRow;
-  // kTmaStore: the output tile follows the merge buffer, which key group 0 may still be
-  // reading while it writes the tile. The buffer is whole 1024-byte swizzle periods (64-row
-  // blocks, 72 or 136 floats per row).
-  static constexpr int kSmemEpilogue = kSmemMerge + (kTmaStore ? 2 * kQElems : 0);
-  // The 128-byte swizzle (wgmma's and TMA's) repeats every 1024 bytes and is anchored to absolute
-  // addresses, so the tiles start on a 1024-byte boundary; the slack lets the kernel round its
-  // base up.
-  static constexpr int kSmemAlign = kPanels ? 1024 : 0;
-  // TMA: a "full" mbarrier per stage and one for Q, then (STAGE_RELEASE) a counter of the warps
-  // that have left each stage, after the tiles (never overlaid by the epilogue).
-  static constexpr int kSmemBarriers = kTma ? 128 : 0;
-  // TMA blocks whose key groups merge put the merge buffer (and kTmaStore's output tile) past the
-  // tiles, where the block still fits the 227 KB a block may take on sm_90 (the only target TMA
-  // compiles for): then no block-wide barrier ends the loop (nothing overlays a tile a slower
-  // warp may still read), key groups 1.. hand their partials over on a named barrier and leave,
-  // and key group 0 waits for them alone (a gain at the small shapes: bench/NOTES.md). The
-  // buffers' own bytes can cost blocks that share an SM one block per SM.
-  static constexpr int kSmemOptIn = 227 * 1024;
-  static constexpr bool kMergeApart =
-      kSplitKV == 1 && kWarpsKV > 1 && kTma &&
-      kSmemMain + kSmemEpilogue + kSmemAlign + kSmemBarriers <= kSmemOptIn;
-  static constexpr int kSmemEpilogueAt = kMergeApart ? kSmemMain : 0;
-  static constexpr int kSmemTiles = kMergeApart               ? kSmemMain + kSmemEpilogue
-                                    : kSmemMain > kSmemEpilogue ? kSmemMain
-                                                                : kSmemEpilogue;
-  // SPLIT_KV: every other block of the cluster writes its partial for this block's columns into
-  // an inbox of its own, after the barriers. It is written while this block may still be in its
-  // main loop, so it overlays nothing.
-  // Per sender, per row: this block's share of the output columns and the running max and sum.
-  static constexpr int kColsPerRank = (kHeadDim / 8 + kSplitKV - 1) / kSplitKV;  // n8 tiles
-  static constexpr int kSmemInbox = (kSplitKV - 1) * kBlockM * 32 * (kColsPerRank + 1);
-  static constexpr int kSmemBytes = kSmemTiles + kSmemAlign + kSmemBarriers + kSmemInbox;
+  static constexpr int kThreads = kPlan.threads;
+  static constexpr int kWarpsM = kPlan.warps_m;
+  static constexpr int kWarpsKV = kPlan.warps_kv;
+  static constexpr int kRowsPerWarp = kPlan.rows_per_warp;
+  static constexpr int kKeysPerWarp = kPlan.keys_per_warp;
+  static constexpr int kMTiles = kPlan.m_tiles;    // m16 tiles per warp
+  static constexpr int kSTiles = kPlan.s_tiles;    // n8 tiles of S per warp
+  static constexpr int kPvSteps = kPlan.pv_steps;  // k16 steps of P*V
+  static constexpr int kQkSteps = kPlan.qk_steps;  // k16 steps of Q*K^T
+  static constexpr int kOTiles = kPlan.o_tiles;    // n8 tiles of O
+  static constexpr int kChunksPerRow = kPlan.chunks_per_row;  // 16-byte chunks per smem row
+  static constexpr int kPrefetch = kPlan.prefetch;
+  static constexpr bool kSplitRefill = kPlan.split_refill;
+  static constexpr bool kWaitVBeforePack = kPlan.wait_v_before_pack;
+  static constexpr int kPrologueTiles = kPlan.prologue_tiles;
+  static constexpr bool kKvBarriers = kPlan.kv_barriers;
+  static constexpr int kFullBarriers = kPlan.full_barriers;
+
+  static constexpr int kQElems = kPlan.q_elems;
+  static constexpr int kKVElems = kPlan.kv_elems;
+  static constexpr int kSmemMain = kPlan.smem_main;
+  static constexpr int kSmemMerge = kPlan.smem_merge;
+  static constexpr int kSmemEpilogue = kPlan.smem_epilogue;
+  static constexpr int kSmemAlign = kPlan.smem_align;
+  static constexpr int kSmemBarriers = kPlan.smem_barriers;
+  static constexpr bool kMergeApart = kPlan.merge_apart;
+  static constexpr int kSmemEpilogueAt = kPlan.smem_epilogue_at;
+  static constexpr int kSmemTiles = kPlan.smem_tiles;
+  static constexpr int kColsPerRank = kPlan.cols_per_rank;  // SPLIT_KV: n8 tiles per block
+  static constexpr int kSmemInbox = kPlan.smem_inbox;
+  static constexpr int kSmemBytes = kPlan.smem_bytes;
+
   // A bulk tensor copy moves one box: 64 columns (the 128-byte swizzle's width) by TMA_BOX_ROWS
   // rows of one (batch, head), or by the tile's rows where the tile is shorter: 256 means each
-  // tile in one box per panel. Q and O boxes (BLOCK_M rows at most) and K/V boxes (BLOCK_N) may
-  // so differ; the host encodes the same boxes (encode_attention_tensor_maps is told both heights
-  // by the launch formulas). No size wins everywhere (bench/NOTES.md): 8 KiB boxes fill a stage
-  // faster at the large shapes, 4 KiB ones start the first tile sooner, and whole-tile boxes
-  // spare the issuing thread's queue where tiles are refilled (1,4,1000,64).
+  // tile in one box per panel. The host encodes the same boxes (the space's launch formulas
+  // tell encode_attention_tensor_maps both heights).
   static constexpr int kTmaBoxCols = 64;
   static constexpr int kTmaBoxRows = TMA_BOX_ROWS_;
   template <int kTileRows>
-  static constexpr int kTmaBoxRowsOf = kTileRows < kTmaBoxRows ? kTileRows : kTmaBoxRows;
-
-  static_assert(kDType == DType::kF16 || kDType == DType::kBF16, "DTYPE: 0 (fp16) or 1 (bf16)");
-  static_assert(schedule_is_valid(SCHEDULE_), "SCHEDULE: a code of fa::Schedule");
-  static_assert(kHeadDim == 64 || kHeadDim == 128, "head dim must be 64 or 128");
-  static_assert(kBlockM % 16 == 0, "BLOCK_M must be whole m16 MMA tiles");
-  static_assert(kWarps % kWarpsM == 0 && kBlockM % (16 * kWarpsM) == 0,
-                "warps must split the rows evenly");
-  static_assert(kKeysPerWarp % 16 == 0, "each warp's keys must be whole k16 steps of P*V");
-  static_assert(kStages >= 1 && kStages <= 4, "STAGES in 1..4");
-  static_assert(kStages == 1 || kCpAsync, "the sync schedule has one stage");
-  static_assert(kSplitKV == 1 || kSplitKV == 2 || kSplitKV == 4 || kSplitKV == 8,
-                "SPLIT_KV is a portable cluster size: 1, 2, 4 or 8");
-  static_assert(!kWgmma || (kWarps % 4 == 0 && kBlockM % 64 == 0 && kMTiles == 1),
-                "WGMMA: whole warpgroups, each owning 64 rows (one m16 tile per warp)");
-  static_assert(!kWgmma || kKeysPerWarp == 32 || kKeysPerWarp == 64 || kKeysPerWarp == 128,
-                "WGMMA: each warpgroup's keys per tile are the N of one wgmma: 32, 64 or 128");
-  static_assert(!kWgmma || (kCpAsync && kSwizzle), "WGMMA: cp.async or TMA into swizzled tiles");
-  static_assert(
-      !kPvAsync || (kWgmma && kStages >= 2),
-      "P*V in flight: an asynchronous wgmma, and a stage for its V besides the current tile");
-  static_assert(!kTma || kSwizzle, "TMA: the copies land in swizzled panels");
-  static_assert(!kTma || kWgmma || (kStages >= 2 && !kStageRelease),
-                "TMA with mma.sync: whole stages, refilled behind the block-wide barrier (no "
-                "release schedule)");
-  static_assert(!kTma || kTmaBoxRows == 32 || kTmaBoxRows == 64 || kTmaBoxRows == 256,
-                "TMA_BOX_ROWS: 32, 64 or 256 (a whole tile)");
-  static_assert(!kTma || (kBlockM >= 32 && kBlockM % kTmaBoxRowsOf<kBlockM> == 0 &&
-                          kBlockN % kTmaBoxRowsOf<kBlockN> == 0),
-                "TMA: tiles are whole boxes of 32 rows or more");
-  static_assert(8 * kFullBarriers + 4 * kStages <= kSmemBarriers || !kTma,
-                "TMA: room for the mbarriers and the stage counters");
-  static_assert(!kPingPong || kWarps == 8, "pingpong: turns pass between two warpgroups");
-  // Step t reads three stages: V(t-1) under the P*V in flight, V(t) for the next step's, and
-  // K(t+1) under the scores issued early; with two, tile t+1 would refill the stage P*V(t-1)
-  // still reads.
-  static_assert(!kQkAhead || kStages >= 3, "qk_ahead: three stages or more");
-  // Under qk_ahead the next tile's scores are in flight while the output is rescaled; behind the
-  // lazy rescale's branch ptxas serialises the wgmmas instead (its warning C7514).
-  static_assert(!kLazyRescale || !kQkAhead, "LAZY_RESCALE: not with the qk_ahead schedules");
-  // Folding pairs a front row warp with a back one, and a wgmma warpgroup's 64 rows or a split's
-  // cluster would each need a fold of their own.
-  static_assert(CAUSAL_FOLD_ == 0 || (!kWgmma && kSplitKV == 1 && kWarpsM % 2 == 0),
-                "CAUSAL_FOLD: mma.sync, no SPLIT_KV, an even number of row warps");
+  static constexpr int kTmaBoxRowsOf = box_rows_of(kTileRows, kTmaBoxRows);
 };
 
 }  // namespace fa
