@@ -1,0 +1,125 @@
+// The search space of fa_s512_v3 (its .space.json: constraints, shared-memory formula, launch
+// formulas) held against the kernel's own constexpr plan() and check() (kernel_traits.cuh), for
+// every genome of the space at several problems and both targets. The JSON is what evod and the
+// worker read before any compile; the traits are what the kernel is built from. Where they
+// disagree a genome either fails to compile (the space lets through what the kernel refuses), is
+// never proposed though the kernel could run it, or is launched with the wrong shared memory.
+#include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string>
+
+#include "fa_s512_v3/kernel_traits.cuh"
+#include "search_space.h"
+
+namespace evo {
+namespace {
+
+constexpr int64_t kSmemLimit = 227 * 1024;
+
+// Constraints the kernel has no rule for, by design: one genome per kernel (TMA_BOX_ROWS values
+// that name the same boxes), the problem's keys (SPLIT_KV), the device (shared memory, target).
+const std::set<std::string> kNotKernelRules = {
+    "box_rows_name_distinct_boxes", "box_rows_need_tma", "split_has_keys",
+    "shared_memory_fits_device",    "wgmma_needs_sm90a", "tma_needs_sm90a"};
+
+fa::KernelConfig config_of(const Genome& g, const ProblemShape& p, int dtype) {
+  auto gene = [&](const char* name) { return static_cast<int>(g.get(name)); };
+  return fa::KernelConfig{dtype,
+                          p.causal ? 1 : 0,
+                          p.head_dim,
+                          gene("BLOCK_M"),
+                          gene("BLOCK_N"),
+                          gene("WARPS"),
+                          gene("STAGES"),
+                          gene("SCHEDULE"),
+                          gene("SWIZZLE"),
+                          gene("SPLIT_KV"),
+                          gene("WGMMA"),
+                          gene("TMA_BOX_ROWS"),
+                          gene("LAZY_RESCALE"),
+                          gene("CAUSAL_FOLD")};
+}
+
+struct Tally {
+  uint64_t genomes = 0, valid = 0, kernel_only = 0;
+  std::map<std::string, uint64_t> kernel_only_by_rule;
+};
+
+void hold(const ProblemShape& p, int sm_arch, Tally& tally) {
+  const SearchSpace& space = SearchSpace::for_template("fa_s512_v3");
+  const int dtype = 0;
+  for (uint64_t i = 0; i < space.size(); ++i) {
+    const Genome g = space.at(i);
+    const fa::KernelConfig c = config_of(g, p, dtype);
+    const fa::Unsupported rule = fa::check(c);
+    const auto violated = space.violated_constraint(g, p, kSmemLimit, sm_arch);
+    ++tally.genomes;
+    if (!violated) {
+      ++tally.valid;
+      // Everything the space lets through, the kernel implements ...
+      ASSERT_EQ(rule, fa::Unsupported::kOk) << g.text() << " at " << p.text() << " sm_" << sm_arch;
+      // ... with the shared memory and block the space's formulas give the launch.
+      const fa::Plan plan = fa::plan(c);
+      const LaunchConfig launch = space.launch(g, p);
+      ASSERT_EQ(launch.smem_bytes, plan.smem_bytes) << g.text() << " at " << p.text();
+      ASSERT_EQ(launch.threads, plan.threads) << g.text() << " at " << p.text();
+      continue;
+    }
+    if (rule != fa::Unsupported::kOk || kNotKernelRules.count(*violated)) continue;
+    // The kernel would implement it, and a constraint that is not a device or problem limit
+    // refuses it: the space forbids a kernel that exists.
+    ++tally.kernel_only;
+    ++tally.kernel_only_by_rule[*violated];
+  }
+}
+
+ProblemShape problem(int d, bool causal) {
+  ProblemShape s;
+  s.batch = 2, s.heads = 8, s.seq_q = s.seq_k = 512, s.head_dim = d, s.causal = causal;
+  return s;
+}
+
+TEST(KernelPlan, TheSpaceAndTheKernelAgreeOnEveryGenome) {
+  const auto level = spdlog::get_level();
+  spdlog::set_level(spdlog::level::warn);
+  Tally tally;
+  for (int sm_arch : {80, 90})
+    for (int d : {64, 128})
+      for (bool causal : {false, true}) hold(problem(d, causal), sm_arch, tally);
+  spdlog::set_level(level);
+  std::printf("%llu genome/problem/target triples, %llu valid; %llu the kernel implements but a "
+              "kernel-side constraint refuses\n",
+              (unsigned long long)tally.genomes, (unsigned long long)tally.valid,
+              (unsigned long long)tally.kernel_only);
+  for (const auto& [rule, n] : tally.kernel_only_by_rule)
+    std::printf("  %s: %llu\n", rule.c_str(), (unsigned long long)n);
+  EXPECT_GT(tally.valid, 0u);
+  EXPECT_EQ(tally.kernel_only, 0u) << "a constraint of the space forbids genomes the kernel can run";
+}
+
+// check() is what a bad instantiation hits first: each rule refuses what it says.
+TEST(KernelPlan, CheckNamesTheRuleABadConfigBreaks) {
+  const fa::KernelConfig ok{0, 0, 64, 64, 128, 4, 2, 1, 1, 1, 0, 64, 0, 0};
+  EXPECT_EQ(fa::check(ok), fa::Unsupported::kOk);
+  auto with = [&](auto edit) {
+    fa::KernelConfig c = ok;
+    edit(c);
+    return fa::check(c);
+  };
+  EXPECT_EQ(with([](auto& c) { c.dtype = 2; }), fa::Unsupported::kDType);
+  EXPECT_EQ(with([](auto& c) { c.schedule = 10; }), fa::Unsupported::kSchedule);
+  EXPECT_EQ(with([](auto& c) { c.head_dim = 96; }), fa::Unsupported::kHeadDim);
+  EXPECT_EQ(with([](auto& c) { c.schedule = 0; }), fa::Unsupported::kSyncOneStage);
+  EXPECT_EQ(with([](auto& c) { c.schedule = 2; }), fa::Unsupported::kPvAsync);  // mma.sync
+  EXPECT_EQ(with([](auto& c) { c.schedule = 5; }), fa::Unsupported::kTmaMmaSync);
+  EXPECT_EQ(with([](auto& c) { c.wgmma = 1, c.schedule = 7; }), fa::Unsupported::kPingpongWarps);
+  EXPECT_EQ(with([](auto& c) { c.wgmma = 1, c.schedule = 8; }), fa::Unsupported::kQkAheadStages);
+  EXPECT_EQ(with([](auto& c) { c.causal_fold = 1, c.wgmma = 1; }), fa::Unsupported::kFold);
+}
+
+}  // namespace
+}  // namespace evo
