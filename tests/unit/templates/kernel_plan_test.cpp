@@ -12,7 +12,7 @@
 #include <set>
 #include <string>
 
-#include "fa_s512_v3/kernel_traits.cuh"
+#include "attention/fa_s512_v3/kernel_traits.cuh"
 #include "search_space.h"
 
 namespace evo {

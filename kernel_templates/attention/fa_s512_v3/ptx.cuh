@@ -6,7 +6,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "../attention/dtype.h"
+#include "../dtype.h"
 
 namespace evo {
 namespace fa {

@@ -6,7 +6,7 @@
 // C++: the worker, the exporter and the tests include it too, and a test holds the search
 // space's formulas and constraints (fa_s512_v3.space.json) against plan() and check() for every
 // genome, so the two cannot drift.
-#include "../attention/dtype.h"
+#include "../dtype.h"
 #include "schedule.cuh"
 
 namespace evo {

@@ -1,4 +1,4 @@
-#include "template_registry.h"
+#include "registry.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -6,16 +6,28 @@
 #include <string>
 #include <vector>
 
-extern const char kFaS512V3Source[];
-extern const char kFaS512V3Space[];
-extern const char kReferenceAttentionSource[];
-extern const char kAttentionTensorMapsSource[];
+#include "embedded_texts.h"
+
+// A family's texts and a kernel's, by the names kernel_templates/CMakeLists.txt gives them.
+#define EVO_FAMILY(family) \
+  KernelFamily { #family, kEmbedded_##family##_reference, kEmbedded_##family##_host }
+#define EVO_KERNEL(family_entry, family, kernel)                                      \
+  KernelTemplate {                                                                    \
+    #kernel, &family_entry, kEmbedded_##family##_##kernel##_source,                   \
+        kEmbedded_##family##_##kernel##_space                                         \
+  }
 
 namespace evo {
 namespace {
+
+// The families: one line each.
+const KernelFamily kAttention = EVO_FAMILY(attention);
+
+// The kernels: one line each, naming the family they belong to.
 const KernelTemplate kTemplates[] = {
-    {"fa_s512_v3", kFaS512V3Source, kFaS512V3Space, kAttentionTensorMapsSource},
+    EVO_KERNEL(kAttention, attention, fa_s512_v3),
 };
+
 }  // namespace
 
 const KernelTemplate* find_template(std::string_view id) {
@@ -30,8 +42,6 @@ std::vector<std::string> template_ids() {
   return ids;
 }
 
-std::string_view reference_attention_source() { return kReferenceAttentionSource; }
-
 namespace {
 // One per template, in kTemplates' order. The templates are compiled in, and evod asks for every
 // lease and result: hash each once.
@@ -40,7 +50,8 @@ const std::vector<std::string>& fingerprints() {
     std::vector<std::string> out;
     for (const auto& t : kTemplates) {
       std::string material;
-      for (std::string_view part : {t.source, t.space_json, t.host_source})
+      for (std::string_view part :
+           {t.source, t.space_json, t.family->host_source, t.family->reference_source})
         material += fnv1a_hex(part);  // per part, so that no two splits of one text collide
       out.push_back(std::string(t.id) + "@" + fnv1a_hex(material));
     }

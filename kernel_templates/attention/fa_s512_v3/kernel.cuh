@@ -2,7 +2,7 @@
 // accumulation and online softmax. Layout [batch, heads, seq, head_dim], contiguous. Compiled at
 // run time by NVRTC (one instantiation per genome and problem), and exported by `evoctl export`,
 // as one text that includes nothing beyond the CUDA toolkit's headers: the build inlines the
-// pieces in fa_s512_v3/ and ../attention/ into it (cmake/EmbedText.cmake).
+// pieces in this folder and the family's (../) into it (cmake/EmbedText.cmake).
 //
 // Work split: a block owns BLOCK_M query rows of one (batch, head). Its warps form a
 // WARPS_M x WARPS_KV grid: WARPS_M = min(WARPS, BLOCK_M/16) warps split the rows, and the remaining
@@ -13,7 +13,7 @@
 // merge their partial results through distributed shared memory.
 //
 // The kernel is a pipeline, a mainloop and an epilogue, as in CUTLASS and FlashAttention-3:
-//   - the SCHEDULE gene (fa_s512_v3/schedule.cuh) picks the pipeline that brings K/V tiles into
+//   - the SCHEDULE gene (schedule.cuh) picks the pipeline that brings K/V tiles into
 //     shared memory (pipeline_copy.cuh: plain loads or cp.async; pipeline_tma.cuh: bulk tensor
 //     copies on mbarriers, refilled behind a barrier or by the last warp to leave a stage) and
 //     the mainloop that orders each tile's QK^T, softmax and P*V (mainloop_serial.cuh,
@@ -32,23 +32,23 @@
 // block of O += P V whose B operand is all ones, instead of an add per score (the loop is paced
 // by its instruction count more than by any unit); under WGMMA that extra wgmma costs more than
 // it saves. bench/NOTES.md has what each choice was measured to gain.
-#include "fa_s512_v3/params.cuh"
-#include "fa_s512_v3/kernel_traits.cuh"
-#include "fa_s512_v3/ptx.cuh"
-#include "fa_s512_v3/ptx_wgmma.cuh"
-#include "fa_s512_v3/ptx_tma.cuh"
-#include "fa_s512_v3/ptx_cluster.cuh"
-#include "fa_s512_v3/smem_tiles.cuh"
-#include "fa_s512_v3/gemms.cuh"
-#include "fa_s512_v3/softmax.cuh"
-#include "fa_s512_v3/block.cuh"
-#include "fa_s512_v3/pipeline_copy.cuh"
-#include "fa_s512_v3/pipeline_tma.cuh"
-#include "fa_s512_v3/mainloop_serial.cuh"
-#include "fa_s512_v3/mainloop_pv_async.cuh"
-#include "fa_s512_v3/mainloop_pingpong.cuh"
-#include "fa_s512_v3/mainloop_qk_ahead.cuh"
-#include "fa_s512_v3/epilogue.cuh"
+#include "params.cuh"
+#include "kernel_traits.cuh"
+#include "ptx.cuh"
+#include "ptx_wgmma.cuh"
+#include "ptx_tma.cuh"
+#include "ptx_cluster.cuh"
+#include "smem_tiles.cuh"
+#include "gemms.cuh"
+#include "softmax.cuh"
+#include "block.cuh"
+#include "pipeline_copy.cuh"
+#include "pipeline_tma.cuh"
+#include "mainloop_serial.cuh"
+#include "mainloop_pv_async.cuh"
+#include "mainloop_pingpong.cuh"
+#include "mainloop_qk_ahead.cuh"
+#include "epilogue.cuh"
 
 namespace evo {
 namespace fa {
