@@ -9,8 +9,8 @@
 #include "embedded_texts.h"
 
 // A family's texts and a kernel's, by the names kernel_templates/CMakeLists.txt gives them.
-#define EVO_FAMILY(family) \
-  KernelFamily { #family, kEmbedded_##family##_reference, kEmbedded_##family##_host }
+#define EVO_FAMILY(family, reference, host) \
+  KernelFamily { #family, kEmbedded_##family##_##reference, kEmbedded_##family##_##host }
 #define EVO_KERNEL(family_entry, family, kernel)                                      \
   KernelTemplate {                                                                    \
     #kernel, &family_entry, kEmbedded_##family##_##kernel##_source,                   \
@@ -20,8 +20,9 @@
 namespace evo {
 namespace {
 
-// The families: one line each.
-const KernelFamily kAttention = EVO_FAMILY(attention);
+// The families, one line each: the folder, then the stems of its reference kernel and of the
+// host code its exports need.
+const KernelFamily kAttention = EVO_FAMILY(attention, reference, tensor_maps);
 
 // The kernels: one line each, naming the family they belong to.
 const KernelTemplate kTemplates[] = {
