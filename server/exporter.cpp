@@ -478,6 +478,7 @@ v1::ExportResponse export_dispatch_table(const KernelTemplate& tmpl, const std::
     genomes += export_text::genome(v.genome);
   }
   response.set_genome(genomes);
+  response.set_arch(arch);
   for (const auto& v : variants) {
     v1::ExportBucket* b = response.add_buckets();
     b->set_run_id(v.run_id);

@@ -170,6 +170,23 @@ TEST(Exporter, ReportBuildsTheFileItWasAskedFor) {
   EXPECT_NE(named.report().find("-o libtable.so table.cu`"), std::string::npos) << named.report();
 }
 
+// The response names the target the source builds for, as a field evoctl reads: the measuring
+// device's architecture, else sm_90a; and each bucket says whether its winner was estimated.
+TEST(Exporter, ResponseNamesTheArchitectureAndWhatWasEstimated) {
+  v1::Evaluation blackwell = measured_evaluation(true);
+  blackwell.mutable_device()->set_arch("sm_100a");
+  const auto r = export_standalone(default_genome(), {shape_1x8x512x64()}, blackwell);
+  EXPECT_EQ(r.arch(), "sm_100a");
+  EXPECT_NE(r.report().find("-arch=sm_100a -o libbest.so best.cu`"), std::string::npos) << r.report();
+  ASSERT_EQ(r.buckets_size(), 1);
+  EXPECT_TRUE(r.buckets(0).estimated());
+  v1::Evaluation unnamed = measured_evaluation(false);
+  unnamed.mutable_device()->clear_arch();
+  const auto plain = export_standalone(default_genome(), {shape_1x8x512x64()}, unnamed);
+  EXPECT_EQ(plain.arch(), "sm_90a");
+  EXPECT_FALSE(plain.buckets(0).estimated());
+}
+
 TEST(Exporter, EstimatedEvidenceIsSaidLoudly) {
   const auto r = export_standalone(default_genome(), {shape_1x8x512x64()}, measured_evaluation(true));
   EXPECT_NE(r.report().find("**ESTIMATED (model evaluator, no GPU).**"), std::string::npos);

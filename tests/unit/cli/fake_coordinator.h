@@ -21,6 +21,7 @@ class FakeCoordinator final : public v1::Coordinator::Service {
   bool watch_ends_early = false;  // the stream closes before the run is final
   bool watch_loses_worker = false;  // the run's only worker goes away mid-watch, and comes back
   bool no_elites = false;
+  bool export_predates_buckets = false;  // ExportBest answers as an evod before buckets and arch
   bool cancel_finds_it_done = false;  // CancelRun answers with a run that had already ended         // Leaderboard answers with the run and no elite (nothing done yet)
   std::string required_token;     // non-empty: ListRuns wants "authorization: Bearer <token>"
 
@@ -159,8 +160,9 @@ class FakeCoordinator final : public v1::Coordinator::Service {
       r->set_source("// dispatch table source\n");
       // evod names the file the request names in the report's build line (table.cu: libtable.so).
       const std::string name = req->source_name().empty() ? "best.cu" : req->source_name();
-      r->set_report("# table report\nBuild: `nvcc -O3 -shared -Xcompiler -fPIC -arch=sm_90a -o lib" +
+      r->set_report("# table report\nBuild: `nvcc -O3 -shared -Xcompiler -fPIC -arch=sm_100a -o lib" +
                     name.substr(0, name.size() - 3) + ".so " + name + "`\n");
+      r->set_arch("sm_100a");  // the measuring device's, not the sm_90a evoctl once assumed
       r->set_genome("fa_s512_v3:BLOCK_M=16;fa_s512_v3:BLOCK_M=64");
       auto* a = r->add_buckets();
       a->set_run_id("r1");
@@ -177,8 +179,15 @@ class FakeCoordinator final : public v1::Coordinator::Service {
     }
     if (req->run_id() != "r1") return {grpc::StatusCode::NOT_FOUND, "unknown run '" + req->run_id() + "'"};
     r->set_source("// kernel source\n");
-    r->set_report("# report\n");
+    r->set_report(estimated ? "# report\n" : "# report\nA winner the model evaluator chose reads ESTIMATED.\n");
     r->set_genome("fa_s512_v3:BLOCK_M=32");
+    if (export_predates_buckets) return grpc::Status::OK;
+    r->set_arch("sm_89");
+    auto* b = r->add_buckets();
+    b->set_run_id("r1");
+    b->set_genome("fa_s512_v3:BLOCK_M=32");
+    b->add_shapes("1x8x512x64");
+    b->set_estimated(estimated);
     return grpc::Status::OK;
   }
 
