@@ -73,8 +73,8 @@ TEST_F(Evoctl, SubmitStartFromSendsThatRunsElites) {
   const auto& req = server_.service.last_submit;
   ASSERT_EQ(req.start_genomes_size(), 3);
   EXPECT_EQ(req.start_genomes(0), "BLOCK_M=128");
-  EXPECT_EQ(req.start_genomes(1), "fa_s512_v3:BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1");
-  EXPECT_EQ(req.start_genomes(2), "fa_s512_v3:BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1");
+  EXPECT_EQ(req.start_genomes(1), "fa_s512_v3:BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1");
+  EXPECT_EQ(req.start_genomes(2), "fa_s512_v3:BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1");
 }
 
 // A run that does not exist, or has no elite yet, is one error and no run is submitted.
@@ -234,7 +234,7 @@ TEST_F(Evoctl, LeaderboardShowsEvidenceAndSaysEstimatedLoudly) {
   auto r = run({"leaderboard"});
   ASSERT_EQ(r.exit_status, 0) << r.err;
   EXPECT_EQ(r.out.find("ESTIMATED"), std::string::npos);
-  EXPECT_NE(r.out.find("seed genome: 10.00 µs  BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1\n"),
+  EXPECT_NE(r.out.find("seed genome: 10.00 µs  BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1\n"),
             std::string::npos)
       << r.out;
   // Each elite by the genes it changes, which --start reads back as the same genome.
@@ -265,7 +265,7 @@ TEST_F(Evoctl, LeaderboardWithoutASeedGenomePrintsWholeGenomes) {
   ASSERT_EQ(r.exit_status, 0) << r.err;
   EXPECT_NE(r.out.find("seed genome: 10.00 µs\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("rank  genome  "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1  5.00   6.00  "), std::string::npos)
+  EXPECT_NE(r.out.find("BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1  5.00   6.00  "), std::string::npos)
       << r.out;
 }
 

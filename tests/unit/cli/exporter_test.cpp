@@ -117,7 +117,7 @@ TEST(Exporter, WorkspaceIsStreamOrderedWhenTheSpaceAsksForOne) {
 TEST(Exporter, TmaGenomesEncodeTheirTensorMapsBeforeTheLaunch) {
   Genome g = default_genome();
   for (const auto& [gene, value] : std::vector<std::pair<std::string, int64_t>>{
-           {"BLOCK_M", 64}, {"BLOCK_N", 128}, {"WARPS", 4}, {"WGMMA", 1}, {"TMA", 1}})
+           {"BLOCK_M", 64}, {"BLOCK_N", 128}, {"WARPS", 4}, {"WGMMA", 1}, {"SCHEDULE", 3 /* tma */}})
     g.set(gene, value);
   const auto r = export_standalone(g, {shape_1x8x512x64()}, measured_evaluation(false));
   EXPECT_NE(r.source().find("      const long long tensor_map_box_rows = TMA * evo_min(TMA_BOX_ROWS, BLOCK_N);\n"

@@ -14,7 +14,7 @@ class FakeCoordinator final : public v1::Coordinator::Service {
  public:
   bool estimated = false;
   // What Leaderboard names as the seed genome; empty, as an evod from before the field did.
-  std::string seed_genome = "fa_s512_v3:BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1";
+  std::string seed_genome = "fa_s512_v3:BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1";
   v1::SubmitRunRequest last_submit;
   v1::ExportRequest last_export;
   v1::ListCandidatesRequest last_candidates;
@@ -79,7 +79,7 @@ class FakeCoordinator final : public v1::Coordinator::Service {
     }
     auto* spill = r->add_candidates();
     spill->set_candidate_id("r1-c0001");
-    spill->set_genome("fa_s512_v3:BLOCK_M=128,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1");
+    spill->set_genome("fa_s512_v3:BLOCK_M=128,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1");
     spill->set_state("done");
     spill->set_failed(true);
     auto* e = spill->mutable_evaluation();
@@ -127,7 +127,7 @@ class FakeCoordinator final : public v1::Coordinator::Service {
     for (int i = 1; i <= (no_elites ? 0 : 2); ++i) {
       auto* e = r->add_elites();
       e->set_rank(i);
-      e->set_genome("fa_s512_v3:BLOCK_M=" + std::to_string(16 * i) + ",BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1");
+      e->set_genome("fa_s512_v3:BLOCK_M=" + std::to_string(16 * i) + ",BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1");
       e->set_fitness_us(5.0 * i);
       e->set_spread_pct(1.5);
       e->set_tflops(100.0 / i);
