@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -211,6 +212,24 @@ std::string base_name(const std::string& path) {
 // best.cu -> libbest.so, as the report's build line names it.
 std::string shared_library_name(const std::string& cu_name) { return "lib" + cu_stem(cu_name) + ".so"; }
 
+// The build line for the target evod names, and which winners the model evaluator chose: both
+// read from the response's fields (ExportResponse.arch, ExportBucket.estimated), never its report.
+void print_build_and_estimates(const v1::ExportResponse& r, const std::string& cu_path, const std::string& report,
+                               std::ostream& out) {
+  if (r.arch().empty())  // an evod that predates the field: only its report names the target
+    out << "build: as " << report << " says\n";
+  else
+    out << "build: nvcc -O3 -shared -Xcompiler -fPIC -arch=" << r.arch() << " -o "
+        << shared_library_name(base_name(cu_path)) << " " << cu_path << "\n";
+  const auto estimated = std::count_if(r.buckets().begin(), r.buckets().end(),
+                                       [](const v1::ExportBucket& b) { return b.estimated(); });
+  if (estimated == 0) return;
+  out << "ESTIMATED: ";
+  if (r.buckets_size() == 1) out << "this winner was";
+  else out << estimated << " of " << r.buckets_size() << " winners " << (estimated == 1 ? "was" : "were");
+  out << " chosen by the model evaluator, not measured on a GPU\n";
+}
+
 int export_best(Client& c, const Options& o, std::ostream& out) {
   v1::ExportRequest req;
   // One run goes as run_id, which every evod understands; several as run_ids only, so that an
@@ -241,11 +260,7 @@ int export_best(Client& c, const Options& o, std::ostream& out) {
     for (const auto& b : r.buckets())
       out << "bucket " << b.run_id() << ": " << b.genome() << " serves " << b.shapes_size() << " shape(s)"
           << (b.estimated() ? " (ESTIMATED)" : "") << "\n";
-  out << "build: nvcc -O3 -shared -Xcompiler -fPIC -arch=sm_90a -o " << shared_library_name(base_name(o.out)) << " "
-      << o.out << "\n";
-  if (r.report().find("ESTIMATED") != std::string::npos)
-    out << "ESTIMATED: " << (r.buckets_size() > 1 ? "at least one winner was" : "this winner was")
-        << " chosen by the model evaluator, not measured on a GPU\n";
+  print_build_and_estimates(r, o.out, report, out);
   return 0;
 }
 

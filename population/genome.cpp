@@ -23,11 +23,14 @@ void Genome::set(const std::string& name, int64_t value) {
 
 std::string Genome::genes_text() const {
   std::string t;
-  for (const auto& [n, v] : genes_) {
-    if (!t.empty()) t += ',';
+  for (size_t i = 0; i < genes_.size(); ++i) {
+    const auto& [n, v] = genes_[i];
+    if (i) t += ',';
     t += n;
     t += '=';
-    t += std::to_string(v);
+    const std::vector<std::string>* labels = labels_ && i < labels_->size() ? &(*labels_)[i] : nullptr;
+    const bool labelled = labels && v >= 0 && static_cast<size_t>(v) < labels->size();
+    t += labelled ? (*labels)[static_cast<size_t>(v)] : std::to_string(v);
   }
   return t;
 }

@@ -1,5 +1,6 @@
 #include "search_space.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <limits>
@@ -17,15 +18,31 @@ namespace evo {
 
 using json = nlohmann::json;
 
+namespace {
+
+struct Named {
+  std::string name;
+  Expression expr;
+  bool reads_arch = false;  // reads SM_ARCH, maybe through a derived value: skipped while unknown
+};
+
+// Genes of older genome texts that one gene replaced (the space's "retired_genes"); parse()
+// translates them into that gene.
+struct RetiredGroup {
+  size_t into = 0;                        // index of the replacing gene
+  std::vector<std::string> names;         // the retired genes, in the space's order
+  std::vector<int64_t> defaults;          // what an old text that omits one meant
+  std::vector<std::vector<int64_t>> was;  // per value index of `into`: the retired genes' values
+};
+
+}  // namespace
+
 struct SearchSpace::Impl {
-  struct Named {
-    std::string name;
-    Expression expr;
-    bool reads_arch = false;  // reads SM_ARCH, maybe through a derived value: skipped while unknown
-  };
+  std::shared_ptr<const GeneLabels> labels;          // per gene; every genome of the space holds it
   std::vector<std::optional<Expression>> used_when;  // per gene, in gene order; nullopt: always
   std::vector<Named> derived;      // evaluated in order; each may read the ones before it
   std::vector<Named> constraints;  // checked in order; the first that is 0 is reported
+  std::vector<RetiredGroup> retired;
   std::string kernel_pattern;      // "{NAME}" placeholders
   Expression threads, grid_x, grid_y, grid_z, smem_bytes;
   std::optional<Expression> workspace_bytes;  // optional: scratch memory the kernel needs
@@ -36,16 +53,16 @@ struct SearchSpace::Impl {
 
 namespace {
 
-// The problem and device variables every expression may read.
-const char* const kProblemVariables[] = {"BATCH",    "HEADS",  "SEQ_Q",      "SEQ_K",
-                                         "HEAD_DIM", "CAUSAL", "SMEM_LIMIT", "SM_ARCH"};
 // What a gene's used_when may read: the problem alone, so that whether a gene matters to a run
-// does not depend on the other genes (nor on the device).
-const char* const kShapeVariables[] = {"BATCH", "HEADS", "SEQ_Q", "SEQ_K", "HEAD_DIM", "CAUSAL"};
+// does not depend on the other genes (nor on the device). DTYPE: 0 for fp16 (the only dtype yet).
+const char* const kShapeVariables[] = {"BATCH", "HEADS", "SEQ_Q", "SEQ_K", "HEAD_DIM", "CAUSAL", "DTYPE"};
+// Every expression may read those and the device.
+const char* const kDeviceVariables[] = {"SMEM_LIMIT", "SM_ARCH"};
 
 std::map<std::string, int64_t> shape_variables(const ProblemShape& p) {
   return {{"BATCH", p.batch},  {"HEADS", p.heads},       {"SEQ_Q", p.seq_q},
-          {"SEQ_K", p.seq_k},  {"HEAD_DIM", p.head_dim}, {"CAUSAL", p.causal ? 1 : 0}};
+          {"SEQ_K", p.seq_k},  {"HEAD_DIM", p.head_dim}, {"CAUSAL", p.causal ? 1 : 0},
+          {"DTYPE", 0}};
 }
 
 [[noreturn]] void bad_space(const std::string& why) {
@@ -71,7 +88,7 @@ int64_t int_value(const json& v, const std::string& where) {
   return v.get<int64_t>();
 }
 
-bool is_identifier(const std::string& s) {
+bool is_identifier(std::string_view s) {
   if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
   for (char c : s)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
@@ -99,10 +116,18 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-std::string join_values(const std::vector<int64_t>& values) {
-  std::string t = "{";
-  for (size_t i = 0; i < values.size(); ++i) t += (i ? ", " : "") + std::to_string(values[i]);
-  return t + "}";
+std::string join(const std::vector<std::string>& items, const char* separator = ", ") {
+  std::string t;
+  for (size_t i = 0; i < items.size(); ++i) t += (i ? separator : "") + items[i];
+  return t;
+}
+
+// "{16, 32, 64}", or an enumerated gene's labels: "{sync, cp_async, ...}".
+std::string domain_text(const Gene& g) {
+  if (!g.labels.empty()) return "{" + join(g.labels) + "}";
+  std::vector<std::string> values;
+  for (int64_t v : g.values) values.push_back(std::to_string(v));
+  return "{" + join(values) + "}";
 }
 
 // Every {NAME} in the pattern, in order; throws for unbalanced braces.
@@ -119,7 +144,96 @@ std::vector<std::string> placeholders(const std::string& pattern) {
   return names;
 }
 
+// One entry of "genes": integer "values", or enumerated "labels" whose i-th label is value i
+// (its default then a label too).
+Gene read_gene(const json& j, const std::string& where) {
+  Gene g;
+  g.name = string_field(j, "name", where);
+  const bool enumerated = j.is_object() && j.contains("labels");
+  if (enumerated && j.contains("values")) bad_space("gene " + g.name + " has both values and labels");
+  const json& values = field(j, enumerated ? "labels" : "values", where);
+  if (!values.is_array() || values.empty())
+    bad_space(where + (enumerated ? ".labels" : ".values") + " must be a non-empty array");
+  for (const auto& v : values) {
+    if (enumerated) {
+      if (!v.is_string() || !is_identifier(v.get<std::string>()))
+        bad_space("gene " + g.name + " label " + v.dump() + " is not an identifier");
+      if (std::find(g.labels.begin(), g.labels.end(), v.get<std::string>()) != g.labels.end())
+        bad_space("gene " + g.name + " lists " + v.get<std::string>() + " twice");
+      g.values.push_back(static_cast<int64_t>(g.labels.size()));
+      g.labels.push_back(v.get<std::string>());
+    } else {
+      g.values.push_back(int_value(v, where + ".values[]"));
+      if (std::count(g.values.begin(), g.values.end(), g.values.back()) > 1)
+        bad_space("gene " + g.name + " lists " + std::to_string(g.values.back()) + " twice");
+    }
+  }
+  const json& def = field(j, "default", where);
+  if (enumerated) {
+    auto it = def.is_string() ? std::find(g.labels.begin(), g.labels.end(), def.get<std::string>())
+                              : g.labels.end();
+    if (it == g.labels.end())
+      bad_space("gene " + g.name + " default " + def.dump() + " is not one of its labels " + domain_text(g));
+    g.default_value = it - g.labels.begin();
+  } else {
+    g.default_value = int_value(def, where + ".default");
+    if (std::find(g.values.begin(), g.values.end(), g.default_value) == g.values.end())
+      bad_space("gene " + g.name + " default " + std::to_string(g.default_value) +
+                " is outside its domain " + domain_text(g));
+  }
+  if (auto doc_it = j.find("doc"); doc_it != j.end() && doc_it->is_string()) g.doc = doc_it->get<std::string>();
+  return g;
+}
+
+// "retired_genes": genes of older genome texts, each {"name", "default", "into"}. The derived
+// value of the same name, which may read only the gene `into`, says what each value of `into`
+// was in the retired genes; parse() picks the value whose retired genes match the text.
+std::vector<RetiredGroup> read_retired(const json& list, const std::vector<Gene>& genes,
+                                       const std::vector<Named>& derived) {
+  using Group = RetiredGroup;
+  std::vector<Group> groups;
+  if (!list.is_array()) bad_space("retired_genes must be an array");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string where = "retired_genes[" + std::to_string(i) + "]";
+    const std::string name = string_field(list[i], "name", where);
+    const std::string into = string_field(list[i], "into", where);
+    const int64_t default_value = int_value(field(list[i], "default", where), where + ".default");
+    auto gene = std::find_if(genes.begin(), genes.end(), [&](const Gene& g) { return g.name == into; });
+    if (gene == genes.end()) bad_space("retired gene " + name + " goes into unknown gene '" + into + "'");
+    auto d = std::find_if(derived.begin(), derived.end(), [&](const auto& n) { return n.name == name; });
+    if (d == derived.end()) bad_space("retired gene " + name + " has no derived value of its name");
+    for (const auto& id : d->expr.identifiers())
+      if (id != into) bad_space("derived value " + name + " of a retired gene reads '" + id + "', not only " + into);
+    const size_t into_index = static_cast<size_t>(gene - genes.begin());
+    auto group = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.into == into_index; });
+    if (group == groups.end()) {
+      groups.push_back({into_index, {}, {}, std::vector<std::vector<int64_t>>(gene->values.size())});
+      group = groups.end() - 1;
+    }
+    if (std::find(group->names.begin(), group->names.end(), name) != group->names.end())
+      bad_space("retired gene " + name + " is listed twice");
+    group->names.push_back(name);
+    group->defaults.push_back(default_value);
+    for (size_t v = 0; v < gene->values.size(); ++v)
+      group->was[v].push_back(d->expr.eval({{into, gene->values[v]}}));
+  }
+  for (const Group& g : groups) {
+    const Gene& gene = genes[g.into];
+    for (size_t a = 0; a < g.was.size(); ++a)
+      for (size_t b = a + 1; b < g.was.size(); ++b)
+        if (g.was[a] == g.was[b])
+          bad_space("the genes retired into " + gene.name + " do not tell its values " +
+                    gene.value_text(gene.values[a]) + " and " + gene.value_text(gene.values[b]) + " apart");
+  }
+  return groups;
+}
+
 }  // namespace
+
+std::string Gene::value_text(int64_t value) const {
+  if (value >= 0 && static_cast<size_t>(value) < labels.size()) return labels[static_cast<size_t>(value)];
+  return std::to_string(value);
+}
 
 SearchSpace SearchSpace::from_json(std::string_view text) {
   json doc;
@@ -143,7 +257,8 @@ SearchSpace SearchSpace::from_json(std::string_view text) {
     space.head_dims_.push_back(static_cast<int>(v));
   }
 
-  std::set<std::string> known(std::begin(kProblemVariables), std::end(kProblemVariables));
+  std::set<std::string> known(std::begin(kShapeVariables), std::end(kShapeVariables));
+  known.insert(std::begin(kDeviceVariables), std::end(kDeviceVariables));
   auto define = [&](const std::string& name, const std::string& where) {
     if (!is_identifier(name)) bad_space(where + " name '" + name + "' is not an identifier");
     if (name == "min" || name == "max") bad_space(where + " name '" + name + "' is reserved");
@@ -153,25 +268,10 @@ SearchSpace SearchSpace::from_json(std::string_view text) {
   const json& genes = field(doc, "genes", "space");
   if (!genes.is_array() || genes.empty()) bad_space("genes must be a non-empty array");
   unsigned __int128 size = 1;
+  auto labels = std::make_shared<GeneLabels>();
   for (size_t i = 0; i < genes.size(); ++i) {
-    const std::string where = "genes[" + std::to_string(i) + "]";
-    Gene g;
-    g.name = string_field(genes[i], "name", where);
+    Gene g = read_gene(genes[i], "genes[" + std::to_string(i) + "]");
     define(g.name, "gene");
-    const json& values = field(genes[i], "values", where);
-    if (!values.is_array() || values.empty()) bad_space(where + ".values must be a non-empty array");
-    std::set<int64_t> seen;
-    for (const auto& v : values) {
-      g.values.push_back(int_value(v, where + ".values[]"));
-      if (!seen.insert(g.values.back()).second)
-        bad_space("gene " + g.name + " lists " + std::to_string(g.values.back()) + " twice");
-    }
-    g.default_value = int_value(field(genes[i], "default", where), where + ".default");
-    if (!seen.count(g.default_value))
-      bad_space("gene " + g.name + " default " + std::to_string(g.default_value) +
-                " is outside its domain " + join_values(g.values));
-    if (auto doc_it = genes[i].find("doc"); doc_it != genes[i].end() && doc_it->is_string())
-      g.doc = doc_it->get<std::string>();
     std::optional<Expression> used_when;
     if (auto it = genes[i].find("used_when"); it != genes[i].end()) {
       static const std::set<std::string> shape_names(std::begin(kShapeVariables), std::end(kShapeVariables));
@@ -179,10 +279,12 @@ SearchSpace SearchSpace::from_json(std::string_view text) {
       g.used_when = used_when->text();
     }
     impl->used_when.push_back(std::move(used_when));
+    labels->push_back(g.labels);
     size *= g.values.size();
     if (size > std::numeric_limits<uint64_t>::max() / 2) bad_space("the space has too many genomes");
     space.genes_.push_back(std::move(g));
   }
+  impl->labels = std::move(labels);
 
   // SM_ARCH and the derived values that read it, directly or through another.
   std::set<std::string> arch_names = {"SM_ARCH"};
@@ -202,6 +304,8 @@ SearchSpace SearchSpace::from_json(std::string_view text) {
       impl->derived.push_back({name, e});
     }
   }
+  if (auto it = doc.find("retired_genes"); it != doc.end())
+    impl->retired = read_retired(*it, space.genes_, impl->derived);
 
   const json& constraints = field(doc, "constraints", "space");
   if (!constraints.is_array()) bad_space("constraints must be an array");
@@ -265,7 +369,80 @@ const SearchSpace& SearchSpace::for_template(std::string_view template_id) {
 Genome SearchSpace::default_genome() const {
   std::vector<std::pair<std::string, int64_t>> genes;
   for (const auto& g : genes_) genes.emplace_back(g.name, g.default_value);
-  return Genome(id_, std::move(genes));
+  return Genome(id_, std::move(genes), impl_->labels);
+}
+
+namespace {
+
+// "NAME=VALUE,..." split into trimmed (name, value text) pairs; throws for a malformed item.
+std::vector<std::pair<std::string, std::string_view>> gene_items(std::string_view body, const std::string& whole) {
+  std::vector<std::pair<std::string, std::string_view>> items;
+  size_t start = 0;
+  while (start <= body.size()) {
+    size_t comma = body.find(',', start);
+    std::string_view item = body.substr(start, comma == std::string_view::npos ? comma : comma - start);
+    start = comma == std::string_view::npos ? body.size() + 1 : comma + 1;
+    size_t eq = item.find('=');
+    std::string name(trim(item.substr(0, eq)));
+    std::string_view value = eq == std::string_view::npos ? std::string_view() : trim(item.substr(eq + 1));
+    if (name.empty() || value.empty())
+      throw InputError("malformed genome '" + whole + "': expected NAME=VALUE,...");
+    items.emplace_back(std::move(name), value);
+  }
+  return items;
+}
+
+int64_t integer_value(std::string_view text, const std::string& whole) {
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size())
+    throw InputError("malformed genome '" + whole + "': expected NAME=VALUE,...");
+  return value;
+}
+
+// A gene's value from its text: a label of an enumerated gene, else an integer of its domain.
+int64_t gene_value(const Gene& gene, std::string_view text, const std::string& whole) {
+  const auto outside = [&] {
+    return InputError(gene.name + "=" + std::string(text) + " is outside its domain " + domain_text(gene));
+  };
+  if (!gene.labels.empty()) {
+    auto it = std::find(gene.labels.begin(), gene.labels.end(), text);
+    if (it == gene.labels.end()) throw outside();
+    return gene.values[static_cast<size_t>(it - gene.labels.begin())];
+  }
+  const int64_t value = integer_value(text, whole);
+  if (std::find(gene.values.begin(), gene.values.end(), value) == gene.values.end()) throw outside();
+  return value;
+}
+
+}  // namespace
+
+// Old genome texts name retired genes instead of the gene that replaced them: the replacing
+// gene's value is the one whose retired genes (those the text omits at their old defaults) match.
+void SearchSpace::translate_retired(Genome& genome, const std::map<std::string, int64_t>& retired,
+                                    const std::set<std::string>& given, const std::string& whole) const {
+  for (const auto& group : impl_->retired) {
+    const Gene& into = genes_[group.into];
+    std::vector<int64_t> values = group.defaults;
+    bool named = false;
+    for (size_t i = 0; i < group.names.size(); ++i)
+      if (auto it = retired.find(group.names[i]); it != retired.end()) {
+        values[i] = it->second;
+        named = true;
+      }
+    if (!named) continue;
+    if (given.count(into.name))
+      throw InputError("genome '" + whole + "' mixes " + into.name + " with the genes it replaced (" +
+                       join(group.names) + "); give " + into.name + " alone");
+    auto match = std::find(group.was.begin(), group.was.end(), values);
+    if (match == group.was.end()) {
+      std::vector<std::string> old;
+      for (size_t i = 0; i < group.names.size(); ++i) old.push_back(group.names[i] + "=" + std::to_string(values[i]));
+      throw InputError("no " + into.name + " matches the retired genes " + join(old, ",") + " of genome '" +
+                       whole + "' (" + into.name + " " + domain_text(into) + " replaced them)");
+    }
+    genome.set(into.name, into.values[static_cast<size_t>(match - group.was.begin())]);
+  }
 }
 
 Genome SearchSpace::parse(std::string_view text) const {
@@ -280,43 +457,27 @@ Genome SearchSpace::parse(std::string_view text) const {
   Genome genome = default_genome();
   if (body.empty()) return genome;  // every gene at its default
 
-  const auto malformed = [&]() {
-    return InputError("malformed genome '" + whole + "': expected NAME=VALUE,...");
-  };
   std::set<std::string> given;
-  size_t start = 0;
-  while (start <= body.size()) {
-    size_t comma = body.find(',', start);
-    std::string_view item = body.substr(start, comma == std::string_view::npos ? comma : comma - start);
-    start = comma == std::string_view::npos ? body.size() + 1 : comma + 1;
-
-    size_t eq = item.find('=');
-    if (eq == std::string_view::npos) throw malformed();
-    std::string name(trim(item.substr(0, eq)));
-    std::string_view value_text = trim(item.substr(eq + 1));
-    int64_t value = 0;
-    auto [end, ec] = std::from_chars(value_text.data(), value_text.data() + value_text.size(), value);
-    if (name.empty() || value_text.empty() || ec != std::errc() ||
-        end != value_text.data() + value_text.size())
-      throw malformed();
-
-    const Gene* gene = nullptr;
-    for (const auto& g : genes_)
-      if (g.name == name) gene = &g;
-    if (!gene) {
-      std::string names;
-      for (const auto& g : genes_) names += (names.empty() ? "" : ", ") + g.name;
-      throw InputError("unknown gene '" + name + "' (genes: " + names + ")");
-    }
+  std::map<std::string, int64_t> retired;
+  for (const auto& [name, value_text] : gene_items(body, whole)) {
     if (!given.insert(name).second)
       throw InputError("gene '" + name + "' is given twice in genome '" + whole + "'");
-    bool in_domain = false;
-    for (int64_t v : gene->values) in_domain = in_domain || v == value;
-    if (!in_domain)
-      throw InputError(name + "=" + std::to_string(value) + " is outside its domain " +
-                       join_values(gene->values));
-    genome.set(name, value);
+    auto gene = std::find_if(genes_.begin(), genes_.end(), [&](const Gene& g) { return g.name == name; });
+    if (gene != genes_.end()) {
+      genome.set(name, gene_value(*gene, value_text, whole));
+      continue;
+    }
+    bool is_retired = false;
+    for (const auto& group : impl_->retired)
+      is_retired = is_retired || std::count(group.names.begin(), group.names.end(), name) > 0;
+    if (!is_retired) {
+      std::vector<std::string> names;
+      for (const auto& g : genes_) names.push_back(g.name);
+      throw InputError("unknown gene '" + name + "' (genes: " + join(names) + ")");
+    }
+    retired[name] = integer_value(value_text, whole);
   }
+  if (!retired.empty()) translate_retired(genome, retired, given, whole);
   return genome;
 }
 
@@ -347,13 +508,8 @@ std::map<std::string, int64_t> SearchSpace::variables(const Genome& g, const Pro
   for (size_t i = 0; fits && i < genes_.size(); ++i) fits = g.genes()[i].first == genes_[i].name;
   if (!fits) throw InputError("genome '" + g.text() + "' does not fit the " + id_ + " search space");
 
-  std::map<std::string, int64_t> vars(g.genes().begin(), g.genes().end());
-  vars["BATCH"] = p.batch;
-  vars["HEADS"] = p.heads;
-  vars["SEQ_Q"] = p.seq_q;
-  vars["SEQ_K"] = p.seq_k;
-  vars["HEAD_DIM"] = p.head_dim;
-  vars["CAUSAL"] = p.causal ? 1 : 0;
+  std::map<std::string, int64_t> vars = shape_variables(p);
+  vars.insert(g.genes().begin(), g.genes().end());
   vars["SMEM_LIMIT"] = smem_limit;
   vars["SM_ARCH"] = sm_arch;
   for (const auto& d : impl_->derived) vars[d.name] = d.expr.eval(vars);
@@ -430,7 +586,7 @@ Genome SearchSpace::at(uint64_t index) const {
     genes[i] = {genes_[i].name, values[index % values.size()]};
     index /= values.size();
   }
-  return Genome(id_, std::move(genes));
+  return Genome(id_, std::move(genes), impl_->labels);
 }
 
 int sm_arch_number(std::string_view arch) {

@@ -2,13 +2,15 @@
 // A template's search space, read from its .space.json (kernel_templates/): genes and their
 // domains, derived values, named validity constraints, the kernel's name expression and launch
 // formulas. Expressions are integer arithmetic over genes, derived values, the problem (BATCH,
-// HEADS, SEQ_Q, SEQ_K, HEAD_DIM, CAUSAL) and the device (SMEM_LIMIT, and SM_ARCH: 90 for an
-// sm_90a target, 0 while unknown): + - * / %, comparisons,
-// && || !, parentheses, min(a,b), max(a,b).
+// HEADS, SEQ_Q, SEQ_K, HEAD_DIM, CAUSAL, DTYPE) and the device (SMEM_LIMIT, and SM_ARCH: 90 for
+// an sm_90a target, 0 while unknown): + - * / %, comparisons, && || !, parentheses, min(a,b),
+// max(a,b). A space may list "retired_genes": genes of older genome texts, each replaced by a
+// gene whose values the derived value of the retired gene's name maps back (parse()).
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,13 +22,19 @@ namespace evo {
 
 struct Gene {
   std::string name;
+  // The domain. An enumerated gene (the JSON's "labels") has values 0..n-1, value i named labels[i];
+  // expressions and the kernel's template argument see the value, genome text the label.
   std::vector<int64_t> values;
+  std::vector<std::string> labels;  // empty for an integer gene
   int64_t default_value = 0;
   std::string doc;
   // An expression over the problem (BATCH, HEADS, SEQ_Q, SEQ_K, HEAD_DIM, CAUSAL) that is nonzero
   // where the gene changes the kernel; empty: always. Where it is zero for every shape of a run,
   // every value of the gene runs the same code, and the run keeps only the default (canonical()).
   std::string used_when;
+
+  // How genome text spells `value`: its label, or the number.
+  std::string value_text(int64_t value) const;
 };
 
 struct LaunchConfig {
@@ -57,8 +65,11 @@ class SearchSpace {
   Genome default_genome() const;
 
   // Accepts "fa_s512_v3:BLOCK_M=32,..." or just "BLOCK_M=32,..."; genes not named take their
-  // default. Throws InputError for a malformed text, an unknown gene, a value outside its domain,
-  // or a template prefix that is not this space's.
+  // default; an enumerated gene is named by its label (SCHEDULE=tma). Retired genes translate
+  // into the gene that replaced them, those not named taking their old defaults. Throws
+  // InputError for a malformed text, an unknown gene, a value outside its domain, a template
+  // prefix that is not this space's, retired genes that no value of their replacement matches,
+  // or a text that names both.
   Genome parse(std::string_view text) const;
 
   // g with every gene that no shape of `shapes` uses (Gene::used_when) set to its default, so
@@ -86,7 +97,7 @@ class SearchSpace {
   std::map<std::string, int64_t> variables(const Genome& g, const ProblemShape& p,
                                            int64_t smem_limit, int sm_arch = kUnknownArch) const;
   LaunchConfig launch(const Genome& g, const ProblemShape& p) const;
-  // "evo::fa_s512_v3_kernel<0, 64, 32, 64, 4, 2, 1, 1, 1, 0, 0, 0>"
+  // "evo::fa_s512_v3_kernel<0, 0, 64, 32, 64, 4, 2, 1, 1, 1, 0, 64, 0, 0>": enumerated genes by value
   std::string kernel_name(const Genome& g, const ProblemShape& p) const;
   // Floating-point operations one launch performs, from the space's "flops" expression (which may
   // depend on the genome, e.g. for a kernel that skips masked blocks); ProblemShape::flops() where
@@ -102,6 +113,8 @@ class SearchSpace {
 
  private:
   struct Impl;
+  void translate_retired(Genome& genome, const std::map<std::string, int64_t>& retired,
+                         const std::set<std::string>& given, const std::string& whole) const;
   std::string id_;
   std::vector<Gene> genes_;
   std::vector<int> head_dims_;

@@ -8,15 +8,21 @@
 
 #include <spdlog/spdlog.h>
 
+#include "store_genome_rewrite.h"
+
 namespace evo {
 
 namespace {
 
-// Numbered migrations: entry i takes the schema from version i to i+1. Never edit one that has
-// shipped; append a new one.
-const char* const kMigrations[] = {
+// Numbered migrations: entry i takes the schema from version i to i+1, by its SQL and then, where
+// SQL cannot say it, a function over the rows. Never edit one that has shipped; append a new one.
+struct Migration {
+  const char* sql;
+  void (*rewrite)(SqliteConnection&) = nullptr;
+};
+const Migration kMigrations[] = {
     // 0 -> 1
-    R"sql(
+    {R"sql(
 CREATE TABLE runs (
   id TEXT PRIMARY KEY,
   seed TEXT NOT NULL,
@@ -103,10 +109,10 @@ CREATE TABLE result_cache (
   confirmed INTEGER NOT NULL,
   PRIMARY KEY (genome_hash, device_class, toolkit)
 );
-)sql",
+)sql"},
     // 1 -> 2: a time belongs to a problem as much as to a genome. Entries of version 1 did not
     // say which shapes they timed, so they cannot be trusted for any run and are dropped.
-    R"sql(
+    {R"sql(
 DROP TABLE result_cache;
 CREATE TABLE result_cache (
   genome_hash TEXT NOT NULL,
@@ -119,17 +125,21 @@ CREATE TABLE result_cache (
   confirmed INTEGER NOT NULL,
   PRIMARY KEY (genome_hash, problem, device_class, toolkit)
 );
-)sql",
+)sql"},
     // 2 -> 3: warm-start genomes of a run, canonical texts ';'-separated (a genome text holds
     // commas). Runs of version 2 had none.
-    R"sql(
+    {R"sql(
 ALTER TABLE runs ADD COLUMN start_genomes TEXT NOT NULL DEFAULT '';
-)sql",
+)sql"},
     // 3 -> 4: which per-call time ranks a run's candidates. Runs of version 3 ranked by inputs
     // cycled past L2, the only figure there was.
-    R"sql(
+    {R"sql(
 ALTER TABLE runs ADD COLUMN fitness_inputs TEXT NOT NULL DEFAULT 'rotated';
-)sql",
+)sql"},
+    // 4 -> 5: fa_s512_v3's six boolean schedule genes (CP_ASYNC, PV_ASYNC, TMA, STAGE_RELEASE,
+    // PINGPONG, QK_AHEAD) became one SCHEDULE gene: every stored genome text and hash is rewritten
+    // to today's canonical text (store_genome_rewrite.h).
+    {"", rewrite_genome_texts},
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion, "one migration per schema version");
@@ -350,7 +360,8 @@ void Store::migrate() {
       throw StoreError("schema version " + std::to_string(version) + " is newer than this evod (" +
                        std::to_string(kSchemaVersion) + ")");
     for (int v = version; v < kSchemaVersion; ++v) {
-      db_->exec(kMigrations[v]);
+      if (*kMigrations[v].sql) db_->exec(kMigrations[v].sql);
+      if (kMigrations[v].rewrite) kMigrations[v].rewrite(*db_);
       db_->prepare("INSERT INTO schema_version (version) VALUES (?)").bind(1, v + 1).run();
       spdlog::info("event=store_migrated to_version={}", v + 1);
     }

@@ -122,7 +122,7 @@ struct StoreOptions {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
 
   // Opens or creates the database file and migrates it to kSchemaVersion. Throws StoreError with
   // one line for people when the directory does not exist, the file is read-only or it is not a

@@ -8,10 +8,5 @@ if(NOT TARGET evo_exporter)
     ${CMAKE_CURRENT_LIST_DIR}/exporter_report.cpp)
   target_include_directories(evo_exporter
     PUBLIC ${CMAKE_CURRENT_LIST_DIR} ${CMAKE_CURRENT_LIST_DIR}/../population)
-  target_link_libraries(evo_exporter PUBLIC evo_templates evo_proto nlohmann_json::nlohmann_json)
-  # The exporter uses only Genome's header (see exporter_text.h); it links evo_genome when that
-  # library exists so that callers get one consistent Genome.
-  if(TARGET evo_genome)
-    target_link_libraries(evo_exporter PUBLIC evo_genome)
-  endif()
+  target_link_libraries(evo_exporter PUBLIC evo_genome evo_templates evo_proto nlohmann_json::nlohmann_json)
 endif()

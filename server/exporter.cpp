@@ -59,7 +59,7 @@ SpaceForExport read_space(const KernelTemplate& t) {
   SpaceForExport s;
   s.id = std::string(t.id);
   std::set<std::string> known = {"BATCH", "HEADS", "SEQ_Q", "SEQ_K", "HEAD_DIM", "CAUSAL",
-                                 "SMEM_LIMIT", "SM_ARCH"};
+                                 "DTYPE", "SMEM_LIMIT", "SM_ARCH"};
   std::set<std::string> runtime = kRuntimeNames;
   auto reads_runtime = [&](const CxxExpression& e) {
     for (const auto& n : e.names)
@@ -109,9 +109,12 @@ SpaceForExport read_space(const KernelTemplate& t) {
   return s;
 }
 
-// "evo::fa_s512_v3_kernel<{CAUSAL}, {HEAD_DIM}, {BLOCK_M}, ...>" with the genes baked in.
+// "evo::fa_s512_v3_kernel<{DTYPE}, {CAUSAL}, {HEAD_DIM}, {BLOCK_M}, ...>" with the genes baked in;
+// a derived value by its name, the variant's constant. DTYPE is 0: the export is fp16.
 std::string kernel_name(const SpaceForExport& s, const Genome& g) {
-  std::map<std::string, std::string> values = {{"CAUSAL", "CAUSAL_"}, {"HEAD_DIM", "HEAD_DIM_"}};
+  std::map<std::string, std::string> values = {{"CAUSAL", "CAUSAL_"}, {"HEAD_DIM", "HEAD_DIM_"}, {"DTYPE", "0"}};
+  for (const auto& d : s.derived)
+    if (!d.runtime) values[d.name] = d.name;
   for (const auto& [name, value] : g.genes()) values[name] = std::to_string(value);
   std::string out;
   const std::string& p = s.kernel_pattern;
@@ -191,11 +194,12 @@ void emit_workspace(std::ostringstream& o) {
 // Everything a (genome, CAUSAL, HEAD_DIM) instantiation knows at compile time.
 void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& g, size_t index,
                   int64_t smem_limit, int sm_arch) {
-  o << "// Variant " << index << ": " << export_text::genome(g) << "\n"
+  o << "// Variant " << index << ": " << g.text() << "\n"
     << "template <int CAUSAL_, int HEAD_DIM_>\n"
     << "struct Variant" << index << " {\n"
     << "  static constexpr long long CAUSAL = CAUSAL_;\n"
     << "  static constexpr long long HEAD_DIM = HEAD_DIM_;\n"
+    << "  static constexpr long long DTYPE = 0;  // fp16\n"
     << "  static constexpr long long SMEM_LIMIT = " << smem_limit << "LL;\n"
     << "  static constexpr long long SM_ARCH = " << sm_arch << "LL;  // the target it was measured on\n";
   for (const auto& [name, value] : g.genes())
@@ -448,7 +452,7 @@ v1::ExportResponse export_dispatch_table(const KernelTemplate& tmpl, const std::
     << "//   " << exported_build_command("kernel.cu", "libkernel.so", arch) << "\n"
     << "// Call evo_attention_forward (bottom of this file) from any program, e.g. ctypes.\n";
   for (const auto& v : variants)
-    o << "//   " << (v.run_id.empty() ? "" : "run " + v.run_id + ": ") << export_text::genome(v.genome) << (v.evidence.estimated() ? "  (ESTIMATED: chosen by the model evaluator, not measured)" : "")
+    o << "//   " << (v.run_id.empty() ? "" : "run " + v.run_id + ": ") << v.genome.text() << (v.evidence.estimated() ? "  (ESTIMATED: chosen by the model evaluator, not measured)" : "")
       << "\n";
   o << "#include <atomic>\n#include <cmath>\n#include <mutex>\n#include <vector>\n\n"
     << "#include <cuda_fp16.h>\n#include <cuda_runtime.h>\n\n"
@@ -475,13 +479,14 @@ v1::ExportResponse export_dispatch_table(const KernelTemplate& tmpl, const std::
   std::string genomes;
   for (const auto& v : variants) {
     if (!genomes.empty()) genomes += ";";
-    genomes += export_text::genome(v.genome);
+    genomes += v.genome.text();
   }
   response.set_genome(genomes);
+  response.set_arch(arch);
   for (const auto& v : variants) {
     v1::ExportBucket* b = response.add_buckets();
     b->set_run_id(v.run_id);
-    b->set_genome(export_text::genome(v.genome));
+    b->set_genome(v.genome.text());
     for (const auto& sh : v.shapes) b->add_shapes(export_text::shape(sh));
     b->set_fitness_us(ranked_fitness_us(v.fitness_inputs, v.evidence));
     b->set_estimated(v.evidence.estimated());

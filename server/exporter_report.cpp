@@ -52,7 +52,7 @@ void report_variant(std::ostringstream& o, const ExportVariant& v, size_t index,
   const v1::Evaluation& e = v.evidence;
   if (count > 1) o << "## Variant " << index << "\n\n";
   if (!v.run_id.empty()) o << "Run: `" << v.run_id << "`\n\n";
-  o << "Genome: `" << export_text::genome(v.genome) << "`\n\n";
+  o << "Genome: `" << v.genome.text() << "`\n\n";
   if (!v.shapes.empty()) {
     o << (count > 1 ? "Shape bucket: " : "Shapes: ");
     for (size_t i = 0; i < v.shapes.size(); ++i) o << (i ? ", " : "") << "`" << export_text::shape(v.shapes[i]) << "`";
@@ -139,7 +139,7 @@ void report_buckets(std::ostringstream& o, const std::vector<ExportVariant>& var
     const v1::Evaluation& e = v.evidence;
     o << "| " << i << " | " << (v.run_id.empty() ? "-" : v.run_id) << " | ";
     for (size_t k = 0; k < v.shapes.size(); ++k) o << (k ? ", " : "") << "`" << export_text::shape(v.shapes[k]) << "`";
-    o << " | `" << export_text::genome(v.genome) << "` | ";
+    o << " | `" << v.genome.text() << "` | ";
     if (e.shapes().empty()) o << "not recorded";
     for (int k = 0; k < e.shapes_size(); ++k)
       o << (k ? ", " : "") << shape_text(e.shapes(k).shape()) << " " << fixed(e.shapes(k).median_us(), 2);

@@ -67,7 +67,9 @@ TEST(DispatchExport, TwoRunsForTwoShapesExportAsOneTableThatNvccBuilds) {
   const fs::path out = fs::path(c.dir()) / "table.cu";
   std::string log;
   ASSERT_EQ(evoctl(c, {"export", small.run_id(), medium.run_id(), "--out", out.string()}, "export", &log), 0) << log;
-  EXPECT_NE(log.find("ESTIMATED: at least one winner"), std::string::npos) << log;
+  // From the response's fields: the model worker's target, and both buckets estimated.
+  EXPECT_NE(log.find("-arch=sm_90a -o libtable.so " + out.string() + "\n"), std::string::npos) << log;
+  EXPECT_NE(log.find("ESTIMATED: 2 of 2 winners were chosen by the model evaluator"), std::string::npos) << log;
 
   const std::string source = slurp(out);
   EXPECT_NE(source.find("struct Variant0"), std::string::npos);

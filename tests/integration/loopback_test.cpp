@@ -169,7 +169,7 @@ TEST(Loopback, StartGenomesLeadGenerationZeroAcrossAnEvodRestart) {
   auto req = run_request(2, 3, 1, 4);
   req.add_start_genomes("BLOCK_N=128,BLOCK_M=64");
   ASSERT_TRUE(c.submit(req, &run).ok());
-  const std::string canonical = "fa_s512_v3:BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1,";
+  const std::string canonical = "fa_s512_v3:BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1,";
   ASSERT_EQ(run.start_genomes_size(), 1);
   EXPECT_EQ(run.start_genomes(0).rfind(canonical, 0), 0u) << run.start_genomes(0);
   c.evod().kill(SIGKILL);

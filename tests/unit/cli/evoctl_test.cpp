@@ -73,8 +73,8 @@ TEST_F(Evoctl, SubmitStartFromSendsThatRunsElites) {
   const auto& req = server_.service.last_submit;
   ASSERT_EQ(req.start_genomes_size(), 3);
   EXPECT_EQ(req.start_genomes(0), "BLOCK_M=128");
-  EXPECT_EQ(req.start_genomes(1), "fa_s512_v3:BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1");
-  EXPECT_EQ(req.start_genomes(2), "fa_s512_v3:BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1");
+  EXPECT_EQ(req.start_genomes(1), "fa_s512_v3:BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1");
+  EXPECT_EQ(req.start_genomes(2), "fa_s512_v3:BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1");
 }
 
 // A run that does not exist, or has no elite yet, is one error and no run is submitted.
@@ -234,7 +234,7 @@ TEST_F(Evoctl, LeaderboardShowsEvidenceAndSaysEstimatedLoudly) {
   auto r = run({"leaderboard"});
   ASSERT_EQ(r.exit_status, 0) << r.err;
   EXPECT_EQ(r.out.find("ESTIMATED"), std::string::npos);
-  EXPECT_NE(r.out.find("seed genome: 10.00 µs  BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1\n"),
+  EXPECT_NE(r.out.find("seed genome: 10.00 µs  BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1\n"),
             std::string::npos)
       << r.out;
   // Each elite by the genes it changes, which --start reads back as the same genome.
@@ -265,7 +265,7 @@ TEST_F(Evoctl, LeaderboardWithoutASeedGenomePrintsWholeGenomes) {
   ASSERT_EQ(r.exit_status, 0) << r.err;
   EXPECT_NE(r.out.find("seed genome: 10.00 µs\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("rank  genome  "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1  5.00   6.00  "), std::string::npos)
+  EXPECT_NE(r.out.find("BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1  5.00   6.00  "), std::string::npos)
       << r.out;
 }
 
@@ -367,13 +367,46 @@ TEST_F(Evoctl, ExportWritesTheKernelAndTheReportBesideIt) {
   std::ifstream cu(dir / "best.cu"), md(dir / "best.report.md");
   std::string cu_text((std::istreambuf_iterator<char>(cu)), {}), md_text((std::istreambuf_iterator<char>(md)), {});
   EXPECT_EQ(cu_text, "// kernel source\n");
-  EXPECT_EQ(md_text, "# report\n");
+  EXPECT_EQ(md_text, "# report\nA winner the model evaluator chose reads ESTIMATED.\n");
+  EXPECT_TRUE(fs::exists(dir / "best.dispatch.json"));
+  // The build line's target is the response's arch; the report's words do not make it estimated.
+  EXPECT_NE(r.out.find("build: nvcc -O3 -shared -Xcompiler -fPIC -arch=sm_89 -o libbest.so " + (dir / "best.cu").string() +
+                       "\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("ESTIMATED"), std::string::npos) << r.out;
   const auto bad = run({"export", "r1", "--out", (dir / "no_such_dir" / "best.cu").string()});
   EXPECT_EQ(bad.exit_status, 1);
   EXPECT_NE(bad.err.find("evoctl: cannot write"), std::string::npos) << bad.err;
-  EXPECT_FALSE(fs::exists(dir / "best.dispatch.json")) << "an evod that sends no buckets gets no dispatch file";
   EXPECT_EQ(server_.service.last_export.run_id(), "r1") << "one run goes as run_id, which every evod knows";
   EXPECT_EQ(server_.service.last_export.run_ids_size(), 0);
+  fs::remove_all(dir);
+}
+
+// Whether the winner was estimated is its bucket's field, whatever the report's text says.
+TEST_F(Evoctl, ExportOfAnEstimatedWinnerSaysSoFromTheBucket) {
+  server_.service.estimated = true;  // and the fake's report then never writes the word
+  const fs::path dir = fs::temp_directory_path() / ("evoctl_estimated_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto r = run({"export", "r1", "--out", (dir / "best.cu").string()});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_NE(r.out.find("ESTIMATED: this winner was chosen by the model evaluator, not measured on a GPU\n"),
+            std::string::npos)
+      << r.out;
+  fs::remove_all(dir);
+}
+
+// An evod from before buckets and ExportResponse.arch: no dispatch file, and the build line defers
+// to the report, the one place such an evod names the target.
+TEST_F(Evoctl, ExportFromAnOlderEvodDefersTheBuildLineToTheReport) {
+  server_.service.export_predates_buckets = true;
+  const fs::path dir = fs::temp_directory_path() / ("evoctl_old_export_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto r = run({"export", "r1", "--out", (dir / "best.cu").string()});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "best.dispatch.json")) << "an evod that sends no buckets gets no dispatch file";
+  EXPECT_NE(r.out.find("build: as " + (dir / "best.report.md").string() + " says\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("-arch="), std::string::npos) << "no target is guessed: " << r.out;
   fs::remove_all(dir);
 }
 
@@ -395,8 +428,10 @@ TEST_F(Evoctl, ExportOfSeveralRunsWritesTheTableItsReportAndTheBenchDispatchFile
   // evoctl tells evod the file's name, and the report written beside table.cu names table.cu.
   EXPECT_EQ(req.source_name(), "table.cu");
   EXPECT_EQ(slurp(dir / "table.report.md"),
-            "# table report\nBuild: `nvcc -O3 -shared -Xcompiler -fPIC -arch=sm_90a -o libtable.so table.cu`\n");
-  EXPECT_NE(r.out.find("-o libtable.so " + (dir / "table.cu").string() + "\n"), std::string::npos) << r.out;
+            "# table report\nBuild: `nvcc -O3 -shared -Xcompiler -fPIC -arch=sm_100a -o libtable.so table.cu`\n");
+  EXPECT_NE(r.out.find("-arch=sm_100a -o libtable.so " + (dir / "table.cu").string() + "\n"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("ESTIMATED: 1 of 2 winners was chosen by the model evaluator"), std::string::npos) << r.out;
   const std::string json = slurp(dir / "table.dispatch.json");
   // The format bench/bench_dispatch.py reads; every entry names the exported .cu beside it.
   EXPECT_NE(json.find(R"("shape": "1x8x512x64")"), std::string::npos) << json;

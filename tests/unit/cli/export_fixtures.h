@@ -1,20 +1,18 @@
 #pragma once
-// Shared inputs for the exporter tests: the template's default genome read from its own space
-// JSON (so the tests follow the space as it changes) and a plausible evaluation.
+// Shared inputs for the exporter tests: the template's default genome from its own space (so the
+// tests follow the space as it changes) and a plausible evaluation.
 #include <nlohmann/json.hpp>
 
 #include "evo/evo.pb.h"
 #include "genome.h"
+#include "search_space.h"
 #include "shape.h"
 #include "template_registry.h"
 
 namespace evo::testing {
 
 inline Genome default_genome(const std::string& template_id = "fa_s512_v3") {
-  const auto j = nlohmann::json::parse(find_template(template_id)->space_json);
-  std::vector<std::pair<std::string, int64_t>> genes;
-  for (const auto& g : j.at("genes")) genes.emplace_back(g.at("name"), g.at("default").get<int64_t>());
-  return Genome(template_id, genes);
+  return SearchSpace::for_template(template_id).default_genome();
 }
 
 inline ProblemShape shape_1x8x512x64(bool causal = false) {

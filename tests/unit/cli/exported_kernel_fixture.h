@@ -86,7 +86,7 @@ class ExportedKernel : public ::testing::Test {
     // in whole-tile boxes, so that K's and V's (128 rows) are taller than Q's and O's (64).
     Genome tma = seed;
     for (const auto& [gene, value] : std::vector<std::pair<std::string, int64_t>>{
-             {"BLOCK_M", 64}, {"BLOCK_N", 128}, {"WARPS", 4}, {"WGMMA", 1}, {"TMA", 1},
+             {"BLOCK_M", 64}, {"BLOCK_N", 128}, {"WARPS", 4}, {"WGMMA", 1}, {"SCHEDULE", 3 /* tma */},
              {"TMA_BOX_ROWS", 256}})
       tma.set(gene, value);
     tma_ = build("tma", export_standalone(tma, {testing::shape_1x8x512x64()}, testing::measured_evaluation(false)));

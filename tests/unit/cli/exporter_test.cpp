@@ -117,7 +117,7 @@ TEST(Exporter, WorkspaceIsStreamOrderedWhenTheSpaceAsksForOne) {
 TEST(Exporter, TmaGenomesEncodeTheirTensorMapsBeforeTheLaunch) {
   Genome g = default_genome();
   for (const auto& [gene, value] : std::vector<std::pair<std::string, int64_t>>{
-           {"BLOCK_M", 64}, {"BLOCK_N", 128}, {"WARPS", 4}, {"WGMMA", 1}, {"TMA", 1}})
+           {"BLOCK_M", 64}, {"BLOCK_N", 128}, {"WARPS", 4}, {"WGMMA", 1}, {"SCHEDULE", 3 /* tma */}})
     g.set(gene, value);
   const auto r = export_standalone(g, {shape_1x8x512x64()}, measured_evaluation(false));
   EXPECT_NE(r.source().find("      const long long tensor_map_box_rows = TMA * evo_min(TMA_BOX_ROWS, BLOCK_N);\n"
@@ -168,6 +168,23 @@ TEST(Exporter, ReportBuildsTheFileItWasAskedFor) {
   options.source_name = "table.cu";
   const auto named = export_standalone(default_genome(), {shape_1x8x512x64()}, measured_evaluation(false), options);
   EXPECT_NE(named.report().find("-o libtable.so table.cu`"), std::string::npos) << named.report();
+}
+
+// The response names the target the source builds for, as a field evoctl reads: the measuring
+// device's architecture, else sm_90a; and each bucket says whether its winner was estimated.
+TEST(Exporter, ResponseNamesTheArchitectureAndWhatWasEstimated) {
+  v1::Evaluation blackwell = measured_evaluation(true);
+  blackwell.mutable_device()->set_arch("sm_100a");
+  const auto r = export_standalone(default_genome(), {shape_1x8x512x64()}, blackwell);
+  EXPECT_EQ(r.arch(), "sm_100a");
+  EXPECT_NE(r.report().find("-arch=sm_100a -o libbest.so best.cu`"), std::string::npos) << r.report();
+  ASSERT_EQ(r.buckets_size(), 1);
+  EXPECT_TRUE(r.buckets(0).estimated());
+  v1::Evaluation unnamed = measured_evaluation(false);
+  unnamed.mutable_device()->clear_arch();
+  const auto plain = export_standalone(default_genome(), {shape_1x8x512x64()}, unnamed);
+  EXPECT_EQ(plain.arch(), "sm_90a");
+  EXPECT_FALSE(plain.buckets(0).estimated());
 }
 
 TEST(Exporter, EstimatedEvidenceIsSaidLoudly) {

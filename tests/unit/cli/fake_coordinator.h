@@ -14,13 +14,14 @@ class FakeCoordinator final : public v1::Coordinator::Service {
  public:
   bool estimated = false;
   // What Leaderboard names as the seed genome; empty, as an evod from before the field did.
-  std::string seed_genome = "fa_s512_v3:BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1";
+  std::string seed_genome = "fa_s512_v3:BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1";
   v1::SubmitRunRequest last_submit;
   v1::ExportRequest last_export;
   v1::ListCandidatesRequest last_candidates;
   bool watch_ends_early = false;  // the stream closes before the run is final
   bool watch_loses_worker = false;  // the run's only worker goes away mid-watch, and comes back
   bool no_elites = false;
+  bool export_predates_buckets = false;  // ExportBest answers as an evod before buckets and arch
   bool cancel_finds_it_done = false;  // CancelRun answers with a run that had already ended         // Leaderboard answers with the run and no elite (nothing done yet)
   std::string required_token;     // non-empty: ListRuns wants "authorization: Bearer <token>"
 
@@ -78,7 +79,7 @@ class FakeCoordinator final : public v1::Coordinator::Service {
     }
     auto* spill = r->add_candidates();
     spill->set_candidate_id("r1-c0001");
-    spill->set_genome("fa_s512_v3:BLOCK_M=128,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1");
+    spill->set_genome("fa_s512_v3:BLOCK_M=128,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1");
     spill->set_state("done");
     spill->set_failed(true);
     auto* e = spill->mutable_evaluation();
@@ -126,7 +127,7 @@ class FakeCoordinator final : public v1::Coordinator::Service {
     for (int i = 1; i <= (no_elites ? 0 : 2); ++i) {
       auto* e = r->add_elites();
       e->set_rank(i);
-      e->set_genome("fa_s512_v3:BLOCK_M=" + std::to_string(16 * i) + ",BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=1");
+      e->set_genome("fa_s512_v3:BLOCK_M=" + std::to_string(16 * i) + ",BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1");
       e->set_fitness_us(5.0 * i);
       e->set_spread_pct(1.5);
       e->set_tflops(100.0 / i);
@@ -159,8 +160,9 @@ class FakeCoordinator final : public v1::Coordinator::Service {
       r->set_source("// dispatch table source\n");
       // evod names the file the request names in the report's build line (table.cu: libtable.so).
       const std::string name = req->source_name().empty() ? "best.cu" : req->source_name();
-      r->set_report("# table report\nBuild: `nvcc -O3 -shared -Xcompiler -fPIC -arch=sm_90a -o lib" +
+      r->set_report("# table report\nBuild: `nvcc -O3 -shared -Xcompiler -fPIC -arch=sm_100a -o lib" +
                     name.substr(0, name.size() - 3) + ".so " + name + "`\n");
+      r->set_arch("sm_100a");  // the measuring device's, not the sm_90a evoctl once assumed
       r->set_genome("fa_s512_v3:BLOCK_M=16;fa_s512_v3:BLOCK_M=64");
       auto* a = r->add_buckets();
       a->set_run_id("r1");
@@ -177,8 +179,15 @@ class FakeCoordinator final : public v1::Coordinator::Service {
     }
     if (req->run_id() != "r1") return {grpc::StatusCode::NOT_FOUND, "unknown run '" + req->run_id() + "'"};
     r->set_source("// kernel source\n");
-    r->set_report("# report\n");
+    r->set_report(estimated ? "# report\n" : "# report\nA winner the model evaluator chose reads ESTIMATED.\n");
     r->set_genome("fa_s512_v3:BLOCK_M=32");
+    if (export_predates_buckets) return grpc::Status::OK;
+    r->set_arch("sm_89");
+    auto* b = r->add_buckets();
+    b->set_run_id("r1");
+    b->set_genome("fa_s512_v3:BLOCK_M=32");
+    b->add_shapes("1x8x512x64");
+    b->set_estimated(estimated);
     return grpc::Status::OK;
   }
 

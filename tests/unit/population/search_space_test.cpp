@@ -12,6 +12,9 @@ namespace {
 
 const SearchSpace& space() { return SearchSpace::for_template("fa_s512_v3"); }
 
+// The code of a SCHEDULE label, for Genome::set.
+int64_t schedule(const std::string& label) { return space().parse("SCHEDULE=" + label).get("SCHEDULE"); }
+
 std::string error_of(const std::function<void()>& f) {
   try {
     f();
@@ -24,7 +27,7 @@ std::string error_of(const std::function<void()>& f) {
 TEST(SearchSpaceTest, LoadsTheRealSpace) {
   const SearchSpace& s = space();
   EXPECT_EQ(s.id(), "fa_s512_v3");
-  ASSERT_EQ(s.genes().size(), 16u);
+  ASSERT_EQ(s.genes().size(), 11u);
   EXPECT_EQ(s.genes()[0].name, "BLOCK_M");
   EXPECT_EQ(s.genes()[0].values, (std::vector<int64_t>{16, 32, 64, 128}));
   EXPECT_EQ(s.genes()[0].default_value, 32);
@@ -35,14 +38,14 @@ TEST(SearchSpaceTest, LoadsTheRealSpace) {
   EXPECT_EQ(s.size(), product);
   EXPECT_EQ(s.constraint_names(),
             (std::vector<std::string>{"block_m_multiple_of_mma_m", "warps_divide_evenly",
-                                      "kv_split_keeps_mma_k", "pipeline_needs_cp_async",
+                                      "kv_split_keeps_mma_k", "sync_has_one_stage",
                                       "split_has_keys", "wgmma_needs_sm90a", "wgmma_whole_warpgroups",
-                                      "wgmma_n_per_warpgroup", "wgmma_needs_swizzled_cp_async",
-                                      "pv_async_needs_wgmma", "tma_needs_sm90a",
+                                      "wgmma_n_per_warpgroup", "wgmma_needs_swizzled_async_copies",
+                                      "pv_schedules_need_wgmma", "tma_needs_sm90a",
                                       "tma_fills_swizzled_panels", "tma_mma_sync_whole_stages",
                                       "tma_whole_boxes", "box_rows_name_distinct_boxes",
-                                      "box_rows_need_tma", "stage_release_needs_tma", "pingpong_two_warpgroups",
-                                      "qk_ahead_needs_pv_async_tma", "lazy_rescale_not_with_qk_ahead",
+                                      "box_rows_need_tma", "pingpong_two_warpgroups",
+                                      "qk_ahead_three_stages", "lazy_rescale_not_with_qk_ahead",
                                       "causal_fold_pairs_row_warps",
                                       "shared_memory_fits_device",
                                       "supported_head_dim"}));
@@ -80,7 +83,7 @@ TEST(SearchSpaceTest, TmaGenomesAskForTensorMapsOfTheirBoxAndRoomForTheirBarrier
   EXPECT_EQ(space().launch(space().default_genome(), p).tensor_map_box_rows, 0);
   const Genome cp_async = space().parse("BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,WGMMA=1");
   Genome tma = cp_async;
-  tma.set("TMA", 1);
+  tma.set("SCHEDULE", schedule("tma"));
   Genome small_boxes = tma;
   small_boxes.set("TMA_BOX_ROWS", 32);
   const LaunchConfig a = space().launch(cp_async, p), b = space().launch(tma, p);
@@ -99,12 +102,12 @@ TEST(SearchSpaceTest, TmaGenomesAskForTensorMapsOfTheirBoxAndRoomForTheirBarrier
 TEST(SearchSpaceTest, BoxesTallerThanATileAreCutToItsRows) {
   const ProblemShape p = parse_shape("1x4x1000x64");
   // 256: every tile one box per 64 columns, K and V (BLOCK_N rows) taller than Q and O.
-  const Genome whole = space().parse("BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=4,WGMMA=1,TMA=1,TMA_BOX_ROWS=256");
+  const Genome whole = space().parse("BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=4,WGMMA=1,SCHEDULE=tma,TMA_BOX_ROWS=256");
   EXPECT_EQ(space().violated_constraint(whole, p, 227 * 1024, 90), std::nullopt);
   EXPECT_EQ(space().launch(whole, p).tensor_map_box_rows, 128);
   EXPECT_EQ(space().launch(whole, p).tensor_map_q_box_rows, 64);
   // 64 under a 32-row Q tile: Q's boxes are 32 rows, K's and V's 64.
-  const Genome q_short = space().parse("BLOCK_M=32,BLOCK_N=256,WARPS=8,STAGES=2,TMA=1,TMA_BOX_ROWS=64");
+  const Genome q_short = space().parse("BLOCK_M=32,BLOCK_N=256,WARPS=8,STAGES=2,SCHEDULE=tma,TMA_BOX_ROWS=64");
   EXPECT_EQ(space().violated_constraint(q_short, p, 227 * 1024, 90), std::nullopt);
   EXPECT_EQ(space().launch(q_short, p).tensor_map_box_rows, 64);
   EXPECT_EQ(space().launch(q_short, p).tensor_map_q_box_rows, 32);
@@ -117,7 +120,7 @@ TEST(SearchSpaceTest, BoxesTallerThanATileAreCutToItsRows) {
 TEST(SearchSpaceTest, MergeBufferCanDominateSharedMemory) {
   // BLOCK_M=64, WARPS=8, BLOCK_N=32, STAGES=1: WARPS_M=4, WARPS_KV=2; key group 1 hands key
   // group 0 its fragments, 4 * 64 * (64 + 8) bytes, more than the main tiles (2*64*(64+2*32)).
-  Genome g = space().parse("BLOCK_M=64,BLOCK_N=32,WARPS=8,STAGES=1,CP_ASYNC=0");
+  Genome g = space().parse("BLOCK_M=64,BLOCK_N=32,WARPS=8,STAGES=1,SCHEDULE=sync");
   EXPECT_EQ(space().launch(g, parse_shape("1x8x512x64")).smem_bytes, 4 * 64 * 72);
   auto vars = space().variables(g, parse_shape("1x8x512x64"), 1000);
   EXPECT_EQ(vars.at("WARPS_M"), 4);
@@ -132,13 +135,13 @@ TEST(SearchSpaceTest, OutputTileAfterTheMergeBufferCountsInSharedMemory) {
   // the tile (2 * 128 * 64) besides the main tiles (2 * 64 * (128 + 2 * 64)); plus the 1024-byte
   // alignment slack and TMA's barriers.
   const ProblemShape p = parse_shape("1x8x512x64");
-  Genome g = space().parse("BLOCK_M=128,BLOCK_N=64,WARPS=16,STAGES=1,WGMMA=1,TMA=1");
+  Genome g = space().parse("BLOCK_M=128,BLOCK_N=64,WARPS=16,STAGES=1,WGMMA=1,SCHEDULE=tma");
   // The key groups merge in a TMA block that fits 227 KB: the buffer and the tile lie past the
   // main tiles instead of over them.
   EXPECT_EQ(space().launch(g, p).smem_bytes,
             2 * 64 * (128 + 2 * 64) + 4 * 128 * 72 + 2 * 128 * 64 + 1024 + 128);
   // Over 227 KB they overlay the main tiles again: four 128-key stages at head dim 128.
-  Genome big = space().parse("BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=4,WGMMA=1,TMA=1");
+  Genome big = space().parse("BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=4,WGMMA=1,SCHEDULE=tma");
   const ProblemShape p128 = parse_shape("1x8x512x128");
   EXPECT_EQ(space().launch(big, p128).smem_bytes, 2 * 128 * (64 + 2 * 4 * 128) + 1024 + 128);
   // Without TMA the output is staged over the merge buffer itself.
@@ -173,9 +176,9 @@ TEST(SearchSpaceTest, SizeAndAtCoverEveryGenomeOnce) {
   EXPECT_EQ(texts.size(), space().size());
   // First gene slowest, last fastest.
   EXPECT_EQ(space().at(0).genes_text(),
-            "BLOCK_M=16,BLOCK_N=32,WARPS=1,STAGES=1,CP_ASYNC=0,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64,QK_AHEAD=0,LAZY_RESCALE=0,CAUSAL_FOLD=0");
+            "BLOCK_M=16,BLOCK_N=32,WARPS=1,STAGES=1,SCHEDULE=sync,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0");
   EXPECT_EQ(space().at(1).genes_text(),
-            "BLOCK_M=16,BLOCK_N=32,WARPS=1,STAGES=1,CP_ASYNC=0,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64,QK_AHEAD=0,LAZY_RESCALE=0,CAUSAL_FOLD=1");
+            "BLOCK_M=16,BLOCK_N=32,WARPS=1,STAGES=1,SCHEDULE=sync,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=1");
   Genome last = space().at(space().size() - 1);
   for (const auto& gene : space().genes()) EXPECT_EQ(last.get(gene.name), gene.values.back());
   EXPECT_THROW(space().at(space().size()), std::out_of_range);
@@ -205,62 +208,65 @@ TEST(SearchSpaceTest, EveryConstraintRejectsItsViolation) {
   // 16 rows, 8 warps: 8-way key split of 32 keys leaves 4 keys per warp.
   EXPECT_EQ(violated(with({{"BLOCK_M", 16}, {"WARPS", 8}, {"BLOCK_N", 32}}), p, limit),
             "kv_split_keeps_mma_k");
-  EXPECT_EQ(violated(with({{"STAGES", 2}, {"CP_ASYNC", 0}}), p, limit), "pipeline_needs_cp_async");
+  const int64_t sync = schedule("sync"), tma_sync = schedule("tma");
+  EXPECT_EQ(violated(with({{"STAGES", 2}, {"SCHEDULE", sync}}), p, limit), "sync_has_one_stage");
+  // wgmma reads swizzled tiles an asynchronous copy fills.
+  EXPECT_EQ(violated(with({{"BLOCK_M", 64}, {"WGMMA", 1}, {"STAGES", 1}, {"SCHEDULE", sync}}), p, limit),
+            "wgmma_needs_swizzled_async_copies");
+  EXPECT_EQ(violated(with({{"BLOCK_M", 64}, {"WGMMA", 1}, {"SWIZZLE", 0}}), p, limit),
+            "wgmma_needs_swizzled_async_copies");
+  EXPECT_EQ(violated(with({{"SCHEDULE", schedule("cp_async_pv")}}), p, limit), "pv_schedules_need_wgmma");
+  EXPECT_EQ(violated(with({{"BLOCK_M", 64}, {"WGMMA", 1}, {"SCHEDULE", schedule("cp_async_pv")}}), p, limit),
+            "(valid)");
+  EXPECT_EQ(violated(with({{"BLOCK_M", 64}, {"WGMMA", 1}, {"STAGES", 1}, {"SCHEDULE", schedule("cp_async_pv")}}),
+                     p, limit),
+            "pv_schedules_need_wgmma");
   // TMA under mma.sync: swizzled panels, whole stages, boxes of 32 rows or more; a box value
   // taller than both tiles names the same boxes as a smaller one.
-  EXPECT_EQ(violated(with({{"TMA", 1}, {"SWIZZLE", 0}}), p, limit), "tma_fills_swizzled_panels");
-  EXPECT_EQ(violated(with({{"TMA", 1}, {"STAGES", 1}}), p, limit), "tma_mma_sync_whole_stages");
-  EXPECT_EQ(violated(with({{"TMA", 1}, {"BLOCK_M", 16}, {"WARPS", 1}}), p, limit), "tma_whole_boxes");
-  EXPECT_EQ(violated(with({{"TMA", 1}}), p, limit), "(valid)");
-  EXPECT_EQ(violated(with({{"TMA", 1}, {"TMA_BOX_ROWS", 32}}), p, limit), "(valid)");
-  EXPECT_EQ(violated(with({{"TMA", 1}, {"BLOCK_N", 32}}), p, limit), "box_rows_name_distinct_boxes");
-  EXPECT_EQ(violated(with({{"TMA", 1}, {"TMA_BOX_ROWS", 256}}), p, limit), "box_rows_name_distinct_boxes");
-  EXPECT_EQ(violated(with({{"TMA", 1}, {"TMA_BOX_ROWS", 256}, {"BLOCK_N", 128}}), p, limit), "(valid)");
+  EXPECT_EQ(violated(with({{"SCHEDULE", tma_sync}, {"SWIZZLE", 0}}), p, limit), "tma_fills_swizzled_panels");
+  EXPECT_EQ(violated(with({{"SCHEDULE", tma_sync}, {"STAGES", 1}}), p, limit), "tma_mma_sync_whole_stages");
+  EXPECT_EQ(violated(with({{"SCHEDULE", schedule("tma_release")}}), p, limit), "tma_mma_sync_whole_stages");
+  EXPECT_EQ(violated(with({{"SCHEDULE", tma_sync}, {"BLOCK_M", 16}, {"WARPS", 1}}), p, limit), "tma_whole_boxes");
+  EXPECT_EQ(violated(with({{"SCHEDULE", tma_sync}}), p, limit), "(valid)");
+  EXPECT_EQ(violated(with({{"SCHEDULE", tma_sync}, {"TMA_BOX_ROWS", 32}}), p, limit), "(valid)");
+  EXPECT_EQ(violated(with({{"SCHEDULE", tma_sync}, {"BLOCK_N", 32}}), p, limit), "box_rows_name_distinct_boxes");
+  EXPECT_EQ(violated(with({{"SCHEDULE", tma_sync}, {"TMA_BOX_ROWS", 256}}), p, limit), "box_rows_name_distinct_boxes");
+  EXPECT_EQ(violated(with({{"SCHEDULE", tma_sync}, {"TMA_BOX_ROWS", 256}, {"BLOCK_N", 128}}), p, limit), "(valid)");
   const std::vector<std::pair<std::string, int64_t>> tma = {
-      {"BLOCK_M", 64}, {"BLOCK_N", 64}, {"WGMMA", 1}, {"TMA", 1}};
+      {"BLOCK_M", 64}, {"BLOCK_N", 64}, {"WGMMA", 1}, {"SCHEDULE", tma_sync}};
   auto tma_with = [&](std::vector<std::pair<std::string, int64_t>> more) {
     more.insert(more.begin(), tma.begin(), tma.end());
     return with(more);
   };
   EXPECT_EQ(violated(tma_with({}), p, limit), "(valid)");
+  EXPECT_EQ(violated(tma_with({{"SCHEDULE", schedule("tma_release")}, {"STAGES", 1}}), p, limit), "(valid)");
   EXPECT_EQ(violated(tma_with({{"BLOCK_N", 32}}), p, limit), "(valid)");
   EXPECT_EQ(violated(tma_with({{"BLOCK_N", 32}, {"TMA_BOX_ROWS", 32}}), p, limit), "(valid)");
   EXPECT_EQ(violated(tma_with({{"TMA_BOX_ROWS", 256}}), p, limit), "box_rows_name_distinct_boxes");
   EXPECT_EQ(violated(with({{"TMA_BOX_ROWS", 32}}), p, limit), "box_rows_need_tma");
-  EXPECT_EQ(violated(with({{"STAGE_RELEASE", 1}}), p, limit), "stage_release_needs_tma");
-  // Two warpgroups of 64 rows each, STAGE_RELEASE and PV_ASYNC: PINGPONG is valid; one short of
-  // any of them, it is not.
+  // pingpong: two warpgroups of 64 rows each; with one, it is not valid.
   const std::vector<std::pair<std::string, int64_t>> pingpong = {
-      {"BLOCK_M", 128}, {"WARPS", 8}, {"STAGES", 3}, {"PV_ASYNC", 1}, {"STAGE_RELEASE", 1}, {"PINGPONG", 1}};
+      {"BLOCK_M", 128}, {"WARPS", 8}, {"STAGES", 3}, {"SCHEDULE", schedule("pingpong")}};
   EXPECT_EQ(violated(tma_with(pingpong), p, limit), "(valid)");
-  for (const auto& [gene, value] : std::vector<std::pair<std::string, int64_t>>{
-           {"WARPS", 4}, {"STAGE_RELEASE", 0}, {"PV_ASYNC", 0}}) {
-    auto changes = pingpong;
-    changes.emplace_back(gene, value);
-    if (gene == "WARPS") changes.emplace_back("BLOCK_M", 64);
-    EXPECT_EQ(violated(tma_with(changes), p, limit), "pingpong_two_warpgroups") << gene;
+  auto one_warpgroup = pingpong;
+  one_warpgroup.insert(one_warpgroup.end(), {{"WARPS", 4}, {"BLOCK_M", 64}});
+  EXPECT_EQ(violated(tma_with(one_warpgroup), p, limit), "pingpong_two_warpgroups");
+  // qk_ahead: the 2,8 winner's block (four stages) takes it; two stages do not.
+  for (const char* ahead_schedule : {"qk_ahead", "qk_ahead_release"}) {
+    const std::vector<std::pair<std::string, int64_t>> ahead = {
+        {"BLOCK_N", 128}, {"WARPS", 8}, {"STAGES", 4}, {"SCHEDULE", schedule(ahead_schedule)}};
+    EXPECT_EQ(violated(tma_with(ahead), p, limit), "(valid)") << ahead_schedule;
+    auto two_stages = ahead;
+    two_stages.emplace_back("STAGES", 2);
+    EXPECT_EQ(violated(tma_with(two_stages), p, limit), "qk_ahead_three_stages") << ahead_schedule;
+    // LAZY_RESCALE: not beside qk_ahead.
+    auto lazy = ahead;
+    lazy.emplace_back("LAZY_RESCALE", 1);
+    EXPECT_EQ(violated(tma_with(lazy), p, limit), "lazy_rescale_not_with_qk_ahead") << ahead_schedule;
+    lazy.emplace_back("SCHEDULE", schedule("tma_pv"));
+    EXPECT_EQ(violated(tma_with(lazy), p, limit), "(valid)") << ahead_schedule;
   }
-  // QK_AHEAD: the 2,8 winner's block (four stages, PV_ASYNC, TMA) takes it; two stages, no
-  // PV_ASYNC, no TMA or PINGPONG do not.
-  const std::vector<std::pair<std::string, int64_t>> ahead = {
-      {"BLOCK_N", 128}, {"WARPS", 8}, {"STAGES", 4}, {"PV_ASYNC", 1}, {"QK_AHEAD", 1}};
-  EXPECT_EQ(violated(tma_with(ahead), p, limit), "(valid)");
-  for (const auto& [gene, value] : std::vector<std::pair<std::string, int64_t>>{
-           {"STAGES", 2}, {"PV_ASYNC", 0}, {"TMA", 0}}) {
-    auto changes = ahead;
-    changes.emplace_back(gene, value);
-    EXPECT_EQ(violated(tma_with(changes), p, limit), "qk_ahead_needs_pv_async_tma") << gene;
-  }
-  auto ahead_pingpong = pingpong;
-  ahead_pingpong.emplace_back("QK_AHEAD", 1);
-  EXPECT_EQ(violated(tma_with(ahead_pingpong), p, limit), "qk_ahead_needs_pv_async_tma");
-  // LAZY_RESCALE: with the 2,8 block and with mma.sync, but not beside QK_AHEAD.
-  auto lazy = ahead;
-  lazy.back() = {"LAZY_RESCALE", 1};
-  EXPECT_EQ(violated(tma_with(lazy), p, limit), "(valid)");
   EXPECT_EQ(violated(with({{"LAZY_RESCALE", 1}}), p, limit), "(valid)");
-  lazy.emplace_back("QK_AHEAD", 1);
-  EXPECT_EQ(violated(tma_with(lazy), p, limit), "lazy_rescale_not_with_qk_ahead");
   // CAUSAL_FOLD: mma.sync blocks with an even number of row warps, unsplit.
   EXPECT_EQ(violated(with({{"CAUSAL_FOLD", 1}}), p, limit), "(valid)");  // 32 rows, 2 row warps
   EXPECT_EQ(violated(with({{"CAUSAL_FOLD", 1}, {"BLOCK_M", 16}}), p, limit),
@@ -281,11 +287,13 @@ TEST(SearchSpaceTest, EveryConstraintRejectsItsViolation) {
 // every genome of the space (fa_s512_v3's formulas as of this test; update both together).
 bool hand_valid(const Genome& g, const ProblemShape& p, int64_t smem_limit) {
   const int64_t bm = g.get("BLOCK_M"), bn = g.get("BLOCK_N"), w = g.get("WARPS"), st = g.get("STAGES"),
-                cp = g.get("CP_ASYNC"), sw = g.get("SWIZZLE"), split = g.get("SPLIT_KV"),
-                wg = g.get("WGMMA"), pv = g.get("PV_ASYNC"), tma = g.get("TMA"),
-                rel = g.get("STAGE_RELEASE"), pp = g.get("PINGPONG"), box = g.get("TMA_BOX_ROWS"),
-                ahead = g.get("QK_AHEAD"), lazy = g.get("LAZY_RESCALE"), fold = g.get("CAUSAL_FOLD"),
-                d = p.head_dim;
+                sched = g.get("SCHEDULE"), sw = g.get("SWIZZLE"), split = g.get("SPLIT_KV"),
+                wg = g.get("WGMMA"), box = g.get("TMA_BOX_ROWS"), lazy = g.get("LAZY_RESCALE"),
+                fold = g.get("CAUSAL_FOLD"), d = p.head_dim;
+  // SCHEDULE's codes: sync, cp_async, cp_async_pv, tma, tma_pv, tma_release, tma_release_pv,
+  // pingpong, qk_ahead, qk_ahead_release.
+  const int64_t cp = sched != 0, tma = sched >= 3, pv = sched == 2 || sched == 4 || sched == 6 || sched >= 7,
+                rel = sched == 5 || sched == 6 || sched == 7 || sched == 9, pp = sched == 7, ahead = sched >= 8;
   const int64_t wm = std::min(w, bm / 16), wkv = w / wm;
   // wgmma blocks with TMA store their output through a tile after the merge buffer.
   const int64_t merge = (wkv - 1) * 4 * bm * (d + 8) + wg * tma * (split == 1) * 2 * bm * d;
@@ -304,12 +312,11 @@ bool hand_valid(const Genome& g, const ProblemShape& p, int64_t smem_limit) {
                                     bn / wkv <= 128 && cp == 1 && sw == 1);
   return bm % 16 == 0 && w % wm == 0 && bm % (16 * wm) == 0 && (bn / wkv) % 16 == 0 &&
          (st == 1 || cp == 1) && (split == 1 || split <= kv_tiles) && wgmma_ok &&
-         (pv == 0 || (wg == 1 && st >= 2)) && (tma == 0 || (cp == 1 && sw == 1)) &&
+         (pv == 0 || (wg == 1 && st >= 2)) && (tma == 0 || sw == 1) &&
          (tma == 0 || wg == 1 || (st >= 2 && rel == 0)) && (tma == 0 || bm >= 32) &&
          (tma == 0 || ((box != 64 || std::max(bm, bn) > 32) && (box != 256 || std::max(bm, bn) > 64))) &&
          (tma == 1 || box == 64) &&
-         (rel == 0 || tma == 1) && (pp == 0 || (w == 8 && rel == 1 && pv == 1)) &&
-         (ahead == 0 || (pv == 1 && tma == 1 && st >= 3 && pp == 0)) && (lazy == 0 || ahead == 0) &&
+         (pp == 0 || w == 8) && (ahead == 0 || st >= 3) && (lazy == 0 || ahead == 0) &&
          (fold == 0 || (wg == 0 && split == 1 && wm % 2 == 0)) &&
          smem <= smem_limit &&
          (d == 64 || d == 128);
@@ -358,9 +365,9 @@ TEST(SearchSpaceTest, ValidityAgreesWithHandWrittenFormulas) {
 
 TEST(SearchSpaceTest, ParseAcceptsPrefixSpacesAndDefaults) {
   Genome g = space().parse(" fa_s512_v3 : BLOCK_M = 64 , WARPS=8 ");
-  EXPECT_EQ(g.text(), "fa_s512_v3:BLOCK_M=64,BLOCK_N=64,WARPS=8,STAGES=2,CP_ASYNC=1,SWIZZLE=1,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64,QK_AHEAD=0,LAZY_RESCALE=0,CAUSAL_FOLD=0");
+  EXPECT_EQ(g.text(), "fa_s512_v3:BLOCK_M=64,BLOCK_N=64,WARPS=8,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1,SPLIT_KV=1,WGMMA=0,TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0");
   EXPECT_EQ(space().parse("SWIZZLE=0,BLOCK_M=16").genes_text(),
-            "BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,CP_ASYNC=1,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,PV_ASYNC=0,TMA=0,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64,QK_AHEAD=0,LAZY_RESCALE=0,CAUSAL_FOLD=0");
+            "BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0");
   EXPECT_EQ(space().parse(""), space().default_genome());
   EXPECT_EQ(space().parse("fa_s512_v3:"), space().default_genome());
 }
@@ -368,8 +375,8 @@ TEST(SearchSpaceTest, ParseAcceptsPrefixSpacesAndDefaults) {
 TEST(SearchSpaceTest, ParseErrors) {
   auto parse_error = [](const std::string& t) { return error_of([&] { space().parse(t); }); };
   EXPECT_EQ(parse_error("FOO=1"),
-            "unknown gene 'FOO' (genes: BLOCK_M, BLOCK_N, WARPS, STAGES, CP_ASYNC, SWIZZLE, SPLIT_KV, "
-            "WGMMA, PV_ASYNC, TMA, STAGE_RELEASE, PINGPONG, TMA_BOX_ROWS, QK_AHEAD, LAZY_RESCALE, CAUSAL_FOLD)");
+            "unknown gene 'FOO' (genes: BLOCK_M, BLOCK_N, WARPS, STAGES, SCHEDULE, SWIZZLE, SPLIT_KV, "
+            "WGMMA, TMA_BOX_ROWS, LAZY_RESCALE, CAUSAL_FOLD)");
   EXPECT_EQ(parse_error("BLOCK_M=48"), "BLOCK_M=48 is outside its domain {16, 32, 64, 128}");
   EXPECT_EQ(parse_error("BLOCK_M=-16"), "BLOCK_M=-16 is outside its domain {16, 32, 64, 128}");
   for (const char* bad : {"BLOCK_M", "BLOCK_M=", "=32", "BLOCK_M=32,", ",BLOCK_M=32", "BLOCK_M=32,,WARPS=4",
@@ -478,6 +485,70 @@ TEST(SearchSpaceJsonTest, RejectsMalformedVariants) {
   }
 }
 
+// An enumerated gene (labels) that replaced a retired integer gene (OLD_B), as fa_s512_v3's SCHEDULE
+// replaced six booleans.
+const char kLabelledSpace[] = R"({
+  "template": "tiny",
+  "head_dims": [64],
+  "genes": [
+    {"name": "A", "values": [1, 2], "default": 1},
+    {"name": "MODE", "labels": ["slow", "fast", "faster"], "default": "fast"}
+  ],
+  "derived": [{"name": "OLD_B", "expr": "MODE"}, {"name": "OLD_C", "expr": "MODE == 2"}],
+  "retired_genes": [{"name": "OLD_B", "default": 1, "into": "MODE"}, {"name": "OLD_C", "default": 0, "into": "MODE"}],
+  "constraints": [],
+  "kernel": "k<{A}, {MODE}>",
+  "launch": {"threads": "32", "grid_x": "1", "grid_y": "1", "grid_z": "1", "smem_bytes": "0"}
+})";
+
+std::string labelled_with(const std::string& from, const std::string& to) {
+  std::string s = kLabelledSpace;
+  auto pos = s.find(from);
+  EXPECT_NE(pos, std::string::npos) << from;
+  return s.replace(pos, from.size(), to);
+}
+
+TEST(SearchSpaceJsonTest, LabelledGenesAndRetiredGenes) {
+  const SearchSpace s = SearchSpace::from_json(kLabelledSpace);
+  EXPECT_EQ(s.default_genome().text(), "tiny:A=1,MODE=fast");
+  EXPECT_EQ(s.genes()[1].values, (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(s.kernel_name(s.parse("MODE=faster"), ProblemShape{}), "k<1, 2>");
+  EXPECT_EQ(s.parse("OLD_B=0").text(), "tiny:A=1,MODE=slow");
+  EXPECT_EQ(s.parse("tiny:A=2,OLD_B=2,OLD_C=1").text(), "tiny:A=2,MODE=faster");
+  EXPECT_EQ(s.size(), 6u);
+  EXPECT_EQ(s.at(5).text(), "tiny:A=2,MODE=faster");
+  EXPECT_EQ(error_of([&] { s.parse("OLD_B=2"); }),
+            "no MODE matches the retired genes OLD_B=2,OLD_C=0 of genome 'OLD_B=2' (MODE {slow, fast, faster} "
+            "replaced them)");
+}
+
+TEST(SearchSpaceJsonTest, RejectsMalformedLabelsAndRetiredGenes) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {labelled_with(R"("labels": ["slow", "fast", "faster"])", R"("labels": ["slow"], "values": [0])"),
+       "gene MODE has both values and labels"},
+      {labelled_with(R"("labels": ["slow", "fast", "faster"])", R"("labels": [])"), "genes[1].labels must be a non-empty array"},
+      {labelled_with(R"(["slow", "fast", "faster"])", R"(["slow", "fast", "fast"])"), "gene MODE lists fast twice"},
+      {labelled_with(R"(["slow", "fast", "faster"])", R"(["slow", "a b", "faster"])"), "label \"a b\" is not an identifier"},
+      {labelled_with(R"(["slow", "fast", "faster"])", R"(["slow", 1, "faster"])"), "label 1 is not an identifier"},
+      {labelled_with(R"("default": "fast")", R"("default": 1)"), "gene MODE default 1 is not one of its labels"},
+      {labelled_with(R"("default": "fast")", R"("default": "quick")"), "default \"quick\" is not one of its labels"},
+      {labelled_with(R"("into": "MODE"})", R"("into": "NODE"})"), "retired gene OLD_B goes into unknown gene 'NODE'"},
+      {labelled_with(R"({"name": "OLD_C", "expr": "MODE == 2"})", R"({"name": "OLD_D", "expr": "MODE == 2"})"),
+       "retired gene OLD_C has no derived value of its name"},
+      {labelled_with(R"("expr": "MODE == 2")", R"("expr": "MODE == A")"),
+       "derived value OLD_C of a retired gene reads 'A', not only MODE"},
+      {labelled_with(R"([{"name": "OLD_B", "expr": "MODE"}, {"name": "OLD_C", "expr": "MODE == 2"}])",
+                     R"([{"name": "OLD_B", "expr": "MODE > 0"}, {"name": "OLD_C", "expr": "0"}])"),
+       "the genes retired into MODE do not tell its values fast and faster apart"},
+      {labelled_with(R"("retired_genes": [)", R"("retired_genes": 3, "x": [)"), "retired_genes must be an array"},
+  };
+  for (const auto& [json, message] : cases) {
+    std::string what = error_of([&] { SearchSpace::from_json(json); });
+    EXPECT_NE(what.find(message), std::string::npos) << "expected '" << message << "', got: " << what;
+    EXPECT_EQ(what.rfind("bad search space: ", 0), 0u) << what;
+  }
+}
+
 }  // namespace
 TEST(SearchSpaceTest, WgmmaNeedsAnSm90aTargetOnceTheTargetIsKnown) {
   const Genome g = space().parse("BLOCK_M=64,BLOCK_N=128,WARPS=4,WGMMA=1");
@@ -487,7 +558,7 @@ TEST(SearchSpaceTest, WgmmaNeedsAnSm90aTargetOnceTheTargetIsKnown) {
   EXPECT_EQ(space().violated_constraint(g, p, 227 * 1024), std::nullopt) << "unknown target: not checked";
   EXPECT_EQ(space().violated_constraint(space().parse("WGMMA=0"), p, 227 * 1024, 80), std::nullopt);
   EXPECT_EQ(space().variables(g, p, 1000, 90).at("SM_ARCH"), 90);
-  const Genome tma = space().parse("BLOCK_M=64,TMA=1");
+  const Genome tma = space().parse("BLOCK_M=64,SCHEDULE=tma");
   EXPECT_EQ(space().violated_constraint(tma, p, 227 * 1024, 80), "tma_needs_sm90a");
   EXPECT_EQ(space().violated_constraint(tma, p, 227 * 1024, 90), std::nullopt);
 }

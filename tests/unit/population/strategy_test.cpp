@@ -27,10 +27,10 @@ bool valid_for(const StrategyContext& ctx, const Genome& g) {
 }
 
 // A synthetic landscape with one optimum far from the default genome: the distance, in domain
-// steps, from BLOCK_M=128, BLOCK_N=32, WARPS=8, STAGES=3, CP_ASYNC=1, SWIZZLE=0.
+// steps, from BLOCK_M=128, BLOCK_N=32, WARPS=8, STAGES=3, SCHEDULE=cp_async (code 1), SWIZZLE=0.
 double synthetic_us(const Genome& g) {
   const std::pair<const char*, int64_t> target[] = {{"BLOCK_M", 128}, {"BLOCK_N", 32}, {"WARPS", 8},
-                                                    {"STAGES", 3},    {"CP_ASYNC", 1}, {"SWIZZLE", 0}};
+                                                    {"STAGES", 3},    {"SCHEDULE", 1}, {"SWIZZLE", 0}};
   double d = 0;
   for (const auto& [name, want] : target) {
     for (const auto& gene : space().genes()) {

@@ -399,10 +399,33 @@ TEST_F(CoordinatorTest, StartGenomesAreStoredCanonicalForTheRunsShapes) {
   }
 }
 
+// A start genome in the text of the genes before SCHEDULE is stored in today's canonical text;
+// one that no schedule matches is refused and no run is made.
+TEST_F(CoordinatorTest, OldStartGenomeTextIsStoredInTodaysText) {
+  v1::SubmitRunRequest req;
+  req.set_seed("fa_s512_v3");
+  req.set_generations(1);
+  req.set_population(2);
+  req.set_top_k(1);
+  req.set_strategy("random");
+  req.add_start_genomes("fa_s512_v3:BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=4,CP_ASYNC=1,WGMMA=1,PV_ASYNC=1,TMA=1,"
+                        "STAGE_RELEASE=1,PINGPONG=1");
+  const v1::Run run = coord_->submit(req);
+  ASSERT_EQ(run.start_genomes_size(), 1);
+  EXPECT_EQ(run.start_genomes(0),
+            "fa_s512_v3:BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=4,SCHEDULE=pingpong,SWIZZLE=1,SPLIT_KV=1,WGMMA=1,"
+            "TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0");
+  const size_t runs = store_.list_runs().size();
+  v1::SubmitRunRequest bad = req;
+  bad.set_start_genomes(0, "BLOCK_M=64,PINGPONG=1");
+  EXPECT_THROW(coord_->submit(bad), CoordinatorError);
+  EXPECT_EQ(store_.list_runs().size(), runs);
+}
+
 TEST_F(CoordinatorTest, StartGenomesLeadGenerationZeroAndSurviveARestart) {
   const SearchSpace& space = SearchSpace::for_template("fa_s512_v3");
   // WGMMA=1 breaks no constraint evod can check: SM_ARCH is the worker's to check.
-  const std::string wgmma = "BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,WGMMA=1,TMA=1";
+  const std::string wgmma = "BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=tma";
   const std::string wide = "fa_s512_v3:BLOCK_M=128,WARPS=8";
   v1::SubmitRunRequest req;
   req.set_seed("fa_s512_v3");

@@ -106,6 +106,17 @@ TEST(EvalCommand, ModelBackendPrintsAnEstimatedEvaluationAsJson) {
   EXPECT_NE(r.out.find("\"medianUs\""), std::string::npos) << r.out;
 }
 
+// Genome text from before the SCHEDULE gene reads as the schedule it names.
+TEST(EvalCommand, OldGenomeTextIsTranslated) {
+  const Result r = run_worker(
+      "eval --seed fa_s512_v3 --genome 'BLOCK_M=64,BLOCK_N=128,WGMMA=1,TMA=1' --backend model --arch sm_80");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("INVALID: violates wgmma_needs_sm90a"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(",SCHEDULE=tma,"), std::string::npos) << r.out;
+  expect_one_line_error("eval --seed fa_s512_v3 --genome 'CP_ASYNC=0,TMA=1' --backend model",
+                        "no SCHEDULE matches the retired genes CP_ASYNC=0,PV_ASYNC=0,TMA=1");
+}
+
 TEST(EvalCommand, ModelBackendPrintsEachShapeAsItWasTyped) {
   const Result r = run_worker(
       "eval --seed fa_s512_v3 --genome '' --backend model --shape 2x8x512x64 --shape 1x4x1000x512x64");

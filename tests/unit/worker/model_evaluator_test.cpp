@@ -48,8 +48,8 @@ TEST(ModelEstimate, MoreWavesTakeLonger) {
 
 TEST(ModelEstimate, PipelinedCopiesBeatSynchronousOnes) {
   const auto s = shape(4, 16, 1024);
-  const auto piped = estimate_kernel(h100(), space(), space().parse("STAGES=2,CP_ASYNC=1"), s, resources(96));
-  const auto sync = estimate_kernel(h100(), space(), space().parse("STAGES=1,CP_ASYNC=0"), s, resources(96));
+  const auto piped = estimate_kernel(h100(), space(), space().parse("STAGES=2,SCHEDULE=cp_async"), s, resources(96));
+  const auto sync = estimate_kernel(h100(), space(), space().parse("STAGES=1,SCHEDULE=sync"), s, resources(96));
   EXPECT_LT(piped.us, sync.us);
 }
 
@@ -61,11 +61,11 @@ TEST(ModelEstimate, OneStageTmaHidesItsCopiesAndFitsMoreBlocks) {
   const char* tiles = "BLOCK_M=64,BLOCK_N=128,WARPS=4,WGMMA=1";
   for (const auto& s : {shape(16, 16, 512), shape(4, 16, 2048)}) {
     const auto one_tma = estimate_kernel(
-        h100(), space(), space().parse(std::string(tiles) + ",STAGES=1,TMA=1"), s, resources(122));
+        h100(), space(), space().parse(std::string(tiles) + ",STAGES=1,SCHEDULE=tma"), s, resources(122));
     const auto two_tma = estimate_kernel(
-        h100(), space(), space().parse(std::string(tiles) + ",STAGES=2,TMA=1"), s, resources(128));
+        h100(), space(), space().parse(std::string(tiles) + ",STAGES=2,SCHEDULE=tma"), s, resources(128));
     const auto one_cp = estimate_kernel(
-        h100(), space(), space().parse(std::string(tiles) + ",STAGES=1,CP_ASYNC=1"), s, resources(122));
+        h100(), space(), space().parse(std::string(tiles) + ",STAGES=1,SCHEDULE=cp_async"), s, resources(122));
     EXPECT_EQ(one_tma.blocks_per_sm, 4);
     EXPECT_EQ(two_tma.blocks_per_sm, 3);
     EXPECT_LT(one_tma.us, two_tma.us) << s.text();
@@ -110,8 +110,8 @@ TEST(ModelEstimate, ClusterMergeCostsWhatTheSplitSaves) {
 TEST(ModelEstimate, ClustersOfFourMergeLongerThanClustersOfTwo) {
   const auto s = shape(1, 8, 512);
   const auto unsplit = estimate_kernel(
-      h100(), space(), space().parse("BLOCK_M=32,BLOCK_N=256,WARPS=8,STAGES=2,TMA=1"), s, resources(123));
-  const char* wg = "BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,WGMMA=1,TMA=1,SPLIT_KV=";
+      h100(), space(), space().parse("BLOCK_M=32,BLOCK_N=256,WARPS=8,STAGES=2,SCHEDULE=tma"), s, resources(123));
+  const char* wg = "BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=tma,SPLIT_KV=";
   const auto two = estimate_kernel(h100(), space(), space().parse(std::string(wg) + "2"), s, resources(110));
   const auto four = estimate_kernel(h100(), space(), space().parse(std::string(wg) + "4"), s, resources(110));
   EXPECT_GT(four.us, 1.3 * unsplit.us);
@@ -180,7 +180,7 @@ TEST(ModelEvaluator, CompilesRanksAndMarksEstimated) {
   ASSERT_EQ(a.gates(1).gate(), "compile");
   EXPECT_GT(a.gates(1).elapsed_ms(), 0);
   EXPECT_GE(a.wall_ms(), gates_ms);
-  const auto b = ev->evaluate(space().parse("BLOCK_M=128,BLOCK_N=32,WARPS=8,STAGES=1,CP_ASYNC=0"), {s}, false);
+  const auto b = ev->evaluate(space().parse("BLOCK_M=128,BLOCK_N=32,WARPS=8,STAGES=1,SCHEDULE=sync"), {s}, false);
   ASSERT_EQ(b.status(), v1::OK) << b.message();
   EXPECT_NE(a.shapes(0).median_us(), b.shapes(0).median_us());
   // The same request again is served from the compile cache.
