@@ -46,7 +46,7 @@ struct LaunchConfig {
   int64_t workspace_bytes = 0;
   // Nonzero: the kernel moves tiles through TMA, and the caller encodes CUtensorMaps of k and v
   // with boxes of this many rows, and of q and o with boxes of tensor_map_q_box_rows, into
-  // FaParams before each launch (kernel_templates/attention_tensor_maps.h). 0: no tensor maps.
+  // FaParams before each launch (kernel_templates/attention/tensor_maps.h). 0: no tensor maps.
   int64_t tensor_map_box_rows = 0;
   // The launch formula of that name, or the same rows as K and V where the space has none.
   int64_t tensor_map_q_box_rows = 0;

@@ -459,9 +459,9 @@ v1::ExportResponse export_dispatch_table(const KernelTemplate& tmpl, const std::
     << "// ---------------------------------------------------------------- kernel template: "
     << space.id << "\n"
     << template_body(t->source) << "\n";
-  if (!t->host_source.empty())
+  if (!t->family->host_source.empty())
     o << "// ---------------------------------------------------------------- its host support\n"
-      << template_body(t->host_source) << "\n";
+      << template_body(t->family->host_source) << "\n";
   o    << "// ---------------------------------------------------------------- the exported variants\n"
     << "namespace evo_export {\n\n"
     << "constexpr long long evo_min(long long a, long long b) { return a < b ? a : b; }\n"

@@ -1,6 +1,9 @@
-#pragma once
 // The element types of the attention family's Q, K, V and O: the DTYPE template argument of its
 // kernels and the problem variable DTYPE of its search spaces. Plain C++ (host and device).
+// An include guard, not a once-pragma: an exported file holds both the kernel's text and its host
+// support (tensor_maps.h), and each inlines this file.
+#ifndef EVO_ATTENTION_DTYPE_H
+#define EVO_ATTENTION_DTYPE_H
 
 namespace evo {
 
@@ -10,3 +13,5 @@ enum class DType : int {
 };
 
 }  // namespace evo
+
+#endif  // EVO_ATTENTION_DTYPE_H

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "attention_tensor_maps.h"
+#include "attention/tensor_maps.h"
 #include "child_main.h"
 #include "child_process.h"
 #include "eval_request.h"

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "attention_tensor_maps.h"
+#include "attention/tensor_maps.h"
 #include "cuda_error.h"
 #include "fp16_host.h"
 #include "gate_clock.h"

@@ -3,7 +3,7 @@
 // and K/V tiles are its own and each warp's, and the mask of a tile's scores.
 #include "gemms.cuh"
 #include "kernel_traits.cuh"
-#include "params.cuh"
+#include "../params.h"
 #include "ptx.cuh"
 #include "smem_tiles.cuh"
 

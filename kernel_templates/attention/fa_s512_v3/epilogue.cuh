@@ -2,7 +2,7 @@
 // After the last tile: the key groups' partial results merged (through shared memory within a
 // block, through distributed shared memory across a SPLIT_KV cluster), normalised and stored.
 #include "kernel_traits.cuh"
-#include "params.cuh"
+#include "../params.h"
 #include "ptx.cuh"
 #include "ptx_cluster.cuh"
 #include "ptx_tma.cuh"

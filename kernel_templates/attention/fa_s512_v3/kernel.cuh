@@ -32,7 +32,7 @@
 // block of O += P V whose B operand is all ones, instead of an add per score (the loop is paced
 // by its instruction count more than by any unit); under WGMMA that extra wgmma costs more than
 // it saves. bench/NOTES.md has what each choice was measured to gain.
-#include "params.cuh"
+#include "../params.h"
 #include "kernel_traits.cuh"
 #include "ptx.cuh"
 #include "ptx_wgmma.cuh"

@@ -4,7 +4,7 @@
 // check(), the rules a config must keep for the kernel to implement it (CUTLASS's
 // can_implement). KernelTraits hands both to the kernel body as named constants. Plain constexpr
 // C++: the worker, the exporter and the tests include it too, and a test holds the search
-// space's formulas and constraints (fa_s512_v3.space.json) against plan() and check() for every
+// space's formulas and constraints (space.json) against plan() and check() for every
 // genome, so the two cannot drift.
 #include "../dtype.h"
 #include "schedule.cuh"

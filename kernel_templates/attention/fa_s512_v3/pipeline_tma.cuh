@@ -2,7 +2,7 @@
 // The TMA pipelines (schedules tma*, pingpong, qk_ahead*): one thread issues each tile as bulk
 // tensor copies that land already swizzled and complete on an mbarrier, so the warps spend no
 // instructions on addresses and wait on the barrier instead of a block-wide sync. The host
-// describes Q, K and V once per call with tensor maps (attention_tensor_maps.h).
+// describes Q, K and V once per call with tensor maps (tensor_maps.h).
 //
 // Refills: Pipeline::kTma refills a stage behind the block-wide barrier that ends the step which
 // last read it; with one stage (kSplitRefill) K and V are refilled apart, K(t+1) as soon as

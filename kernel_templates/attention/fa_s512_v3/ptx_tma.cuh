@@ -1,8 +1,8 @@
 #pragma once
 // The tensor memory accelerator (sm_90a): mbarriers that count a stage's bytes in, bulk tensor
-// copies in and out through the tensor maps of attention_tensor_maps.h, and stmatrix for the
+// copies in and out through the tensor maps of tensor_maps.h, and stmatrix for the
 // output tile they store.
-#include "params.cuh"
+#include "../params.h"
 #include "ptx.cuh"
 
 namespace evo {

@@ -1,7 +1,7 @@
 #pragma once
 // The SCHEDULE gene: how a block moves K/V tiles into shared memory (its pipeline) and how it
 // orders the two GEMMs and the softmax of each tile (its mainloop). Each value names one pair;
-// the codes are the gene's values in the search space (fa_s512_v3.space.json), in this order.
+// the codes are the gene's values in the search space (space.json), in this order.
 // Plain constexpr C++, so that host code can include it.
 
 namespace evo {

@@ -79,7 +79,7 @@ class ExportedKernel : public ::testing::Test {
         std::string_view(real->source).find("void* workspace;") != std::string_view::npos)
       space["launch"]["workspace_bytes"] = "4 * BATCH * HEADS * SEQ_Q";
     static const std::string space_text = space.dump();
-    const KernelTemplate tmpl{real->id, real->source, space_text, real->host_source};
+    const KernelTemplate tmpl{real->id, real->family, real->source, space_text};
     dispatch_ = build("table", export_dispatch_table(tmpl, {{seed, {testing::shape_1x8x512x64()}, testing::measured_evaluation(false)},
                                                       {Genome(seed.template_id(), genes), {split_bucket()}, testing::measured_evaluation(false)}}));
     // The wgmma path with TMA copies: its launch encodes tensor maps with the template's host code,

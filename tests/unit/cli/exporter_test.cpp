@@ -97,7 +97,7 @@ TEST(Exporter, WorkspaceIsStreamOrderedWhenTheSpaceAsksForOne) {
   auto space = nlohmann::json::parse(real->space_json);
   space["launch"]["workspace_bytes"] = "(BLOCK_M > 16) * 4 * BATCH * HEADS * SEQ_Q";
   const std::string space_text = space.dump();
-  const KernelTemplate with_workspace{real->id, real->source, space_text, real->host_source};
+  const KernelTemplate with_workspace{real->id, real->family, real->source, space_text};
   const auto r = export_dispatch_table(with_workspace, {{default_genome(), {shape_1x8x512x64()}, measured_evaluation(false)}});
   EXPECT_NE(r.source().find("const long long workspace_bytes = (BLOCK_M > 16LL) * 4LL * BATCH * HEADS * SEQ_Q;"),
             std::string::npos);

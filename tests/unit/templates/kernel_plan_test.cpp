@@ -1,6 +1,6 @@
 // The search space of fa_s512_v3 (its .space.json: constraints, shared-memory formula, launch
 // formulas) held against the kernel's own constexpr plan() and check() (kernel_traits.cuh), for
-// every genome of the space at several problems and both targets. The JSON is what evod and the
+// every genome of the space at two problems and both targets. The JSON is what evod and the
 // worker read before any compile; the traits are what the kernel is built from. Where they
 // disagree a genome either fails to compile (the space lets through what the kernel refuses), is
 // never proposed though the kernel could run it, or is launched with the wrong shared memory.
@@ -87,9 +87,12 @@ TEST(KernelPlan, TheSpaceAndTheKernelAgreeOnEveryGenome) {
   const auto level = spdlog::get_level();
   spdlog::set_level(spdlog::level::warn);
   Tally tally;
-  for (int sm_arch : {80, 90})
-    for (int d : {64, 128})
-      for (bool causal : {false, true}) hold(problem(d, causal), sm_arch, tally);
+  // Head dims 64 and 128, causal and not, each target: the problems that change what the space
+  // or the kernel allows (CAUSAL_FOLD acts on causal calls only; SM_ARCH gates wgmma and TMA).
+  for (int sm_arch : {80, 90}) {
+    hold(problem(64, true), sm_arch, tally);
+    hold(problem(128, false), sm_arch, tally);
+  }
   spdlog::set_level(level);
   std::printf("%llu genome/problem/target triples, %llu valid; %llu the kernel implements but a "
               "kernel-side constraint refuses\n",

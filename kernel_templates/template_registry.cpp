@@ -1,4 +1,4 @@
-#include "registry.h"
+#include "template_registry.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -30,6 +30,8 @@ const KernelTemplate kTemplates[] = {
 };
 
 }  // namespace
+
+std::string_view reference_attention_source() { return kAttention.reference_source; }
 
 const KernelTemplate* find_template(std::string_view id) {
   for (const auto& t : kTemplates)

@@ -3,7 +3,7 @@
 // what its kernels share: the float32 reference kernel of the correctness gate and the host code
 // an exported kernel needs. A kernel (attention/fa_s512_v3/) is the CUDA source NVRTC compiles and
 // the search space (genes, domains, constraints, launch formulas) that population/ reads.
-// registry.cpp lists each family and each kernel in one line.
+// template_registry.cpp lists each family and each kernel in one line.
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +24,9 @@ struct KernelTemplate {
   std::string_view source;      // CUDA C++; includes nothing beyond the CUDA toolkit's headers
   std::string_view space_json;  // see attention/fa_s512_v3/space.json
 };
+
+// The attention family's float32 reference kernels, for the correctness gate.
+std::string_view reference_attention_source();
 
 // nullptr for an unknown id.
 const KernelTemplate* find_template(std::string_view id);
