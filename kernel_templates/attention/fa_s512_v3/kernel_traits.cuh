@@ -77,10 +77,10 @@ struct Plan {
 // The most shared memory a block may take on sm_90, the only target TMA compiles for.
 constexpr int kSmemOptInSm90 = 227 * 1024;
 
-constexpr int min_of(int a, int b) { return a < b ? a : b; }
-constexpr int max_of(int a, int b) { return a > b ? a : b; }
+EVO_HOST_DEVICE constexpr int min_of(int a, int b) { return a < b ? a : b; }
+EVO_HOST_DEVICE constexpr int max_of(int a, int b) { return a > b ? a : b; }
 
-constexpr Plan plan(const KernelConfig& c) {
+EVO_HOST_DEVICE constexpr Plan plan(const KernelConfig& c) {
   Plan p{};
   const ScheduleInfo info = schedule_info(static_cast<Schedule>(c.schedule));
   p.pipeline = info.pipeline;
@@ -159,9 +159,9 @@ enum class Unsupported : int {
   kFold,                // CAUSAL_FOLD: mma.sync, no SPLIT_KV, an even number of row warps
 };
 
-constexpr int box_rows_of(int tile_rows, int box_rows) { return min_of(tile_rows, box_rows); }
+EVO_HOST_DEVICE constexpr int box_rows_of(int tile_rows, int box_rows) { return min_of(tile_rows, box_rows); }
 
-constexpr Unsupported check(const KernelConfig& c) {
+EVO_HOST_DEVICE constexpr Unsupported check(const KernelConfig& c) {
   using U = Unsupported;
   if (c.dtype != static_cast<int>(DType::kF16) && c.dtype != static_cast<int>(DType::kBF16))
     return U::kDType;

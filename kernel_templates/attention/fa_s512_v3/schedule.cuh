@@ -4,6 +4,14 @@
 // the codes are the gene's values in the search space (space.json), in this order.
 // Plain constexpr C++, so that host code can include it.
 
+// The plan and the rules are constexpr functions that host code calls too; NVRTC accepts in device
+// code only functions marked for it.
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define EVO_HOST_DEVICE __host__ __device__
+#else
+#define EVO_HOST_DEVICE
+#endif
+
 namespace evo {
 namespace fa {
 
@@ -35,7 +43,7 @@ struct ScheduleInfo {
   Mainloop mainloop;
 };
 
-constexpr ScheduleInfo schedule_info(Schedule s) {
+EVO_HOST_DEVICE constexpr ScheduleInfo schedule_info(Schedule s) {
   switch (s) {
     case Schedule::kSync: return {Pipeline::kSync, Mainloop::kSerial};
     case Schedule::kCpAsync: return {Pipeline::kCpAsync, Mainloop::kSerial};
@@ -51,7 +59,7 @@ constexpr ScheduleInfo schedule_info(Schedule s) {
   return {Pipeline::kSync, Mainloop::kSerial};
 }
 
-constexpr bool schedule_is_valid(int code) { return code >= 0 && code <= 9; }
+EVO_HOST_DEVICE constexpr bool schedule_is_valid(int code) { return code >= 0 && code <= 9; }
 
 }  // namespace fa
 }  // namespace evo
