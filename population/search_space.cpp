@@ -37,15 +37,27 @@ struct SearchSpace::Impl {
 namespace {
 
 // The problem and device variables every expression may read.
-const char* const kProblemVariables[] = {"BATCH",    "HEADS",  "SEQ_Q",      "SEQ_K",
-                                         "HEAD_DIM", "CAUSAL", "SMEM_LIMIT", "SM_ARCH"};
+const char* const kProblemVariables[] = {"BATCH",  "HEADS",  "SEQ_Q",      "SEQ_K",  "HEAD_DIM",
+                                         "CAUSAL", "DTYPE", "SMEM_LIMIT", "SM_ARCH"};
 // What a gene's used_when may read: the problem alone, so that whether a gene matters to a run
 // does not depend on the other genes (nor on the device).
-const char* const kShapeVariables[] = {"BATCH", "HEADS", "SEQ_Q", "SEQ_K", "HEAD_DIM", "CAUSAL"};
+const char* const kShapeVariables[] = {"BATCH", "HEADS", "SEQ_Q", "SEQ_K", "HEAD_DIM", "CAUSAL", "DTYPE"};
+
+// Sets the problem's variables in vars (the one place that binds them from a shape).
+void bind_shape(const ProblemShape& p, std::map<std::string, int64_t>& vars) {
+  vars["BATCH"] = p.batch;
+  vars["HEADS"] = p.heads;
+  vars["SEQ_Q"] = p.seq_q;
+  vars["SEQ_K"] = p.seq_k;
+  vars["HEAD_DIM"] = p.head_dim;
+  vars["CAUSAL"] = p.causal ? 1 : 0;
+  vars["DTYPE"] = static_cast<int64_t>(p.dtype);
+}
 
 std::map<std::string, int64_t> shape_variables(const ProblemShape& p) {
-  return {{"BATCH", p.batch},  {"HEADS", p.heads},       {"SEQ_Q", p.seq_q},
-          {"SEQ_K", p.seq_k},  {"HEAD_DIM", p.head_dim}, {"CAUSAL", p.causal ? 1 : 0}};
+  std::map<std::string, int64_t> vars;
+  bind_shape(p, vars);
+  return vars;
 }
 
 [[noreturn]] void bad_space(const std::string& why) {
@@ -142,6 +154,19 @@ SearchSpace SearchSpace::from_json(std::string_view text) {
     if (v < 1 || v > 1024) bad_space("head_dims value " + std::to_string(v) + " is not in 1..1024");
     space.head_dims_.push_back(static_cast<int>(v));
   }
+  space.dtypes_ = {DType::kF16};
+  if (auto it = doc.find("dtypes"); it != doc.end()) {
+    if (!it->is_array() || it->empty()) bad_space("dtypes must be a non-empty array");
+    space.dtypes_.clear();
+    for (const auto& d : *it) {
+      if (!d.is_string()) bad_space("dtypes[] must be strings such as \"fp16\"");
+      try {
+        space.dtypes_.push_back(parse_dtype(d.get<std::string>()));
+      } catch (const InputError& e) {
+        bad_space(std::string("dtypes: ") + e.what());
+      }
+    }
+  }
 
   std::set<std::string> known(std::begin(kProblemVariables), std::end(kProblemVariables));
   auto define = [&](const std::string& name, const std::string& where) {
@@ -216,9 +241,13 @@ SearchSpace SearchSpace::from_json(std::string_view text) {
   }
 
   impl->kernel_pattern = string_field(doc, "kernel", "space");
-  for (const auto& name : placeholders(impl->kernel_pattern))
+  const std::vector<std::string> named = placeholders(impl->kernel_pattern);
+  for (const auto& name : named)
     if (!known.count(name))
       bad_space("kernel pattern reads unknown placeholder '{" + name + "}'");
+  // One kernel name for two dtypes would run one element type's code on the other's tensors.
+  if (space.dtypes_.size() > 1 && std::find(named.begin(), named.end(), "DTYPE") == named.end())
+    bad_space("a kernel of more than one dtype must name {DTYPE} in its kernel pattern");
 
   const json& launch = field(doc, "launch", "space");
   auto launch_expr = [&](const char* key) {
@@ -333,6 +362,23 @@ std::vector<size_t> SearchSpace::unused_genes(const std::vector<ProblemShape>& s
   return unused;
 }
 
+void SearchSpace::require_serves(const ProblemShape& p, std::string_view text) const {
+  auto refuse = [&](const std::string& what, const std::string& served) {
+    throw InputError("shape '" + std::string(text) + "': " + what + " is not served by " + id_ +
+                     " (it serves " + served + ")");
+  };
+  if (std::find(head_dims_.begin(), head_dims_.end(), p.head_dim) == head_dims_.end()) {
+    std::string served;
+    for (int d : head_dims_) served += (served.empty() ? "" : ", ") + std::to_string(d);
+    refuse("head_dim " + std::to_string(p.head_dim), served);
+  }
+  if (std::find(dtypes_.begin(), dtypes_.end(), p.dtype) == dtypes_.end()) {
+    std::string served;
+    for (DType d : dtypes_) served += (served.empty() ? "" : ", ") + std::string(dtype_name(d));
+    refuse("dtype " + std::string(dtype_name(p.dtype)), served);
+  }
+}
+
 Genome SearchSpace::at_defaults(const Genome& g, const std::vector<size_t>& indices) const {
   Genome out = g;
   if (g.template_id() != id_ || g.genes().size() != genes_.size()) return out;
@@ -348,12 +394,7 @@ std::map<std::string, int64_t> SearchSpace::variables(const Genome& g, const Pro
   if (!fits) throw InputError("genome '" + g.text() + "' does not fit the " + id_ + " search space");
 
   std::map<std::string, int64_t> vars(g.genes().begin(), g.genes().end());
-  vars["BATCH"] = p.batch;
-  vars["HEADS"] = p.heads;
-  vars["SEQ_Q"] = p.seq_q;
-  vars["SEQ_K"] = p.seq_k;
-  vars["HEAD_DIM"] = p.head_dim;
-  vars["CAUSAL"] = p.causal ? 1 : 0;
+  bind_shape(p, vars);
   vars["SMEM_LIMIT"] = smem_limit;
   vars["SM_ARCH"] = sm_arch;
   for (const auto& d : impl_->derived) vars[d.name] = d.expr.eval(vars);
