@@ -9,9 +9,6 @@ if(NOT TARGET evo_exporter)
   target_include_directories(evo_exporter
     PUBLIC ${CMAKE_CURRENT_LIST_DIR} ${CMAKE_CURRENT_LIST_DIR}/../population)
   target_link_libraries(evo_exporter PUBLIC evo_templates evo_proto nlohmann_json::nlohmann_json)
-  # The exporter uses only Genome's header (see exporter_text.h); it links evo_genome when that
-  # library exists so that callers get one consistent Genome.
-  if(TARGET evo_genome)
-    target_link_libraries(evo_exporter PUBLIC evo_genome)
-  endif()
+  # evo_genome: shapes as ProblemShape reads and prints them.
+  target_link_libraries(evo_exporter PUBLIC evo_genome)
 endif()

@@ -1,10 +1,9 @@
 #pragma once
-// Text forms the exporter prints. They match Genome::text() and ProblemShape::text() but need
-// only the headers, so the exporter links no more than the brief allows.
+// The genome text the exporter prints. It matches Genome::text() but needs only the header.
+// Shapes print as ProblemShape::text().
 #include <string>
 
 #include "genome.h"
-#include "shape.h"
 
 namespace evo::export_text {
 
@@ -13,13 +12,6 @@ inline std::string genome(const Genome& g) {
   for (size_t i = 0; i < g.genes().size(); ++i)
     s += (i ? "," : "") + g.genes()[i].first + "=" + std::to_string(g.genes()[i].second);
   return s;
-}
-
-inline std::string shape(const ProblemShape& p) {
-  std::string s = std::to_string(p.batch) + "x" + std::to_string(p.heads) + "x" + std::to_string(p.seq_q);
-  if (p.seq_k != p.seq_q) s += "x" + std::to_string(p.seq_k);
-  s += "x" + std::to_string(p.head_dim);
-  return p.causal ? s + ":causal" : s;
 }
 
 }  // namespace evo::export_text
