@@ -21,7 +21,7 @@ struct FaParams {
   // nullptr when the launch needs none.
   void* workspace;
   // TMA instantiations only: CUtensorMap descriptors of q, k, v and o, filled on the host by
-  // evo::encode_attention_tensor_maps (tensor_maps.h) before the launch; zeros otherwise.
+  // evo::encode_attention_tensor_maps (attention_tensor_maps.h) before the launch; zeros otherwise.
   struct alignas(64) TensorMap {
     unsigned long long opaque[16];
   };
