@@ -15,7 +15,7 @@
 
 #include <cstdint>
 
-#include "attention/dtype.h"
+#include "dtype.h"
 
 namespace evo {
 
