@@ -45,6 +45,8 @@
 #   EVO_FITNESS_INPUTS  rotated (default) or resident: the runs' fitness (`evoctl submit
 #                     --fitness-inputs`), inputs cycled past L2 or one set left in L2 as the table
 #                     times them
+#   EVO_DTYPE         fp16 (default) or bf16: the element type of every run's shapes (`evoctl
+#                     submit --dtype`) and of the bench (`compare_sdpa.py --dtype`)
 #   EVO_WORKER_BACKEND  cuda (default) or model (no GPU: every figure ESTIMATED; for trying the script,
 #                     or for a screen ahead of the GPU runs, below)
 #   EVO_BENCH         1 (default) runs step 5; 0 skips it
@@ -116,6 +118,8 @@ bench_rounds="${EVO_BENCH_ROUNDS:-1}"
 split_causal="${EVO_SPLIT_CAUSAL:-0}"
 [[ $split_causal == 0 || $split_causal == 1 ]] || die "EVO_SPLIT_CAUSAL must be 0 or 1, got '$split_causal'"
 fitness_inputs="${EVO_FITNESS_INPUTS:-rotated}"
+dtype="${EVO_DTYPE:-fp16}"
+[[ $dtype == fp16 || $dtype == bf16 ]] || die "EVO_DTYPE must be fp16 or bf16, got '$dtype'"
 [[ $fitness_inputs == rotated || $fitness_inputs == resident ]] ||
   die "EVO_FITNESS_INPUTS must be rotated or resident, got '$fitness_inputs'"
 positive EVO_GENERATIONS "$generations"
@@ -411,7 +415,7 @@ for s in "${suite[@]}"; do
     name="${shapes// /+}"
     if run=$("$evoctl" submit --seed "$seed_genome" "${flags[@]}" --generations "$generations" \
                --population "$population" --top-k "$top_k" --rng-seed "$rng_seed" --fitness-inputs "$fitness_inputs" \
-               "${starts[@]}" 2> "$out/submit-$name.err"); then
+               --dtype "$dtype" "${starts[@]}" 2> "$out/submit-$name.err"); then
       say "run $run: ${shapes// / and }"
       runs+=("$run")
       run_bucket[$run]=$s
@@ -525,9 +529,9 @@ print("\n".join(seen))
   if ((!${#bench_shapes[@]})); then
     fail bench "$out/table.dispatch.json names no shape the bench can run"
   else
-    say "bench/run_gpu_bench.sh $out/table.dispatch.json $out/bench --shapes ${bench_shapes[*]} --rounds $bench_rounds"
+    say "bench/run_gpu_bench.sh $out/table.dispatch.json $out/bench --shapes ${bench_shapes[*]} --rounds $bench_rounds --dtype $dtype"
     if waited_step "$out/bench.log" "$root/bench/run_gpu_bench.sh" "$out/table.dispatch.json" "$out/bench" \
-         --shapes "${bench_shapes[@]}" --causal both --rounds "$bench_rounds"; then
+         --shapes "${bench_shapes[@]}" --causal both --rounds "$bench_rounds" --dtype "$dtype"; then
       tail -n 30 "$out/bench/compare.txt"
     else
       fail bench "see $out/bench.log"
