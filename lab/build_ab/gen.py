@@ -44,7 +44,7 @@ def tu(which):
     if which == 'old':
         out.append('#define evo evo_old\n#include "old_kt/fa_s512_v3.cuh"\n#include "old_kt/attention_tensor_maps.h"\n#undef evo\n#define NS evo_old\n#define T_ARGS(old, new) old\n')
     else:
-        out.append('#include "new_kt/fa_s512_v3.cuh"\n#include "old_kt/attention_tensor_maps.h"\n#define NS evo\n')
+        out.append('#include "new_kt/attention/fa_s512_v3/kernel.cuh"\n#include "old_kt/attention_tensor_maps.h"\n#define NS evo\n')
     out.append(open(os.path.join(HERE, 'tu_body.cuh')).read())
     fn = {'old': 'launch_old', 'new16': 'launch_new16', 'new_bf': 'launch_newbf'}[which]
     out.append(f'extern "C" int {fn}(int c, const void* q, const void* k, const void* v, void* o, int b, int h, int s, cudaStream_t st) {{\n  switch (c) {{\n')
