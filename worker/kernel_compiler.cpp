@@ -284,10 +284,6 @@ Request candidate_request(const Genome& g, const ProblemShape& shape) {
 }
 }  // namespace
 
-CompiledKernel KernelCompiler::compile_candidate(const Genome& g, const ProblemShape& shape) {
-  return impl_->start(candidate_request(g, shape), /*run_inline=*/true).get();
-}
-
 std::shared_future<CompiledKernel> KernelCompiler::compile_candidate_async(
     const Genome& g, const ProblemShape& shape) {
   return impl_->start(candidate_request(g, shape), /*run_inline=*/false);
@@ -315,7 +311,5 @@ std::string KernelCompiler::cuda_include_dir() {
                              "/cuda_fp16.h is missing; set CUDA_HOME to the CUDA toolkit");
   return inc;
 }
-
-std::string KernelCompiler::options_for(const std::string& arch) { return join(option_list(arch)); }
 
 }  // namespace evo
