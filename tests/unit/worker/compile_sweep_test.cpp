@@ -112,19 +112,16 @@ std::vector<Genome> genomes_to_compile(const std::string& arch, const SearchSpac
   const auto held = test::values_held(s.valid);
   EXPECT_EQ(test::values_held(chosen), held) << "the sample misses a value a valid genome holds";
   std::map<std::string, std::set<int64_t>> never_valid;
-  std::vector<std::string> gene_order;
-  for (const auto& gene : space.genes()) {
-    gene_order.push_back(gene.name);
+  for (const auto& gene : space.genes())
     for (int64_t v : gene.values)
       if (!held.count(gene.name) || !held.at(gene.name).count(v)) never_valid[gene.name].insert(v);
-  }
   std::printf("[%s] %s: %zu of %llu genomes valid, %zu go to NVRTC (%s)\n", arch.c_str(),
               s.shape.text().c_str(), s.valid.size(), static_cast<unsigned long long>(space.size()),
               chosen.size(), every ? "every valid genome" : "covering sample");
   std::printf("[%s] %s:   they cover %s\n", arch.c_str(), s.shape.text().c_str(),
-              test::values_text(test::values_held(chosen), gene_order).c_str());
+              test::values_text(test::values_held(chosen), space.genes()).c_str());
   std::printf("[%s] %s:   values no valid genome holds: %s\n", arch.c_str(), s.shape.text().c_str(),
-              test::values_text(never_valid, gene_order).c_str());
+              test::values_text(never_valid, space.genes()).c_str());
   if (!every)
     for (const Genome& g : chosen)
       std::printf("[%s] %s:   %s\n", arch.c_str(), s.shape.text().c_str(), g.genes_text().c_str());

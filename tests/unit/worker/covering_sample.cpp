@@ -40,16 +40,15 @@ std::vector<Genome> covering_sample(const std::vector<Genome>& pool, uint64_t se
 }
 
 std::string values_text(const std::map<std::string, std::set<int64_t>>& values,
-                        const std::vector<std::string>& gene_order) {
+                        const std::vector<Gene>& genes) {
   std::ostringstream text;
-  for (const std::string& gene : gene_order) {
-    const auto it = values.find(gene);
+  for (const Gene& gene : genes) {
+    const auto it = values.find(gene.name);
     if (it == values.end() || it->second.empty()) continue;
-    const std::set<int64_t>& held = it->second;
     if (text.tellp() > 0) text << ' ';
-    text << gene << '=';
+    text << gene.name << '=';
     const char* sep = "";
-    for (int64_t v : held) text << sep << v, sep = ",";
+    for (int64_t v : it->second) text << sep << gene.value_text(v), sep = ",";
   }
   return text.tellp() > 0 ? text.str() : "-";
 }

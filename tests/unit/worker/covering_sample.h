@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "genome.h"
+#include "search_space.h"
 
 namespace evo::test {
 
@@ -20,8 +21,9 @@ std::map<std::string, std::set<int64_t>> values_held(const std::vector<Genome>& 
 // once every value is held. The same pool and seed give the same picks.
 std::vector<Genome> covering_sample(const std::vector<Genome>& pool, uint64_t seed);
 
-// "BLOCK_M=16,32 WARPS=4": the genes of gene_order that hold values, in that order; "-" for none.
+// "BLOCK_M=16,32 SCHEDULE=sync,tma": the genes of `genes` that hold values, in that order, each
+// value as genome text spells it; "-" for none.
 std::string values_text(const std::map<std::string, std::set<int64_t>>& values,
-                        const std::vector<std::string>& gene_order);
+                        const std::vector<Gene>& genes);
 
 }  // namespace evo::test

@@ -9,6 +9,13 @@
 namespace evo::test {
 namespace {
 
+Gene gene(const std::string& name, std::vector<std::string> labels = {}) {
+  Gene g;
+  g.name = name;
+  g.labels = std::move(labels);
+  return g;
+}
+
 Genome genome(int64_t a, int64_t b, int64_t c) {
   return Genome("t", {{"A", a}, {"B", b}, {"C", c}});
 }
@@ -30,7 +37,8 @@ TEST(CoveringSample, HoldsEveryValueOfThePoolFromFewOfItsGenomes) {
   const auto all = pool();
   const auto picked = covering_sample(all, 7);
   EXPECT_EQ(values_held(picked), values_held(all));
-  EXPECT_EQ(values_text(values_held(picked), {"C", "A", "B"}), "C=0,9 A=0,1,2,3 B=0,1,2");
+  EXPECT_EQ(values_text(values_held(picked), {gene("C"), gene("A"), gene("B", {"x", "y", "z"})}),
+            "C=0,9 A=0,1,2,3 B=x,y,z");
   // Four values of A need four genomes; greedy may take one more, not the pool's twelve.
   EXPECT_GE(picked.size(), 4u);
   EXPECT_LE(picked.size(), 5u);
@@ -52,7 +60,7 @@ TEST(CoveringSample, TheSameSeedPicksTheSameGenomes) {
 
 TEST(CoveringSample, AnEmptyPoolPicksNothing) {
   EXPECT_TRUE(covering_sample({}, 7).empty());
-  EXPECT_EQ(values_text(values_held({}), {"A"}), "-");
+  EXPECT_EQ(values_text(values_held({}), {gene("A")}), "-");
 }
 
 }  // namespace
