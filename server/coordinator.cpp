@@ -173,16 +173,13 @@ v1::Run Coordinator::submit(const v1::SubmitRunRequest& req) {
     if (req.seed().empty()) throw InputError("missing seed (e.g. fa_s512_v3)");
     space = &SearchSpace::for_template(req.seed());
     run.seed = req.seed();
-    if (req.shapes().empty()) {
-      run.shapes.push_back(parse_shape(server::kDefaultShape, req.causal()).text());
-    }
-    for (const auto& text : req.shapes()) {
-      ProblemShape p = parse_shape(text, req.causal());
+    const DType dtype = dtype_from_proto(req.dtype());
+    std::vector<std::string> texts(req.shapes().begin(), req.shapes().end());
+    if (texts.empty()) texts.push_back(server::kDefaultShape);
+    for (const auto& text : texts) {
+      ProblemShape p = parse_shape(text, req.causal(), dtype);
       require_square_if_causal(p, text);
-      const auto& dims = space->head_dims();
-      if (!dims.empty() && std::find(dims.begin(), dims.end(), p.head_dim) == dims.end())
-        throw InputError("shape '" + text + "': head_dim " + std::to_string(p.head_dim) +
-                         " is not served by " + run.seed);
+      space->require_serves(p, text);
       run.shapes.push_back(p.text());
     }
     run.generations = req.has_generations() ? req.generations() : server::kDefaultGenerations;
