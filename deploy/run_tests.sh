@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # evo's tests in one command: install the dependencies, build everything with the tests, and run
-# every CTest label (unit, integration, fault, gpu; GPU tests skip cleanly without a GPU).
-# Exits non-zero when any test fails. EVO_BUILD_DIR (default build-tests/), EVO_CTEST_JOBS (default 1).
+# every CTest suite but those labelled slow (the full compile sweep, label sweep: README). GPU
+# tests skip cleanly without a GPU. Exits non-zero when any test fails.
+# EVO_BUILD_DIR (default build-tests/), EVO_CTEST_JOBS (tests at once, default 2).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${EVO_BUILD_DIR:-$root/build-tests}"
@@ -10,4 +11,4 @@ build="${EVO_BUILD_DIR:-$root/build-tests}"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEVO_BUILD_TESTS=ON
 cmake --build "$build" -j"$(nproc)"
 cd "$build"
-ctest --output-on-failure -j"${EVO_CTEST_JOBS:-1}"
+ctest --output-on-failure -LE slow -j"${EVO_CTEST_JOBS:-2}"

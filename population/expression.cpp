@@ -267,6 +267,53 @@ void collect(const Node* n, std::set<std::string>& out) {
   collect(n->rhs.get(), out);
 }
 
+// Binding strength of a binary operator, as in C++ (higher binds tighter).
+int precedence(const std::string& op) {
+  if (op == "||") return 1;
+  if (op == "&&") return 2;
+  if (op == "==" || op == "!=") return 3;
+  if (op == "<" || op == "<=" || op == ">" || op == ">=") return 4;
+  if (op == "+" || op == "-") return 5;
+  return 6;  // * / %
+}
+constexpr int kUnaryPrecedence = 7;
+
+// C++ source of n where the context binds as tightly as `context`: parenthesised where n binds
+// looser. An && under || is parenthesised too, as compilers advise.
+std::string cxx(const Node& n, int context) {
+  std::string s;
+  int own = kUnaryPrecedence;
+  switch (n.kind) {
+    case Node::Kind::kLiteral:
+      return std::to_string(n.value) + "LL";  // 64-bit, as eval() computes
+    case Node::Kind::kIdentifier:
+      return n.name;
+    case Node::Kind::kMin:
+    case Node::Kind::kMax:
+      return std::string(n.kind == Node::Kind::kMin ? "evo_min(" : "evo_max(") + cxx(*n.lhs, 0) + ", " +
+             cxx(*n.rhs, 0) + ")";
+    case Node::Kind::kNegate:
+    case Node::Kind::kNot: {
+      std::string operand = cxx(*n.lhs, kUnaryPrecedence);
+      if (operand[0] == '-' || operand[0] == '!') operand = "(" + operand + ")";  // never "--"
+      s = (n.kind == Node::Kind::kNegate ? "-" : "!") + operand;
+      break;
+    }
+    case Node::Kind::kBinary: {
+      own = precedence(n.name);
+      auto side = [&](const Node& child, int child_context) {
+        std::string t = cxx(child, child_context);
+        const bool and_under_or = n.name == "||" && child.kind == Node::Kind::kBinary && child.name == "&&";
+        return and_under_or ? "(" + t + ")" : t;
+      };
+      // Left-associative: a right operand of the same strength keeps its parentheses.
+      s = side(*n.lhs, own) + " " + n.name + " " + side(*n.rhs, own + 1);
+      break;
+    }
+  }
+  return own < context ? "(" + s + ")" : s;
+}
+
 }  // namespace
 
 Expression Expression::parse(std::string_view text) {
@@ -285,6 +332,11 @@ std::set<std::string> Expression::identifiers() const {
   std::set<std::string> out;
   collect(root_.get(), out);
   return out;
+}
+
+std::string Expression::cxx() const {
+  if (!root_) throw InputError("emitting an empty expression");
+  return evo::cxx(*root_, 0);
 }
 
 }  // namespace evo

@@ -2,7 +2,8 @@
 // Integer expressions of a search space (.space.json): int64 literals, identifiers, + - * / %,
 // unary - and !, < <= > >= == !=, && || (short-circuit), parentheses, min(a,b), max(a,b).
 // Comparisons and logic yield 0 or 1; / and % truncate as in C++ (the kernel computes the same way).
-// Parsed once when a space loads; evaluated many times against a variable map.
+// Parsed once when a space loads; evaluated many times against a variable map, or emitted as C++
+// (the exporter).
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -23,6 +24,10 @@ class Expression {
 
   // Every identifier the expression reads (min/max excluded), to validate a space at load.
   std::set<std::string> identifiers() const;
+  // The same expression as C++ source (the exporter's back end, beside eval()): identifiers as
+  // named, literals as long long ("16LL"), min/max as evo_min/evo_max, which the caller defines
+  // over long long; parentheses where C++ would otherwise bind differently.
+  std::string cxx() const;
   const std::string& text() const { return text_; }
 
   struct Node;  // defined in expression.cpp

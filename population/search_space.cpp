@@ -566,6 +566,32 @@ std::vector<std::string> SearchSpace::constraint_names() const {
   return names;
 }
 
+std::vector<Formula> SearchSpace::derived() const {
+  std::vector<Formula> out;
+  for (const auto& d : impl_->derived) out.push_back({d.name, d.expr});
+  return out;
+}
+
+std::vector<Formula> SearchSpace::constraints() const {
+  std::vector<Formula> out;
+  for (const auto& c : impl_->constraints) out.push_back({c.name, c.expr});
+  return out;
+}
+
+std::vector<Formula> SearchSpace::launch_formulas() const {
+  std::vector<Formula> out = {{"threads", impl_->threads},
+                              {"grid_x", impl_->grid_x},
+                              {"grid_y", impl_->grid_y},
+                              {"grid_z", impl_->grid_z},
+                              {"smem_bytes", impl_->smem_bytes}};
+  if (impl_->workspace_bytes) out.push_back({"workspace_bytes", *impl_->workspace_bytes});
+  if (impl_->tensor_map_box_rows) out.push_back({"tensor_map_box_rows", *impl_->tensor_map_box_rows});
+  if (impl_->tensor_map_q_box_rows) out.push_back({"tensor_map_q_box_rows", *impl_->tensor_map_q_box_rows});
+  return out;
+}
+
+const std::string& SearchSpace::kernel_pattern() const { return impl_->kernel_pattern; }
+
 // Launch formulas describe the kernel, not the device: SMEM_LIMIT reads as "no limit" here.
 LaunchConfig SearchSpace::launch(const Genome& g, const ProblemShape& p) const {
   const auto vars = variables(g, p, std::numeric_limits<int32_t>::max());

@@ -4,8 +4,9 @@
 // formulas. Expressions are integer arithmetic over genes, derived values, the problem (BATCH,
 // HEADS, SEQ_Q, SEQ_K, HEAD_DIM, CAUSAL, DTYPE: 0 fp16, 1 bf16) and the device (SMEM_LIMIT, and
 // SM_ARCH: 90 for an sm_90a target, 0 while unknown): + - * / %, comparisons, && || !,
-// parentheses, min(a,b), max(a,b). A space may list "retired_genes": genes of older genome texts, each replaced by a
-// gene whose values the derived value of the retired gene's name maps back (parse()).
+// parentheses, min(a,b), max(a,b). A space may list "retired_genes": genes of older genome texts,
+// each replaced by a gene whose values the derived value of the retired gene's name maps back
+// (parse()).
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -15,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "expression.h"
 #include "genome.h"
 #include "shape.h"
 
@@ -50,6 +52,12 @@ struct LaunchConfig {
   int64_t tensor_map_box_rows = 0;
   // The launch formula of that name, or the same rows as K and V where the space has none.
   int64_t tensor_map_q_box_rows = 0;
+};
+
+// A named formula of a space: a derived value, a constraint or a launch formula.
+struct Formula {
+  std::string name;
+  Expression expr;
 };
 
 class SearchSpace {
@@ -111,6 +119,15 @@ class SearchSpace {
   double flops(const Genome& g, const ProblemShape& p) const;
   // The constraints' names in the order they are checked.
   std::vector<std::string> constraint_names() const;
+
+  // The space's formulas as read, for a back end that emits them (the exporter): derived values
+  // in evaluation order, constraints in checking order, the launch formulas the space gives
+  // (threads, grid_x, grid_y, grid_z, smem_bytes, then those of workspace_bytes,
+  // tensor_map_box_rows and tensor_map_q_box_rows it has), and the kernel name's pattern.
+  std::vector<Formula> derived() const;
+  std::vector<Formula> constraints() const;
+  std::vector<Formula> launch_formulas() const;
+  const std::string& kernel_pattern() const;
 
   // Number of genomes in the cartesian product of the domains, and the i-th of them
   // (mixed radix, first gene slowest) for exhaustive search and sampling.

@@ -20,18 +20,17 @@ constexpr int kTournamentSize = 3;
 constexpr uint64_t kCrossoverOneIn = 10;  // crossover for 9 of 10 children with distinct parents
 // Past this many genomes, random top-up stops enumerating the space for its last unseen genomes,
 // and exhaustive walks the whole space for every generation instead of a list of its valid
-// genomes (for fa_s512_v3's test enumeration, 37 at a time, that took 400 s). A list costs one
-// constraint check a genome (about 20 s for fa_s512_v3's 3,932,160), once per space, shapes and
-// limit, and only where drawing cannot fill a batch; without it a shape or card that admits few
-// genomes (1 in 20,000 under a 16 KiB limit) would end its runs on what drawing happened to find.
+// genomes (walking a whole space per generation is what made the list worth its memory). A list
+// costs one constraint check a genome, once per space, shapes and limit, and only where drawing
+// cannot fill a batch; without it a shape or card that admits few genomes would end its runs on
+// what drawing happened to find. The costs are in bench/NOTES.md ("Host-side costs").
 constexpr uint64_t kEnumerableSize = uint64_t{1} << 22;
 // Lists of valid genomes kept at once (one per template, shapes and shared-memory limit).
 constexpr size_t kValidIndexLists = 64;
 // Random draws per genome a random top-up still needs, before it gives up or enumerates. A draw
-// costs one constraint check (about 6 us for fa_s512_v3), and about 1 in 160 of that space's
-// 983,040 genomes is valid for a given shape: 2048 draws per genome fill a batch of 8 within
-// 0.1 s. With 32 a batch was rarely filled by drawing, and the fallback, listing every valid
-// genome (6 s, in each new evod process), outlasted a 10 s SubmitRun deadline under load.
+// costs one constraint check, so drawing must fill a typical batch well inside a SubmitRun
+// deadline; too few draws left batches unfilled and fell back to listing every valid genome, in
+// each new evod process, which outlasted that deadline under load (bench/NOTES.md, as above).
 constexpr int kRandomDrawsPerGenome = 2048;
 
 bool by_fitness_then_text(const ScoredCandidate& a, const ScoredCandidate& b) {

@@ -4,7 +4,6 @@
 if(NOT TARGET evo_exporter)
   add_library(evo_exporter STATIC
     ${CMAKE_CURRENT_LIST_DIR}/exporter.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/exporter_expr.cpp
     ${CMAKE_CURRENT_LIST_DIR}/exporter_report.cpp)
   target_include_directories(evo_exporter
     PUBLIC ${CMAKE_CURRENT_LIST_DIR} ${CMAKE_CURRENT_LIST_DIR}/../population)

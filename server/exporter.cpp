@@ -15,10 +15,7 @@
 #include <set>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
 #include "errors.h"
-#include "exporter_expr.h"
 #include "resident_time.h"
 #include "search_space.h"
 #include "template_registry.h"
@@ -30,84 +27,50 @@ constexpr int64_t kSm90SmemOptin = 232448;  // 227 KiB: the opt-in limit per blo
 // Names whose value is known only at the call; everything else is a compile-time constant.
 const std::set<std::string> kRuntimeNames = {"BATCH", "HEADS", "SEQ_Q", "SEQ_K"};
 
-struct Formula {
+// A space formula as C++ source (Expression::cxx).
+struct CxxFormula {
   std::string name;
-  CxxExpression expr;
+  std::string code;
   bool runtime = false;  // reads a runtime name, directly or through a derived value
 };
 
-// The parts of a space JSON the exporter needs, with every formula checked and translated.
+// The parts of a space the exporter emits, read by SearchSpace (the one reader of a space JSON).
 struct SpaceForExport {
   std::string id;
   std::vector<std::string> gene_names;
   std::vector<int> head_dims;
-  std::vector<DType> dtypes;  // "dtypes", fp16 alone where the space has none
-  std::vector<Formula> derived;
-  std::vector<Formula> constraints;
-  std::map<std::string, Formula> launch;  // threads, grid_x, grid_y, grid_z, smem_bytes
-  bool has_workspace = false;              // launch.workspace_bytes: a per-stream scratch buffer
-  bool has_tensor_maps = false;            // launch.tensor_map_box_rows: encode q/k/v/o maps first
+  std::vector<DType> dtypes;  // the space's "dtypes": those its kernel serves
+  std::vector<CxxFormula> derived;
+  std::vector<CxxFormula> constraints;
+  std::map<std::string, CxxFormula> launch;  // threads, grid_x, grid_y, grid_z, smem_bytes, ...
+  bool has_workspace = false;                 // launch.workspace_bytes: a per-stream scratch buffer
+  bool has_tensor_maps = false;               // launch.tensor_map_box_rows: encode q/k/v/o maps first
   std::string kernel_pattern;
 };
 
+// Throws InputError ("bad search space: ...") for a space SearchSpace refuses.
 SpaceForExport read_space(const KernelTemplate& t) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(t.space_json);
-  } catch (const std::exception& e) {
-    throw InputError("space of '" + std::string(t.id) + "' is not valid JSON: " + e.what());
-  }
+  const SearchSpace space = SearchSpace::from_json(t.space_json);
   SpaceForExport s;
   s.id = std::string(t.id);
-  std::set<std::string> known = {"BATCH", "HEADS", "SEQ_Q", "SEQ_K", "HEAD_DIM", "CAUSAL", "DTYPE",
-                                 "SMEM_LIMIT", "SM_ARCH"};
   std::set<std::string> runtime = kRuntimeNames;
-  auto reads_runtime = [&](const CxxExpression& e) {
-    for (const auto& n : e.names)
-      if (runtime.count(n)) return true;
-    return false;
+  auto emitted = [&](const Formula& f) {
+    CxxFormula out{f.name, f.expr.cxx(), false};
+    for (const auto& name : f.expr.identifiers()) out.runtime = out.runtime || runtime.count(name) > 0;
+    return out;
   };
-  try {
-    for (const auto& g : j.at("genes")) {
-      s.gene_names.push_back(g.at("name").get<std::string>());
-      known.insert(s.gene_names.back());
-    }
-    s.head_dims = j.at("head_dims").get<std::vector<int>>();
-    for (const auto& d : j.value("dtypes", std::vector<std::string>{"fp16"})) s.dtypes.push_back(parse_dtype(d));
-    for (const auto& d : j.value("derived", nlohmann::json::array())) {
-      Formula f{d.at("name").get<std::string>(),
-                to_cxx_expression(d.at("expr").get<std::string>(), known, "derived value"), false};
-      f.runtime = reads_runtime(f.expr);
-      if (f.runtime) runtime.insert(f.name);
-      known.insert(f.name);
-      s.derived.push_back(std::move(f));
-    }
-    for (const auto& c : j.value("constraints", nlohmann::json::array())) {
-      Formula f{c.at("name").get<std::string>(),
-                to_cxx_expression(c.at("expr").get<std::string>(), known, "constraint"), false};
-      f.runtime = reads_runtime(f.expr);
-      s.constraints.push_back(std::move(f));
-    }
-    for (const char* key : {"threads", "grid_x", "grid_y", "grid_z", "smem_bytes"}) {
-      Formula f{key, to_cxx_expression(j.at("launch").at(key).get<std::string>(), known,
-                                       std::string("launch formula ") + key),
-                false};
-      s.launch.emplace(key, std::move(f));
-    }
-    // Optional formulas: host work before the launch.
-    for (const char* key : {"workspace_bytes", "tensor_map_box_rows", "tensor_map_q_box_rows"}) {
-      if (!j.at("launch").contains(key)) continue;
-      s.launch.emplace(key, Formula{key,
-                                    to_cxx_expression(j.at("launch").at(key).get<std::string>(), known,
-                                                      std::string("launch formula ") + key),
-                                    false});
-    }
-    s.has_workspace = s.launch.count("workspace_bytes") > 0;
-    s.has_tensor_maps = s.launch.count("tensor_map_box_rows") > 0;
-    s.kernel_pattern = j.at("kernel").get<std::string>();
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError("space of '" + s.id + "' lacks what the exporter needs: " + e.what());
+  for (const auto& g : space.genes()) s.gene_names.push_back(g.name);
+  s.head_dims = space.head_dims();
+  s.dtypes = space.dtypes();
+  for (const auto& d : space.derived()) {
+    s.derived.push_back(emitted(d));
+    if (s.derived.back().runtime) runtime.insert(d.name);
   }
+  for (const auto& c : space.constraints()) s.constraints.push_back(emitted(c));
+  for (const auto& l : space.launch_formulas()) s.launch.emplace(l.name, emitted(l));
+  s.has_workspace = s.launch.count("workspace_bytes") > 0;
+  s.has_tensor_maps = s.launch.count("tensor_map_box_rows") > 0;
+  s.kernel_pattern = space.kernel_pattern();
   return s;
 }
 
@@ -220,11 +183,11 @@ void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& 
   for (const auto& [name, value] : g.genes())
     o << "  static constexpr long long " << name << " = " << value << "LL;\n";
   for (const auto& d : s.derived)
-    if (!d.runtime) o << "  static constexpr long long " << d.name << " = " << d.expr.code << ";\n";
+    if (!d.runtime) o << "  static constexpr long long " << d.name << " = " << d.code << ";\n";
   o << "  // The search space's constraints that do not depend on the call's shape.\n"
     << "  static constexpr bool kValid = true";
   for (const auto& c : s.constraints)
-    if (!c.runtime) o << "\n      && (" << c.expr.code << ")  /* " << c.name << " */";
+    if (!c.runtime) o << "\n      && (" << c.code << ")  /* " << c.name << " */";
   o << ";\n\n"
     << "  static int launch(const evo::FaParams& p, cudaStream_t stream, bool programmatic) {\n"
     << "    if constexpr (!kValid) {\n"
@@ -234,15 +197,15 @@ void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& 
     << "      const long long BATCH = p.batch, HEADS = p.heads, SEQ_Q = p.seq_q, SEQ_K = p.seq_k;\n"
     << "      (void)BATCH; (void)HEADS; (void)SEQ_Q; (void)SEQ_K;\n";
   for (const auto& d : s.derived)
-    if (d.runtime) o << "      const long long " << d.name << " = " << d.expr.code << ";\n";
+    if (d.runtime) o << "      const long long " << d.name << " = " << d.code << ";\n";
   for (const auto& c : s.constraints)
     if (c.runtime)
-      o << "      if (!(" << c.expr.code << ")) return cudaErrorInvalidValue;  // " << c.name << "\n";
-  o << "      const long long grid_x = " << s.launch.at("grid_x").expr.code << ";\n"
-    << "      const long long grid_y = " << s.launch.at("grid_y").expr.code << ";\n"
-    << "      const long long grid_z = " << s.launch.at("grid_z").expr.code << ";\n"
-    << "      const long long threads = " << s.launch.at("threads").expr.code << ";\n"
-    << "      const long long smem = " << s.launch.at("smem_bytes").expr.code << ";\n"
+      o << "      if (!(" << c.code << ")) return cudaErrorInvalidValue;  // " << c.name << "\n";
+  o << "      const long long grid_x = " << s.launch.at("grid_x").code << ";\n"
+    << "      const long long grid_y = " << s.launch.at("grid_y").code << ";\n"
+    << "      const long long grid_z = " << s.launch.at("grid_z").code << ";\n"
+    << "      const long long threads = " << s.launch.at("threads").code << ";\n"
+    << "      const long long smem = " << s.launch.at("smem_bytes").code << ";\n"
     << "      if (grid_x < 1 || grid_x > 2147483647LL || grid_y < 1 || grid_y > 65535LL ||\n"
     << "          grid_z < 1 || grid_z > 65535LL || threads < 1 || threads > 1024LL || smem < 0 ||\n"
     << "          smem > SMEM_LIMIT)\n"
@@ -253,7 +216,7 @@ void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& 
   else
     o << "      const evo::FaParams& args = p;\n";
   if (s.has_workspace)
-    o << "      const long long workspace_bytes = " << s.launch.at("workspace_bytes").expr.code << ";\n"
+    o << "      const long long workspace_bytes = " << s.launch.at("workspace_bytes").code << ";\n"
       << "      if (workspace_bytes > 0) {\n"
       << "        const cudaError_t e = workspace_for(stream, workspace_bytes, &args.workspace);\n"
       << "        if (e != cudaSuccess) return e;\n"
@@ -262,9 +225,9 @@ void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& 
     // Q and O boxes are as tall as K and V ones where the space gives no formula of their own.
     const auto q_rows = s.launch.find("tensor_map_q_box_rows");
     o << "      const long long tensor_map_box_rows = "
-      << s.launch.at("tensor_map_box_rows").expr.code << ";\n"
+      << s.launch.at("tensor_map_box_rows").code << ";\n"
       << "      const long long tensor_map_q_box_rows = "
-      << (q_rows != s.launch.end() ? q_rows->second.expr.code : "tensor_map_box_rows") << ";\n"
+      << (q_rows != s.launch.end() ? q_rows->second.code : "tensor_map_box_rows") << ";\n"
       << "      if (tensor_map_box_rows > 0) {  // loads through TMA, in boxes of those heights\n"
       << "        const cudaError_t e = evo::encode_attention_tensor_maps(\n"
       << "            args, static_cast<evo::DType>(DTYPE_), HEAD_DIM_, static_cast<int>(tensor_map_box_rows),\n"

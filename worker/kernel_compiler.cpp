@@ -142,8 +142,8 @@ struct KernelCompiler::Impl {
   }
 
   // Gate 3 runs here, on the compile pool, so that the GPU's evaluation loop never waits for a
-  // cuobjdump run (about 0.6 s a kernel on an H100 host): the verdict goes into the sidecar, and
-  // a cache hit reads it back.
+  // cuobjdump run (bench/NOTES.md, "Host-side costs"): the verdict goes into the sidecar, and a
+  // cache hit reads it back.
   void judge_sass(const std::string& key, std::string_view cubin, CacheEntry& entry) const {
     entry.tensor_cores = check_tensor_core_sass(entry.cubin_path, entry.lowered_name);
     if (entry.tensor_cores->verdict != "skipped") entry = cache.store(key, cubin, entry);
@@ -284,10 +284,6 @@ Request candidate_request(const Genome& g, const ProblemShape& shape) {
 }
 }  // namespace
 
-CompiledKernel KernelCompiler::compile_candidate(const Genome& g, const ProblemShape& shape) {
-  return impl_->start(candidate_request(g, shape), /*run_inline=*/true).get();
-}
-
 std::shared_future<CompiledKernel> KernelCompiler::compile_candidate_async(
     const Genome& g, const ProblemShape& shape) {
   return impl_->start(candidate_request(g, shape), /*run_inline=*/false);
@@ -315,7 +311,5 @@ std::string KernelCompiler::cuda_include_dir() {
                              "/cuda_fp16.h is missing; set CUDA_HOME to the CUDA toolkit");
   return inc;
 }
-
-std::string KernelCompiler::options_for(const std::string& arch) { return join(option_list(arch)); }
 
 }  // namespace evo

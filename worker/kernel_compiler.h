@@ -69,9 +69,8 @@ class KernelCompiler {
   std::shared_future<CompiledKernel> compile_async(std::string source_id, std::string source,
                                                    std::string name_expression);
 
-  // The template of g.template_id() instantiated as SearchSpace::kernel_name(g, shape).
-  // Throws InputError for an unknown template.
-  CompiledKernel compile_candidate(const Genome& g, const ProblemShape& shape);
+  // The template of g.template_id() instantiated as SearchSpace::kernel_name(g, shape), on the
+  // pool. Throws InputError for an unknown template.
   std::shared_future<CompiledKernel> compile_candidate_async(const Genome& g,
                                                              const ProblemShape& shape);
 
@@ -82,8 +81,6 @@ class KernelCompiler {
   // $CUDA_HOME/include (default /usr/local/cuda); throws std::runtime_error if cuda_fp16.h is
   // not there.
   static std::string cuda_include_dir();
-  // The NVRTC option list for an arch, as compile() passes it (include dir included).
-  static std::string options_for(const std::string& arch);
 
  private:
   struct Impl;

@@ -65,8 +65,9 @@ KernelEstimate estimate_kernel(const DeviceModel& dev, const SearchSpace& space,
   const int warps = static_cast<int>(vars.at("WARPS"));
   const int warps_kv = vars.count("WARPS_KV") ? static_cast<int>(vars.at("WARPS_KV")) : 1;
   // Copies run under the math with two or more stages (cp.async or TMA), and with TMA's one stage,
-  // whose K and V are refilled apart (bench/NOTES.md: 55.6 -> 48.9 us at 16,16,512,64 when one
-  // stage stopped copying each tile only when it was needed).
+  // whose K and V are refilled apart, each as soon as its GEMM is done (bench/NOTES.md, 2026-11-26:
+  // TMA with one stage, K and V refilled apart). TMA, STAGE_RELEASE and CP_ASYNC are what the
+  // genome's SCHEDULE does (derived values of the space).
   const bool tma = vars.count("TMA") && vars.at("TMA") == 1;
   const bool stage_release = vars.count("STAGE_RELEASE") && vars.at("STAGE_RELEASE") == 1;
   const int64_t stages = vars.at("STAGES");

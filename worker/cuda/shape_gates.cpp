@@ -55,8 +55,8 @@ float uniform_pm1(uint64_t seed, size_t i) {
 }
 
 // Runs fn(i) for i in [0, n) on every core. With elements independent of each other, a tensor is
-// the same whatever the core count. Drawn one by one from a std::mt19937_64 on one core, the
-// inputs took 1.5-1.9 s of each 2,16,4096,128 check on an H100 host, most of the gate's time.
+// the same whatever the core count. Drawn one by one from a sequential generator on one core, the
+// inputs of the large shapes took most of the correctness gate's time (bench/NOTES.md, 2026-11-28).
 template <class Fn>
 void parallel_for(size_t n, Fn fn) {
   const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 64);

@@ -9,7 +9,6 @@
 
 #include "errors.h"
 #include "export_fixtures.h"
-#include "exporter_expr.h"
 
 namespace evo {
 namespace {
@@ -92,6 +91,22 @@ TEST(Exporter, EveryConstraintIsCheckedAtCompileOrCallTime) {
       EXPECT_NE(r.source().find(") return cudaErrorInvalidValue;  // " + name), std::string::npos) << name;
     else
       EXPECT_NE(r.source().find("/* " + name + " */"), std::string::npos) << name;
+  }
+}
+
+// The exporter reads a space through SearchSpace, as evod and the worker do: a formula naming
+// something the space does not define is the same one error.
+TEST(Exporter, ASpaceSearchSpaceRefusesIsRefused) {
+  const KernelTemplate* real = find_template("fa_s512_v3");
+  auto space = nlohmann::json::parse(real->space_json);
+  space["launch"]["grid_x"] = "SEQ_Q / NOPE";
+  const std::string space_text = space.dump();
+  const KernelTemplate bad{real->id, real->family, real->source, space_text};
+  try {
+    export_dispatch_table(bad, {{default_genome(), {shape_1x8x512x64()}, measured_evaluation(false)}});
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "bad search space: launch.grid_x reads unknown identifier 'NOPE'");
   }
 }
 
@@ -324,26 +339,6 @@ TEST(Exporter, DispatchTableOfMixedTemplatesIsRefused) {
                                       {other, {}, measured_evaluation(false)}}),
                InputError);
   EXPECT_THROW(export_dispatch_table({}), InputError);
-}
-
-TEST(ExporterExpression, RenamesMinMaxAndWidensLiterals) {
-  const auto e = to_cxx_expression("max(A, min(B, 16))", {"A", "B"}, "formula");
-  EXPECT_EQ(e.code, "evo_max(A, evo_min(B, 16LL))");
-  EXPECT_EQ(e.names, (std::set<std::string>{"A", "B"}));
-}
-
-TEST(ExporterExpression, UnknownNameIsNamed) {
-  try {
-    to_cxx_expression("A * NOPE", {"A"}, "launch formula grid_x");
-    FAIL() << "expected InputError";
-  } catch (const InputError& e) {
-    EXPECT_STREQ(e.what(), "launch formula grid_x 'A * NOPE': unknown name 'NOPE'");
-  }
-}
-
-TEST(ExporterExpression, StrayCharacterIsRefused) {
-  EXPECT_THROW(to_cxx_expression("A; system(1)", {"A"}, "formula"), InputError);
-  EXPECT_THROW(to_cxx_expression("  ", {}, "formula"), InputError);
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include "errors.h"
 #include "expression.h"
+#include "search_space.h"
 
 namespace evo {
 namespace {
@@ -108,6 +111,48 @@ TEST(ExpressionTest, SyntaxErrorsNameExpressionAndPosition) {
       EXPECT_NE(what.find("at position"), std::string::npos) << what;
     }
   }
+}
+
+// The C++ back end (the exporter's): long long literals, min/max renamed, and parentheses
+// exactly where C++ would otherwise group differently.
+TEST(ExpressionTest, CxxKeepsTheGroupingAndRenamesMinMax) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"max(A, min(B, 16))", "evo_max(A, evo_min(B, 16LL))"},
+      {"TMA * min(TMA_BOX_ROWS, BLOCK_N)", "TMA * evo_min(TMA_BOX_ROWS, BLOCK_N)"},
+      {"2 + 3 * 4", "2LL + 3LL * 4LL"},
+      {"(2 + 3) * 4", "(2LL + 3LL) * 4LL"},
+      {"10 - 4 - 3", "10LL - 4LL - 3LL"},
+      {"10 - (4 - 3)", "10LL - (4LL - 3LL)"},
+      {"A / (B * C)", "A / (B * C)"},
+      {"- -A", "-(-A)"},
+      {"-(A + B)", "-(A + B)"},
+      {"!(A == 0) || B && C", "!(A == 0LL) || (B && C)"},
+      {"(A || B) && C", "(A || B) && C"},
+      {"A == 0 || (B < 2 && C >= 3)", "A == 0LL || (B < 2LL && C >= 3LL)"},
+      {"1 < 2 == 1", "1LL < 2LL == 1LL"},
+  };
+  for (const auto& [text, code] : cases) EXPECT_EQ(Expression::parse(text).cxx(), code) << text;
+}
+
+// Read back as an expression (the renames undone), the C++ of every formula of the real space
+// evaluates as the formula does, genome after genome.
+TEST(ExpressionTest, CxxOfEveryFormulaOfTheSpaceMeansTheSame) {
+  const SearchSpace& space = SearchSpace::for_template("fa_s512_v3");
+  std::vector<Formula> formulas = space.derived();
+  for (auto list : {space.constraints(), space.launch_formulas()}) formulas.insert(formulas.end(), list.begin(), list.end());
+  int compared = 0;
+  for (uint64_t i = 0; i < space.size(); i += 997) {
+    for (const char* shape : {"2x4x1000x64", "1x8x512x128:causal"}) {
+      const auto vars = space.variables(space.at(i), parse_shape(shape), 232448, 90);
+      for (const Formula& f : formulas) {
+        const std::string back = std::regex_replace(std::regex_replace(f.expr.cxx(), std::regex("(\\d)LL"), "$1"),
+                                                    std::regex("evo_(min|max)"), "$1");
+        EXPECT_EQ(Expression::parse(back).eval(vars), f.expr.eval(vars)) << f.name << ": " << back;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 1000);
 }
 
 TEST(ExpressionTest, DeepNestingIsAnErrorNotACrash) {

@@ -1,5 +1,5 @@
 #pragma once
-// Timing helpers shared by the standalone GPU programs of bench/ (variant_sweep, smem_fill_probe):
+// Timing helpers shared by the standalone GPU programs of lab/ (variant_sweep, smem_fill_probe):
 // a CUDA call that fails ends the program with its line, and two medians, per launch by events and
 // per call by replaying a captured CUDA graph.
 #include <cuda_runtime.h>

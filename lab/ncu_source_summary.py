@@ -3,7 +3,7 @@
 
     ncu --section SourceCounters --section WarpStateStats --warp-sampling-interval 0 -o rep ./prog
     ncu -i rep.ncu-rep --page source --csv --print-source sass > source.csv
-    python3 bench/ncu_source_summary.py source.csv [--top 40]
+    python3 lab/ncu_source_summary.py source.csv [--top 40]
 
 Prints the samples by stall reason; by how often each warp executes an instruction (1.00: once,
 the prologue, a peeled first step and the epilogue; 3.00: the loop body at sequence 512 with four

@@ -4,7 +4,7 @@
 // by CUDA-graph replay (20 calls per graph). The evolutionary runs are the way to pick genomes;
 // this is the way to see what a kernel change does to a few of them in one short GPU session.
 //
-//   nvcc -arch=sm_90a -std=c++17 -O3 -I kernel_templates bench/variant_sweep.cu -o variant_sweep
+//   nvcc -arch=sm_90a -std=c++17 -O3 -I kernel_templates lab/variant_sweep.cu -o variant_sweep
 //   ./variant_sweep          # every case;  ./variant_sweep N  one case;  ./variant_sweep 999 count
 //   VARIANT_SWEEP_CHECK_ONLY=1 ./variant_sweep N   # one checked launch per shape, no timing
 //                                                  # (for compute-sanitizer)

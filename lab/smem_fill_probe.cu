@@ -3,7 +3,7 @@
 // TMA drives), for 1, 16 and 128 blocks at once. At sequence 512 a 32-row attention block must
 // pull all of K and V (128 KiB at head dim 64) before its last tile; this says what that costs.
 //
-//   nvcc -arch=sm_90a -std=c++17 -O3 bench/smem_fill_probe.cu -o smem_fill_probe
+//   nvcc -arch=sm_90a -std=c++17 -O3 lab/smem_fill_probe.cu -o smem_fill_probe
 //
 // One line per (method, blocks, bytes): the per-call time by CUDA-graph replay, the time above a
 // kernel that copies nothing, and the bytes per microsecond per block that implies.

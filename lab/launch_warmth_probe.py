@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where a single launch's extra time goes: cold code or cold data.
 
-    python3 bench/launch_warmth_probe.py --dispatch table.dispatch.json --shapes 1,8,512,64 2,8,512,64
+    python3 lab/launch_warmth_probe.py --dispatch table.dispatch.json --shapes 1,8,512,64 2,8,512,64
                                          [--causal both] [--iters 100] [--rounds 2]
 
 compare_sdpa.py's per-launch figure flushes the L2 before every call, so each kernel starts with
@@ -24,7 +24,8 @@ import os
 import statistics
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The product benchmark's modules (bench/), which this probe times with.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 
 from bench_args import parse_args  # noqa: E402
 from bench_dispatch import DispatchError, load_dispatch  # noqa: E402
