@@ -62,8 +62,6 @@ class Coordinator {
   void wait_for_change(uint64_t seen, int timeout_ms);
   void wake_all();
 
-  int lease_ttl_ms() const { return leases_.lease_ttl_ms(); }
-
  private:
   void notify_change();
 

@@ -59,8 +59,6 @@ class LeaseScheduler {
   // lose their leases one TTL later. Returns how many leases were active.
   int resume_leases_after_restart();
 
-  int lease_ttl_ms() const { return lease_ttl_ms_; }
-
  private:
   struct Request;  // one lease request being filled
 
