@@ -35,17 +35,17 @@ std::vector<std::string> gene_items(const std::string& genome) {
   return items;
 }
 
-// The genes of `genome` whose values differ from `seed`'s, which reads back as the same genome
-// (genes not named take their defaults, the seed's values): "BLOCK_N=256,WARPS=8,TMA=1". Without
-// a seed genome (an older evod), every gene.
-std::string genes_unlike_seed(const std::string& genome, const std::string& seed) {
-  if (seed.empty()) return genes_only(genome);
-  const auto seed_items = gene_items(seed);
+// The genes of `genome` whose values differ from the default genome's, which reads back as the
+// same genome (genes not named take their defaults): "BLOCK_N=256,WARPS=8,SCHEDULE=tma". Without
+// a default genome (an older evod), every gene.
+std::string genes_unlike_default(const std::string& genome, const std::string& default_genome) {
+  if (default_genome.empty()) return genes_only(genome);
+  const auto default_items = gene_items(default_genome);
   std::string out;
   for (const auto& item : gene_items(genome))
-    if (std::find(seed_items.begin(), seed_items.end(), item) == seed_items.end())
+    if (std::find(default_items.begin(), default_items.end(), item) == default_items.end())
       out += (out.empty() ? "" : ",") + item;
-  return out.empty() ? "(the seed genome)" : out;
+  return out.empty() ? "(the default genome)" : out;
 }
 
 std::string shapes_text(const v1::Run& run) {
@@ -236,7 +236,7 @@ std::string leaderboard_table(const v1::LeaderboardResponse& r) {
   o << "run " << r.run().run_id() << "  " << r.run().seed() << "  " << shapes_text(r.run()) << "  "
     << state_name(r.run().state()) << "  device class "
     << (r.run().device_class().empty() ? "-" : r.run().device_class()) << "\n";
-  o << "seed genome: " << (r.seed_us() > 0 ? fixed(r.seed_us(), 2) + " µs" : std::string("not measured"));
+  o << "default genome: " << (r.seed_us() > 0 ? fixed(r.seed_us(), 2) + " µs" : std::string("not measured"));
   if (!r.seed_genome().empty()) o << "  " << genes_only(r.seed_genome());
   o << "\n";
   if (r.elites().empty()) {
@@ -244,11 +244,11 @@ std::string leaderboard_table(const v1::LeaderboardResponse& r) {
     return o.str();
   }
   std::vector<std::vector<std::string>> rows = {
-      {"rank", r.seed_genome().empty() ? "genome" : "genome (genes unlike the seed's)", "µs", "resident µs",
+      {"rank", r.seed_genome().empty() ? "genome" : "genome (genes unlike the default's)", "µs", "resident µs",
        "spread", "TFLOP/s", "speedup", "regs", "smem", "spills", "sanitizer"}};
   for (const auto& e : r.elites()) {
     const auto& res = e.evaluation().resources();
-    rows.push_back({std::to_string(e.rank()), genes_unlike_seed(e.genome(), r.seed_genome()),
+    rows.push_back({std::to_string(e.rank()), genes_unlike_default(e.genome(), r.seed_genome()),
                     fixed(e.fitness_us(), 2), resident_text(e.evaluation()),
                     // the model measures nothing twice: no spread to show
                     e.estimated() ? "-" : fixed(e.spread_pct(), 1) + "%",
@@ -291,7 +291,7 @@ std::string candidates_table(const v1::ListCandidatesResponse& r) {
   if (r.candidates().empty()) return o.str();
   constexpr size_t kWhyWidth = 60;
   std::vector<std::vector<std::string>> rows = {
-      {"candidate", "gen", "state", "status", "µs", "gate", "why", "genes unlike the seed's"}};
+      {"candidate", "gen", "state", "status", "µs", "gate", "why", "genes unlike the default's"}};
   bool estimated = false;
   for (const auto& c : r.candidates()) {
     const auto& e = c.evaluation();
@@ -300,7 +300,7 @@ std::string candidates_table(const v1::ListCandidatesResponse& r) {
                     c.state() == "done" ? v1::EvalStatus_Name(e.status()) : "-",
                     c.fitness_us() > 0 ? fixed(c.fitness_us(), 2) : "-", failed_gate(e),
                     e.message().empty() ? "-" : clipped(e.message(), kWhyWidth),
-                    genes_unlike_seed(c.genome(), r.seed_genome())});
+                    genes_unlike_default(c.genome(), r.seed_genome())});
   }
   if (estimated) o << "!!! ESTIMATED (model evaluator, no GPU): these times are estimates, not measurements !!!\n";
   o << render(rows);

@@ -212,10 +212,10 @@ std::string help_text(const std::string& command) {
            "Exit status 1 if the run failed.\n";
   if (command == "leaderboard")
     return "usage: evoctl leaderboard [RUN] [--top N] [--json]\n"
-           "The run's elites (default: the newest run), best first, after the seed genome in full:\n"
-           "rank, the genes the elite changes from the seed genome (as --start reads them back),\n"
+           "The run's elites (default: the newest run), best first, after the default genome in full:\n"
+           "rank, the genes the elite changes from the default genome (as --start reads them back),\n"
            "median µs, the resident µs, spread between its two measurements, TFLOP/s, speedup over\n"
-           "the seed genome, and the gate evidence (registers, shared memory, spills, sanitizer),\n"
+           "the default genome, and the gate evidence (registers, shared memory, spills, sanitizer),\n"
            "then how each elite was bred (operator and parent candidates). Estimated runs say so in\n"
            "the header. --json prints evod's answer as JSON, whole genome texts included.\n";
   if (command == "runs")
@@ -224,7 +224,7 @@ std::string help_text(const std::string& command) {
     return "usage: evoctl candidates RUN [--failed] [--limit N] [--json]\n"
            "Lists the run's candidates in the order proposed, the latest N (default 50, at most\n"
            "1000): generation, state, status, µs, the gate that refused it and why, and the genes it\n"
-           "changes from the seed genome. --failed lists only those a gate refused (spills, wrong\n"
+           "changes from the default genome. --failed lists only those a gate refused (spills, wrong\n"
            "outputs, sanitizer errors, timeouts, crashes). --json prints each one's whole evaluation\n"
            "(gates with their details, resources, per-shape results; the ptxas log left out).\n";
   if (command == "workers")

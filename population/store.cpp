@@ -630,13 +630,6 @@ std::vector<LeaseRecord> Store::expired_leases(int64_t now_ms) {
   return all_rows(s, read_lease);
 }
 
-std::vector<LeaseRecord> Store::active_leases_of_worker(const std::string& worker_id) {
-  auto s = db_->prepare(std::string("SELECT ") + kLeaseColumns +
-                        " FROM leases WHERE outcome = 'active' AND worker_id = ? ORDER BY id");
-  s.bind(1, worker_id);
-  return all_rows(s, read_lease);
-}
-
 int Store::extend_active_leases(int64_t deadline_ms) {
   db_->prepare("UPDATE leases SET deadline_ms = MAX(deadline_ms, ?) WHERE outcome = 'active'")
       .bind(1, deadline_ms).run();
@@ -686,13 +679,6 @@ std::optional<EvaluationRecord> Store::evaluation_by_lease(const std::string& le
   s.bind(1, lease_id);
   if (!s.step()) return std::nullopt;
   return read_evaluation(s);
-}
-
-int Store::count_evaluations(const std::string& run_id) {
-  auto s = db_->prepare(
-      "SELECT COUNT(*) FROM evaluations e JOIN candidates c ON c.id = e.candidate_id WHERE c.run_id = ?");
-  s.bind(1, run_id);
-  return count_of(s);
 }
 
 // ---------------------------------------------------------------- workers

@@ -176,7 +176,6 @@ class Store {
   void set_lease_deadline(const std::string& id, int64_t deadline_ms);
   void set_lease_outcome(const std::string& id, LeaseOutcome outcome);
   std::vector<LeaseRecord> expired_leases(int64_t now_ms);
-  std::vector<LeaseRecord> active_leases_of_worker(const std::string& worker_id);
   // Moves every active lease's deadline to at least deadline_ms; returns how many leases are active.
   int extend_active_leases(int64_t deadline_ms);
 
@@ -184,7 +183,6 @@ class Store {
   int64_t insert_evaluation(const EvaluationRecord& e);
   std::optional<EvaluationRecord> get_evaluation(int64_t id);
   std::optional<EvaluationRecord> evaluation_by_lease(const std::string& lease_id);
-  int count_evaluations(const std::string& run_id);
 
   // ---- workers
   void upsert_worker(const WorkerRecord& w);

@@ -1,9 +1,10 @@
-// The read side of the coordinator: run status, progress, the leaderboard and its lineage.
+#include "run_views.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
 
-#include "coordinator.h"
+#include "run_lifecycle.h"
 #include "search_space.h"
 #include "shape.h"
 #include "shape_proto.h"
@@ -46,7 +47,7 @@ std::vector<CandidateRecord> elites_of(const std::vector<CandidateRecord>& candi
   return out;
 }
 
-v1::Run Coordinator::to_proto(const RunRecord& r) {
+v1::Run to_proto(const RunRecord& r) {
   v1::Run run;
   run.set_run_id(r.id);
   run.set_seed(r.seed);
@@ -65,7 +66,10 @@ v1::Run Coordinator::to_proto(const RunRecord& r) {
   return run;
 }
 
-v1::RunStatus Coordinator::build_status(const RunRecord& run) {
+RunViews::RunViews(Store& store, WorkerRegistry& workers, Clock clock)
+    : store_(store), workers_(workers), clock_(std::move(clock)) {}
+
+v1::RunStatus RunViews::build_status(const RunRecord& run) {
   v1::RunStatus st;
   *st.mutable_run() = to_proto(run);
   st.set_generation(run.current_generation);
@@ -86,26 +90,23 @@ v1::RunStatus Coordinator::build_status(const RunRecord& run) {
     st.set_best_genome(elites[0].genome);
   }
   st.set_estimated(run.device_class.find("/estimated") != std::string::npos);
-  int64_t elapsed = std::max<int64_t>(0, options_.clock() - run.created_ms);
+  const int64_t now = clock_();
+  int64_t elapsed = std::max<int64_t>(0, now - run.created_ms);
   st.set_elapsed_ms(elapsed);
   if (done > 0 && st.evaluations_total() > done)
     st.set_eta_ms(static_cast<int64_t>(double(elapsed) / done * (st.evaluations_total() - done)));
   // A run no worker can serve waits without end; people should see that, not a still clock.
-  if (run.state == v1::QUEUED || run.state == v1::RUNNING) {
-    const int64_t since = live_since(options_.clock());
-    st.set_live_workers(run.device_class.empty() ? store_.count_live_workers_of_any_class(since)
-                                                 : store_.count_live_workers(run.device_class, since, ""));
-  }
+  if (run.state == v1::QUEUED || run.state == v1::RUNNING) st.set_live_workers(workers_.live_workers_for(run, now));
   return st;
 }
 
-v1::RunStatus Coordinator::status(const std::string& run_id) {
+v1::RunStatus RunViews::status(const std::string& run_id) {
   v1::RunStatus st;
-  store_.transaction([&] { st = build_status(require_run(run_id)); });
+  store_.transaction([&] { st = build_status(require_run(store_, run_id)); });
   return st;
 }
 
-v1::ListRunsResponse Coordinator::list_runs() {
+v1::ListRunsResponse RunViews::list_runs() {
   v1::ListRunsResponse resp;
   store_.transaction([&] {
     for (const auto& r : store_.list_runs()) *resp.add_runs() = build_status(r);
@@ -113,7 +114,7 @@ v1::ListRunsResponse Coordinator::list_runs() {
   return resp;
 }
 
-v1::LeaderboardResponse Coordinator::leaderboard(const v1::LeaderboardRequest& req) {
+v1::LeaderboardResponse RunViews::leaderboard(const v1::LeaderboardRequest& req) {
   if (req.top() < 0) throw CoordinatorError(CoordinatorError::Code::kInvalidArgument, "top must be positive");
   v1::LeaderboardResponse resp;
   store_.transaction([&] {
@@ -123,7 +124,7 @@ v1::LeaderboardResponse Coordinator::leaderboard(const v1::LeaderboardRequest& r
       if (!newest) throw CoordinatorError(CoordinatorError::Code::kNotFound, "no runs yet");
       run_id = *newest;
     }
-    RunRecord run = require_run(run_id);
+    RunRecord run = require_run(store_, run_id);
     *resp.mutable_run() = to_proto(run);
     auto candidates = store_.candidates_of_run(run.id);
     std::map<std::string, std::string> id_of_genome;
@@ -167,12 +168,12 @@ v1::LeaderboardResponse Coordinator::leaderboard(const v1::LeaderboardRequest& r
   return resp;
 }
 
-v1::ListCandidatesResponse Coordinator::list_candidates(const v1::ListCandidatesRequest& req) {
+v1::ListCandidatesResponse RunViews::list_candidates(const v1::ListCandidatesRequest& req) {
   constexpr int kDefaultLimit = 50;
   const size_t limit = static_cast<size_t>(req.limit() > 0 ? req.limit() : kDefaultLimit);
   v1::ListCandidatesResponse resp;
   store_.transaction([&] {
-    const RunRecord run = require_run(req.run_id());
+    const RunRecord run = require_run(store_, req.run_id());
     *resp.mutable_run() = to_proto(run);
     resp.set_seed_genome(SearchSpace::for_template(run.seed).default_genome().text());
     const auto candidates = store_.candidates_of_run(run.id);
@@ -206,10 +207,10 @@ v1::ListCandidatesResponse Coordinator::list_candidates(const v1::ListCandidates
   return resp;
 }
 
-Coordinator::Best Coordinator::best_of(const std::string& run_id) {
-  Best best;
+RunBest RunViews::best_of(const std::string& run_id) {
+  RunBest best;
   store_.transaction([&] {
-    best.run = require_run(run_id);
+    best.run = require_run(store_, run_id);
     auto elites = elites_of(store_.candidates_of_run(run_id), 1);
     if (elites.empty())
       throw CoordinatorError(CoordinatorError::Code::kFailedPrecondition,

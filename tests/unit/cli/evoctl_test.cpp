@@ -257,14 +257,14 @@ TEST_F(Evoctl, LeaderboardShowsEvidenceAndSaysEstimatedLoudly) {
   auto r = run({"leaderboard"});
   ASSERT_EQ(r.exit_status, 0) << r.err;
   EXPECT_EQ(r.out.find("ESTIMATED"), std::string::npos);
-  EXPECT_NE(r.out.find("seed genome: 10.00 µs  BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1\n"),
+  EXPECT_NE(r.out.find("default genome: 10.00 µs  BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1\n"),
             std::string::npos)
       << r.out;
   // Each elite by the genes it changes, which --start reads back as the same genome.
-  EXPECT_NE(r.out.find("rank  genome (genes unlike the seed's)"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("1     BLOCK_M=16                        5.00   6.00  "), std::string::npos)
+  EXPECT_NE(r.out.find("rank  genome (genes unlike the default's)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1     BLOCK_M=16                           5.00   6.00  "), std::string::npos)
       << "the resident figure is the geometric mean over shapes: " << r.out;
-  EXPECT_NE(r.out.find("2     (the seed genome)                 10.00  -  "), std::string::npos)
+  EXPECT_NE(r.out.find("2     (the default genome)                 10.00  -  "), std::string::npos)
       << "no resident figure without one for every shape: " << r.out;
   EXPECT_NE(r.out.find("µs: the fitness, per call with inputs cycled past L2; resident µs: one input set left in L2"),
             std::string::npos)
@@ -281,12 +281,12 @@ TEST_F(Evoctl, LeaderboardShowsEvidenceAndSaysEstimatedLoudly) {
   EXPECT_EQ(run({"leaderboard", "r9"}).err, "evoctl: NOT_FOUND: unknown run 'r9'\n");
 }
 
-// An evod that names no seed genome: every elite's genes in full.
+// An evod that names no default genome: every elite's genes in full.
 TEST_F(Evoctl, LeaderboardWithoutASeedGenomePrintsWholeGenomes) {
   server_.service.seed_genome.clear();
   const auto r = run({"leaderboard"});
   ASSERT_EQ(r.exit_status, 0) << r.err;
-  EXPECT_NE(r.out.find("seed genome: 10.00 µs\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("default genome: 10.00 µs\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("rank  genome  "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1  5.00   6.00  "), std::string::npos)
       << r.out;

@@ -1,0 +1,382 @@
+#include "lease_scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include <spdlog/spdlog.h>
+
+#include "errors.h"
+#include "resident_time.h"
+#include "run_views.h"
+#include "server_config.h"
+#include "shape_proto.h"
+#include "template_registry.h"
+
+namespace evo {
+
+namespace {
+
+using Code = CoordinatorError::Code;
+
+// Failures worth remembering across runs: the same genome fails the same way again. Timeouts and
+// crashes may be a sick worker's fault, so they are measured again next time.
+bool cacheable(v1::EvalStatus status) {
+  return status != v1::TIMEOUT && status != v1::CRASH && status != v1::EVAL_STATUS_UNSPECIFIED;
+}
+
+// What a cached time was measured on: the run's shapes, in the run's order. A genome timed on
+// 1x8x512x64 says nothing about 16x16x512x64.
+std::string problem_key(const RunRecord& run) {
+  std::string key;
+  for (const auto& s : run.shapes) key += (key.empty() ? "" : ",") + s;
+  return key;
+}
+
+// The result cache's measurement part: the worker's NVRTC, CUDA and timing method, and the run's
+// kernel template as this build has it, so that a database kept across a change of the
+// template's code never answers for a genome whose kernel has changed since.
+std::string cache_measurement_key(const v1::DeviceInfo& device, const RunRecord& run) {
+  // The cached fitness is the run's (ranked_fitness_us): a resident one never answers for a rotated run.
+  return measurement_key_of(device) + " / " + template_fingerprint(run.seed) +
+         (run.fitness_inputs == "resident" ? " / fitness: L2-resident inputs" : "");
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- turns
+
+std::vector<RunRecord> RunTurns::in_turn(std::vector<RunRecord> runs) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto last = std::find_if(runs.begin(), runs.end(), [&](const RunRecord& r) { return r.id == last_leased_run_; });
+  if (last != runs.end()) std::rotate(runs.begin(), std::next(last), runs.end());
+  return runs;
+}
+
+void RunTurns::leased(const std::string& run_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  last_leased_run_ = run_id;
+}
+
+// ---------------------------------------------------------------- leases
+
+LeaseScheduler::LeaseScheduler(Store& store, WorkerRegistry& workers, RunLifecycle& runs, int lease_ttl_ms,
+                               Clock clock)
+    : store_(store), workers_(workers), runs_(runs), lease_ttl_ms_(lease_ttl_ms), clock_(std::move(clock)) {
+  if (lease_ttl_ms_ <= 0) throw InputError("lease TTL must be positive");
+}
+
+struct LeaseScheduler::Request {
+  WorkerRecord worker;
+  int64_t now = 0;
+  int want = 1;
+  bool another_worker = false;  // another live worker of the class, for a confirmation
+  v1::LeaseResponse response;
+  std::vector<std::string> logs;  // written once the transaction committed
+
+  const std::string& device_class() const { return worker.device.device_class(); }
+  bool full() const { return response.leases_size() >= want; }
+};
+
+v1::LeaseResponse LeaseScheduler::lease(const v1::LeaseRequest& req) {
+  Request r;
+  r.want = std::clamp(req.max_candidates() <= 0 ? 1 : req.max_candidates(), 1, server::kMaxLeasesPerRequest);
+  store_.transaction([&] {
+    r.worker = workers_.require(req.worker_id());
+    r.now = clock_();
+    workers_.touch(r.worker.id, r.now);
+    r.another_worker = workers_.another_live_worker(r.worker, r.now);
+    for (const auto& run : turns_.in_turn(store_.active_runs())) {
+      if (r.full()) break;
+      if (!run.device_class.empty() && run.device_class != r.device_class()) continue;
+      lease_from_run(r, run.id);
+    }
+  });
+  for (const auto& line : r.logs) spdlog::info("{}", line);
+  if (r.response.leases_size() == 0) r.response.set_retry_after_ms(std::clamp(lease_ttl_ms_ / 10, 50, 1000));
+  return r.response;
+}
+
+// Cache hits can complete a generation and breed the next one mid-request: the run's queue is
+// read again until it holds nothing more to hand out.
+void LeaseScheduler::lease_from_run(Request& r, const std::string& run_id) {
+  for (bool answered_from_cache = true; answered_from_cache && !r.full();) {
+    auto run = store_.get_run(run_id);
+    if (!run || is_terminal(run->state)) return;
+    answered_from_cache = lease_from_queue(r, *run);
+  }
+}
+
+// One pass over the run's queue as it stands; true when the cache answered a candidate.
+bool LeaseScheduler::lease_from_queue(Request& r, RunRecord& run) {
+  bool answered_from_cache = false;
+  for (const auto& c : store_.queued_candidates(run.id)) {
+    if (r.full()) break;
+    if (run.device_class.empty()) {
+      runs_.fix_device_class(run, r.device_class());
+      r.logs.push_back(fmt::format("event=run_device_class run_id={} device_class=\"{}\"", run.id, run.device_class));
+    }
+    if (!c.confirmation && try_cache(run, c, r.worker.device)) {
+      answered_from_cache = true;
+      continue;
+    }
+    // A confirmation goes preferably to another worker of the class; this one gets it only when
+    // no other is around.
+    if (c.confirmation && c.first_worker == r.worker.id && r.another_worker) continue;
+    grant(r, run, c);
+  }
+  return answered_from_cache;
+}
+
+void LeaseScheduler::grant(Request& r, RunRecord& run, const CandidateRecord& c) {
+  LeaseRecord l;
+  l.id = ids_.next("l-");
+  l.candidate_id = c.id;
+  l.worker_id = r.worker.id;
+  l.issued_ms = r.now;
+  l.deadline_ms = r.now + lease_ttl_ms_;
+  l.confirmation = c.confirmation;
+  store_.insert_lease(l);
+  store_.set_candidate_leased(c.id, l.id, r.worker.id, l.deadline_ms);
+  runs_.mark_running(run);
+  turns_.leased(run.id);
+  v1::Lease* out = r.response.add_leases();
+  out->set_lease_id(l.id);
+  out->set_run_id(run.id);
+  out->set_candidate_id(c.id);
+  out->set_genome(c.genome);
+  for (const auto& s : shapes_of(run)) *out->add_shapes() = shape_to_proto(s);
+  out->set_deadline_unix_ms(l.deadline_ms);
+  out->set_confirmation(c.confirmation);
+  r.logs.push_back(fmt::format("event=leased run_id={} candidate_id={} lease_id={} worker_id={} confirmation={} "
+                               "attempt={}",
+                               run.id, c.id, l.id, r.worker.id, c.confirmation, c.attempts + 1));
+}
+
+bool LeaseScheduler::try_cache(const RunRecord& run, const CandidateRecord& c, const v1::DeviceInfo& device) {
+  auto hit = store_.cache_get(c.genome_hash, problem_key(run), run.device_class, cache_measurement_key(device, run));
+  if (!hit) return false;
+  auto source = store_.get_evaluation(hit->evaluation_id);
+  if (!source) return false;
+  EvaluationRecord copy;
+  copy.candidate_id = c.id;
+  copy.worker_id = source->worker_id;
+  copy.created_ms = clock_();
+  copy.evaluation = source->evaluation;
+  copy.evaluation.set_cache_hit(true);
+  int64_t eval_id = store_.insert_evaluation(copy);
+  spdlog::info("event=cache_hit run_id={} candidate_id={} genome={} confirmed={} source_evaluation={}", run.id,
+               c.id, c.genome, hit->confirmed, hit->evaluation_id);
+  if (hit->confirmed || !hit->fitness_us || copy.evaluation.estimated()) {
+    // A confirmed (or deterministic, or failed) result needs nothing more.
+    store_.finish_candidate(c.id, eval_id, copy.evaluation.status(), hit->fitness_us, hit->spread_pct,
+                            hit->fitness_us.has_value(), "cache");
+  } else if (would_enter_elites(run, *hit->fitness_us)) {
+    store_.await_confirmation(c.id, eval_id, source->worker_id);
+    return true;
+  } else {
+    store_.finish_candidate(c.id, eval_id, copy.evaluation.status(), hit->fitness_us, 0, false, "cache");
+  }
+  runs_.advance_if_generation_complete(run.id);
+  return true;
+}
+
+v1::HeartbeatResponse LeaseScheduler::heartbeat(const v1::HeartbeatRequest& req) {
+  v1::HeartbeatResponse resp;
+  store_.transaction([&] {
+    workers_.require(req.worker_id());
+    int64_t now = clock_();
+    workers_.touch(req.worker_id(), now);
+    for (const auto& id : req.lease_ids()) {
+      auto lease = store_.get_lease(id);
+      std::optional<CandidateRecord> c;
+      if (lease) c = store_.get_candidate(lease->candidate_id);
+      bool held = lease && lease->worker_id == req.worker_id() && lease->outcome == LeaseOutcome::kActive &&
+                  c && c->lease_id == id;
+      if (held)
+        store_.set_lease_deadline(id, now + lease_ttl_ms_);
+      else
+        resp.add_expired_lease_ids(id);
+    }
+  });
+  return resp;
+}
+
+int LeaseScheduler::resume_leases_after_restart() {
+  int active = 0;
+  const int64_t deadline = clock_() + lease_ttl_ms_;
+  store_.transaction([&] { active = store_.extend_active_leases(deadline); });
+  if (active) spdlog::info("event=leases_resumed active={} deadline_ms={}", active, deadline);
+  return active;
+}
+
+int LeaseScheduler::sweep_expired_leases() {
+  int expired = 0;
+  store_.transaction([&] {
+    for (const auto& l : store_.expired_leases(clock_())) {
+      ++expired;
+      expire(l);
+    }
+  });
+  return expired;
+}
+
+void LeaseScheduler::expire(const LeaseRecord& l) {
+  store_.set_lease_outcome(l.id, LeaseOutcome::kExpired);
+  auto c = store_.get_candidate(l.candidate_id);
+  if (!c || c->lease_id != l.id) return;
+  if (c->attempts + 1 < server::kMaxLeaseAttempts) {
+    store_.requeue_candidate(c->id, true);
+    spdlog::warn("event=lease_expired run_id={} candidate_id={} lease_id={} worker_id={} attempts={}", c->run_id,
+                 c->id, l.id, l.worker_id, c->attempts + 1);
+    return;
+  }
+  auto run = require_run(store_, c->run_id);
+  EvaluationRecord rec;
+  rec.candidate_id = c->id;
+  rec.worker_id = l.worker_id;
+  rec.created_ms = clock_();
+  rec.evaluation.set_status(v1::CRASH);
+  rec.evaluation.set_message("lease expired " + std::to_string(c->attempts + 1) + " times without a report");
+  if (auto w = workers_.find(l.worker_id)) *rec.evaluation.mutable_device() = w->device;
+  int64_t eval_id = store_.insert_evaluation(rec);
+  store_.finish_candidate(c->id, eval_id, v1::CRASH, std::nullopt, 0, false, "measured");
+  spdlog::warn("event=candidate_abandoned run_id={} candidate_id={} attempts={}", c->run_id, c->id,
+               c->attempts + 1);
+  if (!is_terminal(run.state)) runs_.advance_if_generation_complete(run.id);
+}
+
+// ---------------------------------------------------------------- reports
+
+v1::ReportResponse LeaseScheduler::report(const v1::ReportRequest& req) {
+  v1::ReportResponse resp;
+  store_.transaction([&] {
+    const WorkerRecord worker = workers_.require(req.worker_id());
+    auto lease = store_.get_lease(req.lease_id());
+    if (!lease) throw CoordinatorError(Code::kNotFound, "unknown lease '" + req.lease_id() + "'");
+    if (lease->worker_id != worker.id)
+      throw CoordinatorError(Code::kFailedPrecondition,
+                             "lease '" + lease->id + "' is not held by worker '" + worker.id + "'");
+    if (store_.evaluation_by_lease(lease->id)) {
+      resp.set_accepted(true);
+      resp.set_duplicate(true);
+      return;
+    }
+    const CandidateRecord c = *store_.get_candidate(lease->candidate_id);
+    if (c.lease_id != lease->id)
+      throw CoordinatorError(Code::kFailedPrecondition,
+                             "lease '" + lease->id + "' expired and its candidate was handed out again");
+    const RunRecord run = require_run(store_, c.run_id);
+    const EvaluationRecord rec = checked_evaluation(req, worker, *lease, c, run);
+    const v1::Evaluation& e = rec.evaluation;
+    const int64_t eval_id = store_.insert_evaluation(rec);
+    store_.set_lease_outcome(lease->id, LeaseOutcome::kReported);
+    workers_.touch(worker.id, rec.created_ms);
+    resp.set_accepted(true);
+    spdlog::info("event=reported run_id={} candidate_id={} lease_id={} worker_id={} status={} fitness_us={:.3f} "
+                 "confirmation={}",
+                 run.id, c.id, lease->id, worker.id, v1::EvalStatus_Name(e.status()), e.fitness_us(),
+                 c.confirmation);
+    if (is_terminal(run.state)) {
+      // A cancelled run keeps what was measured but breeds nothing more.
+      const bool ok = e.status() == v1::OK;
+      store_.finish_candidate(c.id, eval_id, e.status(),
+                              ok ? std::optional<double>(ranked_fitness_us(run.fitness_inputs, e)) : std::nullopt,
+                              0, false, "measured");
+      return;
+    }
+    apply_result(run, c, eval_id, e, worker.id);
+  });
+  return resp;
+}
+
+// The reported evaluation, checked against the run it is for (kInvalidArgument), as it is stored.
+EvaluationRecord LeaseScheduler::checked_evaluation(const v1::ReportRequest& req, const WorkerRecord& worker,
+                                                    const LeaseRecord& lease, const CandidateRecord& c,
+                                                    const RunRecord& run) {
+  v1::Evaluation e = req.evaluation();
+  if (e.device().device_class().empty()) *e.mutable_device() = worker.device;
+  const std::string on = "report on lease '" + lease.id + "': ";
+  if (e.status() == v1::EVAL_STATUS_UNSPECIFIED)
+    throw CoordinatorError(Code::kInvalidArgument, on + "evaluation has no status");
+  if (e.status() == v1::OK && !(std::isfinite(e.fitness_us()) && e.fitness_us() > 0))
+    throw CoordinatorError(Code::kInvalidArgument, on + "status OK needs a positive fitness_us");
+  // What the run ranks this evaluation by (the worker's fitness, or its resident mean).
+  if (e.status() == v1::OK && !(ranked_fitness_us(run.fitness_inputs, e) > 0))
+    throw CoordinatorError(Code::kInvalidArgument,
+                           on + "run " + run.id +
+                               " ranks by L2-resident inputs, and the evaluation has no resident_us for "
+                               "every shape (a worker built before that figure?)");
+  if (e.device().device_class() != run.device_class)
+    throw CoordinatorError(Code::kInvalidArgument, on + "device class '" + e.device().device_class() +
+                                                       "' does not match the run's '" + run.device_class + "'");
+  EvaluationRecord rec;
+  rec.candidate_id = c.id;
+  rec.lease_id = lease.id;
+  rec.worker_id = worker.id;
+  rec.is_confirmation = c.confirmation;
+  rec.created_ms = clock_();
+  rec.evaluation = std::move(e);
+  return rec;
+}
+
+bool LeaseScheduler::would_enter_elites(const RunRecord& run, double fitness_us) {
+  auto elites = elites_of(store_.candidates_of_run(run.id), run.top_k);
+  return static_cast<int>(elites.size()) < run.top_k || fitness_us < *elites.back().fitness_us;
+}
+
+void LeaseScheduler::apply_result(const RunRecord& run, const CandidateRecord& c, int64_t eval_id,
+                                  const v1::Evaluation& e, const std::string& worker_id) {
+  if (c.confirmation) {
+    apply_confirmation(run, c, eval_id, e);
+    runs_.advance_if_generation_complete(run.id);
+    return;
+  }
+  const bool ok = e.status() == v1::OK;
+  const double fitness_us = ranked_fitness_us(run.fitness_inputs, e);  // meaningful only when ok
+  if (ok && !e.estimated() && would_enter_elites(run, fitness_us)) {
+    // Timing noise must not crown a winner: a would-be elite is measured a second time.
+    // (Estimated results come from a deterministic model; measuring twice would agree by
+    // construction, so they skip this step and are eligible at once.)
+    store_.await_confirmation(c.id, eval_id, worker_id);
+    spdlog::info("event=confirmation_queued run_id={} candidate_id={} first_us={:.3f}", run.id, c.id, fitness_us);
+    return;
+  }
+  std::optional<double> fitness;
+  if (ok) fitness = fitness_us;
+  store_.finish_candidate(c.id, eval_id, e.status(), fitness, 0, ok && e.estimated(), "measured");
+  if (cacheable(e.status()))
+    store_.cache_put({c.genome_hash, problem_key(run), run.device_class, cache_measurement_key(e.device(), run),
+                      eval_id, fitness, 0, ok && e.estimated()});
+  spdlog::info("event=candidate_done run_id={} candidate_id={} status={} fitness_us={}", run.id, c.id,
+               v1::EvalStatus_Name(e.status()), fitness ? fmt::format("{:.3f}", *fitness) : "none");
+  runs_.advance_if_generation_complete(run.id);
+}
+
+// The second measurement of a would-be elite: admitted when it agrees with the first within
+// kConfirmationTolerance of their mean, which becomes its fitness.
+void LeaseScheduler::apply_confirmation(const RunRecord& run, const CandidateRecord& c, int64_t eval_id,
+                                        const v1::Evaluation& e) {
+  const std::string toolkit = cache_measurement_key(e.device(), run);
+  auto first = c.first_evaluation_id ? store_.get_evaluation(*c.first_evaluation_id) : std::nullopt;
+  if (e.status() != v1::OK || !first) {
+    store_.finish_candidate(c.id, eval_id, e.status(), std::nullopt, 0, false, "measured");
+    if (cacheable(e.status()))
+      store_.cache_put({c.genome_hash, problem_key(run), run.device_class, toolkit, eval_id, std::nullopt, 0, false});
+    spdlog::warn("event=confirmation_failed run_id={} candidate_id={} status={} message=\"{}\"", run.id, c.id,
+                 v1::EvalStatus_Name(e.status()), e.message());
+    return;
+  }
+  const double a = ranked_fitness_us(run.fitness_inputs, first->evaluation);
+  const double b = ranked_fitness_us(run.fitness_inputs, e);
+  const double mean = (a + b) / 2;
+  const double disagreement = std::abs(a - b) / mean;
+  const bool agree = disagreement <= server::kConfirmationTolerance;
+  store_.finish_candidate(c.id, eval_id, v1::OK, mean, disagreement * 100, agree, "measured");
+  store_.cache_put({c.genome_hash, problem_key(run), run.device_class, toolkit, eval_id, mean, disagreement * 100, agree});
+  spdlog::info("event=confirmation_done run_id={} candidate_id={} first_us={:.3f} second_us={:.3f} "
+               "spread_pct={:.2f} admitted={}",
+               run.id, c.id, a, b, disagreement * 100, agree);
+}
+
+}  // namespace evo

@@ -1,0 +1,245 @@
+#include "run_lifecycle.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <optional>
+
+#include <spdlog/spdlog.h>
+
+#include "errors.h"
+#include "search_space.h"
+#include "server_config.h"
+#include "shape_proto.h"
+#include "strategy.h"
+
+namespace evo {
+
+namespace {
+
+using Code = CoordinatorError::Code;
+
+std::string join_parents(const std::vector<std::string>& parents) {
+  std::string out;
+  for (size_t i = 0; i < parents.size(); ++i) out += (i ? ";" : "") + parents[i];
+  return out;
+}
+
+std::unique_ptr<Strategy> strategy_for(const RunRecord& run, const SearchSpace& space) {
+  StrategyContext ctx;
+  ctx.space = &space;
+  ctx.shapes = shapes_of(run);
+  ctx.smem_limit = run.smem_limit;
+  ctx.rng_seed = run.rng_seed;
+  ctx.top_k = run.top_k;
+  for (const auto& text : run.start_genomes) ctx.start_genomes.push_back(space.parse(text));
+  ctx.run_id = run.id;
+  return make_strategy(run.strategy, ctx);
+}
+
+// The canonical texts of a submit's start genomes (genes that none of the run's shapes uses at
+// their defaults, as the strategy proposes them), each checked as the strategy will check it, so
+// that a genome the strategy would drop is refused now instead. Constraints that read SM_ARCH are
+// skipped, as by the strategy: the target is unknown until a worker leases, and the worker's valid
+// gate reports such a genome INVALID. The smem limit is the run's, fixed at submit.
+std::vector<std::string> check_start_genomes(const v1::SubmitRunRequest& req, const RunRecord& run,
+                                             const SearchSpace& space) {
+  const auto shapes = shapes_of(run);
+  std::vector<std::string> out;
+  for (const auto& text : req.start_genomes()) {
+    const std::string named = "start genome '" + text + "'";
+    Genome g;
+    try {
+      g = space.canonical(space.parse(text), shapes);
+    } catch (const InputError& e) {
+      throw InputError(named + ": " + e.what());
+    }
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      std::optional<std::string> violated;
+      try {
+        violated = space.violated_constraint(g, shapes[i], run.smem_limit);
+      } catch (const InputError& e) {
+        throw InputError(named + " cannot be checked for shape " + run.shapes[i] + ": " + e.what());
+      }
+      if (violated)
+        throw InputError(named + " violates constraint '" + *violated + "' for shape " + run.shapes[i]);
+    }
+    if (std::find(out.begin(), out.end(), g.text()) == out.end()) out.push_back(g.text());
+  }
+  // Generation 0 must hold them all beside the default genome.
+  const std::string seed_genome = space.default_genome().text();
+  const int needed = static_cast<int>(out.size()) + (std::find(out.begin(), out.end(), seed_genome) == out.end());
+  if (!out.empty() && needed > run.population) {
+    const bool seed_among = needed == static_cast<int>(out.size());
+    throw InputError(std::to_string(out.size()) + " distinct start genomes" +
+                     (seed_among ? " (the default genome among them)" : " and the default genome") +
+                     " need a population of " + std::to_string(needed) + ", got " +
+                     std::to_string(run.population));
+  }
+  return out;
+}
+
+// The run a submit asks for, with the defaults filled in, every field checked (InputError), and
+// its shapes and start genomes in canonical text. Its id is not assigned yet.
+RunRecord run_of_request(const v1::SubmitRunRequest& req, const SearchSpace& space, int64_t now_ms) {
+  RunRecord run;
+  run.seed = req.seed();
+  const DType dtype = dtype_from_proto(req.dtype());
+  std::vector<std::string> texts(req.shapes().begin(), req.shapes().end());
+  if (texts.empty()) texts.push_back(server::kDefaultShape);
+  for (const auto& text : texts) {
+    ProblemShape p = parse_shape(text, req.causal(), dtype);
+    require_square_if_causal(p, text);
+    space.require_serves(p, text);
+    run.shapes.push_back(p.text());
+  }
+  run.generations = req.has_generations() ? req.generations() : server::kDefaultGenerations;
+  run.population = req.has_population() ? req.population() : server::kDefaultPopulation;
+  run.top_k = req.has_top_k() ? req.top_k() : server::kDefaultTopK;
+  if (run.generations <= 0 || run.generations > server::kMaxGenerations)
+    throw InputError("generations must be in 1.." + std::to_string(server::kMaxGenerations) + ", got " +
+                     std::to_string(run.generations));
+  if (run.population <= 0 || run.population > server::kMaxPopulation)
+    throw InputError("population must be in 1.." + std::to_string(server::kMaxPopulation) + ", got " +
+                     std::to_string(run.population));
+  if (run.top_k <= 0 || run.top_k > run.population)
+    throw InputError("top_k must be in 1..population (" + std::to_string(run.population) + "), got " +
+                     std::to_string(run.top_k) + (req.has_top_k() ? "" : " (the default)"));
+  run.strategy = req.strategy().empty() ? server::kDefaultStrategy : req.strategy();
+  run.rng_seed = req.rng_seed() == 0 ? server::kDefaultRngSeed : req.rng_seed();
+  run.device_class = req.device_class();
+  run.smem_limit = server::kDefaultSmemLimit;
+  run.start_genomes = check_start_genomes(req, run, space);
+  run.fitness_inputs = req.fitness_inputs().empty() ? server::kDefaultFitnessInputs : req.fitness_inputs();
+  if (run.fitness_inputs != "rotated" && run.fitness_inputs != "resident")
+    throw InputError("fitness_inputs must be 'rotated' or 'resident', got '" + run.fitness_inputs + "'");
+  run.state = v1::QUEUED;
+  run.created_ms = now_ms;
+  return run;
+}
+
+void insert_generation(Store& store, const RunRecord& run, int generation,
+                       const std::vector<Offspring>& offspring, int first_seq) {
+  int seq = first_seq;
+  for (const auto& o : offspring) {
+    CandidateRecord c;
+    char id[64];
+    std::snprintf(id, sizeof id, "%s-c%04d", run.id.c_str(), seq);
+    c.id = id;
+    c.run_id = run.id;
+    c.generation = generation;
+    c.seq = seq++;
+    c.genome = o.genome.text();
+    c.genome_hash = o.genome.hash();
+    c.op = o.op;
+    c.parents = join_parents(o.parents);
+    store.insert_candidate(c);
+  }
+}
+
+}  // namespace
+
+bool is_terminal(int state) { return state == v1::DONE || state == v1::CANCELLED || state == v1::FAILED; }
+
+std::vector<ProblemShape> shapes_of(const RunRecord& run) {
+  std::vector<ProblemShape> out;
+  for (const auto& s : run.shapes) out.push_back(parse_shape(s));
+  return out;
+}
+
+RunRecord require_run(Store& store, const std::string& run_id) {
+  auto run = store.get_run(run_id);
+  if (!run) throw CoordinatorError(Code::kNotFound, "unknown run '" + run_id + "'");
+  return *run;
+}
+
+RunLifecycle::RunLifecycle(Store& store, Clock clock) : store_(store), clock_(std::move(clock)) {}
+
+RunRecord RunLifecycle::submit(const v1::SubmitRunRequest& req) {
+  // Everything is validated before the transaction opens: bad input writes nothing.
+  RunRecord run;
+  std::vector<Offspring> generation0;
+  try {
+    if (req.seed().empty()) throw InputError("missing seed (e.g. fa_s512_v3)");
+    const SearchSpace& space = SearchSpace::for_template(req.seed());
+    run = run_of_request(req, space, clock_());
+    // make_strategy rejects an unknown strategy name; generation 0 is computed before any write.
+    run.id = "pending";
+    generation0 = strategy_for(run, space)->next_generation(0, {}, run.population);
+  } catch (const InputError& e) {
+    throw CoordinatorError(Code::kInvalidArgument, e.what());
+  }
+  if (generation0.empty())
+    throw CoordinatorError(Code::kInvalidArgument, "no valid genome of " + run.seed + " serves these shapes");
+
+  store_.transaction([&] {
+    run.id = store_.next_run_id();
+    store_.insert_run(run);
+    insert_generation(store_, run, 0, generation0, 0);
+  });
+  spdlog::info("event=run_submitted run_id={} seed={} shapes={} generations={} population={} top_k={} "
+               "strategy={} rng_seed={} device_class=\"{}\" start_genomes={} fitness_inputs={} candidates={}",
+               run.id, run.seed, run.shapes.size(), run.generations, run.population, run.top_k,
+               run.strategy, run.rng_seed, run.device_class, run.start_genomes.size(), run.fitness_inputs,
+               generation0.size());
+  return run;
+}
+
+RunRecord RunLifecycle::cancel(const std::string& run_id) {
+  RunRecord run;
+  store_.transaction([&] {
+    run = require_run(store_, run_id);
+    if (!is_terminal(run.state)) {
+      store_.set_run_state(run_id, v1::CANCELLED, "cancelled by request");
+      run.state = v1::CANCELLED;
+      run.message = "cancelled by request";
+    }
+  });
+  spdlog::info("event=run_cancelled run_id={}", run_id);
+  return run;
+}
+
+void RunLifecycle::fix_device_class(RunRecord& run, const std::string& device_class) {
+  store_.set_run_device_class(run.id, device_class);
+  run.device_class = device_class;
+}
+
+void RunLifecycle::mark_running(RunRecord& run) {
+  if (run.state != v1::QUEUED) return;
+  store_.set_run_state(run.id, v1::RUNNING, "");
+  run.state = v1::RUNNING;
+}
+
+void RunLifecycle::advance_if_generation_complete(const std::string& run_id) {
+  RunRecord run = require_run(store_, run_id);
+  if (is_terminal(run.state)) return;
+  int g = run.current_generation;
+  if (store_.count_candidates(run_id, g, true) < store_.count_candidates(run_id, g, false)) return;
+  if (g + 1 >= run.generations) {
+    store_.set_run_state(run_id, v1::DONE, "");
+    spdlog::info("event=run_done run_id={} generations={}", run_id, g + 1);
+    return;
+  }
+  const SearchSpace& space = SearchSpace::for_template(run.seed);
+  auto candidates = store_.candidates_of_run(run_id);
+  std::vector<ScoredCandidate> history;
+  for (const auto& c : candidates) history.push_back({space.parse(c.genome), c.fitness_us});
+  std::vector<Offspring> next;
+  try {
+    next = strategy_for(run, space)->next_generation(g + 1, history, run.population);
+  } catch (const std::exception& e) {
+    store_.set_run_state(run_id, v1::FAILED, std::string("strategy failed: ") + e.what());
+    spdlog::error("event=run_failed run_id={} error=\"{}\"", run_id, e.what());
+    return;
+  }
+  if (next.empty()) {
+    store_.set_run_state(run_id, v1::DONE, "search space exhausted");
+    spdlog::info("event=run_done run_id={} generations={} reason=exhausted", run_id, g + 1);
+    return;
+  }
+  insert_generation(store_, run, g + 1, next, static_cast<int>(candidates.size()));
+  store_.set_run_generation(run_id, g + 1);
+  spdlog::info("event=generation_bred run_id={} generation={} candidates={}", run_id, g + 1, next.size());
+}
+
+}  // namespace evo

@@ -1,0 +1,48 @@
+#pragma once
+// The run lifecycle: a run is submitted (checked whole, then stored with its generation 0 in one
+// transaction), fixes its device class and starts running at its first lease, breeds each next
+// generation once the current one is complete, and ends DONE (its last generation complete, or
+// the search space exhausted), FAILED (the strategy threw) or CANCELLED. Over the runs and
+// candidates tables of the Store; which candidate is leased, and when one is complete, is the
+// lease scheduler's business (lease_scheduler.h).
+#include <string>
+#include <vector>
+
+#include "coordinator_common.h"
+#include "evo/evo.pb.h"
+#include "shape.h"
+#include "store.h"
+
+namespace evo {
+
+// DONE, CANCELLED or FAILED: the run hands out nothing more and breeds nothing more.
+bool is_terminal(int run_state);
+// The run's problem: its stored shape texts, parsed.
+std::vector<ProblemShape> shapes_of(const RunRecord& run);
+// The stored run; kNotFound when there is none. In the caller's transaction.
+RunRecord require_run(Store& store, const std::string& run_id);
+
+class RunLifecycle {
+ public:
+  RunLifecycle(Store& store, Clock clock);
+
+  // One transaction each. submit checks everything before it writes (kInvalidArgument, and
+  // nothing stored); cancel leaves an ended run as it ended.
+  RunRecord submit(const v1::SubmitRunRequest& request);
+  RunRecord cancel(const std::string& run_id);
+
+  // The rest run inside the caller's transaction, and update `run` as they update its row.
+  // The first worker that leases fixes the run's device class: measured and estimated never mix.
+  void fix_device_class(RunRecord& run, const std::string& device_class);
+  // QUEUED -> RUNNING when the run's first lease is granted.
+  void mark_running(RunRecord& run);
+  // When every candidate of the run's current generation is done: breeds the next generation, or
+  // ends the run after its last one (or when the strategy proposes nothing more, or throws).
+  void advance_if_generation_complete(const std::string& run_id);
+
+ private:
+  Store& store_;
+  Clock clock_;
+};
+
+}  // namespace evo

@@ -1,0 +1,86 @@
+// The worker registry's own contract: the heartbeat interval, the liveness window and the counts
+// built on it.
+#include <gtest/gtest.h>
+
+#include "errors.h"
+#include "manager_fixture.h"
+
+namespace evo {
+namespace {
+
+using test::ManagerTest;
+
+class WorkerRegistryTest : public ManagerTest {
+ protected:
+  int live_for(const RunRecord& run) {
+    return in_transaction([&] { return workers_.live_workers_for(run, now_); });
+  }
+  bool another_live(const std::string& worker_id) {
+    return in_transaction([&] { return workers_.another_live_worker(workers_.require(worker_id), now_); });
+  }
+  void touch(const std::string& worker_id) {
+    store_.transaction([&] { workers_.touch(worker_id, now_); });
+  }
+};
+
+TEST_F(WorkerRegistryTest, HeartbeatIntervalIsAThirdOfTheTtlAndNeverUnder50Ms) {
+  v1::RegisterWorkerRequest req;
+  *req.mutable_device() = test::fake_device("sm_90a/Fake");
+  const auto registered = workers_.register_worker(req);
+  EXPECT_EQ(registered.lease_ttl_ms(), kTtlMs);
+  EXPECT_EQ(registered.heartbeat_interval_ms(), 300);
+  EXPECT_EQ(WorkerRegistry(store_, 3000, clock()).heartbeat_interval_ms(), 1000);
+  EXPECT_EQ(WorkerRegistry(store_, 120, clock()).heartbeat_interval_ms(), 50);
+  EXPECT_THROW(WorkerRegistry(store_, 0, clock()), InputError);
+}
+
+TEST_F(WorkerRegistryTest, AWorkerIsLiveForThreeHeartbeatIntervalsAfterItWasLastHeard) {
+  RunRecord any_class;  // a run whose first lease has not fixed its class yet
+  const std::string w = add_worker("sm_90a/Fake");
+  now_ += kLiveMs;
+  EXPECT_EQ(live_for(any_class), 1) << "heard exactly three intervals ago";
+  now_ += 1;
+  EXPECT_EQ(live_for(any_class), 0) << "three intervals and a millisecond";
+  touch(w);
+  EXPECT_EQ(live_for(any_class), 1) << "heard from again";
+  EXPECT_EQ(workers_.live_since(now_), now_ - kLiveMs);
+}
+
+TEST_F(WorkerRegistryTest, ARunCountsTheLiveWorkersOfItsClassOrAnyBeforeItHasOne) {
+  add_worker("sm_90a/Fake");
+  add_worker("sm_90a/Fake");
+  add_worker("sm_90a/model/estimated", true);
+  RunRecord run;
+  EXPECT_EQ(live_for(run), 3);
+  run.device_class = "sm_90a/Fake";
+  EXPECT_EQ(live_for(run), 2);
+  run.device_class = "sm_80/Other";
+  EXPECT_EQ(live_for(run), 0);
+}
+
+TEST_F(WorkerRegistryTest, AnotherLiveWorkerIsOfTheSameClassNotItselfAndLive) {
+  const std::string a = add_worker("sm_90a/Fake");
+  EXPECT_FALSE(another_live(a)) << "alone";
+  add_worker("sm_90a/model/estimated", true);
+  EXPECT_FALSE(another_live(a)) << "a worker of another class cannot confirm its measurement";
+  const std::string b = add_worker("sm_90a/Fake");
+  EXPECT_TRUE(another_live(a));
+  EXPECT_TRUE(another_live(b));
+  now_ += kLiveMs + 1;
+  touch(a);
+  EXPECT_FALSE(another_live(a)) << "b went silent";
+}
+
+TEST_F(WorkerRegistryTest, AnUnknownWorkerIsToldToRegister) {
+  try {
+    in_transaction([&] { return workers_.require("w-0000000000000000"); });
+    ADD_FAILURE() << "no CoordinatorError";
+  } catch (const CoordinatorError& e) {
+    EXPECT_EQ(e.code(), CoordinatorError::Code::kNotFound);
+    EXPECT_NE(std::string(e.what()).find("register first"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(in_transaction([&] { return workers_.find("w-0000000000000000"); }).has_value());
+}
+
+}  // namespace
+}  // namespace evo
