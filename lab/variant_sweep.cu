@@ -26,10 +26,10 @@
 #include <string>
 #include <vector>
 
-#include "attention_tensor_maps.h"
-#include "fa_s512_v3.cuh"
+#include "attention/fa_s512_v3/kernel.cuh"
+#include "attention/reference.cuh"
+#include "attention/tensor_maps.h"
 #include "gpu_timing.cuh"
-#include "reference_attention.cuh"
 
 struct Shape {
   int b, h, s, d;
@@ -54,10 +54,16 @@ void run(const Shape& sh, const char* name) {
   constexpr int kWgmma = V & 1, kPvAsync = (V >> 1) & 1, kTma = (V >> 2) & 1, kRelease = (V >> 3) & 1,
                 kPingPong = (V >> 4) & 1, kBoxRows = (V >> 5) & 1 ? 32 : (V >> 7) & 1 ? 256 : 64,
                 kQkAhead = (V >> 6) & 1, kLazy = (V >> 8) & 1, kFold = (V >> 9) & 1;
-  using T = evo::fa::KernelTraits<C, D, BM, BN, W, ST, 1, 1, SPLIT, kWgmma, kPvAsync, kTma, kRelease,
-                                  kPingPong, kBoxRows, kQkAhead, kLazy, kFold>;
-  auto kernel = evo::fa_s512_v3_kernel<C, D, BM, BN, W, ST, 1, 1, SPLIT, kWgmma, kPvAsync, kTma,
-                                       kRelease, kPingPong, kBoxRows, kQkAhead, kLazy, kFold>;
+  // The bits as the SCHEDULE code that replaced those booleans (cp.async throughout).
+  constexpr int kSchedule = !kTma       ? (kPvAsync ? 2 : 1)
+                            : kQkAhead  ? (kRelease ? 9 : 8)
+                            : kPingPong ? 7
+                            : kRelease  ? (kPvAsync ? 6 : 5)
+                                        : (kPvAsync ? 4 : 3);
+  using T = evo::fa::KernelTraits<0, C, D, BM, BN, W, ST, kSchedule, 1, SPLIT, kWgmma, kBoxRows,
+                                  kLazy, kFold>;
+  auto kernel = evo::fa_s512_v3_kernel<0, C, D, BM, BN, W, ST, kSchedule, 1, SPLIT, kWgmma,
+                                       kBoxRows, kLazy, kFold>;
   const size_t n = size_t(sh.b) * sh.h * sh.s * D;
   std::vector<__half> host[3] = {std::vector<__half>(n), std::vector<__half>(n),
                                  std::vector<__half>(n)};
