@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "resident_time.h"
+#include "shape_proto.h"
 
 namespace evo::cli {
 namespace {
@@ -51,10 +52,7 @@ std::string shapes_text(const v1::Run& run) {
   std::string out;
   for (const auto& s : run.shapes()) {
     if (!out.empty()) out += ",";
-    out += std::to_string(s.batch()) + "x" + std::to_string(s.heads()) + "x" + std::to_string(s.seq_q());
-    if (s.seq_k() != s.seq_q()) out += "x" + std::to_string(s.seq_k());
-    out += "x" + std::to_string(s.head_dim());
-    if (s.causal()) out += ":causal";
+    out += shape_from_proto(s).text();
   }
   return out;
 }

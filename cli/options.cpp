@@ -4,10 +4,11 @@
 #include <cerrno>
 #include <cstdlib>
 #include <map>
-#include <regex>
 #include <set>
 
+#include "errors.h"
 #include "server_config.h"
+#include "shape.h"
 
 namespace evo::cli {
 namespace {
@@ -35,12 +36,15 @@ uint64_t parse_unsigned(const std::string& flag, const std::string& text) {
   return v;
 }
 
-// The form of a --shape (evod checks the numbers): malformed text is a usage error here, exit 2,
-// not a refusal from evod or, with evod down, a connection error.
+// A --shape as parse_shape reads it: malformed text (an unknown dtype among it) is a usage error
+// here, exit 2, not a refusal from evod or, with evod down, a connection error. Sent as typed:
+// evod parses it again, with --causal and --dtype, and checks it against the template.
 std::string checked_shape_syntax(const std::string& text) {
-  static const std::regex kShape(R"([1-9][0-9]*(x[1-9][0-9]*){3,4}(:causal|:nc)?)");
-  if (!std::regex_match(text, kShape))
-    throw UsageError("--shape expects BxHxSxD or BxHxSqxSkxD, optionally with :causal or :nc, got '" + text + "'");
+  try {
+    parse_shape(text);
+  } catch (const InputError& e) {
+    throw UsageError(std::string("--shape: ") + e.what());
+  }
   return text;
 }
 
@@ -97,6 +101,13 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
       else if (a == "--failed") o.failed_only = true;
       else if (a == "--limit") o.limit = static_cast<int32_t>(parse_integer(a, p.value_of(a), 1, 1000));
       else if (a == "--causal") o.submit.causal = true;
+      else if (a == "--dtype") {
+        try {
+          o.submit.dtype = parse_dtype(p.value_of(a));
+        } catch (const InputError& e) {
+          throw UsageError(std::string("--dtype: ") + e.what());
+        }
+      }
       else if (a == "--top") o.top = static_cast<int32_t>(parse_integer(a, p.value_of(a), 1, 1000));
       else if (a == "--out") o.out = p.value_of(a);
       else if (a == "--seed") o.submit.seed = p.value_of(a);
@@ -135,7 +146,7 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
   if (o.command.empty()) throw UsageError("no command given (try evoctl --help)");
 
   static const std::map<std::string, std::set<std::string>> kAllowed = {
-      {"submit", {"--seed", "--shape", "--causal", "--generations", "--population", "--top-k", "--strategy",
+      {"submit", {"--seed", "--shape", "--causal", "--dtype", "--generations", "--population", "--top-k", "--strategy",
                   "--rng-seed", "--device-class", "--start", "--start-from", "--fitness-inputs",
                   "--watch"}},
       {"status", {"--watch"}},
@@ -167,7 +178,8 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
 
 std::string help_text(const std::string& command) {
   if (command == "submit")
-    return "usage: evoctl submit --seed TEMPLATE [--shape BxHxSxD[:causal] ...] [--causal]\n"
+    return "usage: evoctl submit --seed TEMPLATE [--shape BxHxSxD[:causal][:bf16] ...] [--causal]\n"
+           "                     [--dtype fp16|bf16]\n"
            "                     [--generations N] [--population P] [--top-k K]\n"
            "                     [--strategy evolve|random|exhaustive] [--rng-seed S]\n"
            "                     [--device-class CLASS] [--start GENOME ...] [--start-from RUN ...]\n"
@@ -176,7 +188,9 @@ std::string help_text(const std::string& command) {
            "5 generations of 16, top-k 3, strategy evolve, rng seed 1, the device class of the first\n"
            "worker that leases (CLASS as status and runs print it, e.g. sm_90a/NVIDIA H200 or\n"
            "sm_90a/model/estimated: a run waits, QUEUED, until a worker of that class leases).\n"
-           "--causal applies to every shape given without a suffix; a shape may name seq_q and seq_k\n"
+           "--causal applies to every shape given without :causal or :nc, --dtype (fp16, the default,\n"
+           "or bf16: the element type of Q, K, V and O) to every shape given without :fp16 or :bf16;\n"
+           "a run may mix dtypes, as it may mix causal and not. A shape may name seq_q and seq_k\n"
            "apart as BxHxSqxSkxD (causal only with seq_q == seq_k). --watch follows the run like\n"
            "status --watch.\n"
            "--start (repeatable) puts a known genome into generation 0 beside the default genome:\n"

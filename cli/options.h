@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "attention/dtype.h"
+
 namespace evo::cli {
 
 class UsageError : public std::runtime_error {
@@ -20,6 +22,7 @@ struct SubmitOptions {
   std::string seed;
   std::vector<std::string> shapes;  // sent as typed: evod parses and validates them
   bool causal = false;
+  DType dtype = DType::kF16;       // of every shape without a dtype suffix
   int32_t generations = 0;          // 0: evod's default
   int32_t population = 0;
   int32_t top_k = 0;

@@ -54,7 +54,7 @@ struct SearchSpace::Impl {
 namespace {
 
 // What a gene's used_when may read: the problem alone, so that whether a gene matters to a run
-// does not depend on the other genes (nor on the device). DTYPE: 0 for fp16 (the only dtype yet).
+// does not depend on the other genes (nor on the device). DTYPE: 0 fp16, 1 bf16.
 const char* const kShapeVariables[] = {"BATCH", "HEADS", "SEQ_Q", "SEQ_K", "HEAD_DIM", "CAUSAL", "DTYPE"};
 // Every expression may read those and the device.
 const char* const kDeviceVariables[] = {"SMEM_LIMIT", "SM_ARCH"};
@@ -62,7 +62,7 @@ const char* const kDeviceVariables[] = {"SMEM_LIMIT", "SM_ARCH"};
 std::map<std::string, int64_t> shape_variables(const ProblemShape& p) {
   return {{"BATCH", p.batch},  {"HEADS", p.heads},       {"SEQ_Q", p.seq_q},
           {"SEQ_K", p.seq_k},  {"HEAD_DIM", p.head_dim}, {"CAUSAL", p.causal ? 1 : 0},
-          {"DTYPE", 0}};
+          {"DTYPE", static_cast<int64_t>(p.dtype)}};
 }
 
 [[noreturn]] void bad_space(const std::string& why) {
@@ -256,6 +256,19 @@ SearchSpace SearchSpace::from_json(std::string_view text) {
     if (v < 1 || v > 1024) bad_space("head_dims value " + std::to_string(v) + " is not in 1..1024");
     space.head_dims_.push_back(static_cast<int>(v));
   }
+  space.dtypes_ = {DType::kF16};
+  if (auto it = doc.find("dtypes"); it != doc.end()) {
+    if (!it->is_array() || it->empty()) bad_space("dtypes must be a non-empty array");
+    space.dtypes_.clear();
+    for (const auto& d : *it) {
+      if (!d.is_string()) bad_space("dtypes[] must be strings such as \"fp16\"");
+      try {
+        space.dtypes_.push_back(parse_dtype(d.get<std::string>()));
+      } catch (const InputError& e) {
+        bad_space(std::string("dtypes: ") + e.what());
+      }
+    }
+  }
 
   std::set<std::string> known(std::begin(kShapeVariables), std::end(kShapeVariables));
   known.insert(std::begin(kDeviceVariables), std::end(kDeviceVariables));
@@ -320,9 +333,13 @@ SearchSpace SearchSpace::from_json(std::string_view text) {
   }
 
   impl->kernel_pattern = string_field(doc, "kernel", "space");
-  for (const auto& name : placeholders(impl->kernel_pattern))
+  const std::vector<std::string> named = placeholders(impl->kernel_pattern);
+  for (const auto& name : named)
     if (!known.count(name))
       bad_space("kernel pattern reads unknown placeholder '{" + name + "}'");
+  // One kernel name for two dtypes would run one element type's code on the other's tensors.
+  if (space.dtypes_.size() > 1 && std::find(named.begin(), named.end(), "DTYPE") == named.end())
+    bad_space("a kernel of more than one dtype must name {DTYPE} in its kernel pattern");
 
   const json& launch = field(doc, "launch", "space");
   auto launch_expr = [&](const char* key) {
@@ -492,6 +509,23 @@ std::vector<size_t> SearchSpace::unused_genes(const std::vector<ProblemShape>& s
     if (!used) unused.push_back(i);
   }
   return unused;
+}
+
+void SearchSpace::require_serves(const ProblemShape& p, std::string_view text) const {
+  auto refuse = [&](const std::string& what, const std::string& served) {
+    throw InputError("shape '" + std::string(text) + "': " + what + " is not served by " + id_ +
+                     " (it serves " + served + ")");
+  };
+  if (std::find(head_dims_.begin(), head_dims_.end(), p.head_dim) == head_dims_.end()) {
+    std::string served;
+    for (int d : head_dims_) served += (served.empty() ? "" : ", ") + std::to_string(d);
+    refuse("head_dim " + std::to_string(p.head_dim), served);
+  }
+  if (std::find(dtypes_.begin(), dtypes_.end(), p.dtype) == dtypes_.end()) {
+    std::string served;
+    for (DType d : dtypes_) served += (served.empty() ? "" : ", ") + std::string(dtype_name(d));
+    refuse("dtype " + std::string(dtype_name(p.dtype)), served);
+  }
 }
 
 Genome SearchSpace::at_defaults(const Genome& g, const std::vector<size_t>& indices) const {

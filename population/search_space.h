@@ -2,10 +2,11 @@
 // A template's search space, read from its .space.json (kernel_templates/): genes and their
 // domains, derived values, named validity constraints, the kernel's name expression and launch
 // formulas. Expressions are integer arithmetic over genes, derived values, the problem (BATCH,
-// HEADS, SEQ_Q, SEQ_K, HEAD_DIM, CAUSAL, DTYPE) and the device (SMEM_LIMIT, and SM_ARCH: 90 for
-// an sm_90a target, 0 while unknown): + - * / %, comparisons, && || !, parentheses, min(a,b),
-// max(a,b). A space may list "retired_genes": genes of older genome texts, each replaced by a
-// gene whose values the derived value of the retired gene's name maps back (parse()).
+// HEADS, SEQ_Q, SEQ_K, HEAD_DIM, CAUSAL, DTYPE: 0 fp16, 1 bf16) and the device (SMEM_LIMIT, and
+// SM_ARCH: 90 for an sm_90a target, 0 while unknown): + - * / %, comparisons, && || !,
+// parentheses, min(a,b), max(a,b). A space may list "retired_genes": genes of older genome texts,
+// each replaced by a gene whose values the derived value of the retired gene's name maps back
+// (parse()).
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -29,7 +30,7 @@ struct Gene {
   std::vector<std::string> labels;  // empty for an integer gene
   int64_t default_value = 0;
   std::string doc;
-  // An expression over the problem (BATCH, HEADS, SEQ_Q, SEQ_K, HEAD_DIM, CAUSAL) that is nonzero
+  // An expression over the problem (BATCH, HEADS, SEQ_Q, SEQ_K, HEAD_DIM, CAUSAL, DTYPE) that is nonzero
   // where the gene changes the kernel; empty: always. Where it is zero for every shape of a run,
   // every value of the gene runs the same code, and the run keeps only the default (canonical()).
   std::string used_when;
@@ -69,6 +70,12 @@ class SearchSpace {
   const std::string& id() const { return id_; }
   const std::vector<Gene>& genes() const { return genes_; }
   const std::vector<int>& head_dims() const { return head_dims_; }
+  // The element types the kernel is written for: the space's "dtypes" (["fp16"] where it has none).
+  const std::vector<DType>& dtypes() const { return dtypes_; }
+  // Throws InputError when the kernel does not serve the shape's head_dim or dtype:
+  // "shape '1x8x512x64:bf16': dtype bf16 is not served by fa_s512_v3 (it serves fp16)". `text` is
+  // the shape as the user gave it.
+  void require_serves(const ProblemShape& p, std::string_view text) const;
   Genome default_genome() const;
 
   // Accepts "fa_s512_v3:BLOCK_M=32,..." or just "BLOCK_M=32,..."; genes not named take their
@@ -134,6 +141,7 @@ class SearchSpace {
   std::string id_;
   std::vector<Gene> genes_;
   std::vector<int> head_dims_;
+  std::vector<DType> dtypes_;
   std::shared_ptr<const Impl> impl_;  // parsed expressions
 };
 

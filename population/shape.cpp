@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstdint>
+#include <iterator>
 
 #include "errors.h"
 
@@ -48,13 +49,73 @@ int64_t elements(int64_t b, int64_t h, int64_t s, int64_t d) {
   return n;
 }
 
+struct DTypeName {
+  DType dtype;
+  std::string_view name;
+};
+constexpr DTypeName kDTypes[] = {{DType::kF16, "fp16"}, {DType::kBF16, "bf16"}};
+
+const DTypeName* find_dtype(std::string_view name) {
+  for (const auto& d : kDTypes)
+    if (d.name == name) return &d;
+  return nullptr;
+}
+
+// "fp16 or bf16"
+std::string dtype_choices() {
+  std::string out;
+  for (size_t i = 0; i < std::size(kDTypes); ++i) {
+    if (i > 0) out += i + 1 == std::size(kDTypes) ? " or " : ", ";
+    out += kDTypes[i].name;
+  }
+  return out;
+}
+
+// The suffixes after the dimensions, ":causal:bf16" without its first colon: sets what they name.
+void parse_suffixes(std::string_view whole, std::string_view suffixes, ProblemShape& shape) {
+  bool mask_named = false, dtype_named = false;
+  while (true) {
+    const size_t colon = suffixes.find(':');
+    const std::string_view suffix = suffixes.substr(0, colon);
+    if (suffix == "causal" || suffix == "nc") {
+      if (mask_named) fail(whole, "more than one of ':causal' and ':nc'");
+      mask_named = true;
+      shape.causal = suffix == "causal";
+    } else if (const DTypeName* d = find_dtype(suffix)) {
+      if (dtype_named) fail(whole, "more than one dtype suffix");
+      dtype_named = true;
+      shape.dtype = d->dtype;
+    } else if (!suffix.empty() && std::isdigit(static_cast<unsigned char>(suffix.back()))) {
+      throw InputError("unknown dtype '" + std::string(suffix) + "' in shape '" + std::string(whole) +
+                       "': expected " + dtype_choices());
+    } else {
+      fail(whole, "unknown suffix ':" + std::string(suffix) + "' (expected ':causal', ':nc' or a dtype: " +
+                      dtype_choices() + ")");
+    }
+    if (colon == std::string_view::npos) return;
+    suffixes.remove_prefix(colon + 1);
+  }
+}
+
 }  // namespace
+
+std::string_view dtype_name(DType d) {
+  for (const auto& n : kDTypes)
+    if (n.dtype == d) return n.name;
+  return "unknown";
+}
+
+DType parse_dtype(std::string_view name) {
+  if (const DTypeName* d = find_dtype(name)) return d->dtype;
+  throw InputError("unknown dtype '" + std::string(name) + "': expected " + dtype_choices());
+}
 
 std::string ProblemShape::text() const {
   std::string t = std::to_string(batch) + "x" + std::to_string(heads) + "x" + std::to_string(seq_q);
   if (seq_k != seq_q) t += "x" + std::to_string(seq_k);
   t += "x" + std::to_string(head_dim);
   if (causal) t += ":causal";
+  if (dtype != DType::kF16) t += ":" + std::string(dtype_name(dtype));
   return t;
 }
 
@@ -63,20 +124,15 @@ double ProblemShape::flops() const {
   return causal ? f / 2 : f;
 }
 
-ProblemShape parse_shape(std::string_view text, bool causal_default) {
+ProblemShape parse_shape(std::string_view text, bool causal_default, DType dtype_default) {
   const std::string_view whole = text;
   text = trim(text);
   ProblemShape shape;
   shape.causal = causal_default;
+  shape.dtype = dtype_default;
 
   if (auto colon = text.find(':'); colon != std::string_view::npos) {
-    std::string_view suffix = text.substr(colon + 1);
-    if (suffix == "causal")
-      shape.causal = true;
-    else if (suffix == "nc")
-      shape.causal = false;
-    else
-      fail(whole, "unknown suffix ':" + std::string(suffix) + "' (expected ':causal' or ':nc')");
+    parse_suffixes(whole, text.substr(colon + 1), shape);
     text = text.substr(0, colon);
   }
 

@@ -1,8 +1,10 @@
 #pragma once
-// One attention problem: [batch, heads, seq, head_dim], causal or not.
+// One attention problem: [batch, heads, seq, head_dim], causal or not, in fp16 or bf16.
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "attention/dtype.h"
 
 namespace evo {
 
@@ -13,19 +15,30 @@ struct ProblemShape {
   int seq_k = 512;
   int head_dim = 64;
   bool causal = false;
+  DType dtype = DType::kF16;
 
-  // "1x8x512x64" (seq_k = seq_q), "1x8x512x1024x64" (seq_q, seq_k), optional suffix ":causal".
+  // "1x8x512x64" (seq_k = seq_q), "1x8x512x1024x64" (seq_q, seq_k), then ":causal" if causal and
+  // ":bf16" if bf16: fp16 prints no suffix, so texts from before bf16 are still canonical.
   std::string text() const;
   double flops() const;  // 4*B*H*Sq*Sk*D, halved for causal
   friend bool operator==(const ProblemShape& a, const ProblemShape& b) {
     return a.batch == b.batch && a.heads == b.heads && a.seq_q == b.seq_q && a.seq_k == b.seq_k &&
-           a.head_dim == b.head_dim && a.causal == b.causal;
+           a.head_dim == b.head_dim && a.causal == b.causal && a.dtype == b.dtype;
   }
 };
 
+// "fp16", "bf16".
+std::string_view dtype_name(DType d);
+// The inverse of dtype_name; throws InputError "unknown dtype 'fp8': expected fp16 or bf16".
+DType parse_dtype(std::string_view name);
+
 // Throws InputError naming the problem: "malformed shape '1x8x512': expected BxHxSxD".
-// Every dimension must be in 1..2^20 and the tensor under 2^31 elements.
-ProblemShape parse_shape(std::string_view text, bool causal_default = false);
+// Every dimension must be in 1..2^20 and the tensor under 2^31 elements. Suffixes, in either
+// order and each at most once: ":causal" or ":nc", and a dtype (":fp16", ":bf16"); the defaults
+// apply where the text has none. A suffix ending in a digit names a dtype, and an unknown one is
+// "unknown dtype 'fp8' in shape '1x8x512x64:fp8': expected fp16 or bf16".
+ProblemShape parse_shape(std::string_view text, bool causal_default = false,
+                         DType dtype_default = DType::kF16);
 
 // For a shape to tune or evaluate: throws InputError when it is causal with seq_q != seq_k. The
 // kernel's mask aligns query i with key i, where libraries differ once the lengths differ, so the

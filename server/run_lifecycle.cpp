@@ -10,6 +10,7 @@
 #include "errors.h"
 #include "search_space.h"
 #include "server_config.h"
+#include "shape_proto.h"
 #include "strategy.h"
 
 namespace evo {
@@ -83,16 +84,13 @@ std::vector<std::string> check_start_genomes(const v1::SubmitRunRequest& req, co
 RunRecord run_of_request(const v1::SubmitRunRequest& req, const SearchSpace& space, int64_t now_ms) {
   RunRecord run;
   run.seed = req.seed();
-  if (req.shapes().empty()) {
-    run.shapes.push_back(parse_shape(server::kDefaultShape, req.causal()).text());
-  }
-  for (const auto& text : req.shapes()) {
-    ProblemShape p = parse_shape(text, req.causal());
+  const DType dtype = dtype_from_proto(req.dtype());
+  std::vector<std::string> texts(req.shapes().begin(), req.shapes().end());
+  if (texts.empty()) texts.push_back(server::kDefaultShape);
+  for (const auto& text : texts) {
+    ProblemShape p = parse_shape(text, req.causal(), dtype);
     require_square_if_causal(p, text);
-    const auto& dims = space.head_dims();
-    if (!dims.empty() && std::find(dims.begin(), dims.end(), p.head_dim) == dims.end())
-      throw InputError("shape '" + text + "': head_dim " + std::to_string(p.head_dim) +
-                       " is not served by " + run.seed);
+    space.require_serves(p, text);
     run.shapes.push_back(p.text());
   }
   run.generations = req.has_generations() ? req.generations() : server::kDefaultGenerations;

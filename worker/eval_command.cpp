@@ -27,8 +27,10 @@ past L2), the median with one input set left in L2, and TFLOP/s.
 
   --seed TEMPLATE      kernel template, e.g. fa_s512_v3
   --genome TEXT        'BLOCK_M=32,BLOCK_N=64,...' (genes not named take their defaults; '' = default genome)
-  --shape S            BxHxSxD or BxHxSqxSkxD, optional ':causal' suffix; repeatable (default 1x8x512x64)
-  --causal             every shape without a suffix is causal
+  --shape S            BxHxSxD or BxHxSqxSkxD, optional ':causal' and ':bf16' suffixes; repeatable
+                       (default 1x8x512x64)
+  --causal             every shape without a causal suffix is causal
+  --dtype T            fp16 (default) or bf16: the dtype of every shape without a dtype suffix
   --backend B          cuda (default; needs a GPU) or model (NVRTC + analytical estimate, no GPU)
   --arch SM            NVRTC target (cuda: from the device; model: default sm_90a)
   --sanitize           also run the compute-sanitizer gate (cuda): memcheck, racecheck, initcheck
@@ -46,6 +48,7 @@ struct Args {
   bool genome_given = false;
   std::vector<std::string> shapes;
   bool causal = false, json = false, verbose = false;
+  DType dtype = DType::kF16;
   EvaluatorOptions options;
 };
 
@@ -62,6 +65,7 @@ Args parse_args(int argc, char** argv) {
     else if (flag == "--genome") a.genome = value(), a.genome_given = true;
     else if (flag == "--shape") a.shapes.push_back(value());
     else if (flag == "--causal") a.causal = true;
+    else if (flag == "--dtype") a.dtype = parse_dtype(value());
     else if (flag == "--backend") a.options.backend = value();
     else if (flag == "--arch") a.options.arch = value();
     else if (flag == "--sanitize") a.options.sanitize = true;
@@ -79,15 +83,9 @@ Args parse_args(int argc, char** argv) {
 std::vector<ProblemShape> parse_shapes(const Args& a, const SearchSpace& space) {
   std::vector<ProblemShape> shapes;
   for (const auto& text : a.shapes) {
-    ProblemShape s = parse_shape(text, a.causal);
+    ProblemShape s = parse_shape(text, a.causal, a.dtype);
     require_square_if_causal(s, text);
-    const auto& dims = space.head_dims();
-    if (std::find(dims.begin(), dims.end(), s.head_dim) == dims.end()) {
-      std::string known;
-      for (int d : dims) known += (known.empty() ? "" : ", ") + std::to_string(d);
-      throw InputError("unsupported head dim " + std::to_string(s.head_dim) + " in shape '" + text +
-                       "' (" + space.id() + " supports " + known + ")");
-    }
+    space.require_serves(s, text);
     shapes.push_back(s);
   }
   return shapes;

@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (bool causal_default : {false, true}) {
     evo::ProblemShape shape;
     try {
-      shape = evo::parse_shape(text, causal_default);
+      shape = evo::parse_shape(text, causal_default, causal_default ? evo::DType::kBF16 : evo::DType::kF16);
     } catch (const evo::InputError&) {
       continue;  // refused with a message: the expected outcome for most inputs
     }
@@ -23,6 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (d < 1 || d > limit) std::abort();
     const int64_t longest = shape.seq_q > shape.seq_k ? shape.seq_q : shape.seq_k;
     if (static_cast<double>(shape.batch) * shape.heads * longest * shape.head_dim >= 2147483648.0) std::abort();
+    if (shape.dtype != evo::DType::kF16 && shape.dtype != evo::DType::kBF16) std::abort();
     if (!(evo::parse_shape(shape.text()) == shape)) std::abort();
   }
   return 0;

@@ -145,8 +145,8 @@ struct Work {
 Work prepare(const v1::Lease& lease) {
   Work w;
   w.lease = lease;
-  for (const auto& s : lease.shapes()) w.shapes.push_back(shape_from_proto(s));
   try {
+    for (const auto& s : lease.shapes()) w.shapes.push_back(shape_from_proto(s));
     auto colon = lease.genome().find(':');
     std::string template_id = lease.genome().substr(0, colon == std::string::npos ? 0 : colon);
     w.genome = SearchSpace::for_template(template_id).parse(lease.genome());

@@ -54,6 +54,27 @@ TEST_F(Evoctl, SubmitPrintsTheRunIdAloneAndSendsTheOptions) {
   EXPECT_EQ(req.fitness_inputs(), "resident");
 }
 
+// --dtype travels typed beside the shapes; a shape's own suffix, in either order, goes as typed.
+TEST_F(Evoctl, SubmitSendsTheDtype) {
+  const auto r = run({"submit", "--seed", "fa_s512_v3", "--shape", "1x8x512x64:bf16:causal", "--dtype", "bf16"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  const auto& req = server_.service.last_submit;
+  EXPECT_EQ(req.dtype(), v1::DTYPE_BF16);
+  ASSERT_EQ(req.shapes_size(), 1);
+  EXPECT_EQ(req.shapes(0), "1x8x512x64:bf16:causal");
+  ASSERT_EQ(run({"submit", "--seed", "fa_s512_v3"}).exit_status, 0);
+  EXPECT_EQ(server_.service.last_submit.dtype(), v1::DTYPE_FP16) << "fp16 unless asked";
+}
+
+TEST_F(Evoctl, ABadDtypeIsOneUsageErrorNamingTheChoices) {
+  const auto flag = run({"submit", "--seed", "fa_s512_v3", "--dtype", "fp8"});
+  EXPECT_EQ(flag.exit_status, 2);
+  EXPECT_EQ(flag.err, "evoctl: --dtype: unknown dtype 'fp8': expected fp16 or bf16\n");
+  const auto suffix = run({"submit", "--seed", "fa_s512_v3", "--shape", "1x8x512x64:fp8"});
+  EXPECT_EQ(suffix.exit_status, 2);
+  EXPECT_EQ(suffix.err, "evoctl: --shape: unknown dtype 'fp8' in shape '1x8x512x64:fp8': expected fp16 or bf16\n");
+}
+
 TEST_F(Evoctl, SubmitStartIsRepeatableAndSentAsTyped) {
   const auto r = run({"submit", "--start", "BLOCK_M=64,BLOCK_N=128,WARPS=4", "--seed", "fa_s512_v3", "--start",
                       "fa_s512_v3:BLOCK_M=128,WARPS=8"});
@@ -149,6 +170,8 @@ TEST_F(Evoctl, UsageErrorsExitTwoWithOneLine) {
            {"submit", "--seed", "x", "--fitness-inputs", "warm"}, {"leaderboard", "--fitness-inputs", "resident"},
            // a malformed shape is caught here, not by evod (or a connection error without it)
            {"submit", "--seed", "x", "--shape", "1x8x512"}, {"submit", "--seed", "x", "--shape", "1x8x512x64:causual"},
+           {"submit", "--seed", "x", "--shape", "1x8x512x64:fp8"}, {"submit", "--seed", "x", "--dtype", "fp8"},
+           {"submit", "--seed", "x", "--dtype"},
            // 0 would reach evod as "not set" and run seed 1
            {"submit", "--seed", "x", "--rng-seed", "0"},
            // evod's own limits
@@ -449,24 +472,26 @@ TEST_F(Evoctl, ExportOfSeveralRunsWritesTheTableItsReportAndTheBenchDispatchFile
   fs::remove_all(dir);
 }
 
-TEST(DispatchFile, EntriesPerShapeWithCausalityGenomeAndTheCu) {
+TEST(DispatchFile, EntriesPerShapeWithCausalityDtypeGenomeAndTheCu) {
   v1::ExportResponse r;
   auto* b = r.add_buckets();
   b->set_run_id("run-0001");
   b->set_genome("fa_s512_v3:BLOCK_M=16");
   b->add_shapes("2x8x512x64:causal");
-  b->add_shapes("2x8x512x512x64");  // seq_q == seq_k spelled long: benchable as 2x8x512x64
+  b->add_shapes("2x8x512x512x64:bf16");  // seq_q == seq_k spelled long: benchable as 2x8x512x64
   const DispatchFile f = dispatch_file(r, "table.cu");
   EXPECT_EQ(f.json,
             "{\n  \"shapes\": [\n"
-            "    {\n      \"causal\": true,\n      \"cu\": \"table.cu\",\n      \"estimated\": false,\n"
+            "    {\n      \"causal\": true,\n      \"cu\": \"table.cu\",\n      \"dtype\": \"fp16\",\n"
+            "      \"estimated\": false,\n"
             "      \"genome\": \"fa_s512_v3:BLOCK_M=16\",\n      \"run_id\": \"run-0001\",\n"
             "      \"shape\": \"2x8x512x64\"\n    },\n"
-            "    {\n      \"causal\": false,\n      \"cu\": \"table.cu\",\n      \"estimated\": false,\n"
+            "    {\n      \"causal\": false,\n      \"cu\": \"table.cu\",\n      \"dtype\": \"bf16\",\n"
+            "      \"estimated\": false,\n"
             "      \"genome\": \"fa_s512_v3:BLOCK_M=16\",\n      \"run_id\": \"run-0001\",\n"
             "      \"shape\": \"2x8x512x64\"\n    }\n  ]\n}\n");
   EXPECT_TRUE(f.skipped.empty());
-  for (const char* bad : {"2x8x512", "2x8x512x64:causa", "2xAx512x64", "2x8x512x64x64x1"}) {
+  for (const char* bad : {"2x8x512", "2x8x512x64:causa", "2xAx512x64", "2x8x512x64x64x1", "2x8x512x64:fp8"}) {
     v1::ExportResponse worse = r;
     worse.mutable_buckets(0)->add_shapes(bad);
     EXPECT_THROW(dispatch_file(worse, "table.cu"), std::invalid_argument) << bad;

@@ -439,6 +439,46 @@ TEST(SearchSpaceJsonTest, UsedWhenReadsTheProblem) {
   EXPECT_EQ(s.canonical(g, {parse_shape("1x1x512x64:causal")}).text(), "tiny:A=4,B=1");
 }
 
+// DTYPE is a problem variable like CAUSAL: 0 for fp16, 1 for bf16, in names, formulas, constraints
+// and used_when.
+TEST(SearchSpaceJsonTest, DtypeIsBoundFromTheShape) {
+  SearchSpace s = SearchSpace::from_json(with_replaced(R"("kernel": "k<{A}, {B}, {HEAD_DIM}>")",
+                                                       R"("kernel": "k<{DTYPE}, {A}, {B}, {HEAD_DIM}>")"));
+  const Genome g = s.parse("A=2,B=1");
+  EXPECT_EQ(s.kernel_name(g, parse_shape("1x1x512x64")), "k<0, 2, 1, 64>");
+  EXPECT_EQ(s.kernel_name(g, parse_shape("1x1x512x64:bf16")), "k<1, 2, 1, 64>");
+  EXPECT_EQ(s.variables(g, parse_shape("1x1x512x64:bf16"), 0).at("DTYPE"), 1);
+  SearchSpace used = SearchSpace::from_json(
+      with_replaced(R"({"name": "B", "values": [0, 1], "default": 0})",
+                    R"({"name": "B", "values": [0, 1], "default": 0, "used_when": "DTYPE == 1"})"));
+  EXPECT_EQ(used.canonical(g, {parse_shape("1x1x512x64")}).text(), "tiny:A=2,B=0");
+  EXPECT_EQ(used.canonical(g, {parse_shape("1x1x512x64:bf16")}).text(), "tiny:A=2,B=1");
+}
+
+// A space lists the dtypes its kernel is written for; one without the key serves fp16 alone.
+TEST(SearchSpaceJsonTest, ServesItsHeadDimsAndDtypesOnly) {
+  const SearchSpace fp16_only = SearchSpace::from_json(kSmallSpace);
+  EXPECT_EQ(fp16_only.dtypes(), (std::vector<DType>{DType::kF16}));
+  EXPECT_NO_THROW(fp16_only.require_serves(parse_shape("1x1x512x64"), "1x1x512x64"));
+  try {
+    fp16_only.require_serves(parse_shape("1x1x512x64:bf16"), "1x1x512x64:bf16");
+    ADD_FAILURE() << "bf16 served by a space that does not list it";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "shape '1x1x512x64:bf16': dtype bf16 is not served by tiny (it serves fp16)");
+  }
+  try {
+    fp16_only.require_serves(parse_shape("1x1x512x96"), "1x1x512x96");
+    ADD_FAILURE() << "head_dim 96 served";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "shape '1x1x512x96': head_dim 96 is not served by tiny (it serves 64)");
+  }
+  std::string two = with_replaced(R"("head_dims": [64],)", R"("head_dims": [64], "dtypes": ["bf16", "fp16"],)");
+  two.replace(two.find("k<{A}"), 5, "k<{DTYPE}, {A}");
+  const SearchSpace both = SearchSpace::from_json(two);
+  EXPECT_EQ(both.dtypes(), (std::vector<DType>{DType::kBF16, DType::kF16}));
+  EXPECT_NO_THROW(both.require_serves(parse_shape("1x1x512x64:bf16"), "1x1x512x64:bf16"));
+}
+
 TEST(SearchSpaceJsonTest, RejectsMalformedVariants) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"{not json", "not valid JSON"},
@@ -447,6 +487,13 @@ TEST(SearchSpaceJsonTest, RejectsMalformedVariants) {
       {with_replaced(R"("template": "tiny")", R"("template": 7)"), "template must be a non-empty string"},
       {with_replaced(R"("head_dims": [64])", R"("head_dims": [])"), "head_dims must be a non-empty array"},
       {with_replaced(R"("head_dims": [64])", R"("head_dims": [0])"), "head_dims value 0"},
+      {with_replaced(R"("head_dims": [64],)", R"("head_dims": [64], "dtypes": [],)"),
+       "dtypes must be a non-empty array"},
+      {with_replaced(R"("head_dims": [64],)", R"("head_dims": [64], "dtypes": [16],)"), "dtypes[] must be strings"},
+      {with_replaced(R"("head_dims": [64],)", R"("head_dims": [64], "dtypes": ["fp16", "fp8"],)"),
+       "bad search space: dtypes: unknown dtype 'fp8': expected fp16 or bf16"},
+      {with_replaced(R"("head_dims": [64],)", R"("head_dims": [64], "dtypes": ["fp16", "bf16"],)"),
+       "a kernel of more than one dtype must name {DTYPE} in its kernel pattern"},
       {with_replaced(R"({"name": "B", "values": [0, 1], "default": 0})", R"({"name": "A", "values": [0, 1], "default": 0})"),
        "gene name 'A' is defined twice"},
       {with_replaced(R"("default": 2})", R"("default": 3})"), "gene A default 3 is outside its domain {1, 2, 4}"},

@@ -47,11 +47,50 @@ TEST(ShapeTest, CausalWithUnequalLengthsIsRefusedForTuning) {
 }
 
 TEST(ShapeTest, TextRoundTrips) {
-  for (const char* t : {"1x8x512x64", "1x8x512x1024x64:causal", "3x5x7x9:causal", "1x1x1x1"}) {
+  for (const char* t : {"1x8x512x64", "1x8x512x1024x64:causal", "3x5x7x9:causal", "1x1x1x1", "1x8x512x64:bf16",
+                        "2x16x4096x128:causal:bf16"}) {
     ProblemShape s = parse_shape(t);
     EXPECT_EQ(s.text(), t);
     EXPECT_EQ(parse_shape(s.text()), s);
   }
+}
+
+TEST(ShapeTest, DtypeSuffixInEitherOrderAndDefault) {
+  EXPECT_EQ(parse_shape("1x8x512x64").dtype, DType::kF16);
+  EXPECT_EQ(parse_shape("1x8x512x64:bf16").dtype, DType::kBF16);
+  for (const char* t : {"1x8x512x64:causal:bf16", "1x8x512x64:bf16:causal"}) {
+    const ProblemShape s = parse_shape(t);
+    EXPECT_TRUE(s.causal) << t;
+    EXPECT_EQ(s.dtype, DType::kBF16) << t;
+    EXPECT_EQ(s.text(), "1x8x512x64:causal:bf16") << "one canonical text for " << t;
+  }
+  EXPECT_EQ(parse_shape("1x8x512x64", false, DType::kBF16).dtype, DType::kBF16);
+  EXPECT_EQ(parse_shape("1x8x512x64:fp16", false, DType::kBF16).dtype, DType::kF16) << "a suffix wins";
+  EXPECT_EQ(parse_shape("1x8x512x64:fp16").text(), "1x8x512x64") << "fp16 prints no suffix";
+  EXPECT_FALSE(parse_shape("1x8x512x64:bf16") == parse_shape("1x8x512x64"));
+}
+
+TEST(ShapeTest, DtypeNamesRoundTrip) {
+  for (DType d : {DType::kF16, DType::kBF16}) EXPECT_EQ(parse_dtype(dtype_name(d)), d);
+  EXPECT_EQ(dtype_name(DType::kBF16), "bf16");
+}
+
+// The same sentence wherever a dtype is named: a flag, a shape's suffix, a space's list.
+TEST(ShapeTest, AnUnknownDtypeNamesTheAcceptedOnes) {
+  try {
+    parse_shape("1x8x512x64:fp8");
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "unknown dtype 'fp8' in shape '1x8x512x64:fp8': expected fp16 or bf16");
+  }
+  try {
+    parse_dtype("float16");
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "unknown dtype 'float16': expected fp16 or bf16");
+  }
+  EXPECT_THROW(parse_dtype(""), InputError);
+  EXPECT_THROW(parse_dtype("BF16"), InputError);
 }
 
 TEST(ShapeTest, FlopsHalvedForCausal) {
@@ -80,6 +119,12 @@ TEST(ShapeTest, RejectsEveryMalformedForm) {
       {"1x8x99999999999999999999x64", "exceeds 2^20"},
       {"1x8x512x64:causual", "unknown suffix ':causual'"},
       {"1x8x512x64:", "unknown suffix"},
+      {"1x8x512x64:causal:", "unknown suffix"},
+      {"1x8x512x64:bf16:bogus", "unknown suffix ':bogus' (expected ':causal', ':nc' or a dtype: fp16 or bf16)"},
+      {"1x8x512x64:causal:nc", "more than one of ':causal' and ':nc'"},
+      {"1x8x512x64:causal:causal", "more than one of ':causal' and ':nc'"},
+      {"1x8x512x64:bf16:fp16", "more than one dtype suffix"},
+      {"1x8x512x64:bf16:bf16", "more than one dtype suffix"},
       {"1X8X512X64", "expected BxHxSxD"},
       {"1024x1024x2048x1", "2^31 elements"},   // exactly 2^31
       {"1x1x1x4096x524288", "2^31 elements"},  // the key tensor is the large one

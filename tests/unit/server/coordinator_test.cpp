@@ -300,6 +300,9 @@ TEST_F(CoordinatorTest, BadSubmissionsAreRefusedAndChangeNothing) {
   EXPECT_EQ(submit_with([](auto& r) { r.set_seed("nope"); }), Code::kInvalidArgument);
   EXPECT_EQ(submit_with([](auto& r) { r.add_shapes("1x8x512"); }), Code::kInvalidArgument);
   EXPECT_EQ(submit_with([](auto& r) { r.add_shapes("1x8x512x96"); }), Code::kInvalidArgument);
+  EXPECT_EQ(submit_with([](auto& r) { r.add_shapes("1x8x512x64:fp8"); }), Code::kInvalidArgument);
+  // A dtype from a newer client than this evod.
+  EXPECT_EQ(submit_with([](auto& r) { r.set_dtype(static_cast<v1::DType>(7)); }), Code::kInvalidArgument);
   // Causal with unequal lengths: a kernel tuned for it would be refused by its own export.
   EXPECT_EQ(submit_with([](auto& r) { r.add_shapes("1x8x512x256x64:causal"); }), Code::kInvalidArgument);
   EXPECT_EQ(submit_with([](auto& r) {
@@ -332,6 +335,41 @@ TEST_F(CoordinatorTest, BadSubmissionsAreRefusedAndChangeNothing) {
   } catch (const CoordinatorError& e) {
     EXPECT_EQ(std::string(e.what()), "top_k must be in 1..population (2), got 3 (the default)");
   }
+}
+
+// The request's dtype applies to shapes without a suffix; each run shape is stored canonical. A
+// dtype the template's space does not list is one refusal naming it, and nothing is stored.
+TEST_F(CoordinatorTest, SubmitAppliesTheDtypeAndRefusesOneTheTemplateLacks) {
+  const auto& served = SearchSpace::for_template("fa_s512_v3").dtypes();
+  const bool bf16 = std::find(served.begin(), served.end(), DType::kBF16) != served.end();
+  const std::string before = store_.dump();
+  v1::SubmitRunRequest req;
+  req.set_seed("fa_s512_v3");
+  req.add_shapes("1x8x512x64:bf16:causal");
+  req.add_shapes("1x8x512x64:fp16");
+  req.set_dtype(v1::DTYPE_BF16);
+  if (bf16) {
+    const v1::Run run = coord_->submit(req);
+    ASSERT_EQ(run.shapes_size(), 2);
+    EXPECT_EQ(run.shapes(0).dtype(), v1::DTYPE_BF16);
+    EXPECT_TRUE(run.shapes(0).causal());
+    EXPECT_EQ(run.shapes(1).dtype(), v1::DTYPE_FP16) << "a suffix wins over the request's dtype";
+    return;
+  }
+  try {
+    coord_->submit(req);
+    ADD_FAILURE() << "bf16 accepted by a template that does not serve it";
+  } catch (const CoordinatorError& e) {
+    EXPECT_EQ(e.code(), Code::kInvalidArgument);
+    EXPECT_EQ(std::string(e.what()),
+              "shape '1x8x512x64:bf16:causal': dtype bf16 is not served by fa_s512_v3 (it serves fp16)");
+  }
+  EXPECT_EQ(store_.dump(), before);
+  // fp16, by suffix or by default, is served.
+  req.clear_shapes();
+  req.add_shapes("1x8x512x64:fp16");
+  req.set_dtype(v1::DTYPE_FP16);
+  EXPECT_EQ(coord_->submit(req).shapes(0).dtype(), v1::DTYPE_FP16);
 }
 
 TEST_F(CoordinatorTest, BadStartGenomeIsOneClearRefusalAndChangesNothing) {
@@ -619,6 +657,20 @@ TEST_F(CoordinatorTest, TheCacheNeverAnswersForAnotherProblem) {
   int leased = drive({w}, "sm_90a/model/estimated", [](const v1::Lease&) { return 1.0; }, true);
   EXPECT_EQ(leased, 12);
   for (const auto& c : store_.candidates_of_run(bigger.run_id())) EXPECT_EQ(c.result_source, "measured");
+}
+
+// The dtype rides in the shape text, and so in the cache's problem key: a genome timed on fp16 says
+// nothing about bf16. Runs until fa_s512_v3's space lists bf16 are refused at submit (above).
+TEST_F(CoordinatorTest, TheCacheNeverAnswersForAnotherDtype) {
+  const auto& served = SearchSpace::for_template("fa_s512_v3").dtypes();
+  if (std::find(served.begin(), served.end(), DType::kBF16) == served.end())
+    GTEST_SKIP() << "fa_s512_v3 does not serve bf16 yet";
+  auto w = add_worker("sm_90a/model/estimated", true);
+  submit(2, 6, 2, 42, "1x8x512x64");
+  drive({w}, "sm_90a/model/estimated", [](const v1::Lease&) { return 1.0; }, true);
+  auto bf16 = submit(2, 6, 2, 42, "1x8x512x64:bf16");
+  EXPECT_EQ(drive({w}, "sm_90a/model/estimated", [](const v1::Lease&) { return 1.0; }, true), 12);
+  for (const auto& c : store_.candidates_of_run(bf16.run_id())) EXPECT_EQ(c.result_source, "measured");
 }
 
 // fitness_inputs "resident": candidates rank by the geometric mean of their shapes' resident

@@ -2,10 +2,12 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <string>
 
+#include "search_space.h"
 #include "template_registry.h"
 #include "test_support.h"
 
@@ -51,7 +53,27 @@ TEST(EvalCommand, UnknownGene) {
 }
 TEST(EvalCommand, UnsupportedHeadDim) {
   expect_one_line_error("eval --seed fa_s512_v3 --genome '' --shape 1x8x512x96 --backend model",
-                        "unsupported head dim 96");
+                        "shape '1x8x512x96': head_dim 96 is not served by fa_s512_v3 (it serves 64, 128)");
+}
+TEST(EvalCommand, UnknownDtype) {
+  expect_one_line_error("eval --seed fa_s512_v3 --genome '' --dtype fp8 --backend model",
+                        "unknown dtype 'fp8': expected fp16 or bf16");
+  expect_one_line_error("eval --seed fa_s512_v3 --genome '' --shape 1x8x512x64:fp8 --backend model",
+                        "unknown dtype 'fp8' in shape '1x8x512x64:fp8': expected fp16 or bf16");
+  expect_one_line_error("eval --seed fa_s512_v3 --genome '' --dtype", "--dtype needs a value");
+}
+// --dtype applies to shapes without a dtype suffix; one the template does not serve is one line,
+// and one it serves is evaluated (the model evaluator prices bf16 as fp16).
+TEST(EvalCommand, DtypeOfTheShapesIsCheckedAgainstTheTemplate) {
+  const auto& served = SearchSpace::for_template("fa_s512_v3").dtypes();
+  if (std::find(served.begin(), served.end(), DType::kBF16) == served.end()) {
+    expect_one_line_error("eval --seed fa_s512_v3 --genome '' --dtype bf16 --backend model",
+                          "shape '1x8x512x64': dtype bf16 is not served by fa_s512_v3 (it serves fp16)");
+    return;
+  }
+  const Result r = run_worker("eval --seed fa_s512_v3 --genome '' --dtype bf16 --backend model");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("shape     1x8x512x64:bf16:"), std::string::npos) << r.out;
 }
 TEST(EvalCommand, MalformedShape) {
   expect_one_line_error("eval --seed fa_s512_v3 --genome '' --shape 1x8x512 --backend model",
