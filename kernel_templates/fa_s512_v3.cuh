@@ -146,10 +146,10 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   const int q0_own = back_half ? q0_back : q0_front;
   const int row_g = q0_own + row_w;
   const long long bh = blockIdx.y;
-  const __half* q = p.q + bh * p.seq_q * T::kHeadDim;
-  const __half* k = p.k + bh * p.seq_k * T::kHeadDim;
-  const __half* v = p.v + bh * p.seq_k * T::kHeadDim;
-  __half* o = p.o + bh * p.seq_q * T::kHeadDim;
+  const __half* q = static_cast<const __half*>(p.q) + bh * p.seq_q * T::kHeadDim;
+  const __half* k = static_cast<const __half*>(p.k) + bh * p.seq_k * T::kHeadDim;
+  const __half* v = static_cast<const __half*>(p.v) + bh * p.seq_k * T::kHeadDim;
+  __half* o = static_cast<__half*>(p.o) + bh * p.seq_q * T::kHeadDim;
 
   // Keys this block needs: all of them, or (causal) up to its last row's diagonal.
   const int kv_end = T::kCausal ? min(p.seq_k, (T::kFold ? q0_back : m0) + T::kBlockM) : p.seq_k;

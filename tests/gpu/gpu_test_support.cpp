@@ -76,6 +76,15 @@ SourceKernel planted_kernel(const std::string& file, const std::string& name) {
   return k;
 }
 
+SourceKernel planted_dtype_kernel(const std::string& file, const std::string& name) {
+  SourceKernel k = planted_kernel(file, name);
+  k.name_expression = [name](const ProblemShape& s) {
+    return "planted::" + name + "<" + std::to_string(s.causal ? 1 : 0) + ", " +
+           std::to_string(static_cast<int>(s.dtype)) + ">";
+  };
+  return k;
+}
+
 std::vector<ProblemShape> gate_shapes() {
   std::vector<ProblemShape> shapes;
   for (bool causal : {false, true})

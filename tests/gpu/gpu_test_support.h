@@ -21,6 +21,8 @@ std::string planted_source(const std::string& file);
 
 // A planted kernel named planted::<name><CAUSAL>, one thread per query row in blocks of 128.
 SourceKernel planted_kernel(const std::string& file, const std::string& name);
+// The same for a kernel that takes the element type: planted::<name><CAUSAL, DTYPE>.
+SourceKernel planted_dtype_kernel(const std::string& file, const std::string& name);
 
 std::vector<ProblemShape> gate_shapes();  // the three shapes of issue 2, causal and not
 

@@ -54,9 +54,11 @@ void LoadedKernel::launch(const FaParams& p, const LaunchDims& dims, cudaStream_
   EVO_CUDA_CHECK(cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(kernel_), args));
 }
 
-void LoadedKernel::launch_reference(const __half* q, const __half* k, const __half* v, float* o,
-                                    int batch, int heads, int seq_q, int seq_k, int head_dim,
-                                    float scale, int causal, cudaStream_t stream) const {
+void LoadedKernel::launch_reference(const FaParams& p, float* o, int head_dim, int causal,
+                                    cudaStream_t stream) const {
+  const void *q = p.q, *k = p.k, *v = p.v;
+  int batch = p.batch, heads = p.heads, seq_q = p.seq_q, seq_k = p.seq_k;
+  float scale = p.softmax_scale;
   void* args[] = {&q, &k, &v, &o, &batch, &heads, &seq_q, &seq_k, &head_dim, &scale, &causal};
   // The reference kernel gives each query row one warp.
   constexpr int kRowsPerBlock = kReferenceThreads / 32;

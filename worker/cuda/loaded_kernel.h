@@ -2,7 +2,6 @@
 // A kernel loaded from a cubin with the CUDA runtime's library API (no driver API, so nothing
 // links libcuda), plus the two launch signatures the gates use: the candidate's FaParams and the
 // float32 reference kernel's argument list. Used only inside the evaluation child.
-#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <array>
@@ -10,29 +9,12 @@
 #include <cstdint>
 #include <string>
 
+#include "attention/params.h"
+
 namespace evo::cuda {
 
-// Mirrors `evo::FaParams` of kernel_templates/fa_s512_v3/params.cuh byte for byte: the kernel
-// takes it by value, so the layout is the ABI. Keep the two in step.
-struct FaParams {
-  const __half* q;
-  const __half* k;
-  const __half* v;
-  __half* o;
-  int batch, heads, seq_q, seq_k;
-  float softmax_scale;
-  void* workspace;  // split-KV scratch, zeroed once; nullptr when the launch needs none
-  // CUtensorMap descriptors for instantiations that move tiles through TMA; zeros otherwise.
-  struct alignas(64) TensorMap {
-    unsigned long long opaque[16];
-  };
-  TensorMap q_map, k_map, v_map, o_map;
-};
-static_assert(offsetof(FaParams, workspace) == 4 * sizeof(void*) + 5 * 4 + 4, "FaParams layout drifted");
-static_assert(offsetof(FaParams, q_map) == 64 && sizeof(FaParams::TensorMap) == 128,
-              "FaParams layout drifted");
-static_assert(sizeof(FaParams) == 64 + 4 * 128, "FaParams layout drifted");
-static_assert(alignof(FaParams) == 64, "FaParams alignment drifted");
+// The kernel's parameter, from the one definition the kernel text inlines.
+using evo::FaParams;
 
 struct LaunchDims {
   std::array<int64_t, 3> grid{1, 1, 1};
@@ -52,9 +34,9 @@ class LoadedKernel {
   void prepare(const LaunchDims& dims);
   // Asynchronous; throws CudaFailure if the launch itself is refused.
   void launch(const FaParams& p, const LaunchDims& dims, cudaStream_t stream) const;
-  void launch_reference(const __half* q, const __half* k, const __half* v, float* o, int batch,
-                        int heads, int seq_q, int seq_k, int head_dim, float scale, int causal,
-                        cudaStream_t stream) const;
+  // The float32 reference over the candidate's inputs (p's q, k, v, shape and scale, of the
+  // reference kernel's element type) into o.
+  void launch_reference(const FaParams& p, float* o, int head_dim, int causal, cudaStream_t stream) const;
 
  private:
   cudaLibrary_t library_ = nullptr;

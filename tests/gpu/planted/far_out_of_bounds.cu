@@ -4,6 +4,6 @@ namespace planted {
 template <int CAUSAL>
 __global__ void far_out_of_bounds(const FaParams p) {
   const long long far = 1ll << 40;
-  p.o[far + threadIdx.x] = p.q[threadIdx.x];
+  o_of(p)[far + threadIdx.x] = q_of(p)[threadIdx.x];
 }
 }  // namespace planted

@@ -5,6 +5,6 @@ template <int CAUSAL>
 __global__ void hang(const FaParams p) {
   while (never_set == 0) {
   }
-  p.o[0] = p.q[0];
+  o_of(p)[0] = q_of(p)[0];
 }
 }  // namespace planted

@@ -10,9 +10,9 @@ __global__ void lazy_rescale_forgets_output(const FaParams p) {
   if (row >= p.seq_q) return;
   const int D = 64;
   const long long bh = blockIdx.y;
-  const __half* qr = p.q + (bh * p.seq_q + row) * D;
-  const __half* kb = p.k + bh * p.seq_k * D;
-  const __half* vb = p.v + bh * p.seq_k * D;
+  const __half* qr = q_of(p) + (bh * p.seq_q + row) * D;
+  const __half* kb = k_of(p) + bh * p.seq_k * D;
+  const __half* vb = v_of(p) + bh * p.seq_k * D;
   const int end = CAUSAL ? min(row + 1, p.seq_k) : p.seq_k;
   const float scale_log2 = p.softmax_scale * 1.4426950408889634f;
   float base = __int_as_float(0xff800000);  // -inf
@@ -40,7 +40,7 @@ __global__ void lazy_rescale_forgets_output(const FaParams p) {
       for (int d = 0; d < D; ++d) acc[d] += w * __half2float(vb[j * D + d]);
     }
   }
-  __half* orow = p.o + (bh * p.seq_q + row) * D;
+  __half* orow = o_of(p) + (bh * p.seq_q + row) * D;
 #pragma unroll
   for (int d = 0; d < D; ++d) orow[d] = __float2half(acc[d] / sum);
 }

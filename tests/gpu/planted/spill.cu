@@ -5,9 +5,9 @@ template <int CAUSAL>
 __global__ void spill(const FaParams p) {
   float scratch[512];
   const int t = threadIdx.x;
-  for (int i = 0; i < 512; ++i) scratch[(i * 37 + t) & 511] = __half2float(p.q[(i + t) & 63]);
+  for (int i = 0; i < 512; ++i) scratch[(i * 37 + t) & 511] = __half2float(q_of(p)[(i + t) & 63]);
   float sum = 0.f;
   for (int i = 0; i < 512; ++i) sum += scratch[(i * p.seq_q + t) & 511];
-  p.o[blockIdx.x * blockDim.x + t] = __float2half(sum);
+  o_of(p)[blockIdx.x * blockDim.x + t] = __float2half(sum);
 }
 }  // namespace planted

@@ -1,0 +1,31 @@
+#pragma once
+// The attention family's one kernel parameter, passed by value (__grid_constant__): the ABI
+// between a kernel and whoever launches it. The kernel text NVRTC compiles inlines this file (see
+// cmake/EmbedText.cmake), and the worker, the exported entry point and the planted test kernels
+// include it, so there is one layout; tests/unit/worker/params_layout_test.cpp checks that the host
+// compiler and NVRTC agree on it. Plain C++ that includes nothing: no CUDA header is needed on the
+// host. Q, K, V and O are untyped; the kernel casts them to its element type (its DTYPE).
+#include "dtype.h"
+
+namespace evo {
+
+struct FaParams {
+  // [batch, heads, seq, head_dim], contiguous, of the kernel's element type.
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  int batch, heads, seq_q, seq_k;
+  float softmax_scale;  // multiplies q.k before the softmax
+  // Scratch for kernels whose space asks for it ("workspace_bytes"), zeroed once by the caller;
+  // nullptr when the launch needs none.
+  void* workspace;
+  // TMA instantiations only: CUtensorMap descriptors of q, k, v and o, filled on the host by
+  // evo::encode_attention_tensor_maps (attention_tensor_maps.h) before the launch; zeros otherwise.
+  struct alignas(64) TensorMap {
+    unsigned long long opaque[16];
+  };
+  TensorMap q_map, k_map, v_map, o_map;
+};
+
+}  // namespace evo
