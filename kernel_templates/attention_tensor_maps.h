@@ -1,7 +1,7 @@
 #pragma once
 // Host side of fa_s512_v3's TMA gene: the tensor maps through which the copy engine reads Q, K and
 // V, and (wgmma blocks) writes O. Each is a 3-d view [batch * heads][seq][head_dim] of a
-// contiguous fp16 tensor, moved in boxes of 64 columns (128 bytes, the width of the 128-byte
+// contiguous fp16 or bf16 tensor (two bytes an element either way), moved in boxes of 64 columns (128 bytes, the width of the 128-byte
 // swizzle the wgmma tiles use) by some rows of one (batch, head); rows past the sequence's end
 // arrive as zeros, and are not written. K and V boxes may be taller than Q and O ones. The
 // kernel's traits (kTmaBoxCols, kTmaBoxRowsOf: its TMA_BOX_ROWS gene against each tile's rows)
@@ -14,6 +14,8 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+
+#include "attention/dtype.h"
 
 namespace evo {
 
@@ -30,12 +32,27 @@ using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t
                                    const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
                                    CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
-// One map over `base` ([batch_heads][rows][head_dim] fp16) into `out` (128 bytes, 64-aligned).
-// Returns cudaSuccess, or cudaErrorInvalidValue for a box the kernels never use or a view the
-// driver refuses.
-inline cudaError_t encode_attention_tensor_map(void* out, const void* base, int batch_heads,
+// The copy engine's name for an element type; false for one it has no name for here.
+inline bool tensor_map_data_type(DType dtype, CUtensorMapDataType& out) {
+  switch (dtype) {
+    case DType::kF16:
+      out = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+      return true;
+    case DType::kBF16:
+      out = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+      return true;
+  }
+  return false;
+}
+
+// One map over `base` ([batch_heads][rows][head_dim] of dtype) into `out` (128 bytes,
+// 64-aligned). Returns cudaSuccess, or cudaErrorInvalidValue for a box the kernels never use, an
+// unknown dtype or a view the driver refuses.
+inline cudaError_t encode_attention_tensor_map(void* out, const void* base, DType dtype, int batch_heads,
                                                int rows, int head_dim, int box_rows) {
-  if (!valid_tensor_map_box_rows(box_rows)) return cudaErrorInvalidValue;
+  CUtensorMapDataType data_type{};
+  if (!valid_tensor_map_box_rows(box_rows) || !tensor_map_data_type(dtype, data_type))
+    return cudaErrorInvalidValue;
   static EncodeTiledFn encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult found{};
@@ -52,7 +69,7 @@ inline cudaError_t encode_attention_tensor_map(void* out, const void* base, int 
                                  static_cast<cuuint64_t>(rows) * head_dim * 2};
   const cuuint32_t box[3] = {kTensorMapBoxCols, static_cast<cuuint32_t>(box_rows), 1};
   const cuuint32_t unit[3] = {1, 1, 1};
-  const CUresult r = encode(static_cast<CUtensorMap*>(out), CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
+  const CUresult r = encode(static_cast<CUtensorMap*>(out), data_type, 3,
                             const_cast<void*>(base), dims, strides, box, unit,
                             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
@@ -63,21 +80,23 @@ inline cudaError_t encode_attention_tensor_map(void* out, const void* base, int 
 // step after step, and the entry point then copies 128 bytes instead of asking the driver again.
 struct RememberedTensorMap {
   const void* base = nullptr;
+  DType dtype = DType::kF16;
   int batch_heads = 0, rows = 0, head_dim = 0, box_rows = 0;
   CUtensorMap map;
 };
 
-inline cudaError_t encode_remembered(RememberedTensorMap& last, void* out, const void* base,
+inline cudaError_t encode_remembered(RememberedTensorMap& last, void* out, const void* base, DType dtype,
                                      int batch_heads, int rows, int head_dim, int box_rows) {
-  if (last.base != base || last.batch_heads != batch_heads || last.rows != rows ||
+  if (last.base != base || last.dtype != dtype || last.batch_heads != batch_heads || last.rows != rows ||
       last.head_dim != head_dim || last.box_rows != box_rows) {
     const cudaError_t e =
-        encode_attention_tensor_map(&last.map, base, batch_heads, rows, head_dim, box_rows);
+        encode_attention_tensor_map(&last.map, base, dtype, batch_heads, rows, head_dim, box_rows);
     if (e != cudaSuccess) {
       last.base = nullptr;
       return e;
     }
     last.base = base;
+    last.dtype = dtype;
     last.batch_heads = batch_heads;
     last.rows = rows;
     last.head_dim = head_dim;
@@ -88,21 +107,21 @@ inline cudaError_t encode_remembered(RememberedTensorMap& last, void* out, const
 }
 
 // Fills the q_map, k_map, v_map and o_map of an FaParams-like struct from its q, k, v, o and
-// shape: K and V in boxes of kv_box_rows rows, Q and O in boxes of q_box_rows (the launch
-// formulas' values).
+// shape, tensors of `dtype`: K and V in boxes of kv_box_rows rows, Q and O in boxes of q_box_rows
+// (the launch formulas' values).
 template <class Params>
-cudaError_t encode_attention_tensor_maps(Params& p, int head_dim, int kv_box_rows,
+cudaError_t encode_attention_tensor_maps(Params& p, DType dtype, int head_dim, int kv_box_rows,
                                          int q_box_rows) {
   static_assert(sizeof(p.q_map) == sizeof(CUtensorMap), "a tensor map is 128 opaque bytes");
   static thread_local RememberedTensorMap last[4];
   const int bh = p.batch * p.heads;
-  cudaError_t e = encode_remembered(last[0], &p.q_map, p.q, bh, p.seq_q, head_dim, q_box_rows);
+  cudaError_t e = encode_remembered(last[0], &p.q_map, p.q, dtype, bh, p.seq_q, head_dim, q_box_rows);
   if (e == cudaSuccess)
-    e = encode_remembered(last[1], &p.k_map, p.k, bh, p.seq_k, head_dim, kv_box_rows);
+    e = encode_remembered(last[1], &p.k_map, p.k, dtype, bh, p.seq_k, head_dim, kv_box_rows);
   if (e == cudaSuccess)
-    e = encode_remembered(last[2], &p.v_map, p.v, bh, p.seq_k, head_dim, kv_box_rows);
+    e = encode_remembered(last[2], &p.v_map, p.v, dtype, bh, p.seq_k, head_dim, kv_box_rows);
   if (e == cudaSuccess)
-    e = encode_remembered(last[3], &p.o_map, p.o, bh, p.seq_q, head_dim, q_box_rows);
+    e = encode_remembered(last[3], &p.o_map, p.o, dtype, bh, p.seq_q, head_dim, q_box_rows);
   return e;
 }
 

@@ -3,30 +3,35 @@
 // then exp-sum and P*V), float32 throughout. Not timed, but it must finish the largest gate shapes
 // (2x16x4096x128) well inside the watchdog, which a thread-per-row version accumulating in global
 // memory did not. Launch: blockDim.x a multiple of 32, one row per warp, grid.y = batch*heads.
+// One kernel per element type of Q, K and V (evo::reference_attention_kernel names them), all in
+// one compile of this text.
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #define EVO_REFERENCE_MAX_DIMS_PER_LANE 4  // head_dim up to 128
 
-extern "C" __global__ void evo_reference_attention(const __half* __restrict__ q,
-                                                   const __half* __restrict__ k,
-                                                   const __half* __restrict__ v,
-                                                   float* __restrict__ o, int batch, int heads,
-                                                   int seq_q, int seq_k, int head_dim,
-                                                   float softmax_scale, int causal) {
+__device__ __forceinline__ float evo_reference_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float evo_reference_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <class Elem>
+__device__ void evo_reference_attention(const Elem* __restrict__ q, const Elem* __restrict__ k,
+                                        const Elem* __restrict__ v, float* __restrict__ o, int batch,
+                                        int heads, int seq_q, int seq_k, int head_dim,
+                                        float softmax_scale, int causal) {
   const int lane = threadIdx.x & 31;
   const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
   const int bh = blockIdx.y;
   if (row >= seq_q || bh >= batch * heads || head_dim > 32 * EVO_REFERENCE_MAX_DIMS_PER_LANE) return;
-  const __half* kb = k + (long long)bh * seq_k * head_dim;
-  const __half* vb = v + (long long)bh * seq_k * head_dim;
-  const __half* qr = q + ((long long)bh * seq_q + row) * head_dim;
+  const Elem* kb = k + (long long)bh * seq_k * head_dim;
+  const Elem* vb = v + (long long)bh * seq_k * head_dim;
+  const Elem* qr = q + ((long long)bh * seq_q + row) * head_dim;
   const int last_key = causal ? min(row, seq_k - 1) : seq_k - 1;
 
   float qf[EVO_REFERENCE_MAX_DIMS_PER_LANE], acc[EVO_REFERENCE_MAX_DIMS_PER_LANE];
 #pragma unroll
   for (int i = 0; i < EVO_REFERENCE_MAX_DIMS_PER_LANE; ++i) {
     const int d = lane + 32 * i;
-    qf[i] = d < head_dim ? __half2float(qr[d]) : 0.f;
+    qf[i] = d < head_dim ? evo_reference_float(qr[d]) : 0.f;
     acc[i] = 0.f;
   }
   auto score = [&](int j) {
@@ -34,7 +39,7 @@ extern "C" __global__ void evo_reference_attention(const __half* __restrict__ q,
 #pragma unroll
     for (int i = 0; i < EVO_REFERENCE_MAX_DIMS_PER_LANE; ++i) {
       const int d = lane + 32 * i;
-      if (d < head_dim) s += qf[i] * __half2float(kb[(long long)j * head_dim + d]);
+      if (d < head_dim) s += qf[i] * evo_reference_float(kb[(long long)j * head_dim + d]);
     }
     for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
     return s * softmax_scale;
@@ -49,7 +54,7 @@ extern "C" __global__ void evo_reference_attention(const __half* __restrict__ q,
 #pragma unroll
     for (int i = 0; i < EVO_REFERENCE_MAX_DIMS_PER_LANE; ++i) {
       const int d = lane + 32 * i;
-      if (d < head_dim) acc[i] += p * __half2float(vb[(long long)j * head_dim + d]);
+      if (d < head_dim) acc[i] += p * evo_reference_float(vb[(long long)j * head_dim + d]);
     }
   }
   const float inv = denom > 0.f ? 1.f / denom : 0.f;
@@ -59,4 +64,18 @@ extern "C" __global__ void evo_reference_attention(const __half* __restrict__ q,
     const int d = lane + 32 * i;
     if (d < head_dim) orow[d] = acc[i] * inv;
   }
+}
+
+extern "C" __global__ void evo_reference_attention_fp16(const __half* q, const __half* k, const __half* v,
+                                                        float* o, int batch, int heads, int seq_q,
+                                                        int seq_k, int head_dim, float softmax_scale,
+                                                        int causal) {
+  evo_reference_attention(q, k, v, o, batch, heads, seq_q, seq_k, head_dim, softmax_scale, causal);
+}
+
+extern "C" __global__ void evo_reference_attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k,
+                                                        const __nv_bfloat16* v, float* o, int batch,
+                                                        int heads, int seq_q, int seq_k, int head_dim,
+                                                        float softmax_scale, int causal) {
+  evo_reference_attention(q, k, v, o, batch, heads, seq_q, seq_k, head_dim, softmax_scale, causal);
 }

@@ -5,6 +5,8 @@
 #include <string_view>
 #include <vector>
 
+#include "attention/dtype.h"
+
 namespace evo {
 
 struct KernelTemplate {
@@ -22,6 +24,9 @@ std::vector<std::string> template_ids();
 
 // The float32 reference attention kernel used by the correctness gate.
 std::string_view reference_attention_source();
+// Its kernel for inputs of dtype d ("evo_reference_attention_bf16"), extern "C": one compile of
+// reference_attention_source() holds the kernels of every dtype.
+std::string_view reference_attention_kernel(DType d);
 
 // A stable 64-bit FNV-1a hash, hex; used for cache keys over template sources and genomes.
 std::string fnv1a_hex(std::string_view text);

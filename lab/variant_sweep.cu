@@ -81,7 +81,7 @@ void run(const Shape& sh, const char* name) {
     CHECK(cudaMemcpy(dev[i], host[i].data(), n * 2, cudaMemcpyHostToDevice));
   CHECK(cudaMemset(dev[3], 0xff, n * 2));  // NaN: an element the kernel never writes shows
   const float scale = 1.f / std::sqrt(float(D));
-  evo_reference_attention<<<dim3((sh.s + 3) / 4, sh.b * sh.h), 128>>>(
+  evo_reference_attention_fp16<<<dim3((sh.s + 3) / 4, sh.b * sh.h), 128>>>(
       dev[0], dev[1], dev[2], ref, sh.b, sh.h, sh.s, sh.s, D, scale, C);
   CHECK(cudaGetLastError());
 
@@ -94,7 +94,7 @@ void run(const Shape& sh, const char* name) {
   CHECK(cudaFuncGetAttributes(&attr, kernel));
   evo::FaParams params{dev[0], dev[1], dev[2], dev[3], sh.b, sh.h, sh.s, sh.s, scale, nullptr, {}, {}, {}};
   if (kTma)
-    CHECK(evo::encode_attention_tensor_maps(params, D, std::min(kBoxRows, BN), std::min(kBoxRows, BM)));
+    CHECK(evo::encode_attention_tensor_maps(params, evo::DType::kF16, D, std::min(kBoxRows, BN), std::min(kBoxRows, BM)));
   const dim3 grid((sh.s + BM - 1) / BM, sh.b * sh.h, SPLIT);
   // VARIANT_SWEEP_PDL=1 launches as the export does by default: with programmatic stream
   // serialization, so that each call's start overlaps the previous call's tail.

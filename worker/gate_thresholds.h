@@ -2,15 +2,31 @@
 // Every threshold the gates apply, in one place. Change a number here, not at its use.
 #include <cstdint>
 
+#include "attention/dtype.h"
+
 namespace evo::gates {
 
 // Gate 2, resources: the timed build itself must not spill or keep arrays in local memory.
 inline constexpr int kMaxSpillBytes = 0;
 inline constexpr int kMaxStackFrameBytes = 0;
 
-// Gate 4, correctness against the float32 reference, fp16 inputs and output.
-inline constexpr double kFp16MaxRelL2Error = 2e-3;
-inline constexpr double kFp16MaxAbsError = 2e-2;
+// Gate 4, correctness against the float32 reference, per element type of the inputs and output.
+struct Tolerance {
+  double max_rel_l2_error;  // ||out - ref|| / ||ref||
+  double max_abs_error;     // the largest |out - ref| of one element
+};
+inline constexpr Tolerance kFp16Tolerance{2e-3, 2e-2};
+// The reference reads the same rounded inputs as the kernel, so what the gate sees is the
+// kernel's own roundings to the element type (P before the P*V product, the output) beside
+// float32 sums. Each is within half a unit in the last place: 2^-11 relative for fp16, whose
+// significand has 11 bits, and 2^-8 for bf16's 8 bits, 2^3 = 8 times coarser. So bf16's bounds
+// are fp16's times 8: derived from the formats, not measured.
+inline constexpr double kBf16RoundingOverFp16 = 8.0;
+inline constexpr Tolerance kBf16Tolerance{kFp16Tolerance.max_rel_l2_error * kBf16RoundingOverFp16,
+                                          kFp16Tolerance.max_abs_error * kBf16RoundingOverFp16};
+inline constexpr Tolerance tolerance_for(DType d) {
+  return d == DType::kBF16 ? kBf16Tolerance : kFp16Tolerance;
+}
 inline constexpr int kRepeatedLaunches = 64;    // back-to-back launches before the re-check
 
 // Gate 5, timing with CUDA events. Each sample replays a graph of kLaunchesPerTimingSample (or

@@ -10,6 +10,7 @@
 #include "kernel_compiler.h"
 #include "pre_launch_gates.h"
 #include "log_ids.h"
+#include "shape_proto.h"
 
 namespace evo {
 namespace {
@@ -95,7 +96,9 @@ KernelEstimate estimate_kernel(const DeviceModel& dev, const SearchSpace& space,
   const double padded_keys = kv_tiles * block_n;                 // tails are computed, then masked
   const double mma_flops = 4.0 * block_m * padded_keys * d;      // Q*K^T and P*V
   const double softmax_flops = 8.0 * block_m * padded_keys;      // scale, max, exp, sum, rescale
-  double bytes = 2.0 * (2.0 * block_m * d + 2.0 * padded_keys * d);  // Q,O once; K,V per block
+  // Q,O once; K,V per block; two bytes an element, fp16 and bf16 alike (the tensor cores run
+  // both at one rate, so the estimate does not read the dtype).
+  double bytes = 2.0 * (2.0 * block_m * d + 2.0 * padded_keys * d);
   if (split > 1) bytes += 4.0 * block_m * (d + 2);  // fp32 partial sent to the cluster's other blocks
 
   // Per-SM rates. The tensor pipes of an SM's four sub-partitions need about two warps each
@@ -206,13 +209,7 @@ class ModelEvaluator : public Evaluator {
       const ProblemShape& s = shapes[i];
       const KernelEstimate est = estimate_kernel(dev_, space, g, s, (*kernels)[i].resources);
       auto* r = eval.add_shapes();
-      auto* shape = r->mutable_shape();
-      shape->set_batch(s.batch);
-      shape->set_heads(s.heads);
-      shape->set_seq_q(s.seq_q);
-      shape->set_seq_k(s.seq_k);
-      shape->set_head_dim(s.head_dim);
-      shape->set_causal(s.causal);
+      *r->mutable_shape() = shape_to_proto(s);
       r->set_median_us(est.us);
       r->set_p10_us(est.us);
       r->set_p90_us(est.us);

@@ -1,5 +1,6 @@
 #pragma once
-// Gate 3: does the kernel's SASS use the tensor cores (HMMA on sm_80+, HGMMA on sm_90a)? Read from
+// Gate 3: does the kernel's SASS use the tensor cores (HMMA on sm_80+, HGMMA on sm_90a, in any of
+// their input types: HMMA.16816.F32 for fp16, HMMA.16816.F32.BF16 for bf16)? Read from
 // the cubin with cuobjdump, never inferred from compiler warnings. Without cuobjdump the verdict is
 // "skipped", never "passed".
 #include <optional>

@@ -123,9 +123,9 @@ TEST(EvalRequestJson, RoundTrips) {
   r.seed = 42;
   r.repeated_launches = 64;
   r.launches_per_sample = 20;
-  r.reference_kernel = "evo_reference_attention";
+  r.reference_cubin = "/tmp/reference.cubin";
   ShapeJob j;
-  j.shape = parse_shape("1x4x1000x64", true);
+  j.shape = parse_shape("1x4x1000x64:bf16", true);
   j.flops = 1.5e9;
   j.kernel = "_Z3foo";
   j.grid = {32, 4, 1};
@@ -147,6 +147,14 @@ TEST(EvalRequestJson, RoundTrips) {
   EXPECT_EQ(back.shapes[0].tensor_map_box_rows, 256);
   EXPECT_EQ(back.shapes[0].tensor_map_q_box_rows, 32);
   EXPECT_EQ(back.shapes[0].kernel, "_Z3foo");
+  EXPECT_EQ(back.shapes[0].shape.dtype, evo::DType::kBF16);
+  EXPECT_EQ(back.reference_cubin, "/tmp/reference.cubin");
+  // A dtype this build does not know is a malformed request, not an fp16 check.
+  std::string text = to_json(r);
+  const std::string bf16 = "\"dtype\": 1";
+  ASSERT_NE(text.find(bf16), std::string::npos) << text;
+  text.replace(text.find(bf16), bf16.size(), "\"dtype\": 9");
+  EXPECT_THROW(request_from_json(text), std::runtime_error);
 }
 
 // A view the driver cannot describe (no rows), or a host without a driver, is an error code the
@@ -154,7 +162,7 @@ TEST(EvalRequestJson, RoundTrips) {
 TEST(TensorMaps, AnUnencodableViewIsAnErrorNotACrash) {
   alignas(64) unsigned char map[128] = {};
   alignas(16) static unsigned char base[256] = {};
-  EXPECT_NE(evo::encode_attention_tensor_map(map, base, 1, 0, 64, 64), cudaSuccess);
+  EXPECT_NE(evo::encode_attention_tensor_map(map, base, evo::DType::kF16, 1, 0, 64, 64), cudaSuccess);
 }
 
 // The kernels' tiles are whole boxes of 32 or 64 rows, or one box of 128 or 256 (a whole tile);
@@ -164,7 +172,7 @@ TEST(TensorMaps, BoxHeightsTheKernelsNeverUseAreRefused) {
   alignas(64) unsigned char map[128] = {};
   alignas(16) static unsigned char base[64 * 64 * 2] = {};
   for (int rows : {0, 16, 48, 96, 192, 512, -64})
-    EXPECT_EQ(evo::encode_attention_tensor_map(map, base, 1, 64, 64, rows), cudaErrorInvalidValue)
+    EXPECT_EQ(evo::encode_attention_tensor_map(map, base, evo::DType::kF16, 1, 64, 64, rows), cudaErrorInvalidValue)
         << rows;
 }
 
@@ -187,11 +195,11 @@ TEST(TensorMaps, AFailedEncodeForgetsTheRememberedMap) {
   alignas(16) static unsigned char base[4096] = {};
   evo::RememberedTensorMap last = remembered_marker(base, 8);
   alignas(64) unsigned char out[128] = {};
-  EXPECT_NE(evo::encode_remembered(last, out, base, 1, 0, 64, 64), cudaSuccess);
+  EXPECT_NE(evo::encode_remembered(last, out, base, evo::DType::kF16, 1, 0, 64, 64), cudaSuccess);
 
   alignas(64) unsigned char fresh[128] = {};
-  const cudaError_t want = evo::encode_attention_tensor_map(fresh, base, 1, 8, 64, 64);
-  EXPECT_EQ(evo::encode_remembered(last, out, base, 1, 8, 64, 64), want);
+  const cudaError_t want = evo::encode_attention_tensor_map(fresh, base, evo::DType::kF16, 1, 8, 64, 64);
+  EXPECT_EQ(evo::encode_remembered(last, out, base, evo::DType::kF16, 1, 8, 64, 64), want);
   if (want == cudaSuccess) {
     EXPECT_EQ(std::memcmp(out, fresh, sizeof out), 0);
   }
@@ -204,12 +212,34 @@ TEST(TensorMaps, AnotherBoxHeightIsAnotherMap) {
   evo::RememberedTensorMap last = remembered_marker(base, 32);
   alignas(64) unsigned char out[128] = {};
   alignas(64) unsigned char fresh[128] = {};
-  const cudaError_t want = evo::encode_attention_tensor_map(fresh, base, 1, 32, 64, 32);
-  EXPECT_EQ(evo::encode_remembered(last, out, base, 1, 32, 64, 32), want);
+  const cudaError_t want = evo::encode_attention_tensor_map(fresh, base, evo::DType::kF16, 1, 32, 64, 32);
+  EXPECT_EQ(evo::encode_remembered(last, out, base, evo::DType::kF16, 1, 32, 64, 32), want);
   if (want == cudaSuccess) {
     EXPECT_EQ(std::memcmp(out, fresh, sizeof out), 0);
     EXPECT_EQ(last.box_rows, 32);
   }
+}
+
+// A bf16 tensor is another map than an fp16 one over the same bytes: the copy engine's element
+// type differs, and a map remembered for one must not serve the other.
+TEST(TensorMaps, AnotherDtypeIsAnotherMap) {
+  alignas(16) static unsigned char base[4096] = {};
+  evo::RememberedTensorMap last = remembered_marker(base, 32);
+  alignas(64) unsigned char out[128] = {};
+  alignas(64) unsigned char fresh[128] = {};
+  const cudaError_t want = evo::encode_attention_tensor_map(fresh, base, evo::DType::kBF16, 1, 32, 64, 64);
+  EXPECT_EQ(evo::encode_remembered(last, out, base, evo::DType::kBF16, 1, 32, 64, 64), want);
+  if (want == cudaSuccess) {
+    EXPECT_EQ(std::memcmp(out, fresh, sizeof out), 0);
+    EXPECT_EQ(last.dtype, evo::DType::kBF16);
+  }
+}
+
+TEST(TensorMaps, AnUnknownDtypeIsRefusedBeforeTheDriver) {
+  alignas(64) unsigned char map[128] = {};
+  alignas(16) static unsigned char base[64 * 64 * 2] = {};
+  EXPECT_EQ(evo::encode_attention_tensor_map(map, base, static_cast<evo::DType>(7), 1, 64, 64, 64),
+            cudaErrorInvalidValue);
 }
 
 TEST(EvalRequestJson, MalformedIsOneLine) {

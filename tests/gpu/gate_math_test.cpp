@@ -4,8 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "fp16_host.h"
 #include "cuda_evaluator.h"
+#include "element_bits.h"
 #include "gate_math.h"
 #include "gate_thresholds.h"
 
@@ -34,13 +34,34 @@ TEST(Fp16Host, RoundTripsExactValuesAndSpecials) {
   EXPECT_EQ(float_to_half_bits(1.f + 3.f / 2048), 0x3C02);
 }
 
-TEST(Fp16Host, PoisonIsANaN) { EXPECT_TRUE(std::isnan(half_bits_to_float(kPoisonBits))); }
+TEST(Bf16Host, RoundTripsExactValuesAndRoundsToNearestEven) {
+  for (float f : {0.f, 1.f, -1.f, 0.5f, -2.f, 1.5f, 0.15625f, 0x1p-126f /* smallest normal */})
+    EXPECT_EQ(bf16_bits_to_float(float_to_bf16_bits(f)), f) << f;
+  EXPECT_EQ(float_to_bf16_bits(1.f), 0x3F80);
+  EXPECT_EQ(float_to_bf16_bits(-2.f), 0xC000);
+  EXPECT_EQ(float_to_bf16_bits(3.4e38f), 0x7F80);  // rounds past the largest finite: infinity
+  EXPECT_TRUE(std::isnan(bf16_bits_to_float(float_to_bf16_bits(std::nanf("")))));
+  // 8 significant bits: 1 + 2^-8 lies halfway between 1 and 1 + 2^-7; ties go to the even one.
+  EXPECT_EQ(float_to_bf16_bits(1.f + 1.f / 256), 0x3F80);
+  EXPECT_EQ(float_to_bf16_bits(1.f + 3.f / 256), 0x3F82);
+  EXPECT_EQ(float_to_bf16_bits(1.f + 1.f / 256 + 1.f / 4096), 0x3F81);  // past halfway: up
+  EXPECT_EQ(float_to_bits(DType::kBF16, 1.f), 0x3F80);
+  EXPECT_EQ(float_to_bits(DType::kF16, 1.f), 0x3C00);
+  EXPECT_EQ(bits_to_float(DType::kBF16, 0x4040), 3.f);
+}
+
+// One poison for both element types: a NaN in each, so an unwritten element never reads as a value.
+TEST(ElementBits, PoisonIsANaNInEveryDtype) {
+  EXPECT_TRUE(std::isnan(half_bits_to_float(kPoisonBits)));
+  EXPECT_TRUE(std::isnan(bf16_bits_to_float(kPoisonBits)));
+  EXPECT_EQ(kPoisonBits, (uint16_t(kPoisonByte) << 8) | kPoisonByte) << "cudaMemset writes bytes";
+}
 
 TEST(CompareWithReference, CountsUnwrittenAndNonFiniteSeparately) {
   const std::vector<float> ref = {1.f, 2.f, 3.f, 4.f};
   const std::vector<uint16_t> out = {float_to_half_bits(1.f), kPoisonBits, 0x7C00 /* +inf */,
                                      float_to_half_bits(4.f)};
-  const ErrorFigures f = compare_with_reference(out, ref);
+  const ErrorFigures f = compare_with_reference(out, ref, DType::kF16);
   EXPECT_EQ(f.unwritten, 1);
   EXPECT_EQ(f.nonfinite, 1);
   EXPECT_DOUBLE_EQ(f.max_abs_error, 0.0);
@@ -51,7 +72,7 @@ TEST(CompareWithReference, CountsUnwrittenAndNonFiniteSeparately) {
 TEST(CompareWithReference, RelativeL2AndMaxAbs) {
   const std::vector<float> ref = {3.f, 4.f};  // norm 5
   const std::vector<uint16_t> out = {float_to_half_bits(3.f), float_to_half_bits(4.5f)};
-  const ErrorFigures f = compare_with_reference(out, ref);
+  const ErrorFigures f = compare_with_reference(out, ref, DType::kF16);
   EXPECT_NEAR(f.rel_l2_error, 0.1, 1e-9);
   EXPECT_NEAR(f.max_abs_error, 0.5, 1e-9);
   const auto why = correctness_failure(f, parse_shape("1x4x1000x64"), "after 64 back-to-back launches");
@@ -62,16 +83,29 @@ TEST(CompareWithReference, RelativeL2AndMaxAbs) {
 }
 
 TEST(CompareWithReference, ShortOutputCountsAsUnwritten) {
-  const ErrorFigures f = compare_with_reference({float_to_half_bits(1.f)}, {1.f, 1.f, 1.f});
+  const ErrorFigures f = compare_with_reference({float_to_half_bits(1.f)}, {1.f, 1.f, 1.f}, DType::kF16);
   EXPECT_EQ(f.unwritten, 2);
+}
+
+// The output is read as the shape's dtype: bf16 bits read as fp16 would be other numbers.
+TEST(CompareWithReference, ReadsBf16Outputs) {
+  const std::vector<float> ref = {1.f, -3.f, 0.5f};
+  const std::vector<uint16_t> out = {float_to_bf16_bits(1.f), float_to_bf16_bits(-3.f), 0x7F80 /* +inf */};
+  const ErrorFigures f = compare_with_reference(out, ref, DType::kBF16);
+  EXPECT_EQ(f.nonfinite, 1);
+  EXPECT_EQ(f.unwritten, 0);
+  EXPECT_DOUBLE_EQ(f.max_abs_error, 0.0);
+  EXPECT_GT(compare_with_reference(out, ref, DType::kF16).max_abs_error, 0.5) << "the same bits read as fp16";
+  const ErrorFigures unwritten = compare_with_reference({kPoisonBits}, {1.f}, DType::kBF16);
+  EXPECT_EQ(unwritten.unwritten, 1);
 }
 
 TEST(CorrectnessFailure, PassesWithinTolerance) {
   ErrorFigures f;
-  f.rel_l2_error = gates::kFp16MaxRelL2Error / 2;
-  f.max_abs_error = gates::kFp16MaxAbsError / 2;
+  f.rel_l2_error = gates::kFp16Tolerance.max_rel_l2_error / 2;
+  f.max_abs_error = gates::kFp16Tolerance.max_abs_error / 2;
   EXPECT_FALSE(correctness_failure(f, ProblemShape{}, "").has_value());
-  f.max_abs_error = gates::kFp16MaxAbsError * 2;
+  f.max_abs_error = gates::kFp16Tolerance.max_abs_error * 2;
   EXPECT_TRUE(correctness_failure(f, ProblemShape{}, "").has_value());
   f.max_abs_error = std::numeric_limits<double>::quiet_NaN();  // a NaN figure never passes
   EXPECT_TRUE(correctness_failure(f, ProblemShape{}, "").has_value());
@@ -129,9 +163,19 @@ TEST(PlanTiming, ASlowKernelIsTrimmedToTheBudget) {
   EXPECT_EQ(r.samples, 3);
 }
 
-TEST(ShapeLabel, NamesRaggedAndCausal) {
-  EXPECT_EQ(shape_label(parse_shape("1x4x1000x64", true)), "1x4x1000x64:causal");
-  EXPECT_EQ(shape_label(parse_shape("1x8x512x1024x64")), "1x8x512x1024x64");
+// bf16 is held to its own, looser bounds: a figure that fails fp16 may pass bf16, and the message
+// names the shape with its dtype.
+TEST(CorrectnessFailure, Bf16HasItsOwnTolerance) {
+  EXPECT_GT(gates::kBf16Tolerance.max_rel_l2_error, gates::kFp16Tolerance.max_rel_l2_error);
+  EXPECT_GT(gates::kBf16Tolerance.max_abs_error, gates::kFp16Tolerance.max_abs_error);
+  ErrorFigures f;
+  f.rel_l2_error = gates::kFp16Tolerance.max_rel_l2_error * 2;
+  EXPECT_TRUE(correctness_failure(f, parse_shape("1x4x1000x64"), "").has_value());
+  EXPECT_FALSE(correctness_failure(f, parse_shape("1x4x1000x64:bf16"), "").has_value());
+  f.rel_l2_error = gates::kBf16Tolerance.max_rel_l2_error * 2;
+  const auto why = correctness_failure(f, parse_shape("1x4x1000x64:bf16"), "on the first launch");
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("1x4x1000x64:bf16: relative L2 error"), std::string::npos) << *why;
 }
 
 }  // namespace

@@ -47,6 +47,19 @@ TEST_F(PlantedCompile, EveryPlantedKernelCompiles) {
   }
 }
 
+// The bf16 control, which the GPU suite runs against the bf16 reference: its kernel of each dtype
+// compiles from the one planted text, under the name the evaluator asks for.
+TEST_F(PlantedCompile, TheDtypeControlCompilesForEachDtype) {
+  const SourceKernel k = testing_gpu::planted_dtype_kernel("naive_correct.cu", "naive_correct_dtype");
+  for (const char* shape : {"1x8x512x64", "1x8x512x64:causal:bf16"}) {
+    const std::string name = k.name_expression(parse_shape(shape));
+    const CompiledKernel c = compiler_->compile(k.source_id, k.source, name);
+    EXPECT_FALSE(c.lowered_name.empty()) << name;
+    EXPECT_TRUE(std::filesystem::exists(c.cubin_path)) << name;
+  }
+  EXPECT_EQ(k.name_expression(parse_shape("1x8x512x64:causal:bf16")), "planted::naive_correct_dtype<1, 1>");
+}
+
 TEST_F(PlantedCompile, SpillKernelFailsTheResourceGate) {
   const CompiledKernel k = compile("spill.cu", "spill");
   const auto why = resource_violation(k.resources, 227 * 1024);
@@ -54,9 +67,11 @@ TEST_F(PlantedCompile, SpillKernelFailsTheResourceGate) {
 }
 
 TEST_F(PlantedCompile, ReferenceKernelCompilesByItsCName) {
-  const CompiledKernel k =
-      compiler_->compile("reference_attention", reference_attention_source(), "evo_reference_attention");
-  EXPECT_EQ(k.lowered_name, "evo_reference_attention");
+  for (DType d : {DType::kF16, DType::kBF16}) {
+    const std::string name(reference_attention_kernel(d));
+    const CompiledKernel k = compiler_->compile("reference_attention", reference_attention_source(), name);
+    EXPECT_EQ(k.lowered_name, name);
+  }
 }
 
 }  // namespace

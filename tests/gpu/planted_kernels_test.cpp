@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "device_probe.h"
+#include "gate_thresholds.h"
 #include "gpu_test_support.h"
 #include "sanitizer_gate.h"
 #include "search_space.h"
@@ -40,6 +41,35 @@ TEST(PlantedKernels, CorrectControlPasses) {
       planted_kernel("naive_correct.cu", "naive_correct"), planted_shapes(), false);
   EXPECT_EQ(e.status(), v1::OK) << e.message();
   EXPECT_EQ(gate(e, "correct").verdict(), "passed");
+}
+
+// bf16 through the whole gate: bf16 inputs, the bf16 reference, bf16 outputs read back and held
+// to bf16's tolerance. A kernel of the right element type passes, causal and not.
+TEST(PlantedKernels, Bf16ControlPassesAgainstTheBf16Reference) {
+  EVO_REQUIRE_GPU();
+  std::vector<ProblemShape> shapes;
+  for (const char* text : {"1x8x512x64:bf16", "1x4x1000x64:bf16", "2x8x512x64:causal:bf16"})
+    shapes.push_back(parse_shape(text));
+  const v1::Evaluation e = shared_evaluator()->evaluate_source(
+      testing_gpu::planted_dtype_kernel("naive_correct.cu", "naive_correct_dtype"), shapes, false);
+  ASSERT_EQ(e.status(), v1::OK) << e.message();
+  ASSERT_EQ(e.shapes_size(), 3);
+  for (const auto& s : e.shapes()) {
+    EXPECT_EQ(s.shape().dtype(), v1::DTYPE_BF16);
+    EXPECT_LE(s.rel_l2_error(), gates::kBf16Tolerance.max_rel_l2_error);
+    EXPECT_GT(s.rel_l2_error(), 0.0) << "bf16 outputs are rounded: exactly zero error means fp32 was compared";
+  }
+}
+
+// The same kernel compiled for fp16 and handed bf16 tensors reads every element wrong: the gate
+// must say so, naming the bf16 shape.
+TEST(PlantedKernels, AnFp16KernelOnBf16InputsIsIncorrect) {
+  EVO_REQUIRE_GPU();
+  const v1::Evaluation e = shared_evaluator()->evaluate_source(
+      planted_kernel("naive_correct.cu", "naive_correct"), {parse_shape("1x8x512x64:bf16")}, false);
+  EXPECT_EQ(e.status(), v1::INCORRECT) << e.message();
+  EXPECT_NE(e.message().find("1x8x512x64:bf16"), std::string::npos) << e.message();
+  expect_default_genome_still_passes();
 }
 
 TEST(PlantedKernels, WrongOutputIsIncorrect) {

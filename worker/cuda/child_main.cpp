@@ -16,6 +16,7 @@
 #include "pre_launch_gates.h"
 #include "shape_gates.h"
 #include "shape_proto.h"
+#include "template_registry.h"
 
 namespace evo {
 namespace {
@@ -40,7 +41,7 @@ bool write_result(const v1::Evaluation& e, const std::string& path) {
   return out && e.SerializeToOstream(&out) && out.flush();
 }
 
-// Cubins are per (CAUSAL, HEAD_DIM); load each once.
+// Cubins are per (DTYPE, CAUSAL, HEAD_DIM); load each once.
 class KernelSet {
  public:
   const LoadedKernel& get(const cuda::ShapeJob& job) {
@@ -61,18 +62,24 @@ void run_gates(const EvalRequest& req, v1::Evaluation& e, std::string& stage) {
   int l2 = 0;
   EVO_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, req.device));
   KernelSet kernels;
-  std::unique_ptr<LoadedKernel> reference;
+  // The float32 reference of each dtype the shapes have, loaded when first needed.
+  std::map<DType, std::unique_ptr<LoadedKernel>> references;
+  auto reference_for = [&](DType d) -> const LoadedKernel& {
+    auto& slot = references[d];
+    if (!slot) slot = std::make_unique<LoadedKernel>(req.reference_cubin, std::string(reference_attention_kernel(d)));
+    return *slot;
+  };
 
   for (const auto& job : req.shapes) *e.add_shapes()->mutable_shape() = shape_to_proto(job.shape);
 
   if (req.run_correct) {
     GateClock clock;
-    stage = "loading the reference kernel";
-    reference = std::make_unique<LoadedKernel>(req.reference_cubin, req.reference_kernel);
     for (size_t i = 0; i < req.shapes.size(); ++i) {
       const auto& job = req.shapes[i];
-      stage = "correctness check of " + cuda::shape_label(job.shape);
-      const auto r = cuda::check_correctness(kernels.get(job), *reference, job, req.seed,
+      stage = "loading the " + std::string(dtype_name(job.shape.dtype)) + " reference kernel";
+      const LoadedKernel& reference = reference_for(job.shape.dtype);
+      stage = "correctness check of " + job.shape.text();
+      const auto r = cuda::check_correctness(kernels.get(job), reference, job, req.seed,
                                              req.repeated_launches);
       auto* out = e.mutable_shapes(static_cast<int>(i));
       out->set_rel_l2_error(r.worst.rel_l2_error);
@@ -101,7 +108,7 @@ void run_gates(const EvalRequest& req, v1::Evaluation& e, std::string& stage) {
     std::string plans;  // per shape, how the samples were taken (plan_timing may trim them)
     for (size_t i = 0; i < req.shapes.size(); ++i) {
       const auto& job = req.shapes[i];
-      stage = "timing of " + cuda::shape_label(job.shape);
+      stage = "timing of " + job.shape.text();
       const auto t = cuda::time_shape(kernels.get(job), job, req.seed, req.warmup_launches,
                                       req.timed_launches, req.launches_per_sample,
                                       req.rotation_bytes, l2);
@@ -113,7 +120,7 @@ void run_gates(const EvalRequest& req, v1::Evaluation& e, std::string& stage) {
       out->set_repeats(t.samples * t.launches_per_sample);
       out->set_tflops(t.median_us > 0 ? job.flops / (t.median_us * 1e-6) / 1e12 : 0);
       medians.push_back(t.median_us);
-      plans += (plans.empty() ? "" : ", ") + cuda::shape_label(job.shape) + " " +
+      plans += (plans.empty() ? "" : ", ") + job.shape.text() + " " +
                std::to_string(t.samples) + "x" + std::to_string(t.launches_per_sample);
     }
     e.set_fitness_us(cuda::geometric_mean(medians));

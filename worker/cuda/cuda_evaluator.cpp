@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "child_process.h"
@@ -87,7 +88,7 @@ cuda::ShapeJob job_for(const ProblemShape& shape, const CompiledKernel& k, const
 }
 
 // compute-sanitizer is slow: it gets small shapes, a round one and a ragged one, for each
-// (head_dim, causal) kernel the evaluation used. Small in batch and heads, not in keys: every
+// (head_dim, causal, dtype) kernel the evaluation used. Small in batch and heads, not in keys: every
 // block steps through several K/V tiles (1152 keys are nine 128-key tiles, four and a half of
 // 256), so the loop's later steps, the stages' refills and LAZY_RESCALE's rescale run under the
 // tools too. With 128 keys a 128-key block ran its first tile alone, and synccheck never saw the
@@ -96,9 +97,9 @@ std::vector<cuda::ShapeJob> sanitizer_jobs(const std::vector<CompiledKernel>& ke
                                            const std::vector<ProblemShape>& shapes,
                                            const std::function<LaunchConfig(const ProblemShape&)>& launch_for) {
   std::vector<cuda::ShapeJob> jobs;
-  std::set<std::pair<int, bool>> seen;
+  std::set<std::tuple<int, bool, DType>> seen;
   for (size_t i = 0; i < shapes.size(); ++i) {
-    if (!seen.insert({shapes[i].head_dim, shapes[i].causal}).second) continue;
+    if (!seen.insert({shapes[i].head_dim, shapes[i].causal, shapes[i].dtype}).second) continue;
     for (int seq : {1152, 300}) {
       ProblemShape small;
       small.batch = 1;
@@ -106,6 +107,7 @@ std::vector<cuda::ShapeJob> sanitizer_jobs(const std::vector<CompiledKernel>& ke
       small.seq_q = small.seq_k = seq;
       small.head_dim = shapes[i].head_dim;
       small.causal = shapes[i].causal;
+      small.dtype = shapes[i].dtype;
       jobs.push_back(job_for(small, kernels[i], launch_for(small)));
     }
   }
@@ -120,8 +122,9 @@ CudaEvaluator::CudaEvaluator(const EvaluatorOptions& options, v1::DeviceInfo dev
   const std::string arch = options_.arch.empty() ? device_.arch() : options_.arch;
   compiler_ = std::make_unique<KernelCompiler>(options_.cache_dir, arch, options_.compile_threads);
   try {
+    // One cubin holds the reference kernel of every dtype; the child loads the one it needs.
     reference_ = compiler_->compile("reference_attention", reference_attention_source(),
-                                    "evo_reference_attention");
+                                    std::string(reference_attention_kernel(DType::kF16)));
   } catch (const CompileError& e) {
     throw std::runtime_error(std::string("the float32 reference kernel does not compile: ") + e.what());
   }
@@ -242,7 +245,6 @@ void CudaEvaluator::run_launch_gates(const std::vector<CompiledKernel>& kernels,
   req.launches_per_sample = gates::kLaunchesPerTimingSample;
   req.rotation_bytes = gates::kRotationBytes;
   req.reference_cubin = reference_.cubin_path;
-  req.reference_kernel = reference_.lowered_name;
   for (size_t i = 0; i < shapes.size(); ++i)
     req.shapes.push_back(job_for(shapes[i], kernels[i], launch_for(shapes[i])));
 

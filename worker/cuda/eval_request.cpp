@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <string>
 
 namespace evo::cuda {
 
@@ -16,6 +17,7 @@ std::string to_json(const EvalRequest& r) {
                       {"seq_k", s.shape.seq_k},
                       {"head_dim", s.shape.head_dim},
                       {"causal", s.shape.causal},
+                      {"dtype", static_cast<int>(s.shape.dtype)},
                       {"flops", s.flops},
                       {"cubin", s.cubin_path},
                       {"kernel", s.kernel},
@@ -36,7 +38,6 @@ std::string to_json(const EvalRequest& r) {
             {"launches_per_sample", r.launches_per_sample},
             {"rotation_bytes", r.rotation_bytes},
             {"reference_cubin", r.reference_cubin},
-            {"reference_kernel", r.reference_kernel},
             {"shapes", shapes},
             {"result_path", r.result_path}};
   return j.dump(1);
@@ -65,7 +66,6 @@ EvalRequest request_from_json(const std::string& text) {
     r.launches_per_sample = field(j, "launches_per_sample").get<int>();
     r.rotation_bytes = field(j, "rotation_bytes").get<int64_t>();
     r.reference_cubin = field(j, "reference_cubin").get<std::string>();
-    r.reference_kernel = field(j, "reference_kernel").get<std::string>();
     r.result_path = field(j, "result_path").get<std::string>();
     for (const auto& s : field(j, "shapes")) {
       ShapeJob job;
@@ -75,6 +75,10 @@ EvalRequest request_from_json(const std::string& text) {
       job.shape.seq_k = field(s, "seq_k").get<int>();
       job.shape.head_dim = field(s, "head_dim").get<int>();
       job.shape.causal = field(s, "causal").get<bool>();
+      const int dtype = field(s, "dtype").get<int>();
+      if (dtype != static_cast<int>(DType::kF16) && dtype != static_cast<int>(DType::kBF16))
+        throw std::runtime_error("evaluation request: unknown dtype " + std::to_string(dtype));
+      job.shape.dtype = static_cast<DType>(dtype);
       job.flops = field(s, "flops").get<double>();
       job.cubin_path = field(s, "cubin").get<std::string>();
       job.kernel = field(s, "kernel").get<std::string>();

@@ -11,7 +11,7 @@
 
 namespace evo::cuda {
 
-// One shape to check and time, with the kernel that serves it (CAUSAL and HEAD_DIM are template
+// One shape to check and time, with the kernel that serves it (DTYPE, CAUSAL and HEAD_DIM are template
 // parameters, so a run's shapes may need different cubins) and the launch formulas' results.
 struct ShapeJob {
   ProblemShape shape;
@@ -38,8 +38,9 @@ struct EvalRequest {
   int timed_launches = 0;
   int launches_per_sample = 1;    // the fewest launches in the graph one pair of events times
   int64_t rotation_bytes = 0;     // input sets are cycled until their total exceeds this
-  std::string reference_cubin;    // the float32 reference kernel, compiled for the same arch
-  std::string reference_kernel;   // its lowered name
+  // The float32 reference kernels, compiled for the same arch: one per dtype, named by
+  // evo::reference_attention_kernel.
+  std::string reference_cubin;
   std::vector<ShapeJob> shapes;
   std::string result_path;
 };

@@ -4,12 +4,13 @@
 #include <cmath>
 #include <cstdio>
 
-#include "fp16_host.h"
+#include "element_bits.h"
 #include "gate_thresholds.h"
 
 namespace evo::cuda {
 
-ErrorFigures compare_with_reference(const std::vector<uint16_t>& out, const std::vector<float>& ref) {
+ErrorFigures compare_with_reference(const std::vector<uint16_t>& out, const std::vector<float>& ref,
+                                    DType dtype) {
   ErrorFigures f;
   double diff2 = 0, ref2 = 0;
   const size_t n = std::min(out.size(), ref.size());
@@ -18,7 +19,7 @@ ErrorFigures compare_with_reference(const std::vector<uint16_t>& out, const std:
       ++f.unwritten;
       continue;
     }
-    const float o = half_bits_to_float(out[i]);
+    const float o = bits_to_float(dtype, out[i]);
     if (!std::isfinite(o)) {
       ++f.nonfinite;
       continue;
@@ -37,19 +38,20 @@ ErrorFigures compare_with_reference(const std::vector<uint16_t>& out, const std:
 std::optional<std::string> correctness_failure(const ErrorFigures& f, const ProblemShape& s,
                                                const std::string& stage) {
   char buf[256];
-  const std::string where = shape_label(s);
+  const std::string where = s.text();
+  const gates::Tolerance tolerance = gates::tolerance_for(s.dtype);
   if (f.unwritten > 0) {
     std::snprintf(buf, sizeof buf, "%s: %lld output elements never written %s", where.c_str(),
                   static_cast<long long>(f.unwritten), stage.c_str());
   } else if (f.nonfinite > 0) {
     std::snprintf(buf, sizeof buf, "%s: %lld NaN/Inf output elements %s", where.c_str(),
                   static_cast<long long>(f.nonfinite), stage.c_str());
-  } else if (!(f.rel_l2_error <= gates::kFp16MaxRelL2Error)) {
+  } else if (!(f.rel_l2_error <= tolerance.max_rel_l2_error)) {
     std::snprintf(buf, sizeof buf, "%s: relative L2 error %.3g > %.3g %s", where.c_str(),
-                  f.rel_l2_error, gates::kFp16MaxRelL2Error, stage.c_str());
-  } else if (!(f.max_abs_error <= gates::kFp16MaxAbsError)) {
+                  f.rel_l2_error, tolerance.max_rel_l2_error, stage.c_str());
+  } else if (!(f.max_abs_error <= tolerance.max_abs_error)) {
     std::snprintf(buf, sizeof buf, "%s: max abs error %.3g > %.3g %s", where.c_str(),
-                  f.max_abs_error, gates::kFp16MaxAbsError, stage.c_str());
+                  f.max_abs_error, tolerance.max_abs_error, stage.c_str());
   } else {
     return std::nullopt;
   }
@@ -102,15 +104,6 @@ int rotation_sets(int64_t bytes_per_set, int64_t rotation_bytes, int64_t l2_byte
   if (bytes_per_set <= 0) return 1;
   const int64_t sets = target / bytes_per_set + 1;  // total strictly exceeds the target
   return static_cast<int>(std::clamp<int64_t>(sets, 1, std::max(1, max_sets)));
-}
-
-std::string shape_label(const ProblemShape& s) {
-  std::string t = std::to_string(s.batch) + "x" + std::to_string(s.heads) + "x" +
-                  std::to_string(s.seq_q) + "x";
-  if (s.seq_k != s.seq_q) t += std::to_string(s.seq_k) + "x";
-  t += std::to_string(s.head_dim);
-  if (s.causal) t += ":causal";
-  return t;
 }
 
 }  // namespace evo::cuda

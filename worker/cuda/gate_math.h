@@ -1,6 +1,6 @@
 #pragma once
 // The host-side arithmetic of gates 4 and 5, apart from any GPU so that it is tested everywhere:
-// comparing an fp16 output with the float32 reference, and summarising launch times.
+// comparing an fp16 or bf16 output with the float32 reference, and summarising launch times.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -10,10 +10,11 @@
 
 namespace evo::cuda {
 
-// The fp16 bit pattern the output is filled with before each launch (cudaMemset byte 0x7E): a
-// quiet NaN that a correct kernel overwrites everywhere. Still there afterwards = never written.
-inline constexpr uint16_t kPoisonBits = 0x7E7E;
-inline constexpr unsigned char kPoisonByte = 0x7E;
+// The bit pattern the output is filled with before each launch (cudaMemset byte 0xFF): a NaN in
+// fp16 and in bf16 alike (all exponent bits set, mantissa not zero), and not the NaN arithmetic
+// produces, that a correct kernel overwrites everywhere. Still there afterwards = never written.
+inline constexpr uint16_t kPoisonBits = 0xFFFF;
+inline constexpr unsigned char kPoisonByte = 0xFF;
 
 struct ErrorFigures {
   double rel_l2_error = 0;  // ||out - ref|| / ||ref|| over the finite, written elements
@@ -22,11 +23,12 @@ struct ErrorFigures {
   int64_t unwritten = 0;    // still the poison pattern
 };
 
-ErrorFigures compare_with_reference(const std::vector<uint16_t>& out_half_bits,
-                                    const std::vector<float>& reference);
+// out_bits: the output's elements as the bits of `dtype` (fp16 or bf16).
+ErrorFigures compare_with_reference(const std::vector<uint16_t>& out_bits, const std::vector<float>& reference,
+                                    DType dtype);
 
-// nullopt when the figures pass gates::kFp16MaxRelL2Error / kFp16MaxAbsError with every element
-// written and finite; otherwise one line naming the shape, the figure and the stage
+// nullopt when the figures pass gates::tolerance_for(s.dtype) with every element written and
+// finite; otherwise one line naming the shape, the figure and the stage
 // (e.g. "after 64 back-to-back launches").
 std::optional<std::string> correctness_failure(const ErrorFigures& f, const ProblemShape& s,
                                                const std::string& stage);
@@ -59,9 +61,5 @@ double geometric_mean(const std::vector<double>& values);
 // How many input sets to cycle so that their total exceeds max(rotation_bytes, 2 * l2_bytes),
 // at least 1 and at most max_sets.
 int rotation_sets(int64_t bytes_per_set, int64_t rotation_bytes, int64_t l2_bytes, int max_sets);
-
-// Canonical shape text for messages, "1x4x1000x64" or "1x4x1000x64:causal" (worker-local so that
-// the child needs nothing else).
-std::string shape_label(const ProblemShape& s);
 
 }  // namespace evo::cuda

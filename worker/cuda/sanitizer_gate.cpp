@@ -21,7 +21,7 @@ bool executable(const std::string& path) { return !path.empty() && access(path.c
 
 std::string join_labels(const std::vector<ShapeJob>& jobs) {
   std::string s;
-  for (const auto& j : jobs) s += (s.empty() ? "" : ", ") + shape_label(j.shape);
+  for (const auto& j : jobs) s += (s.empty() ? "" : ", ") + j.shape.text();
   return s;
 }
 

@@ -10,7 +10,7 @@
 
 #include "attention_tensor_maps.h"
 #include "cuda_error.h"
-#include "fp16_host.h"
+#include "element_bits.h"
 #include "gate_clock.h"
 #include "gate_thresholds.h"
 
@@ -70,10 +70,11 @@ void parallel_for(size_t n, Fn fn) {
   for (auto& t : pool) t.join();
 }
 
-// U(-1, 1) in fp16: never all zeros, never all-equal, so a kernel that ignores an input shows.
-std::vector<uint16_t> random_half(size_t n, uint64_t seed) {
+// U(-1, 1) in the shape's element type: never all zeros, never all-equal, so a kernel that
+// ignores an input shows.
+std::vector<uint16_t> random_elements(size_t n, uint64_t seed, DType dtype) {
   std::vector<uint16_t> out(n);
-  parallel_for(n, [&](size_t i) { out[i] = float_to_half_bits(uniform_pm1(seed, i)); });
+  parallel_for(n, [&](size_t i) { out[i] = float_to_bits(dtype, uniform_pm1(seed, i)); });
   return out;
 }
 
@@ -86,7 +87,7 @@ std::vector<uint16_t> growing_keys(const ProblemShape& s, uint64_t seed) {
   const double last = std::max(1, s.seq_k - 1);
   parallel_for(out.size(), [&](size_t i) {
     const int key = static_cast<int>((i / s.head_dim) % s.seq_k);
-    out[i] = float_to_half_bits(uniform_pm1(seed, i) * static_cast<float>(1.0 + 15.0 * key / last));
+    out[i] = float_to_bits(s.dtype, uniform_pm1(seed, i) * static_cast<float>(1.0 + 15.0 * key / last));
   });
   return out;
 }
@@ -112,10 +113,10 @@ uint64_t tensor_seed(uint64_t check, char tensor) {
 
 FaParams params_for(const ShapeJob& job, void* q, void* k, void* v, void* o, void* workspace) {
   FaParams p{};
-  p.q = static_cast<const __half*>(q);
-  p.k = static_cast<const __half*>(k);
-  p.v = static_cast<const __half*>(v);
-  p.o = static_cast<__half*>(o);
+  p.q = q;
+  p.k = k;
+  p.v = v;
+  p.o = o;
   p.batch = job.shape.batch;
   p.heads = job.shape.heads;
   p.seq_q = job.shape.seq_q;
@@ -123,8 +124,8 @@ FaParams params_for(const ShapeJob& job, void* q, void* k, void* v, void* o, voi
   p.softmax_scale = 1.f / std::sqrt(static_cast<float>(job.shape.head_dim));
   p.workspace = workspace;
   if (job.tensor_map_box_rows > 0)
-    EVO_CUDA_CHECK(encode_attention_tensor_maps(p, job.shape.head_dim, job.tensor_map_box_rows,
-                                                job.tensor_map_q_box_rows));
+    EVO_CUDA_CHECK(encode_attention_tensor_maps(p, job.shape.dtype, job.shape.head_dim,
+                                                job.tensor_map_box_rows, job.tensor_map_q_box_rows));
   return p;
 }
 
@@ -154,23 +155,22 @@ CorrectnessResult check_correctness(const LoadedKernel& candidate, const LoadedK
   auto one_check = [&](int check, const std::string& stage, bool growing_scores) {
     GateClock clock;
     const uint64_t inputs = check_seed(seed, job, check);
-    upload(q.get(), random_half(nq, tensor_seed(inputs, 'q')));
+    upload(q.get(), random_elements(nq, tensor_seed(inputs, 'q'), s.dtype));
     const uint64_t k_seed = tensor_seed(inputs, 'k');
-    upload(k.get(), growing_scores ? growing_keys(s, k_seed) : random_half(nkv, k_seed));
-    upload(v.get(), random_half(nkv, tensor_seed(inputs, 'v')));
+    upload(k.get(), growing_scores ? growing_keys(s, k_seed) : random_elements(nkv, k_seed, s.dtype));
+    upload(v.get(), random_elements(nkv, tensor_seed(inputs, 'v'), s.dtype));
     EVO_CUDA_CHECK(cudaMemset(o.get(), kPoisonByte, nq * 2));
     const double inputs_ms = clock.lap_ms();
-    reference.launch_reference(p.q, p.k, p.v, static_cast<float*>(ref.get()), s.batch, s.heads,
-                               s.seq_q, s.seq_k, s.head_dim, p.softmax_scale, s.causal ? 1 : 0, 0);
+    reference.launch_reference(p, static_cast<float*>(ref.get()), s.head_dim, s.causal ? 1 : 0, 0);
     candidate.launch(p, dims, 0);
     EVO_CUDA_CHECK(cudaDeviceSynchronize());
     const double kernels_ms = clock.lap_ms();
     EVO_CUDA_CHECK(cudaMemcpy(out.data(), o.get(), nq * 2, cudaMemcpyDeviceToHost));
     EVO_CUDA_CHECK(cudaMemcpy(expected.data(), ref.get(), nq * 4, cudaMemcpyDeviceToHost));
-    const ErrorFigures f = compare_with_reference(out, expected);
+    const ErrorFigures f = compare_with_reference(out, expected, s.dtype);
     // In the child's log (evo-worker -v shows it): what a check of a big shape spends its time on.
     spdlog::info("event=correctness_check check={} shape={} inputs_ms={:.0f} kernels_ms={:.0f} compare_ms={:.0f}",
-                 check, shape_label(s), inputs_ms, kernels_ms, clock.lap_ms());
+                 check, s.text(), inputs_ms, kernels_ms, clock.lap_ms());
     result.worst.rel_l2_error = std::max(result.worst.rel_l2_error, f.rel_l2_error);
     result.worst.max_abs_error = std::max(result.worst.max_abs_error, f.max_abs_error);
     result.worst.nonfinite = std::max(result.worst.nonfinite, f.nonfinite);
@@ -207,8 +207,9 @@ TimingSummary time_shape(const LoadedKernel& candidate, const ShapeJob& job, uin
   // One workspace serves every set: launches on one stream run one after another.
   DevicePtr workspace = zeroed_workspace(job);
   const uint64_t inputs = check_seed(seed, job, 1000);
-  const auto hq = random_half(nq, tensor_seed(inputs, 'q'));
-  const auto hk = random_half(nkv, tensor_seed(inputs, 'k')), hv = random_half(nkv, tensor_seed(inputs, 'v'));
+  const auto hq = random_elements(nq, tensor_seed(inputs, 'q'), s.dtype);
+  const auto hk = random_elements(nkv, tensor_seed(inputs, 'k'), s.dtype);
+  const auto hv = random_elements(nkv, tensor_seed(inputs, 'v'), s.dtype);
   std::vector<FaParams> params;
   for (int i = 0; i < sets; ++i) {
     auto* qi = static_cast<uint16_t*>(q.get()) + nq * i;
@@ -295,7 +296,7 @@ TimingSummary time_shape(const LoadedKernel& candidate, const ShapeJob& job, uin
   // which then stays in L2. Reported beside the fitness; a run submitted with
   // --fitness-inputs resident ranks by it instead (DESIGN.md, the timing gate).
   summary.resident_median_us = summarise_times(time_graph([](int) { return 0; })).median_us;
-  spdlog::info("event=timed shape={} input_sets={} inputs_ms={:.0f} replays_ms={:.0f}", shape_label(s), sets,
+  spdlog::info("event=timed shape={} input_sets={} inputs_ms={:.0f} replays_ms={:.0f}", s.text(), sets,
                inputs_ms, clock.lap_ms());
   return summary;
 }

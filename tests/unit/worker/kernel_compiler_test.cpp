@@ -144,11 +144,13 @@ TEST(KernelCompiler, AsyncRequestsForOneKeyCompileOnce) {
 TEST(KernelCompiler, CompilesTheReferenceAttentionKernel) {
   test::TempDir dir;
   KernelCompiler compiler(dir.path(), "sm_90a", 1);
-  CompiledKernel k = compiler.compile("reference_attention",
-                                      std::string(reference_attention_source()),
-                                      "evo_reference_attention");
-  EXPECT_EQ(k.lowered_name, "evo_reference_attention");
+  const std::string fp16(reference_attention_kernel(DType::kF16));
+  CompiledKernel k = compiler.compile("reference_attention", std::string(reference_attention_source()), fp16);
+  EXPECT_EQ(k.lowered_name, "evo_reference_attention_fp16");
   EXPECT_GT(k.resources.registers(), 0);
+  // The bf16 kernel is in the same cubin, under its C name: the one compile serves every dtype.
+  EXPECT_NE(k.resources.ptxas_log().find(std::string(reference_attention_kernel(DType::kBF16))), std::string::npos)
+      << k.resources.ptxas_log();
 }
 
 TEST(KernelCompiler, BadArchIsAnInputError) {

@@ -37,6 +37,20 @@ TEST(ModelEstimate, MoreRegistersMeanLessOccupancyAndNoSpeedup) {
   EXPECT_LT(lean.us, fat.us);
 }
 
+// bf16 moves as many bytes and runs at the same tensor-core rate as fp16: the same estimate.
+TEST(ModelEstimate, Bf16CostsWhatFp16Costs) {
+  const Genome g = space().default_genome();
+  for (bool causal : {false, true}) {
+    const auto fp16 = shape(4, 16, 2048, 64, causal);
+    ProblemShape bf16 = fp16;
+    bf16.dtype = DType::kBF16;
+    const auto a = estimate_kernel(h100(), space(), g, fp16, resources(96));
+    const auto b = estimate_kernel(h100(), space(), g, bf16, resources(96));
+    EXPECT_DOUBLE_EQ(a.us, b.us) << causal;
+    EXPECT_EQ(a.blocks_per_sm, b.blocks_per_sm);
+  }
+}
+
 TEST(ModelEstimate, MoreWavesTakeLonger) {
   const Genome g = space().default_genome();
   const auto one = estimate_kernel(h100(), space(), g, shape(1, 8, 512), resources(96));

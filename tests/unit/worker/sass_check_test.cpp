@@ -40,6 +40,36 @@ TEST(SassCheck, HgmmaCounts) {
   EXPECT_EQ(count_tensor_core_ops(listing, "k"), 1);
 }
 
+// bf16 kernels: mma.sync lowers to HMMA.16816.F32.BF16 and wgmma to HGMMA...F32.BF16 (the forms
+// cuobjdump prints for sm_80+ and sm_90a). Both count; a bf16 kernel whose only bf16 work is
+// conversion and packed FMA (F2FP.BF16, HFMA2.BF16_V2) never touches the tensor cores and fails.
+TEST(SassCheck, Bf16TensorOpsCountAndBf16ArithmeticAloneDoesNot) {
+  const std::string listing = R"SASS(
+		Function : _ZN3evo13fa_s512_v3_kernelILi1ELi0ELi64EEEvNS_8FaParamsE
+        /*0400*/                   LDSM.16.M88.4 R16, [R2+UR4] ;
+        /*0410*/                   HMMA.16816.F32.BF16 R4, R16, R24, R4 ;
+        /*0420*/              @!P0 HMMA.16816.F32.BF16 R8, R16, R26, R8 ;
+        /*0430*/                   F2FP.BF16.F32.PACK_AB R30, R5, R4 ;
+		..........
+
+		Function : _ZN3evo13fa_s512_v3_kernelILi1ELi0ELi64ELi1EEEvNS_8FaParamsE
+        /*0800*/                   WARPGROUP.ARRIVE ;
+        /*0810*/                   HGMMA.64x128x16.F32.BF16 R24, gdesc[UR8], RZ, !UPT ;
+        /*0820*/                   HGMMA.64x64x16.F32.BF16 R88, R120, gdesc[UR12], R88, gsb0 ;
+		..........
+
+		Function : _ZN3evo10bf16_naiveEv
+        /*0000*/                   LDG.E.U16 R2, desc[UR4][R2.64] ;
+        /*0010*/                   IMAD.U32 R5, R2, 0x10000, RZ ;
+        /*0020*/                   HFMA2.BF16_V2 R6, R4, R5, -RZ ;
+        /*0030*/                   F2FP.BF16.F32.PACK_AB R7, RZ, R6 ;
+        /*0040*/                   EXIT ;
+)SASS";
+  EXPECT_EQ(count_tensor_core_ops(listing, "_ZN3evo13fa_s512_v3_kernelILi1ELi0ELi64EEEvNS_8FaParamsE"), 2);
+  EXPECT_EQ(count_tensor_core_ops(listing, "_ZN3evo13fa_s512_v3_kernelILi1ELi0ELi64ELi1EEEvNS_8FaParamsE"), 2);
+  EXPECT_EQ(count_tensor_core_ops(listing, "_ZN3evo10bf16_naiveEv"), 0);
+}
+
 // Runs check_tensor_core_sass against a stand-in cuobjdump that prints kListing.
 class FakeCuobjdump : public ::testing::Test {
  protected:

@@ -1,8 +1,11 @@
 #pragma once
-// IEEE binary16 <-> float on the host, so that host code needs no CUDA compiler. Round to nearest
-// even; handles subnormals, infinities and NaN.
+// The 16-bit element types of attention tensors <-> float on the host, so that host code needs no
+// CUDA compiler: IEEE binary16 (fp16) and bfloat16 (bf16). Round to nearest even; handles
+// subnormals, infinities and NaN.
 #include <cstdint>
 #include <cstring>
+
+#include "attention/dtype.h"
 
 namespace evo::cuda {
 
@@ -52,6 +55,30 @@ inline float half_bits_to_float(uint16_t h) {
   float f;
   std::memcpy(&f, &x, 4);
   return f;
+}
+
+// bfloat16 is float's upper half: the same sign and exponent, 7 of float's 23 stored mantissa bits.
+inline uint16_t float_to_bf16_bits(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x0040u);  // quiet NaN
+  const uint32_t rounding = 0x7FFFu + ((x >> 16) & 1u);  // ties to even; overflow reaches infinity
+  return static_cast<uint16_t>((x + rounding) >> 16);
+}
+
+inline float bf16_bits_to_float(uint16_t b) {
+  const uint32_t x = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+inline uint16_t float_to_bits(DType d, float f) {
+  return d == DType::kBF16 ? float_to_bf16_bits(f) : float_to_half_bits(f);
+}
+
+inline float bits_to_float(DType d, uint16_t b) {
+  return d == DType::kBF16 ? bf16_bits_to_float(b) : half_bits_to_float(b);
 }
 
 }  // namespace evo::cuda
