@@ -10,12 +10,13 @@
 namespace evo::cli {
 
 struct DispatchFile {
-  std::string json;                  // {"shapes": [{"shape", "causal", "genome", "run_id", "estimated", "cu"}]}
+  // {"shapes": [{"shape", "causal", "dtype", "genome", "run_id", "estimated", "cu"}]}
+  std::string json;
   std::vector<std::string> skipped;  // shapes the bench cannot run (seq_q != seq_k), with why
 };
 
 // cu_name: the .cu as the dispatch file should name it (relative to the dispatch file's folder).
-// Throws std::invalid_argument for a bucket shape that is not "BxHxS[xSk]xD[:causal]".
+// Throws std::invalid_argument for a bucket shape that parse_shape refuses.
 DispatchFile dispatch_file(const v1::ExportResponse& response, const std::string& cu_name);
 
 // best.cu -> best.dispatch.json; anything else gets .dispatch.json appended.

@@ -1,11 +1,12 @@
 // Source generation for the exported kernel. The layout of the emitted .cu:
 //   1. a header comment: what it is, which genome(s), how to build it;
 //   2. the kernel template's source, verbatim (it includes only CUDA toolkit headers);
-//   3. per genome, a struct VariantN<CAUSAL, HEAD_DIM> holding the genes, the derived values and
+//   3. per genome, a struct VariantN<DTYPE, CAUSAL, HEAD_DIM> holding the genes, the derived values and
 //      the space's constraints as constexpr values, and a launch() that computes the grid, block
 //      and shared memory from the space's launch formulas. An invalid (genome, head dim) pair is
 //      never instantiated (if constexpr), so the kernel's own static checks never fire;
-//   4. the C entry point: argument checks first (no CUDA call, so a bad shape is refused even
+//   4. the C entry points (evo_attention_forward for fp16, evo_attention_forward_dtype for any
+//      dtype of the table): argument checks first (no CUDA call, so a bad shape is refused even
 //      without a driver), then the variant pick, then the launch. It never synchronizes.
 #include "exporter.h"
 
@@ -15,7 +16,6 @@
 #include <sstream>
 
 #include "errors.h"
-#include "exporter_text.h"
 #include "resident_time.h"
 #include "search_space.h"
 #include "template_registry.h"
@@ -39,6 +39,7 @@ struct SpaceForExport {
   std::string id;
   std::vector<std::string> gene_names;
   std::vector<int> head_dims;
+  std::vector<DType> dtypes;  // the space's "dtypes": those its kernel serves
   std::vector<CxxFormula> derived;
   std::vector<CxxFormula> constraints;
   std::map<std::string, CxxFormula> launch;  // threads, grid_x, grid_y, grid_z, smem_bytes, ...
@@ -60,6 +61,7 @@ SpaceForExport read_space(const KernelTemplate& t) {
   };
   for (const auto& g : space.genes()) s.gene_names.push_back(g.name);
   s.head_dims = space.head_dims();
+  s.dtypes = space.dtypes();
   for (const auto& d : space.derived()) {
     s.derived.push_back(emitted(d));
     if (s.derived.back().runtime) runtime.insert(d.name);
@@ -73,9 +75,10 @@ SpaceForExport read_space(const KernelTemplate& t) {
 }
 
 // "evo::fa_s512_v3_kernel<{DTYPE}, {CAUSAL}, {HEAD_DIM}, {BLOCK_M}, ...>" with the genes baked in;
-// a derived value by its name, the variant's constant. DTYPE is 0: the export is fp16.
+// a derived value by its name, the variant's constant.
 std::string kernel_name(const SpaceForExport& s, const Genome& g) {
-  std::map<std::string, std::string> values = {{"CAUSAL", "CAUSAL_"}, {"HEAD_DIM", "HEAD_DIM_"}, {"DTYPE", "0"}};
+  std::map<std::string, std::string> values = {
+      {"DTYPE", "DTYPE_"}, {"CAUSAL", "CAUSAL_"}, {"HEAD_DIM", "HEAD_DIM_"}};
   for (const auto& d : s.derived)
     if (!d.runtime) values[d.name] = d.name;
   for (const auto& [name, value] : g.genes()) values[name] = std::to_string(value);
@@ -108,6 +111,18 @@ void check_genome(const SpaceForExport& s, const Genome& g) {
   }
   for (const auto& name : s.gene_names)
     if (!have.count(name)) throw InputError("genome lacks gene '" + name + "' of " + s.id);
+}
+
+// A bucket's shapes must be of dtypes the kernel serves: the table has no instantiation for others.
+void check_dtypes(const SpaceForExport& s, const ExportVariant& v) {
+  for (const auto& shape : v.shapes) {
+    if (std::find(s.dtypes.begin(), s.dtypes.end(), shape.dtype) != s.dtypes.end()) continue;
+    std::string served;
+    for (DType d : s.dtypes) served += (served.empty() ? "" : ", ") + std::string(dtype_name(d));
+    throw InputError("cannot export shape '" + shape.text() + "'" + (v.run_id.empty() ? "" : " of " + v.run_id) +
+                     ": dtype " + std::string(dtype_name(shape.dtype)) + " is not served by " + s.id +
+                     " (it serves " + served + ")");
+  }
 }
 
 // The scratch buffer of kernels whose space has a workspace_bytes formula (split-KV: blocks merge
@@ -154,15 +169,15 @@ void emit_workspace(std::ostringstream& o) {
     << "}\n\n";
 }
 
-// Everything a (genome, CAUSAL, HEAD_DIM) instantiation knows at compile time.
+// Everything a (genome, DTYPE, CAUSAL, HEAD_DIM) instantiation knows at compile time.
 void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& g, size_t index,
                   int64_t smem_limit, int sm_arch) {
   o << "// Variant " << index << ": " << g.text() << "\n"
-    << "template <int CAUSAL_, int HEAD_DIM_>\n"
+    << "template <int DTYPE_, int CAUSAL_, int HEAD_DIM_>\n"
     << "struct Variant" << index << " {\n"
+    << "  static constexpr long long DTYPE = DTYPE_;\n"
     << "  static constexpr long long CAUSAL = CAUSAL_;\n"
     << "  static constexpr long long HEAD_DIM = HEAD_DIM_;\n"
-    << "  static constexpr long long DTYPE = 0;  // fp16\n"
     << "  static constexpr long long SMEM_LIMIT = " << smem_limit << "LL;\n"
     << "  static constexpr long long SM_ARCH = " << sm_arch << "LL;  // the target it was measured on\n";
   for (const auto& [name, value] : g.genes())
@@ -215,7 +230,7 @@ void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& 
       << (q_rows != s.launch.end() ? q_rows->second.code : "tensor_map_box_rows") << ";\n"
       << "      if (tensor_map_box_rows > 0) {  // loads through TMA, in boxes of those heights\n"
       << "        const cudaError_t e = evo::encode_attention_tensor_maps(\n"
-      << "            args, HEAD_DIM_, static_cast<int>(tensor_map_box_rows),\n"
+      << "            args, static_cast<evo::DType>(DTYPE_), HEAD_DIM_, static_cast<int>(tensor_map_box_rows),\n"
       << "            static_cast<int>(tensor_map_q_box_rows));\n"
       << "        if (e != cudaSuccess) return e;\n"
       << "      }\n";
@@ -250,45 +265,64 @@ void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& 
     << "};\n\n";
 }
 
+// The dtypes a variant is instantiated for: those of the shapes it was tuned and checked on (fp16
+// where it has none). A call of another dtype is refused rather than run on a genome whose
+// correctness no gate saw in that dtype.
+std::vector<DType> tuned_dtypes(const ExportVariant& v) {
+  std::vector<DType> out;
+  for (const auto& shape : v.shapes)
+    if (std::find(out.begin(), out.end(), shape.dtype) == out.end()) out.push_back(shape.dtype);
+  if (out.empty()) out.push_back(DType::kF16);
+  return out;
+}
+
+// Every (variant, dtype, causal, head_dim) instantiation the table holds, as one `if` line each:
+// `body` is what the line does with "VariantN<DTYPE, CAUSAL, HEAD_DIM>".
+void emit_instantiations(std::ostringstream& o, const SpaceForExport& s,
+                         const std::vector<ExportVariant>& variants, const std::string& body) {
+  for (size_t v = 0; v < variants.size(); ++v)
+    for (DType d : tuned_dtypes(variants[v]))
+      for (int hd : s.head_dims)
+        for (int causal = 0; causal < 2; ++causal) {
+          const int dtype = static_cast<int>(d);
+          o << "  if (variant == " << v << " && dtype == " << dtype << " && causal == " << causal
+            << " && head_dim == " << hd << ") return Variant" << v << "<" << dtype << ", " << causal << ", "
+            << hd << ">::" << body << ";\n";
+        }
+}
+
 void emit_dispatch(std::ostringstream& o, const SpaceForExport& s,
                    const std::vector<ExportVariant>& variants) {
   const size_t n = variants.size();
-  // serves(): which (variant, causal, head_dim) instantiations exist.
-  o << "static bool serves(int variant, int causal, int head_dim) {\n";
-  for (size_t v = 0; v < n; ++v)
-    for (int hd : s.head_dims)
-      for (int causal = 0; causal < 2; ++causal)
-        o << "  if (variant == " << v << " && causal == " << causal << " && head_dim == " << hd
-          << ") return Variant" << v << "<" << causal << ", " << hd << ">::kValid;\n";
+  // serves(): which (variant, dtype, causal, head_dim) instantiations exist.
+  o << "static bool serves(int variant, int dtype, int causal, int head_dim) {\n";
+  emit_instantiations(o, s, variants, "kValid");
   o << "  return false;\n}\n\n";
 
-  o << "static int launch_variant(int variant, int causal, int head_dim, const evo::FaParams& p,\n"
+  o << "static int launch_variant(int variant, int dtype, int causal, int head_dim, const evo::FaParams& p,\n"
     << "                          cudaStream_t stream, bool programmatic) {\n";
-  for (size_t v = 0; v < n; ++v)
-    for (int hd : s.head_dims)
-      for (int causal = 0; causal < 2; ++causal)
-        o << "  if (variant == " << v << " && causal == " << causal << " && head_dim == " << hd
-          << ") return Variant" << v << "<" << causal << ", " << hd << ">::launch(p, stream, programmatic);\n";
+  emit_instantiations(o, s, variants, "launch(p, stream, programmatic)");
   o << "  return cudaErrorInvalidValue;\n}\n\n";
 
   if (n == 1) {
-    o << "static int pick_variant(int, int, int, int, int head_dim, int causal) {\n"
-      << "  return serves(0, causal, head_dim) ? 0 : -1;\n}\n\n";
+    o << "static int pick_variant(int, int, int, int, int head_dim, int causal, int dtype) {\n"
+      << "  return serves(0, dtype, causal, head_dim) ? 0 : -1;\n}\n\n";
     return;
   }
   o << "// Shape buckets: each exported shape and the variant that won it.\n"
-    << "struct Bucket { int batch, heads, seq_q, seq_k, head_dim, causal, variant; };\n"
+    << "struct Bucket { int batch, heads, seq_q, seq_k, head_dim, causal, dtype, variant; };\n"
     << "static const Bucket kBuckets[] = {\n";
   for (size_t v = 0; v < n; ++v)
     for (const auto& sh : variants[v].shapes)
       o << "  {" << sh.batch << ", " << sh.heads << ", " << sh.seq_q << ", " << sh.seq_k << ", "
-        << sh.head_dim << ", " << (sh.causal ? 1 : 0) << ", " << v << "},\n";
+        << sh.head_dim << ", " << (sh.causal ? 1 : 0) << ", " << static_cast<int>(sh.dtype) << ", " << v << "},\n";
   o << "};\n\n"
-    << "static int pick_variant(int batch, int heads, int seq_q, int seq_k, int head_dim, int causal) {\n"
+    << "static int pick_variant(int batch, int heads, int seq_q, int seq_k, int head_dim, int causal, int dtype) {\n"
     << "  int nearest = -1;\n"
     << "  double nearest_distance = 0.0;\n"
     << "  for (const Bucket& b : kBuckets) {\n"
-    << "    if (b.head_dim != head_dim || b.causal != causal || !serves(b.variant, causal, head_dim))\n"
+    << "    if (b.head_dim != head_dim || b.causal != causal || b.dtype != dtype ||\n"
+    << "        !serves(b.variant, dtype, causal, head_dim))\n"
     << "      continue;\n"
     << "    if (b.batch == batch && b.heads == heads && b.seq_q == seq_q && b.seq_k == seq_k)\n"
     << "      return b.variant;\n"
@@ -301,24 +335,26 @@ void emit_dispatch(std::ostringstream& o, const SpaceForExport& s,
     << "  }\n"
     << "  if (nearest >= 0) return nearest;\n"
     << "  for (int v = 0; v < " << n << "; ++v)\n"
-    << "    if (serves(v, causal, head_dim)) return v;\n"
+    << "    if (serves(v, dtype, causal, head_dim)) return v;\n"
     << "  (void)batch; (void)heads; (void)seq_q;\n"
     << "  return -1;\n}\n\n";
 }
 
 void emit_entry_point(std::ostringstream& o) {
   o << "}  // namespace evo_export\n\n"
-    << "// q, k, v: [batch, heads, seq_q|seq_k, head_dim] contiguous fp16; o: [batch, heads, seq_q,\n"
-    << "// head_dim] fp16. Returns 0 (cudaSuccess) or the CUDA error / cudaErrorInvalidValue for a\n"
-    << "// shape this kernel cannot serve. Launches on `stream` and never synchronizes.\n"
+    << "// q, k, v: [batch, heads, seq_q|seq_k, head_dim] contiguous, of `dtype`; o: [batch, heads, seq_q,\n"
+    << "// head_dim] of `dtype`. dtype: 0 fp16 (__half), 1 bf16 (__nv_bfloat16), the values of evo::DType.\n"
+    << "// Returns 0 (cudaSuccess) or the CUDA error / cudaErrorInvalidValue for a shape or dtype this\n"
+    << "// file cannot serve (a dtype none of its genomes was tuned for). Launches on `stream` and never\n"
+    << "// synchronizes.\n"
     << "// programmatic_launch 1 (what evo_attention_forward does): a programmatic dependent launch, which\n"
     << "// may begin while the stream's previous kernel finishes, so that its start-up overlaps that\n"
     << "// kernel's tail; the kernel reads and writes nothing before the previous kernel has ended.\n"
     << "// 0: a plain launch, which starts only after the previous kernel has ended.\n"
-    << "extern \"C\" int evo_attention_forward_ex(const void* q, const void* k, const void* v, void* o,\n"
-    << "                                        int batch, int heads, int seq_q, int seq_k, int head_dim,\n"
-    << "                                        float softmax_scale, int causal, cudaStream_t stream,\n"
-    << "                                        int programmatic_launch) {\n"
+    << "extern \"C\" int evo_attention_forward_dtype(const void* q, const void* k, const void* v, void* o,\n"
+    << "                                           int batch, int heads, int seq_q, int seq_k, int head_dim,\n"
+    << "                                           float softmax_scale, int causal, int dtype,\n"
+    << "                                           cudaStream_t stream, int programmatic_launch) {\n"
     << "  // Every check here runs before any CUDA call: a bad call is refused even without a GPU.\n"
     << "  if (q == nullptr || k == nullptr || v == nullptr || o == nullptr) return cudaErrorInvalidValue;\n"
     << "  if (batch <= 0 || heads <= 0 || seq_q <= 0 || seq_k <= 0 || head_dim <= 0)\n"
@@ -332,26 +368,35 @@ void emit_entry_point(std::ostringstream& o) {
     << "  const long long longest = seq_q > seq_k ? seq_q : seq_k;\n"
     << "  if (static_cast<long long>(batch) * heads * longest * head_dim > 2147483647LL)\n"
     << "    return cudaErrorInvalidValue;\n"
-    << "  const int variant = evo_export::pick_variant(batch, heads, seq_q, seq_k, head_dim, causal);\n"
-    << "  if (variant < 0) return cudaErrorInvalidValue;  // no exported genome serves this head_dim\n"
+    << "  const int variant = evo_export::pick_variant(batch, heads, seq_q, seq_k, head_dim, causal, dtype);\n"
+    << "  if (variant < 0) return cudaErrorInvalidValue;  // no exported genome serves this dtype and head_dim\n"
     << "  evo::FaParams p{};  // value-initialised: a field this file does not set (workspace) is null\n"
-    << "  p.q = static_cast<const __half*>(q);\n"
-    << "  p.k = static_cast<const __half*>(k);\n"
-    << "  p.v = static_cast<const __half*>(v);\n"
-    << "  p.o = static_cast<__half*>(o);\n"
+    << "  p.q = q;\n"
+    << "  p.k = k;\n"
+    << "  p.v = v;\n"
+    << "  p.o = o;\n"
     << "  p.batch = batch;\n"
     << "  p.heads = heads;\n"
     << "  p.seq_q = seq_q;\n"
     << "  p.seq_k = seq_k;\n"
     << "  p.softmax_scale = softmax_scale;\n"
-    << "  return evo_export::launch_variant(variant, causal, head_dim, p, stream,\n"
+    << "  return evo_export::launch_variant(variant, dtype, causal, head_dim, p, stream,\n"
     << "                                    programmatic_launch == 1);\n"
     << "}\n\n"
+    << "// fp16 q, k, v and o; otherwise as evo_attention_forward_dtype.\n"
+    << "extern \"C\" int evo_attention_forward_ex(const void* q, const void* k, const void* v, void* o,\n"
+    << "                                        int batch, int heads, int seq_q, int seq_k, int head_dim,\n"
+    << "                                        float softmax_scale, int causal, cudaStream_t stream,\n"
+    << "                                        int programmatic_launch) {\n"
+    << "  return evo_attention_forward_dtype(q, k, v, o, batch, heads, seq_q, seq_k, head_dim, softmax_scale,\n"
+    << "                                     causal, 0, stream, programmatic_launch);\n"
+    << "}\n\n"
+    << "// fp16, programmatic launch: the entry point most callers want.\n"
     << "extern \"C\" int evo_attention_forward(const void* q, const void* k, const void* v, void* o,\n"
     << "                                     int batch, int heads, int seq_q, int seq_k, int head_dim,\n"
     << "                                     float softmax_scale, int causal, cudaStream_t stream) {\n"
-    << "  return evo_attention_forward_ex(q, k, v, o, batch, heads, seq_q, seq_k, head_dim, softmax_scale,\n"
-    << "                                  causal, stream, 1);\n"
+    << "  return evo_attention_forward_dtype(q, k, v, o, batch, heads, seq_q, seq_k, head_dim, softmax_scale,\n"
+    << "                                     causal, 0, stream, 1);\n"
     << "}\n";
 }
 
@@ -403,7 +448,10 @@ v1::ExportResponse export_dispatch_table(const KernelTemplate& tmpl, const std::
   if (variants.empty()) throw InputError("nothing to export: no genome given");
   const KernelTemplate* t = &tmpl;
   const SpaceForExport space = read_space(*t);
-  for (const auto& v : variants) check_genome(space, v.genome);
+  for (const auto& v : variants) {
+    check_genome(space, v.genome);
+    check_dtypes(space, v);
+  }
   const int64_t smem_limit = smem_limit_for(variants, options);
   const std::string arch = arch_of(variants);
 
@@ -450,7 +498,7 @@ v1::ExportResponse export_dispatch_table(const KernelTemplate& tmpl, const std::
     v1::ExportBucket* b = response.add_buckets();
     b->set_run_id(v.run_id);
     b->set_genome(v.genome.text());
-    for (const auto& sh : v.shapes) b->add_shapes(export_text::shape(sh));
+    for (const auto& sh : v.shapes) b->add_shapes(sh.text());
     b->set_fitness_us(ranked_fitness_us(v.fitness_inputs, v.evidence));
     b->set_estimated(v.evidence.estimated());
   }

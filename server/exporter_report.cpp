@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "exporter.h"
-#include "exporter_text.h"
 #include "resident_time.h"
 #include "shape_proto.h"
 
@@ -34,7 +33,7 @@ std::string sci(double v) {
 
 std::string or_unknown(const std::string& s) { return s.empty() ? "unknown" : s; }
 
-std::string shape_text(const v1::Shape& s) { return export_text::shape(shape_from_proto(s)); }
+std::string shape_text(const v1::Shape& s) { return shape_from_proto(s).text(); }
 
 const v1::GateVerdict* find_gate(const v1::Evaluation& e, const std::string& name) {
   for (const auto& g : e.gates())
@@ -55,7 +54,7 @@ void report_variant(std::ostringstream& o, const ExportVariant& v, size_t index,
   o << "Genome: `" << v.genome.text() << "`\n\n";
   if (!v.shapes.empty()) {
     o << (count > 1 ? "Shape bucket: " : "Shapes: ");
-    for (size_t i = 0; i < v.shapes.size(); ++i) o << (i ? ", " : "") << "`" << export_text::shape(v.shapes[i]) << "`";
+    for (size_t i = 0; i < v.shapes.size(); ++i) o << (i ? ", " : "") << "`" << v.shapes[i].text() << "`";
     o << "\n\n";
   }
   o << "Status: " << v1::EvalStatus_Name(e.status());
@@ -138,7 +137,7 @@ void report_buckets(std::ostringstream& o, const std::vector<ExportVariant>& var
     const ExportVariant& v = variants[i];
     const v1::Evaluation& e = v.evidence;
     o << "| " << i << " | " << (v.run_id.empty() ? "-" : v.run_id) << " | ";
-    for (size_t k = 0; k < v.shapes.size(); ++k) o << (k ? ", " : "") << "`" << export_text::shape(v.shapes[k]) << "`";
+    for (size_t k = 0; k < v.shapes.size(); ++k) o << (k ? ", " : "") << "`" << v.shapes[k].text() << "`";
     o << " | `" << v.genome.text() << "` | ";
     if (e.shapes().empty()) o << "not recorded";
     for (int k = 0; k < e.shapes_size(); ++k)

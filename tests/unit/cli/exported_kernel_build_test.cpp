@@ -48,6 +48,25 @@ TEST_F(ExportedKernel, ExEntryPointRefusesTheSameAndAnUnknownLaunchMode) {
   }
 }
 
+// The dtype entry point: fp16 (0) as the others, a dtype the file was not tuned for (these files
+// are fp16 runs: bf16, 1) or an unknown value refused before any CUDA call.
+TEST_F(ExportedKernel, DtypeEntryPointRefusesADtypeTheTableLacks) {
+  for (const Built* b : {&standalone_, &dispatch_, &tma_}) {
+    const EntryPointDtype f = entry_dtype_of(*b);
+    ASSERT_NE(f, nullptr);
+    char buf[4] = {};
+    const void* p = buf;
+    void* out = buf;
+    for (int dtype : {1, 2, -1})
+      EXPECT_EQ(f(p, p, p, out, 1, 8, 512, 512, 64, 0.125f, 0, dtype, nullptr, 1), kCudaErrorInvalidValue)
+          << "dtype " << dtype;
+    EXPECT_EQ(f(p, p, p, out, 1, 8, 512, 512, 96, 0.125f, 0, 0, nullptr, 1), kCudaErrorInvalidValue)
+        << "fp16, head_dim 96";
+    EXPECT_EQ(f(p, p, p, out, 1, 8, 512, 512, 64, 0.125f, 0, 0, nullptr, 2), kCudaErrorInvalidValue)
+        << "programmatic_launch 2";
+  }
+}
+
 TEST_F(ExportedKernel, RefusesWhatItCannotServeWithoutTouchingTheDriver) {
   const EntryPoint standalone = entry_of(standalone_);
   ASSERT_NE(standalone, nullptr);

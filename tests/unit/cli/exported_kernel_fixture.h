@@ -21,6 +21,9 @@ using EntryPoint = int (*)(const void*, const void*, const void*, void*, int, in
 // evo_attention_forward_ex: the same arguments, then programmatic_launch (1 as above, 0 plain).
 using EntryPointEx = int (*)(const void*, const void*, const void*, void*, int, int, int, int, int, float, int,
                              void*, int);
+// evo_attention_forward_dtype: ..., causal, dtype, stream, programmatic_launch.
+using EntryPointDtype = int (*)(const void*, const void*, const void*, void*, int, int, int, int, int, float, int,
+                                int, void*, int);
 constexpr int kCudaErrorInvalidValue = 1;
 
 inline std::string find_nvcc() {
@@ -103,6 +106,10 @@ class ExportedKernel : public ::testing::Test {
     EXPECT_EQ(b.status, 0) << "nvcc failed on the exported kernel:\n" << b.log;
     EXPECT_NE(b.handle, nullptr) << b.log;
     return b.handle ? reinterpret_cast<EntryPoint>(dlsym(b.handle, "evo_attention_forward")) : nullptr;
+  }
+  static EntryPointDtype entry_dtype_of(const Built& b) {
+    EXPECT_EQ(b.status, 0) << "nvcc failed on the exported kernel:\n" << b.log;
+    return b.handle ? reinterpret_cast<EntryPointDtype>(dlsym(b.handle, "evo_attention_forward_dtype")) : nullptr;
   }
   static EntryPointEx entry_ex_of(const Built& b) {
     EXPECT_EQ(b.status, 0) << "nvcc failed on the exported kernel:\n" << b.log;

@@ -5,6 +5,8 @@
 
 #include <regex>
 
+#include <nlohmann/json.hpp>
+
 #include "errors.h"
 #include "export_fixtures.h"
 
@@ -27,9 +29,11 @@ TEST(Exporter, SourceExposesTheCEntryPointAndBakesInTheGenes) {
   // The kernel name comes from the space's pattern with the genes substituted.
   EXPECT_NE(r.source().find("evo::fa_s512_v3_kernel<CAUSAL_, HEAD_DIM_, " + std::to_string(g.genes()[0].second)),
             std::string::npos);
-  // Both causal values and every head dim of the space are dispatched.
-  EXPECT_NE(r.source().find("Variant0<1, 128>::launch"), std::string::npos);
-  EXPECT_NE(r.source().find("Variant0<0, 64>::launch"), std::string::npos);
+  // Both causal values and every head dim of the space are dispatched, for the dtype it was tuned on.
+  EXPECT_NE(r.source().find("Variant0<0, 1, 128>::launch"), std::string::npos);
+  EXPECT_NE(r.source().find("Variant0<0, 0, 64>::launch"), std::string::npos);
+  EXPECT_EQ(r.source().find("Variant0<1, "), std::string::npos) << "no bf16 instantiation of an fp16 run";
+  EXPECT_NE(r.source().find("extern \"C\" int evo_attention_forward_dtype("), std::string::npos);
   EXPECT_EQ(r.genome().rfind("fa_s512_v3:BLOCK_M=", 0), 0u);
 }
 
@@ -246,8 +250,8 @@ TEST(Exporter, DispatchTableRoutesBucketsToTheirVariants) {
   const auto r = export_dispatch_table(
       {{a, {shape_1x8x512x64()}, measured_evaluation(false)}, {b, {big}, measured_evaluation(false)}});
   EXPECT_NE(r.source().find("struct Variant1"), std::string::npos);
-  EXPECT_NE(r.source().find("{1, 8, 512, 512, 64, 0, 0},"), std::string::npos);
-  EXPECT_NE(r.source().find("{16, 16, 512, 512, 64, 0, 1},"), std::string::npos);
+  EXPECT_NE(r.source().find("{1, 8, 512, 512, 64, 0, 0, 0},"), std::string::npos);
+  EXPECT_NE(r.source().find("{16, 16, 512, 512, 64, 0, 0, 1},"), std::string::npos);
   EXPECT_NE(r.report().find("## Variant 1"), std::string::npos);
   EXPECT_NE(r.genome().find(";"), std::string::npos);
 }
@@ -271,6 +275,58 @@ TEST(Exporter, BucketsCarryTheFitnessTheirRunRankedBy) {
   EXPECT_NE(r.report().find("1x8x512x64 7.25 | 6.15 (resident) | measured on"), std::string::npos) << r.report();
   EXPECT_NE(r.report().find("1x8x512x64 7.25 | 7.25 | measured on"), std::string::npos) << r.report();
   EXPECT_NE(r.report().find("or where marked (resident) the time with one input set left in L2"), std::string::npos);
+}
+
+// The template with its space's "dtypes" and kernel pattern replaced: how the exporter treats a
+// kernel of one dtype or of two, whatever fa_s512_v3's space lists today.
+KernelTemplate with_dtypes(const std::string& dtypes, std::string& space_storage) {
+  KernelTemplate t = *find_template("fa_s512_v3");
+  auto j = nlohmann::json::parse(t.space_json);
+  j["dtypes"] = nlohmann::json::parse(dtypes);
+  std::string pattern = j.at("kernel").get<std::string>();
+  if (pattern.find("{DTYPE}") == std::string::npos) pattern.replace(pattern.find('<') + 1, 0, "{DTYPE}, ");
+  j["kernel"] = pattern;
+  space_storage = j.dump();
+  t.space_json = space_storage;
+  return t;
+}
+
+// The dispatch table keys on dtype: each variant is instantiated for the dtypes of the shapes it
+// was tuned on, and a bucket names its dtype.
+TEST(Exporter, DispatchTableKeysOnDtype) {
+  std::string space;
+  const KernelTemplate t = with_dtypes(R"(["fp16", "bf16"])", space);
+  ProblemShape bf16 = shape_1x8x512x64();
+  bf16.dtype = DType::kBF16;
+  const Genome a = default_genome();
+  const auto r = export_dispatch_table(
+      t, {{a, {shape_1x8x512x64()}, measured_evaluation(false)}, {a, {bf16}, measured_evaluation(false)}}, {});
+  EXPECT_NE(r.source().find("{1, 8, 512, 512, 64, 0, 0, 0},"), std::string::npos);
+  EXPECT_NE(r.source().find("{1, 8, 512, 512, 64, 0, 1, 1},"), std::string::npos);
+  EXPECT_NE(r.source().find("Variant0<0, 0, 64>::launch"), std::string::npos);
+  EXPECT_EQ(r.source().find("Variant0<1, 0, 64>::launch"), std::string::npos) << "variant 0 never saw bf16";
+  EXPECT_NE(r.source().find("Variant1<1, 0, 64>::launch"), std::string::npos);
+  EXPECT_NE(r.source().find("b.dtype != dtype"), std::string::npos);
+  EXPECT_NE(r.source().find("evo::fa_s512_v3_kernel<DTYPE_, CAUSAL_, HEAD_DIM_,"), std::string::npos);
+  ASSERT_EQ(r.buckets_size(), 2);
+  EXPECT_EQ(r.buckets(1).shapes(0), "1x8x512x64:bf16");
+  EXPECT_NE(r.report().find("1x8x512x64:bf16"), std::string::npos);
+}
+
+// A shape of a dtype the kernel does not serve cannot be exported: the table would have no
+// instantiation for it.
+TEST(Exporter, AShapeOfAnUnservedDtypeIsRefused) {
+  std::string space;
+  const KernelTemplate t = with_dtypes(R"(["fp16"])", space);
+  ProblemShape bf16 = shape_1x8x512x64(true);
+  bf16.dtype = DType::kBF16;
+  try {
+    export_dispatch_table(t, {{default_genome(), {bf16}, measured_evaluation(false), "run-0004"}}, {});
+    ADD_FAILURE() << "a bf16 bucket was exported from a kernel of fp16 alone";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot export shape '1x8x512x64:causal:bf16' of run-0004: dtype bf16 is not "
+                                     "served by fa_s512_v3 (it serves fp16)");
+  }
 }
 
 TEST(Exporter, DispatchTableOfMixedTemplatesIsRefused) {
