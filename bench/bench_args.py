@@ -18,6 +18,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--arch", default=None, help="nvcc -arch for builds (default sm_90a)")
     parser.add_argument("--shapes", nargs="+", default=list(DEFAULT_SHAPES), metavar="B,H,S,D")
     parser.add_argument("--causal", default="both", help="both, 0 or 1")
+    parser.add_argument("--dtype", default="fp16", choices=["fp16", "bf16"],
+                        help="element type of Q, K, V and O for every kernel (default fp16)")
     parser.add_argument("--json", metavar="OUT.json", help="write every figure here")
     parser.add_argument("--iters", type=int, default=50, help="per-launch samples per kernel")
     parser.add_argument("--graph-calls", type=int, default=20, help="calls captured in one CUDA graph")

@@ -1,7 +1,9 @@
 """The dispatch table that maps a shape bucket to the evolved library that serves it.
 
 File format (paths relative to the file's folder; "cu" entries are built with nvcc on first use):
-    {"shapes": [{"shape": "1x8x512x64", "causal": false, "lib": "x.so", "genome": "fa_s512_v3:..."}]}
+    {"shapes": [{"shape": "1x8x512x64", "causal": false, "dtype": "fp16", "lib": "x.so",
+                 "genome": "fa_s512_v3:..."}]}
+"dtype" is "fp16" (the default, and what files written before bf16 mean) or "bf16".
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ class DispatchError(ValueError):
 class DispatchEntry:
     shape: Shape
     causal: bool
+    dtype: str         # "fp16" or "bf16"
     path: str          # absolute path of the .so (or of a .cu still to build)
     genome: str
 
@@ -32,13 +35,14 @@ class DispatchTable:
     def __init__(self, entries: list[DispatchEntry]):
         self._by_key = {}
         for entry in entries:
-            key = (entry.shape, entry.causal)
+            key = (entry.shape, entry.causal, entry.dtype)
             if key in self._by_key:
-                raise DispatchError(f"dispatch: shape {entry.shape.key} causal={int(entry.causal)} listed twice")
+                raise DispatchError(f"dispatch: shape {entry.shape.key} causal={int(entry.causal)} "
+                                    f"dtype={entry.dtype} listed twice")
             self._by_key[key] = entry
 
-    def lookup(self, shape: Shape, causal: bool) -> DispatchEntry | None:
-        return self._by_key.get((shape, causal))
+    def lookup(self, shape: Shape, causal: bool, dtype: str = "fp16") -> DispatchEntry | None:
+        return self._by_key.get((shape, causal, dtype))
 
     def entries(self) -> list[DispatchEntry]:
         return list(self._by_key.values())
@@ -50,6 +54,15 @@ def _parse_causal_field(value, where: str) -> bool:
     if value in (0, 1):
         return bool(value)
     raise DispatchError(f"{where}: 'causal' must be true/false, got {value!r}")
+
+
+DTYPES = ("fp16", "bf16")
+
+
+def _parse_dtype_field(value, where: str) -> str:
+    if value in DTYPES:
+        return value
+    raise DispatchError(f"{where}: unknown dtype {value!r}: expected fp16 or bf16")
 
 
 def parse_dispatch(doc, base_dir: str) -> DispatchTable:
@@ -68,11 +81,12 @@ def parse_dispatch(doc, base_dir: str) -> DispatchTable:
         except ShapeError as err:
             raise DispatchError(f"{where}: {err}") from None
         causal = _parse_causal_field(item.get("causal", False), where)
+        dtype = _parse_dtype_field(item.get("dtype", "fp16"), where)
         lib = item.get("lib") or item.get("cu")
         if not isinstance(lib, str) or not lib:
             raise DispatchError(f"{where}: missing 'lib' (a .so) or 'cu' (an exported .cu)")
         path = lib if os.path.isabs(lib) else os.path.normpath(os.path.join(base_dir, lib))
-        entries.append(DispatchEntry(shape, causal, path, str(item.get("genome", ""))))
+        entries.append(DispatchEntry(shape, causal, dtype, path, str(item.get("genome", ""))))
     return DispatchTable(entries)
 
 

@@ -3,10 +3,12 @@
 and flash backends vs autotuned Triton.
 
     python3 bench/compare_sdpa.py --evolved LIB.so [--dispatch dispatch.json] [--shapes 1,8,512,64 ...]
-                                  [--causal both] [--json out.json] [--iters N]
+                                  [--causal both] [--dtype fp16|bf16] [--json out.json] [--iters N]
 
 Every kernel gets the same fresh random inputs per shape, is checked against a float32 reference by
 relative L2 error, and is timed by CUDA-graph replay and per launch (see bench_timing.py and NOTES.md).
+--dtype bf16 runs every kernel on torch.bfloat16 inputs (the evolved one through
+evo_attention_forward_dtype) and holds them to bf16's tolerance.
 """
 from __future__ import annotations
 
@@ -31,6 +33,11 @@ from bench_shapes import Shape, attention_bytes, attention_flops, floors_us  # n
 
 NO_GPU = "no GPU: compare_sdpa needs a CUDA device"
 PLAIN_LAUNCH_MISSING = "library exported before plain launches were selectable (no evo_attention_forward_ex)"
+DTYPE_ENTRY_MISSING = "library exported before bf16 (no evo_attention_forward_dtype)"
+
+
+# torch's names of the --dtype choices.
+TORCH_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
 
 
 def first_line(err: BaseException) -> str:
@@ -51,7 +58,7 @@ class Candidate:
 
 
 class EvolvedSet:
-    """Resolves the evolved library for a (shape, causal): dispatch entry first, then --evolved."""
+    """Resolves the evolved library for a (shape, causal, dtype): dispatch entry first, then --evolved."""
 
     def __init__(self, args, dispatch: DispatchTable | None):
         from bench_build import DEFAULT_ARCH, BuildError, build_shared
@@ -82,12 +89,12 @@ class EvolvedSet:
                 path = built(entry.path) if entry.needs_build else entry.path
                 if path not in self._libs:
                     self._libs[path] = EvolvedLib(path)
-                self._paths[(entry.shape, entry.causal)] = (path, entry.genome)
+                self._paths[(entry.shape, entry.causal, entry.dtype)] = (path, entry.genome)
 
-    def lookup(self, shape: Shape, causal: bool):
+    def lookup(self, shape: Shape, causal: bool, dtype: str = "fp16"):
         """(library, genome, why-not)."""
-        if (shape, causal) in self._paths:
-            path, genome = self._paths[(shape, causal)]
+        if (shape, causal, dtype) in self._paths:
+            path, genome = self._paths[(shape, causal, dtype)]
             return self._libs[path], genome, ""
         if self._default is not None:
             return self._default, "", ""
@@ -103,7 +110,7 @@ def environment(torch, triton_version: str) -> dict:
             "cuda": torch.version.cuda, "cudnn": cudnn, "triton": triton_version}
 
 
-def make_candidates(torch, q, k, v, causal, scale, evolved, triton_mod) -> list[Candidate]:
+def make_candidates(torch, q, k, v, causal, scale, evolved, triton_mod, dtype: str = "fp16") -> list[Candidate]:
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -125,18 +132,20 @@ def make_candidates(torch, q, k, v, causal, scale, evolved, triton_mod) -> list[
     for name, programmatic in (("evolved_plain", False), ("evolved", True)):
         if lib is None:
             cands.append(Candidate(name, None, unavailable=why_not))
+        elif dtype != "fp16" and not lib.has_dtype_entry:
+            cands.append(Candidate(name, None, unavailable=DTYPE_ENTRY_MISSING))
         elif not programmatic and not lib.has_plain_launch:
             cands.append(Candidate(name, None, unavailable=PLAIN_LAUNCH_MISSING))
         else:
-            cands.append(evolved_candidate(torch, name, lib, genome, q, k, v, causal, scale, programmatic))
+            cands.append(evolved_candidate(torch, name, lib, genome, q, k, v, causal, scale, programmatic, dtype))
     return cands   # evolved kernels last: if one kills the CUDA context, the baselines of this shape are in
 
 
-def evolved_candidate(torch, name, lib, genome, q, k, v, causal, scale, programmatic) -> Candidate:
+def evolved_candidate(torch, name, lib, genome, q, k, v, causal, scale, programmatic, dtype="fp16") -> Candidate:
     o = torch.empty_like(q)   # its own output, NaN-poisoned before the checked call
 
     def run_evolved():
-        lib.forward(q, k, v, o, causal, scale, programmatic=programmatic)
+        lib.forward(q, k, v, o, causal, scale, programmatic=programmatic, dtype=dtype)
         return o
     return Candidate(name, run_evolved, poison=lambda: o.fill_(float("nan")),
                      config=lambda: genome or os.path.basename(lib.path))
@@ -225,7 +234,7 @@ def run(args, dispatch) -> int:
         return 1
 
     env = environment(torch, triton_version)
-    env.update({"iters": args.iters, "graph_calls": args.graph_calls, "graph_replays": args.graph_replays,
+    env.update({"dtype": args.dtype, "iters": args.iters, "graph_calls": args.graph_calls, "graph_replays": args.graph_replays,
                 "seed": args.seed, "argv": sys.argv[1:]})
     props = torch.cuda.get_device_properties(device)
     if triton_fa is not None:
@@ -234,7 +243,8 @@ def run(args, dispatch) -> int:
             t0 = time.time()
             problems = [(s.head_dim, c, s.seq) for s in args.shape_list for c in args.causal_list]
             try:
-                count, failures = triton_fa.precompile(problems, args.triton_precompile_jobs)
+                count, failures = triton_fa.precompile(problems, args.triton_precompile_jobs,
+                                                       TORCH_DTYPES[args.dtype])
                 env["triton_precompile"] = {"configs": count, "failed": failures, "seconds": time.time() - t0}
                 print(f"Triton: pre-compiled {count} configs in {time.time() - t0:.1f} s with "
                       f"{args.triton_precompile_jobs} processes ({len(failures)} did not compile)", flush=True)
@@ -255,18 +265,20 @@ def run(args, dispatch) -> int:
         for index, shape in enumerate(args.shape_list):
             gen = torch.Generator(device=device).manual_seed(args.seed + index)
             dims = (shape.batch, shape.heads, shape.seq, shape.head_dim)
-            q, k, v = (torch.randn(dims, generator=gen, device=device, dtype=torch.float16) for _ in range(3))
+            elem = getattr(torch, TORCH_DTYPES[args.dtype])
+            q, k, v = (torch.randn(dims, generator=gen, device=device, dtype=elem) for _ in range(3))
             scale = 1.0 / math.sqrt(shape.head_dim)
             for causal in args.causal_list:
                 ref = timing.reference_attention(q, k, v, causal, scale)
-                row = {"shape": shape.label, "causal": causal,
+                row = {"shape": shape.label, "causal": causal, "dtype": args.dtype,
                        "gflop": attention_flops(shape, causal) / 1e9, "mib": attention_bytes(shape) / 2 ** 20,
                        "floors": floors_us(shape, causal, env["matmul_tflops"], env["copy_gbps"]),
                        "kernels": {}}
                 results.append(row)
                 t0 = time.time()
                 cands = {c.name: c for c in make_candidates(torch, q, k, v, causal, scale,
-                                                            evolved.lookup(shape, causal), triton_fa)}
+                                                            evolved.lookup(shape, causal, args.dtype), triton_fa,
+                                                            args.dtype)}
                 rounds = {name: [] for name in cands}
                 measured.append((row, rounds))
                 for r in range(args.rounds):
@@ -275,7 +287,7 @@ def run(args, dispatch) -> int:
                         rounds[name].append(res)
                         label = f"[{shape.label} causal={int(causal)}" + (f" round {r}]" if args.rounds > 1 else "]")
                         print(f"{label} {name:13s} graph {fmt_us(res['graph_us']):>7s} µs"
-                              f"  launch {fmt_us(res['launch_us']):>7s} µs  rel-L2 {fmt_rel_l2(res['rel_l2'])}"
+                              f"  launch {fmt_us(res['launch_us']):>7s} µs  rel-L2 {fmt_rel_l2(res['rel_l2'], args.dtype)}"
                               f"{cover_text(res.get('launch_cover'))}"
                               f"{'  ' + res['config'] if res['config'] else ''}"
                               f"{'  ' + res['note'] if res['note'] else ''}", flush=True)

@@ -5,10 +5,14 @@ extern "C" int evo_attention_forward(const void* q, const void* k, const void* v
     cudaStream_t stream);     // 0 on success; launches with programmatic dependent launch (PDL) allowed
 extern "C" int evo_attention_forward_ex(... the same 12 arguments ..., int programmatic_launch);
     // programmatic_launch 1: as evo_attention_forward; 0: a plain launch, without PDL
+extern "C" int evo_attention_forward_dtype(... the first 11 arguments ..., int dtype,
+    cudaStream_t stream, int programmatic_launch);   // dtype 0 fp16, 1 bf16: the bf16 entry point
 
 With PDL a launch may start while the previous kernel in the stream is finishing. The benchmark
 times both launches (bench/NOTES.md). `evo_attention_forward_ex` is optional: libraries exported
 before it existed lack it, and then `has_plain_launch` is False and only the PDL launch can run.
+fp16 calls go through those two; a bf16 call needs `evo_attention_forward_dtype`, which libraries
+exported before bf16 lack (`has_dtype_entry`).
 """
 from __future__ import annotations
 
@@ -16,6 +20,10 @@ import ctypes
 import os
 
 _ARGTYPES = [ctypes.c_void_p] * 4 + [ctypes.c_int] * 5 + [ctypes.c_float, ctypes.c_int, ctypes.c_void_p]
+# evo_attention_forward_dtype: the arguments up to causal, then dtype, stream and programmatic_launch.
+_DTYPE_ARGTYPES = _ARGTYPES[:-1] + [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+# The exported entry point's dtype argument (the values of evo::DType).
+DTYPE_CODES = {"fp16": 0, "bf16": 1}
 
 
 class EvolvedError(RuntimeError):
@@ -45,6 +53,14 @@ class EvolvedLib:
             fn_ex.argtypes = _ARGTYPES + [ctypes.c_int]
             fn_ex.restype = ctypes.c_int
         self._fn_ex = fn_ex
+        try:
+            fn_dtype = self._lib.evo_attention_forward_dtype
+        except AttributeError:
+            fn_dtype = None
+        else:
+            fn_dtype.argtypes = _DTYPE_ARGTYPES
+            fn_dtype.restype = ctypes.c_int
+        self._fn_dtype = fn_dtype
         self.path = path
 
     @property
@@ -52,10 +68,19 @@ class EvolvedLib:
         """Whether the library exports evo_attention_forward_ex, so that forward(programmatic=False) can run."""
         return self._fn_ex is not None
 
-    def forward(self, q, k, v, o, causal: bool, scale: float, programmatic: bool = True) -> None:
+    @property
+    def has_dtype_entry(self) -> bool:
+        """Whether the library exports evo_attention_forward_dtype, so that forward(dtype="bf16") can run."""
+        return self._fn_dtype is not None
+
+    def forward(self, q, k, v, o, causal: bool, scale: float, programmatic: bool = True,
+                dtype: str = "fp16") -> None:
         """Launches on torch's current stream (the capture stream inside a graph capture): with PDL
         allowed (evo_attention_forward, as exported) or, with programmatic=False, as a plain launch
-        (evo_attention_forward_ex(..., 0))."""
+        (evo_attention_forward_ex(..., 0)). dtype "bf16" calls evo_attention_forward_dtype."""
+        if dtype != "fp16":
+            self._forward_dtype(q, k, v, o, causal, scale, programmatic, dtype)
+            return
         if not programmatic and self._fn_ex is None:
             raise EvolvedError(f"{self.path} does not export evo_attention_forward_ex (exported before plain "
                                f"launches were selectable): only the PDL launch can run")
@@ -70,3 +95,19 @@ class EvolvedLib:
             name, rc = "evo_attention_forward_ex", self._fn_ex(*args, 0)
         if rc != 0:
             raise EvolvedError(f"{name} returned {rc} for shape {tuple(q.shape)} causal={int(causal)}")
+
+    def _forward_dtype(self, q, k, v, o, causal: bool, scale: float, programmatic: bool, dtype: str) -> None:
+        if dtype not in DTYPE_CODES:
+            raise EvolvedError(f"unknown dtype '{dtype}': expected {' or '.join(DTYPE_CODES)}")
+        if self._fn_dtype is None:
+            raise EvolvedError(f"{self.path} does not export evo_attention_forward_dtype (exported before "
+                               f"bf16): only fp16 calls can run")
+        import torch
+        batch, heads, seq_q, head_dim = q.shape
+        stream = torch.cuda.current_stream().cuda_stream
+        rc = self._fn_dtype(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), batch, heads, seq_q,
+                            k.shape[2], head_dim, ctypes.c_float(scale), int(causal), DTYPE_CODES[dtype],
+                            ctypes.c_void_p(stream), int(programmatic))
+        if rc != 0:
+            raise EvolvedError(f"evo_attention_forward_dtype returned {rc} for shape {tuple(q.shape)} "
+                               f"causal={int(causal)} dtype={dtype}")

@@ -79,8 +79,19 @@ class Dispatch(unittest.TestCase):
         self.assertTrue(table.lookup(bench_shapes.Shape(1, 8, 512, 64), True).needs_build)
         self.assertIsNone(table.lookup(bench_shapes.Shape(2, 8, 512, 64), False))
 
+    def test_keys_on_dtype_with_fp16_the_default(self):
+        doc = {"shapes": [{"shape": "1x8x512x64", "lib": "a.so"},
+                          {"shape": "1x8x512x64", "dtype": "bf16", "lib": "b.so"}]}
+        table = bench_dispatch.parse_dispatch(doc, "/base")
+        shape = bench_shapes.Shape(1, 8, 512, 64)
+        self.assertEqual(table.lookup(shape, False).path, "/base/a.so")
+        self.assertEqual(table.lookup(shape, False, "fp16").dtype, "fp16")
+        self.assertEqual(table.lookup(shape, False, "bf16").path, "/base/b.so")
+        self.assertIsNone(table.lookup(shape, True, "bf16"))
+
     def test_rejects_bad_entries(self):
         cases = {
+            "dtype": {"shapes": [{"shape": "1x8x512x64", "lib": "a.so", "dtype": "fp8"}]},
             "no shapes": {"entries": []},
             "shape": {"shapes": [{"shape": "1x8x512", "lib": "a.so"}]},
             "lib": {"shapes": [{"shape": "1x8x512x64"}]},
@@ -127,6 +138,9 @@ class Arguments(unittest.TestCase):
         self.assertIn(">= 3", self.parse_error(["--iters", "1"]))
         self.assertIn("--rounds must be >= 1", self.parse_error(["--rounds", "0"]))
         self.assertEqual(bench_args.parse_args(["--rounds", "4"]).rounds, 4)
+        self.assertIn("invalid choice: 'fp8'", self.parse_error(["--dtype", "fp8"]))
+        self.assertEqual(bench_args.parse_args([]).dtype, "fp16")
+        self.assertEqual(bench_args.parse_args(["--dtype", "bf16"]).dtype, "bf16")
 
 
 def sample_row(**figures):
@@ -194,6 +208,11 @@ class Report(unittest.TestCase):
         self.assertFalse(bench_report.rel_l2_ok(float("nan")))
         self.assertEqual(bench_report.fmt_rel_l2(float("nan")), "nan FAIL")
         self.assertEqual(bench_report.fmt_rel_l2(None), "n/a")
+        # bf16 is held to its own, looser limit.
+        self.assertTrue(bench_report.rel_l2_ok(1e-2, "bf16"))
+        self.assertFalse(bench_report.rel_l2_ok(1e-2, "fp16"))
+        self.assertEqual(bench_report.fmt_rel_l2(1e-2, "bf16"), "1.0e-02")
+        self.assertEqual(bench_report.fmt_rel_l2(2e-2, "bf16"), "2.0e-02 FAIL")
 
     def test_text_report(self):
         text = bench_report.render_report({"gpu": "NVIDIA H100", "sm_count": 132, "matmul_tflops": 700.0,
@@ -452,6 +471,15 @@ int evo_attention_forward_ex(const void* q, const void* k, const void* v, void* 
   return head_dim == 96 ? 8 : 0;
 }
 #endif
+#ifdef WITH_DTYPE
+int last_dtype = -1;
+int evo_attention_forward_dtype(const void* q, const void* k, const void* v, void* o, int batch, int heads,
+    int seq_q, int seq_k, int head_dim, float softmax_scale, int causal, int dtype, void* stream,
+    int programmatic) {
+  last_entry = 3; last_programmatic = programmatic; last_head_dim = head_dim; last_dtype = dtype;
+  return head_dim == 96 ? 9 : 0;
+}
+#endif
 """
 
 
@@ -492,6 +520,8 @@ class PlainLaunch(unittest.TestCase):
             f.write(FAKE_LIBRARY)
         subprocess.run(["cc", "-shared", "-fPIC", "-o", cls.old_lib, src], check=True)
         subprocess.run(["cc", "-shared", "-fPIC", "-DWITH_EX", "-o", cls.new_lib, src], check=True)
+        cls.bf16_lib = os.path.join(cls.tmp, "bf16.so")
+        subprocess.run(["cc", "-shared", "-fPIC", "-DWITH_EX", "-DWITH_DTYPE", "-o", cls.bf16_lib, src], check=True)
 
     @classmethod
     def tearDownClass(cls):
@@ -524,6 +554,27 @@ class PlainLaunch(unittest.TestCase):
             self.call(lib, head_dim=96, programmatic=False)
         with self.assertRaisesRegex(EvolvedError, "evo_attention_forward returned 7"):
             self.call(lib, head_dim=96)
+
+    def test_bf16_calls_go_through_the_dtype_entry_and_need_it(self):
+        lib = EvolvedLib(self.bf16_lib)
+        self.assertTrue(lib.has_dtype_entry)
+        self.assertEqual(self.call(lib, dtype="bf16"), (3, 1))
+        self.assertEqual(ctypes.c_int.in_dll(lib._lib, "last_dtype").value, 1)
+        self.assertEqual(self.call(lib, dtype="bf16", programmatic=False), (3, 0))
+        self.assertEqual(self.call(lib), (1, -1), "fp16 keeps the entry point it always had")
+        with self.assertRaisesRegex(EvolvedError, "evo_attention_forward_dtype returned 9"):
+            self.call(lib, head_dim=96, dtype="bf16")
+        with self.assertRaisesRegex(EvolvedError, "unknown dtype 'fp8'"):
+            self.call(lib, dtype="fp8")
+        old = EvolvedLib(self.new_lib)
+        self.assertFalse(old.has_dtype_entry)
+        with self.assertRaisesRegex(EvolvedError, "exported before bf16"):
+            self.call(old, dtype="bf16")
+        with mock.patch.dict(sys.modules, fake_torch()):
+            q = FakeTensor((1, 8, 512, 64))
+            cands = compare_sdpa.make_candidates(sys.modules["torch"], q, q, q, False, 0.125, (old, "", ""), None,
+                                                 "bf16")
+            self.assertEqual([c.unavailable for c in cands[3:]], [compare_sdpa.DTYPE_ENTRY_MISSING] * 2)
 
     def test_candidates_keep_the_evolved_kernels_last_and_say_why_one_cannot_run(self):
         with mock.patch.dict(sys.modules, fake_torch()):

@@ -1,6 +1,6 @@
 """A FlashAttention-2-style forward in Triton, autotuned: the baseline a user would write instead of evo.
 
-fp16 Q, K, V, O laid out [B, H, S, D] contiguous; fp32 accumulation; online softmax in base 2 with the
+fp16 or bf16 Q, K, V, O (one dtype for all four) laid out [B, H, S, D] contiguous; fp32 accumulation; online softmax in base 2 with the
 softmax scale folded into the exponent; causal is top-left aligned (row i sees keys 0..i), as in
 torch's scaled_dot_product_attention(is_causal=True). Any S works: tail rows and columns are masked.
 Key blocks wholly below the diagonal (and, without causal, all full key blocks) run without masks;
@@ -76,7 +76,7 @@ def _attend(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_n, offs_d, lo, hi, se
         alpha = tl.math.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
-        acc = tl.dot(p.to(tl.float16), v, acc)
+        acc = tl.dot(p.to(v.dtype), v, acc)
         m_i = m_new
     return acc, l_i, m_i
 
@@ -116,13 +116,15 @@ def fa_fwd_kernel(Q, K, V, O, qk_scale, BH, SEQ_Q, SEQ_K,
     acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_n, offs_d, full_end, hi, SEQ_K,
                             qk_scale, HEAD_DIM, BLOCK_N, CAUSAL, True)
     acc = acc / l_i[:, None]
-    tl.store(o_base + q_offs, acc.to(tl.float16), mask=row_ok[:, None])
+    tl.store(o_base + q_offs, acc.to(O.dtype.element_ty), mask=row_ok[:, None])
 
 
 def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     for name, t in (("q", q), ("k", k), ("v", v)):
-        if t.dtype != torch.float16 or not t.is_cuda or not t.is_contiguous() or t.dim() != 4:
-            raise ValueError(f"triton_attention: {name} must be a contiguous 4-D fp16 CUDA tensor [B,H,S,D]")
+        if t.dtype not in (torch.float16, torch.bfloat16) or not t.is_cuda or not t.is_contiguous() or t.dim() != 4:
+            raise ValueError(f"triton_attention: {name} must be a contiguous 4-D fp16 or bf16 CUDA tensor [B,H,S,D]")
+    if not q.dtype == k.dtype == v.dtype:
+        raise ValueError(f"triton_attention: q, k and v must share one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     if q.shape[-1] not in (64, 128) or k.shape != v.shape or q.shape[:2] != k.shape[:2] or q.shape[3] != k.shape[3]:
         raise ValueError(f"triton_attention: unsupported shapes q{tuple(q.shape)} k{tuple(k.shape)} v{tuple(v.shape)}")
 
@@ -158,9 +160,9 @@ def _specialization(seq: int) -> tuple:
 
 
 def _precompile_one(task) -> str:
-    head_dim, causal, seq, block_m, block_n, warps, stages = task
+    head_dim, causal, seq, dtype, block_m, block_n, warps, stages = task
     try:
-        q = torch.empty((1, 1, seq, head_dim), dtype=torch.float16, device="cuda")
+        q = torch.empty((1, 1, seq, head_dim), dtype=getattr(torch, dtype), device="cuda")
         fa_fwd_kernel.fn.warmup(q, q, q, q, 1.0, 1, seq, seq, HEAD_DIM=head_dim, CAUSAL=causal,
                                 BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps, num_stages=stages, grid=(1,))
         return ""
@@ -168,12 +170,13 @@ def _precompile_one(task) -> str:
         return f"{space.describe(block_m, block_n, warps, stages)}: {str(err).splitlines()[0] if str(err) else err}"
 
 
-def precompile(problems, jobs: int) -> tuple[int, list[str]]:
-    """problems: iterable of (head_dim, causal, seq). Returns (configs compiled, failures)."""
+def precompile(problems, jobs: int, dtype: str = "float16") -> tuple[int, list[str]]:
+    """problems: iterable of (head_dim, causal, seq); dtype: torch's name of the inputs' element type
+    ("float16", "bfloat16"), which Triton compiles for. Returns (configs compiled, failures)."""
     variants = {}
     for head_dim, causal, seq in problems:
         variants.setdefault((head_dim, bool(causal), _specialization(seq)), seq)
-    tasks = [(d, c, seq, t.block_m, t.block_n, t.warps, t.stages)
+    tasks = [(d, c, seq, dtype, t.block_m, t.block_n, t.warps, t.stages)
              for (d, c, _), seq in variants.items() for t in space.pruned_space(d, _SMEM_LIMIT[0])]
     if jobs <= 0 or not tasks:
         return 0, []
