@@ -1,6 +1,6 @@
 // The element types of the attention family's Q, K, V and O: the DTYPE template argument of its
 // kernels and the problem variable DTYPE of its search spaces. Plain C++ (host and device).
-// A guard rather than #pragma once: an exported file holds both the kernel's text and its host
+// An include guard, not a once-pragma: an exported file holds both the kernel's text and its host
 // support (attention_tensor_maps.h), and each inlines this file.
 #ifndef EVO_ATTENTION_DTYPE_H
 #define EVO_ATTENTION_DTYPE_H

@@ -145,9 +145,13 @@ TEST(Exporter, TmaGenomesEncodeTheirTensorMapsBeforeTheLaunch) {
             std::string::npos)
       << r.source();
   EXPECT_NE(r.source().find("evo::encode_attention_tensor_maps(\n"
-                            "            args, HEAD_DIM_, static_cast<int>(tensor_map_box_rows),\n"
+                            "            args, static_cast<evo::DType>(DTYPE_), HEAD_DIM_, "
+                            "static_cast<int>(tensor_map_box_rows),\n"
                             "            static_cast<int>(tensor_map_q_box_rows));"),
             std::string::npos);
+  // The kernel's text and the encoder each inline the dtypes, behind one include guard, so that the
+  // compiler reads them once (the nvcc build of this genome's export proves it).
+  EXPECT_NE(r.source().find("#ifndef EVO_ATTENTION_DTYPE_H"), r.source().rfind("#ifndef EVO_ATTENTION_DTYPE_H"));
   EXPECT_NE(r.source().find("static constexpr long long TMA_BOX_ROWS = 64LL;"), std::string::npos);
   EXPECT_NE(r.source().find("inline cudaError_t encode_attention_tensor_map("), std::string::npos);
   EXPECT_EQ(r.source().find("#pragma once"), std::string::npos);
