@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <vector>
 
 #include "errors.h"
@@ -148,14 +150,13 @@ TEST(KernelCompiler, CompilesTheReferenceAttentionKernel) {
   CompiledKernel k = compiler.compile("reference_attention", std::string(reference_attention_source()), fp16);
   EXPECT_EQ(k.lowered_name, "evo_reference_attention_fp16");
   EXPECT_GT(k.resources.registers(), 0);
-  // The bf16 kernel is in the same cubin, under its C name: the one compile serves every dtype. The
-  // SASS listing names every kernel of the cubin (the reference uses no tensor cores: "failed").
-  const SassVerdict bf16 = check_tensor_core_sass(k.cubin_path, std::string(reference_attention_kernel(DType::kBF16)));
-  if (bf16.verdict == "skipped") GTEST_SKIP() << bf16.detail;
-  EXPECT_EQ(bf16.detail.find("not found"), std::string::npos) << bf16.detail;
-  EXPECT_NE(check_tensor_core_sass(k.cubin_path, "evo_reference_attention_fp32").detail.find("not found"),
-            std::string::npos)
-      << "a kernel the cubin lacks is told apart";
+  // The bf16 kernel is in the same cubin, under its C name (the ELF's symbol table names every
+  // kernel): the one compile serves every dtype.
+  std::ifstream cubin(k.cubin_path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(cubin)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(bytes.empty()) << k.cubin_path;
+  EXPECT_NE(bytes.find(std::string(reference_attention_kernel(DType::kBF16)) + '\0'), std::string::npos);
+  EXPECT_EQ(bytes.find(std::string("evo_reference_attention_fp32") + '\0'), std::string::npos);
 }
 
 TEST(KernelCompiler, BadArchIsAnInputError) {
