@@ -27,7 +27,7 @@ TEST(Exporter, SourceExposesTheCEntryPointAndBakesInTheGenes) {
               std::string::npos)
         << name;
   // The kernel name comes from the space's pattern with the genes substituted.
-  EXPECT_NE(r.source().find("evo::fa_s512_v3_kernel<CAUSAL_, HEAD_DIM_, " + std::to_string(g.genes()[0].second)),
+  EXPECT_NE(r.source().find("evo::fa_s512_v3_kernel<DTYPE_, CAUSAL_, HEAD_DIM_, " + std::to_string(g.genes()[0].second)),
             std::string::npos);
   // Both causal values and every head dim of the space are dispatched, for the dtype it was tuned on.
   EXPECT_NE(r.source().find("Variant0<0, 1, 128>::launch"), std::string::npos);
