@@ -49,10 +49,6 @@ std::string_view reference_attention_kernel(DType d) {
   return d == DType::kBF16 ? "evo_reference_attention_bf16" : "evo_reference_attention_fp16";
 }
 
-std::string_view reference_attention_kernel(DType d) {
-  return d == DType::kBF16 ? "evo_reference_attention_bf16" : "evo_reference_attention_fp16";
-}
-
 namespace {
 // One per template, in kTemplates' order. The templates are compiled in, and evod asks for every
 // lease and result: hash each once.
