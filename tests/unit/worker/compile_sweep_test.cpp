@@ -40,16 +40,19 @@ enum class Scope { kCoveringSample, kEveryGenome };
 constexpr uint64_t kSeed = 20240607;
 constexpr size_t kInvalidPerConstraint = 2;  // through gate 1, per problem, in the sample
 
-ProblemShape problem(int d, bool causal) {
+ProblemShape problem(int d, bool causal, DType dtype = DType::kF16) {
   ProblemShape s;
   s.batch = 1, s.heads = 8, s.seq_q = s.seq_k = 512, s.head_dim = d, s.causal = causal;
+  s.dtype = dtype;
   return s;
 }
 
-// The space's own problem first: CompileAll compiles every valid genome of that one.
+// The space's own problem first: CompileAll compiles every valid genome of that one. bf16 changes
+// the MMA instructions and the packing, so it gets a sample of its own.
 const std::vector<ProblemShape>& problems() {
   static const std::vector<ProblemShape> all = {problem(64, false), problem(64, true),
-                                                problem(128, false)};
+                                                problem(128, false),
+                                                problem(64, true, DType::kBF16)};
   return all;
 }
 
