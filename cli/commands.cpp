@@ -17,6 +17,7 @@
 #include "options.h"
 #include "shape_proto.h"
 #include "token.h"
+#include "wire_labels.h"
 
 namespace evo::cli {
 namespace {
@@ -125,13 +126,16 @@ int submit(Client& c, const Options& o, std::ostream& out, bool tty) {
   if (o.submit.generations > 0) req.set_generations(o.submit.generations);
   if (o.submit.population > 0) req.set_population(o.submit.population);
   if (o.submit.top_k > 0) req.set_top_k(o.submit.top_k);
-  req.set_strategy(o.submit.strategy);
+  // The enums, and their labels for an evod from before them.
+  req.set_search_strategy(o.submit.strategy);
+  req.set_strategy(label(o.submit.strategy));
   if (o.submit.rng_seed_set) req.set_rng_seed(o.submit.rng_seed);
   req.set_device_class(o.submit.device_class);
   for (const auto& g : o.submit.start_genomes) req.add_start_genomes(g);
   for (const auto& run_id : o.submit.start_from_runs)
     for (const auto& g : elite_genomes(c, run_id)) req.add_start_genomes(g);
-  req.set_fitness_inputs(o.submit.fitness_inputs);
+  req.set_fitness_from(o.submit.fitness_inputs);
+  req.set_fitness_inputs(label(o.submit.fitness_inputs));
   v1::Run run;
   check(c.stub.SubmitRun(c.context().get(), req, &run));
   out << run.run_id() << "\n" << std::flush;  // alone on its line: RUN=$(evoctl submit ...)

@@ -7,6 +7,7 @@
 
 #include "resident_time.h"
 #include "shape_proto.h"
+#include "wire_labels.h"
 
 namespace evo::cli {
 namespace {
@@ -63,15 +64,22 @@ std::string resident_text(const v1::Evaluation& e) {
   return us > 0 ? fixed(us, 2) : "-";
 }
 
-// What the run's fitness measures (evod's default when the run predates the choice).
+// The run's fitness inputs from an evod of either release: rotated, evod's default, where the run
+// predates the choice.
+v1::FitnessInputs fitness_inputs_of(const v1::Run& run) {
+  const auto f = enum_or_label(run.fitness_from(), run.fitness_inputs());
+  return f == v1::FITNESS_INPUTS_UNSPECIFIED ? v1::FITNESS_INPUTS_ROTATED : f;
+}
+
+// What the run's fitness measures.
 std::string fitness_inputs_text(const v1::Run& run) {
-  return run.fitness_inputs() == "resident" ? "per call on one L2-resident input set"
-                                            : "per call with inputs cycled past L2";
+  return fitness_inputs_of(run) == v1::FITNESS_INPUTS_RESIDENT ? "per call on one L2-resident input set"
+                                                               : "per call with inputs cycled past L2";
 }
 
 std::string sanitizer_verdict(const v1::Evaluation& e) {
   for (const auto& g : e.gates())
-    if (g.gate() == "sanitizer") return g.verdict();
+    if (gate_of(g) == v1::GATE_SANITIZER) return label(verdict_of(g));
   return "-";
 }
 
@@ -110,7 +118,7 @@ int shown_generation(const v1::RunStatus& s) {
 // The first gate that refused the evaluation, or "-".
 std::string failed_gate(const v1::Evaluation& e) {
   for (const auto& g : e.gates())
-    if (g.verdict() == "failed") return g.gate();
+    if (verdict_of(g) == v1::VERDICT_FAILED) return label(gate_of(g));
   return "-";
 }
 
@@ -205,8 +213,9 @@ std::string status_summary(const v1::RunStatus& s) {
   std::ostringstream o;
   o << "run " << r.run_id() << ": " << state_name(r.state()) << (r.message().empty() ? "" : " (" + r.message() + ")")
     << "\n"
-    << "  seed " << r.seed() << ", shapes " << shapes_text(r) << ", strategy " << r.strategy() << ", rng seed "
-    << r.rng_seed() << ", top-k " << r.top_k() << "\n"
+    << "  seed " << r.seed() << ", shapes " << shapes_text(r) << ", strategy "
+    << label(enum_or_label(r.search_strategy(), r.strategy())) << ", rng seed " << r.rng_seed() << ", top-k "
+    << r.top_k() << "\n"
     << "  device class " << (r.device_class().empty() ? "(not fixed yet)" : r.device_class()) << "\n"
     << "  fitness: " << fitness_inputs_text(r) << "\n";
   for (const auto& g : r.start_genomes()) o << "  start " << g << "\n";
@@ -279,7 +288,7 @@ std::string runs_table(const v1::ListRunsResponse& r) {
                     std::to_string(shown_generation(s)) + "/" + std::to_string(s.run().generations()),
                     std::to_string(s.evaluations_done()) + "/" + std::to_string(s.evaluations_total()),
                     s.best_us() > 0 ? fixed(s.best_us(), 2) : "-", s.estimated() ? "yes" : "no",
-                    s.run().fitness_inputs() == "resident" ? "resident" : "rotated"});
+                    label(fitness_inputs_of(s.run()))});
   return render(rows);
 }
 
@@ -296,8 +305,9 @@ std::string candidates_table(const v1::ListCandidatesResponse& r) {
   for (const auto& c : r.candidates()) {
     const auto& e = c.evaluation();
     estimated = estimated || e.estimated();
-    rows.push_back({c.candidate_id(), std::to_string(c.generation()), c.state(),
-                    c.state() == "done" ? v1::EvalStatus_Name(e.status()) : "-",
+    const v1::CandidateState state = enum_or_label(c.phase(), c.state());
+    rows.push_back({c.candidate_id(), std::to_string(c.generation()), label(state),
+                    state == v1::CANDIDATE_STATE_DONE ? v1::EvalStatus_Name(e.status()) : "-",
                     c.fitness_us() > 0 ? fixed(c.fitness_us(), 2) : "-", failed_gate(e),
                     e.message().empty() ? "-" : clipped(e.message(), kWhyWidth),
                     genes_unlike_default(c.genome(), r.seed_genome())});

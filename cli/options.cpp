@@ -9,6 +9,7 @@
 #include "errors.h"
 #include "server_config.h"
 #include "shape.h"
+#include "wire_labels.h"
 
 namespace evo::cli {
 namespace {
@@ -34,6 +35,13 @@ uint64_t parse_unsigned(const std::string& flag, const std::string& text) {
   if (text.empty() || text[0] == '-' || *end != '\0' || errno == ERANGE)
     throw UsageError(flag + " expects a non-negative integer, got '" + text + "'");
   return v;
+}
+
+// A flag that names an enum value by its label (--strategy, --fitness-inputs): parsed once, here.
+template <class E>
+E parse_choice(const std::string& flag, const std::string& text) {
+  if (const auto value = parse_label<E>(text)) return *value;
+  throw UsageError(flag + " expects one of " + label_list<E>() + ", got '" + text + "'");
 }
 
 // A --shape as parse_shape reads it: malformed text (an unknown dtype among it) is a usage error
@@ -118,9 +126,7 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
         o.submit.population = static_cast<int32_t>(parse_integer(a, p.value_of(a), 1, server::kMaxPopulation));
       else if (a == "--top-k") o.submit.top_k = static_cast<int32_t>(parse_integer(a, p.value_of(a), 1, 1000));
       else if (a == "--strategy") {
-        o.submit.strategy = p.value_of(a);
-        if (o.submit.strategy != "evolve" && o.submit.strategy != "random" && o.submit.strategy != "exhaustive")
-          throw UsageError("--strategy expects evolve, random or exhaustive, got '" + o.submit.strategy + "'");
+        o.submit.strategy = parse_choice<v1::SearchStrategy>(a, p.value_of(a));
       } else if (a == "--rng-seed") {
         o.submit.rng_seed = parse_unsigned(a, p.value_of(a));
         // 0 is the wire's "not set", which evod reads as its default seed: refuse it rather than
@@ -131,9 +137,7 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
       else if (a == "--start") o.submit.start_genomes.push_back(p.value_of(a));
       else if (a == "--start-from") o.submit.start_from_runs.push_back(p.value_of(a));
       else if (a == "--fitness-inputs") {
-        o.submit.fitness_inputs = p.value_of(a);
-        if (o.submit.fitness_inputs != "rotated" && o.submit.fitness_inputs != "resident")
-          throw UsageError("--fitness-inputs expects rotated or resident, got '" + o.submit.fitness_inputs + "'");
+        o.submit.fitness_inputs = parse_choice<v1::FitnessInputs>(a, p.value_of(a));
       } else throw UsageError("unknown option '" + a + "'");
     } else if (o.command.empty()) {
       if (!is_command(a)) throw UsageError("unknown command '" + a + "' (commands: " + command_list() + ")");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "attention/dtype.h"
+#include "evo/evo.pb.h"
 
 namespace evo::cli {
 
@@ -26,13 +27,13 @@ struct SubmitOptions {
   int32_t generations = 0;          // 0: evod's default
   int32_t population = 0;
   int32_t top_k = 0;
-  std::string strategy;             // empty: evod's default (evolve)
+  v1::SearchStrategy strategy = v1::SEARCH_STRATEGY_UNSPECIFIED;  // unset: evod's default (evolve)
   uint64_t rng_seed = 0;
   bool rng_seed_set = false;
   std::string device_class;
   std::vector<std::string> start_genomes;  // --start, sent as typed: evod parses and validates them
   std::vector<std::string> start_from_runs;  // --start-from: these runs' elites join start_genomes
-  std::string fitness_inputs;       // --fitness-inputs; empty: evod's default (rotated)
+  v1::FitnessInputs fitness_inputs = v1::FITNESS_INPUTS_UNSPECIFIED;  // --fitness-inputs; unset: evod's (rotated)
 };
 
 struct Options {

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "store_genome_rewrite.h"
+#include "wire_labels.h"
 
 namespace evo {
 
@@ -162,10 +163,12 @@ std::vector<std::string> split(const std::string& text, char sep) {
   return out;
 }
 
-CandidateState parse_state(const std::string& s) {
-  if (s == "leased") return CandidateState::kLeased;
-  if (s == "done") return CandidateState::kDone;
-  return CandidateState::kQueued;
+// A label the store keeps in a text column (wire_labels.h), as its enum. A label no build of evo
+// wrote there is a StoreError naming the row, rather than a guess.
+template <class E>
+E stored_label(const std::string& text, const char* column, const std::string& row_id) {
+  if (const auto value = parse_label<E>(text)) return *value;
+  throw StoreError(std::string(column) + " of " + row_id + " is '" + text + "', not one of " + label_list<E>());
 }
 
 const char* outcome_text(LeaseOutcome o) {
@@ -221,7 +224,7 @@ RunRecord read_run(const SqliteStatement& s) {
   r.generations = static_cast<int>(s.column_int(3));
   r.population = static_cast<int>(s.column_int(4));
   r.top_k = static_cast<int>(s.column_int(5));
-  r.strategy = s.column_text(6);
+  r.strategy = stored_label<v1::SearchStrategy>(s.column_text(6), "strategy", r.id);
   r.rng_seed = static_cast<uint64_t>(s.column_int(7));
   r.device_class = s.column_text(8);
   r.state = static_cast<int>(s.column_int(9));
@@ -230,7 +233,7 @@ RunRecord read_run(const SqliteStatement& s) {
   r.current_generation = static_cast<int>(s.column_int(12));
   r.smem_limit = s.column_int(13);
   r.start_genomes = split(s.column_text(14), ';');
-  r.fitness_inputs = s.column_text(15);
+  r.fitness_inputs = stored_label<v1::FitnessInputs>(s.column_text(15), "fitness_inputs", r.id);
   return r;
 }
 
@@ -249,7 +252,7 @@ CandidateRecord read_candidate(const SqliteStatement& s) {
   c.genome_hash = s.column_text(5);
   c.op = s.column_text(6);
   c.parents = s.column_text(7);
-  c.state = parse_state(s.column_text(8));
+  c.state = stored_label<v1::CandidateState>(s.column_text(8), "state", c.id);
   c.confirmation = s.column_int(9) != 0;
   c.lease_id = s.column_text(10);
   c.lease_worker = s.column_text(11);
@@ -262,7 +265,8 @@ CandidateRecord read_candidate(const SqliteStatement& s) {
   c.fitness_us = s.column_optional_double(18);
   c.spread_pct = s.column_double(19);
   c.elite_eligible = s.column_int(20) != 0;
-  c.result_source = s.column_text(21);
+  const std::string source = s.column_text(21);  // empty until done
+  if (!source.empty()) c.result_source = stored_label<v1::ResultSource>(source, "result_source", c.id);
   return c;
 }
 
@@ -291,6 +295,7 @@ EvaluationRecord read_evaluation(const SqliteStatement& s) {
   e.created_ms = s.column_int(5);
   if (!e.evaluation.ParseFromString(s.column_blob(6)))
     throw StoreError("evaluation " + std::to_string(e.id) + " does not parse");
+  fill_gate_forms(e.evaluation);  // a blob from before the gate enums carries their labels only
   return e;
 }
 
@@ -300,15 +305,6 @@ bool directory_exists(const std::string& dir) {
 }
 
 }  // namespace
-
-const char* to_string(CandidateState s) {
-  switch (s) {
-    case CandidateState::kQueued: return "queued";
-    case CandidateState::kLeased: return "leased";
-    case CandidateState::kDone: return "done";
-  }
-  return "queued";
-}
 
 int64_t now_unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -478,10 +474,10 @@ void Store::insert_run(const RunRecord& r) {
       "device_class, state, created_ms, message, current_generation, smem_limit, start_genomes, "
       "fitness_inputs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   s.bind(1, r.id).bind(2, r.seed).bind(3, join(r.shapes, ',')).bind(4, r.generations)
-      .bind(5, r.population).bind(6, r.top_k).bind(7, r.strategy)
+      .bind(5, r.population).bind(6, r.top_k).bind(7, label(r.strategy))
       .bind(8, static_cast<int64_t>(r.rng_seed)).bind(9, r.device_class).bind(10, r.state)
       .bind(11, r.created_ms).bind(12, r.message).bind(13, r.current_generation)
-      .bind(14, r.smem_limit).bind(15, join(r.start_genomes, ';')).bind(16, r.fitness_inputs);
+      .bind(14, r.smem_limit).bind(15, join(r.start_genomes, ';')).bind(16, label(r.fitness_inputs));
   s.run();
 }
 
@@ -587,13 +583,13 @@ void Store::await_confirmation(const std::string& id, int64_t first_evaluation_i
 
 void Store::finish_candidate(const std::string& id, int64_t final_evaluation_id, int final_status,
                              std::optional<double> fitness_us, double spread_pct, bool elite_eligible,
-                             const std::string& result_source) {
+                             v1::ResultSource result_source) {
   db_->prepare(
          "UPDATE candidates SET state = 'done', lease_id = '', lease_worker = '', lease_deadline_ms = 0, "
          "final_evaluation_id = ?, final_status = ?, fitness_us = ?, spread_pct = ?, elite_eligible = ?, "
          "result_source = ? WHERE id = ?")
       .bind(1, final_evaluation_id).bind(2, final_status).bind(3, fitness_us).bind(4, spread_pct)
-      .bind(5, elite_eligible).bind(6, result_source).bind(7, id).run();
+      .bind(5, elite_eligible).bind(6, label(result_source)).bind(7, id).run();
 }
 
 // ---------------------------------------------------------------- leases

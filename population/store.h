@@ -28,7 +28,7 @@ struct RunRecord {
   int generations = 0;
   int population = 0;
   int top_k = 0;
-  std::string strategy;
+  v1::SearchStrategy strategy = v1::SEARCH_STRATEGY_EVOLVE;
   uint64_t rng_seed = 1;
   std::string device_class;         // empty until the first worker that leases fixes it
   int state = v1::QUEUED;           // v1::RunState
@@ -37,13 +37,10 @@ struct RunRecord {
   int current_generation = 0;
   int64_t smem_limit = 0;           // what the strategy checks genomes against
   std::vector<std::string> start_genomes;  // canonical genome texts generation 0 starts from
-  // Which per-call time is the fitness: "rotated" (inputs cycled past L2) or "resident" (one
-  // input set left in L2; ShapeResult.resident_us).
-  std::string fitness_inputs = "rotated";
+  // Which per-call time is the fitness: inputs cycled past L2, or one input set left in L2
+  // (ShapeResult.resident_us).
+  v1::FitnessInputs fitness_inputs = v1::FITNESS_INPUTS_ROTATED;
 };
-
-enum class CandidateState { kQueued, kLeased, kDone };
-const char* to_string(CandidateState s);
 
 struct CandidateRecord {
   std::string id;
@@ -54,7 +51,7 @@ struct CandidateRecord {
   std::string genome_hash;
   std::string op;                   // lineage: the operator that made it
   std::string parents;              // lineage: parents' canonical texts, ';'-separated
-  CandidateState state = CandidateState::kQueued;
+  v1::CandidateState state = v1::CANDIDATE_STATE_QUEUED;  // its label is the state column
   bool confirmation = false;        // waiting for (or holding) its second, confirming measurement
   std::string lease_id;             // current lease, empty when none
   std::string lease_worker;
@@ -68,7 +65,7 @@ struct CandidateRecord {
   std::optional<double> fitness_us;  // nullopt: failed a gate
   double spread_pct = 0;
   bool elite_eligible = false;       // confirmed (or estimated): may appear among the elites
-  std::string result_source;         // "measured", "cache"
+  v1::ResultSource result_source = v1::RESULT_SOURCE_UNSPECIFIED;  // set once done
 };
 
 enum class LeaseOutcome { kActive, kExpired, kReported };
@@ -168,7 +165,7 @@ class Store {
                           const std::string& first_worker);
   void finish_candidate(const std::string& id, int64_t final_evaluation_id, int final_status,
                         std::optional<double> fitness_us, double spread_pct, bool elite_eligible,
-                        const std::string& result_source);
+                        v1::ResultSource result_source);
 
   // ---- leases
   void insert_lease(const LeaseRecord& lease);

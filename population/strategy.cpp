@@ -12,6 +12,7 @@
 #include "errors.h"
 #include "rng.h"
 #include "variation.h"
+#include "wire_labels.h"
 
 namespace evo {
 namespace {
@@ -263,11 +264,15 @@ class EvolveStrategy : public StrategyBase {
 
 }  // namespace
 
-std::unique_ptr<Strategy> make_strategy(std::string_view name, StrategyContext ctx) {
-  if (name == "evolve") return std::make_unique<EvolveStrategy>(std::move(ctx));
-  if (name == "random") return std::make_unique<RandomStrategy>(std::move(ctx));
-  if (name == "exhaustive") return std::make_unique<ExhaustiveStrategy>(std::move(ctx));
-  throw InputError("unknown strategy '" + std::string(name) + "' (known: evolve, random, exhaustive)");
+std::unique_ptr<Strategy> make_strategy(v1::SearchStrategy strategy, StrategyContext ctx) {
+  switch (strategy) {
+    case v1::SEARCH_STRATEGY_EVOLVE: return std::make_unique<EvolveStrategy>(std::move(ctx));
+    case v1::SEARCH_STRATEGY_RANDOM: return std::make_unique<RandomStrategy>(std::move(ctx));
+    case v1::SEARCH_STRATEGY_EXHAUSTIVE: return std::make_unique<ExhaustiveStrategy>(std::move(ctx));
+    default: break;
+  }
+  throw InputError("unknown strategy " + std::to_string(static_cast<int>(strategy)) + " (known: " +
+                   label_list<v1::SearchStrategy>() + ")");
 }
 
 std::vector<ScoredCandidate> top_k(const std::vector<ScoredCandidate>& history, int k) {

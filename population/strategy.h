@@ -6,9 +6,9 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
+#include "evo/evo.pb.h"
 #include "genome.h"
 #include "search_space.h"
 #include "shape.h"
@@ -52,9 +52,9 @@ class Strategy {
                                                  int population) = 0;
 };
 
-// "evolve" (tournament selection, crossover, mutation, elitism), "random", "exhaustive".
-// Throws InputError for an unknown name.
-std::unique_ptr<Strategy> make_strategy(std::string_view name, StrategyContext ctx);
+// evolve (tournament selection, crossover, mutation, elitism), random or exhaustive. Throws
+// InputError for any other value (UNSPECIFIED, or a number this build does not know).
+std::unique_ptr<Strategy> make_strategy(v1::SearchStrategy strategy, StrategyContext ctx);
 
 // The Top-K of a history: fitness order, failed candidates excluded, ties broken by genome text.
 std::vector<ScoredCandidate> top_k(const std::vector<ScoredCandidate>& history, int k);

@@ -4,7 +4,6 @@
 // inputs cycled past L2. Used where a run ranks by it (evod), and where both are shown (evoctl,
 // the export's evidence and buckets).
 #include <cmath>
-#include <string>
 
 #include "evo/evo.pb.h"
 
@@ -24,13 +23,13 @@ inline double resident_geomean_us(const v1::Evaluation& e) {
 
 // Whether a run with these fitness_inputs ranks this evaluation by its resident times. The model
 // evaluator estimates one figure, which serves both kinds of run.
-inline bool ranks_by_resident(const std::string& fitness_inputs, const v1::Evaluation& e) {
-  return fitness_inputs == "resident" && !e.estimated();
+inline bool ranks_by_resident(v1::FitnessInputs fitness_inputs, const v1::Evaluation& e) {
+  return fitness_inputs == v1::FITNESS_INPUTS_RESIDENT && !e.estimated();
 }
 
 // What a run ranks an evaluation by: the worker's fitness (inputs cycled past L2), or the
 // geometric mean of the resident times (0 where an OK evaluation lacks one).
-inline double ranked_fitness_us(const std::string& fitness_inputs, const v1::Evaluation& e) {
+inline double ranked_fitness_us(v1::FitnessInputs fitness_inputs, const v1::Evaluation& e) {
   return ranks_by_resident(fitness_inputs, e) ? resident_geomean_us(e) : e.fitness_us();
 }
 

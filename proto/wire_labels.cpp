@@ -44,6 +44,13 @@ std::string label_list() {
   return out;
 }
 
+void set_gate_forms(v1::GateVerdict& g, v1::Gate kind, v1::Verdict outcome) {
+  g.set_kind(kind);
+  g.set_outcome(outcome);
+  g.set_gate(label(kind));
+  g.set_verdict(label(outcome));
+}
+
 void fill_gate_forms(v1::Evaluation& e) {
   for (auto& g : *e.mutable_gates()) {
     g.set_kind(gate_of(g));

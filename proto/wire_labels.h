@@ -39,6 +39,9 @@ E enum_or_label(E value, std::string_view text) {
 inline v1::Gate gate_of(const v1::GateVerdict& g) { return enum_or_label(g.kind(), g.gate()); }
 inline v1::Verdict verdict_of(const v1::GateVerdict& g) { return enum_or_label(g.outcome(), g.verdict()); }
 
+// Sets a gate's kind and outcome, and for older peers their labels.
+void set_gate_forms(v1::GateVerdict& g, v1::Gate kind, v1::Verdict outcome);
+
 // Gives every gate both forms: the enum its text names (an evaluation from an older worker or an
 // older store) and the text of its enum (for older peers reading a new one).
 void fill_gate_forms(v1::Evaluation& e);

@@ -27,7 +27,7 @@ struct ExportVariant {
   std::vector<ProblemShape> shapes;
   v1::Evaluation evidence;  // the evaluation that made it the winner (may be estimated)
   std::string run_id = {};  // the run it won, when it came from one (report and buckets)
-  std::string fitness_inputs = "rotated";  // what ranked that run (RunRecord::fitness_inputs)
+  v1::FitnessInputs fitness_inputs = v1::FITNESS_INPUTS_ROTATED;  // what ranked that run (RunRecord's)
 };
 
 struct ExportOptions {

@@ -7,6 +7,7 @@
 #include "exporter.h"
 #include "resident_time.h"
 #include "shape_proto.h"
+#include "wire_labels.h"
 
 namespace evo {
 namespace {
@@ -35,9 +36,9 @@ std::string or_unknown(const std::string& s) { return s.empty() ? "unknown" : s;
 
 std::string shape_text(const v1::Shape& s) { return shape_from_proto(s).text(); }
 
-const v1::GateVerdict* find_gate(const v1::Evaluation& e, const std::string& name) {
+const v1::GateVerdict* find_gate(const v1::Evaluation& e, v1::Gate kind) {
   for (const auto& g : e.gates())
-    if (g.gate() == name) return &g;
+    if (g.kind() == kind) return &g;
   return nullptr;
 }
 
@@ -75,7 +76,8 @@ void report_variant(std::ostringstream& o, const ExportVariant& v, size_t index,
   } else {
     o << "| gate | verdict | wall ms | detail |\n| --- | --- | --- | --- |\n";
     for (const auto& g : e.gates())
-      o << "| " << g.gate() << " | " << g.verdict() << " | " << elapsed_text(g) << " | " << g.detail() << " |\n";
+      o << "| " << label(g.kind()) << " | " << label(g.outcome()) << " | " << elapsed_text(g) << " | " << g.detail()
+        << " |\n";
     o << "\n";
     if (e.wall_ms() > 0) {
       double gates_ms = 0;
@@ -85,9 +87,9 @@ void report_variant(std::ostringstream& o, const ExportVariant& v, size_t index,
            " evaluation's processes.\n\n";
     }
   }
-  const v1::GateVerdict* sanitizer = find_gate(e, "sanitizer");
+  const v1::GateVerdict* sanitizer = find_gate(e, v1::GATE_SANITIZER);
   o << "Sanitizer (memcheck, racecheck, initcheck, synccheck): "
-    << (sanitizer ? sanitizer->verdict() + (sanitizer->detail().empty() ? "" : " — " + sanitizer->detail())
+    << (sanitizer ? label(sanitizer->outcome()) + (sanitizer->detail().empty() ? "" : " — " + sanitizer->detail())
                   : std::string("not recorded"))
     << "\n\n";
 
@@ -148,9 +150,9 @@ void report_buckets(std::ostringstream& o, const std::vector<ExportVariant>& var
     if (e.estimated()) {
       o << "**ESTIMATED** (model evaluator, no kernel ran)";
     } else {
-      const v1::GateVerdict* sanitizer = find_gate(e, "sanitizer");
+      const v1::GateVerdict* sanitizer = find_gate(e, v1::GATE_SANITIZER);
       o << "measured on " << or_unknown(e.device().gpu_name()) << ", sanitizer "
-        << (sanitizer ? sanitizer->verdict() : std::string("not recorded"));
+        << (sanitizer ? label(sanitizer->outcome()) : std::string("not recorded"));
     }
     o << " |\n";
   }

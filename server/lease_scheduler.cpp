@@ -39,7 +39,7 @@ std::string problem_key(const RunRecord& run) {
 std::string cache_measurement_key(const v1::DeviceInfo& device, const RunRecord& run) {
   // The cached fitness is the run's (ranked_fitness_us): a resident one never answers for a rotated run.
   return measurement_key_of(device) + " / " + template_fingerprint(run.seed) +
-         (run.fitness_inputs == "resident" ? " / fitness: L2-resident inputs" : "");
+         (run.fitness_inputs == v1::FITNESS_INPUTS_RESIDENT ? " / fitness: L2-resident inputs" : "");
 }
 
 }  // namespace
@@ -170,12 +170,13 @@ bool LeaseScheduler::try_cache(const RunRecord& run, const CandidateRecord& c, c
   if (hit->confirmed || !hit->fitness_us || copy.evaluation.estimated()) {
     // A confirmed (or deterministic, or failed) result needs nothing more.
     store_.finish_candidate(c.id, eval_id, copy.evaluation.status(), hit->fitness_us, hit->spread_pct,
-                            hit->fitness_us.has_value(), "cache");
+                            hit->fitness_us.has_value(), v1::RESULT_SOURCE_CACHE);
   } else if (would_enter_elites(run, *hit->fitness_us)) {
     store_.await_confirmation(c.id, eval_id, source->worker_id);
     return true;
   } else {
-    store_.finish_candidate(c.id, eval_id, copy.evaluation.status(), hit->fitness_us, 0, false, "cache");
+    store_.finish_candidate(c.id, eval_id, copy.evaluation.status(), hit->fitness_us, 0, false,
+                            v1::RESULT_SOURCE_CACHE);
   }
   runs_.advance_if_generation_complete(run.id);
   return true;
@@ -240,7 +241,7 @@ void LeaseScheduler::expire(const LeaseRecord& l) {
   rec.evaluation.set_message("lease expired " + std::to_string(c->attempts + 1) + " times without a report");
   if (auto w = workers_.find(l.worker_id)) *rec.evaluation.mutable_device() = w->device;
   int64_t eval_id = store_.insert_evaluation(rec);
-  store_.finish_candidate(c->id, eval_id, v1::CRASH, std::nullopt, 0, false, "measured");
+  store_.finish_candidate(c->id, eval_id, v1::CRASH, std::nullopt, 0, false, v1::RESULT_SOURCE_MEASURED);
   spdlog::warn("event=candidate_abandoned run_id={} candidate_id={} attempts={}", c->run_id, c->id,
                c->attempts + 1);
   if (!is_terminal(run.state)) runs_.advance_if_generation_complete(run.id);
@@ -282,7 +283,7 @@ v1::ReportResponse LeaseScheduler::report(const v1::ReportRequest& req) {
       const bool ok = e.status() == v1::OK;
       store_.finish_candidate(c.id, eval_id, e.status(),
                               ok ? std::optional<double>(ranked_fitness_us(run.fitness_inputs, e)) : std::nullopt,
-                              0, false, "measured");
+                              0, false, v1::RESULT_SOURCE_MEASURED);
       return;
     }
     apply_result(run, c, eval_id, e, worker.id);
@@ -344,7 +345,7 @@ void LeaseScheduler::apply_result(const RunRecord& run, const CandidateRecord& c
   }
   std::optional<double> fitness;
   if (ok) fitness = fitness_us;
-  store_.finish_candidate(c.id, eval_id, e.status(), fitness, 0, ok && e.estimated(), "measured");
+  store_.finish_candidate(c.id, eval_id, e.status(), fitness, 0, ok && e.estimated(), v1::RESULT_SOURCE_MEASURED);
   if (cacheable(e.status()))
     store_.cache_put({c.genome_hash, problem_key(run), run.device_class, cache_measurement_key(e.device(), run),
                       eval_id, fitness, 0, ok && e.estimated()});
@@ -360,7 +361,7 @@ void LeaseScheduler::apply_confirmation(const RunRecord& run, const CandidateRec
   const std::string toolkit = cache_measurement_key(e.device(), run);
   auto first = c.first_evaluation_id ? store_.get_evaluation(*c.first_evaluation_id) : std::nullopt;
   if (e.status() != v1::OK || !first) {
-    store_.finish_candidate(c.id, eval_id, e.status(), std::nullopt, 0, false, "measured");
+    store_.finish_candidate(c.id, eval_id, e.status(), std::nullopt, 0, false, v1::RESULT_SOURCE_MEASURED);
     if (cacheable(e.status()))
       store_.cache_put({c.genome_hash, problem_key(run), run.device_class, toolkit, eval_id, std::nullopt, 0, false});
     spdlog::warn("event=confirmation_failed run_id={} candidate_id={} status={} message=\"{}\"", run.id, c.id,
@@ -372,7 +373,7 @@ void LeaseScheduler::apply_confirmation(const RunRecord& run, const CandidateRec
   const double mean = (a + b) / 2;
   const double disagreement = std::abs(a - b) / mean;
   const bool agree = disagreement <= server::kConfirmationTolerance;
-  store_.finish_candidate(c.id, eval_id, v1::OK, mean, disagreement * 100, agree, "measured");
+  store_.finish_candidate(c.id, eval_id, v1::OK, mean, disagreement * 100, agree, v1::RESULT_SOURCE_MEASURED);
   store_.cache_put({c.genome_hash, problem_key(run), run.device_class, toolkit, eval_id, mean, disagreement * 100, agree});
   spdlog::info("event=confirmation_done run_id={} candidate_id={} first_us={:.3f} second_us={:.3f} "
                "spread_pct={:.2f} admitted={}",

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "errors.h"
+#include "wire_labels.h"
 
 namespace evo::limits {
 
@@ -85,8 +86,15 @@ void check_evaluation(const v1::Evaluation& e) {
   check_non_negative(r.dynamic_smem_bytes(), "evaluation.resources.dynamic_smem_bytes");
   check_non_negative(r.threads_per_block(), "evaluation.resources.threads_per_block");
   check_count(e.gates_size(), kMaxGates, "evaluation.gates");
-  for (int i = 0; i < e.gates_size(); ++i)
-    check_time(e.gates(i).elapsed_ms(), "evaluation.gates[" + std::to_string(i) + "].elapsed_ms");
+  for (int i = 0; i < e.gates_size(); ++i) {
+    const auto& g = e.gates(i);
+    const std::string at = "evaluation.gates[" + std::to_string(i) + "]";
+    // By enum, or by label from a worker before the enums; never echoed (it may be huge).
+    if (label(gate_of(g)).empty()) throw InputError(at + " names no gate (" + label_list<v1::Gate>() + ")");
+    if (label(verdict_of(g)).empty())
+      throw InputError(at + " has no verdict (" + label_list<v1::Verdict>() + ")");
+    check_time(g.elapsed_ms(), at + ".elapsed_ms");
+  }
   check_count(e.shapes_size(), kMaxShapes, "evaluation.shapes");
   for (int i = 0; i < e.shapes_size(); ++i) {
     const auto& s = e.shapes(i);

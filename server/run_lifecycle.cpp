@@ -12,6 +12,7 @@
 #include "server_config.h"
 #include "shape_proto.h"
 #include "strategy.h"
+#include "wire_labels.h"
 
 namespace evo {
 
@@ -23,6 +24,21 @@ std::string join_parents(const std::vector<std::string>& parents) {
   std::string out;
   for (size_t i = 0; i < parents.size(); ++i) out += (i ? ";" : "") + parents[i];
   return out;
+}
+
+// A submit's choice of an enum (strategy, fitness inputs): the enum field, else the label an older
+// evoctl sent, else the default; a number this build does not know or a label that names no value
+// is an InputError.
+template <class E>
+E submitted_choice(E value, const std::string& text, E fallback, const char* field) {
+  if (value == E{}) {
+    if (text.empty()) return fallback;
+    if (const auto parsed = parse_label<E>(text)) return *parsed;
+  } else if (!label(value).empty()) {
+    return value;
+  }
+  throw InputError(std::string(field) + " must be one of " + label_list<E>() + ", got " +
+                   (value == E{} ? "'" + text + "'" : std::to_string(static_cast<int>(value))));
 }
 
 std::unique_ptr<Strategy> strategy_for(const RunRecord& run, const SearchSpace& space) {
@@ -105,14 +121,13 @@ RunRecord run_of_request(const v1::SubmitRunRequest& req, const SearchSpace& spa
   if (run.top_k <= 0 || run.top_k > run.population)
     throw InputError("top_k must be in 1..population (" + std::to_string(run.population) + "), got " +
                      std::to_string(run.top_k) + (req.has_top_k() ? "" : " (the default)"));
-  run.strategy = req.strategy().empty() ? server::kDefaultStrategy : req.strategy();
+  run.strategy = submitted_choice(req.search_strategy(), req.strategy(), server::kDefaultStrategy, "strategy");
   run.rng_seed = req.rng_seed() == 0 ? server::kDefaultRngSeed : req.rng_seed();
   run.device_class = req.device_class();
   run.smem_limit = server::kDefaultSmemLimit;
   run.start_genomes = check_start_genomes(req, run, space);
-  run.fitness_inputs = req.fitness_inputs().empty() ? server::kDefaultFitnessInputs : req.fitness_inputs();
-  if (run.fitness_inputs != "rotated" && run.fitness_inputs != "resident")
-    throw InputError("fitness_inputs must be 'rotated' or 'resident', got '" + run.fitness_inputs + "'");
+  run.fitness_inputs =
+      submitted_choice(req.fitness_from(), req.fitness_inputs(), server::kDefaultFitnessInputs, "fitness_inputs");
   run.state = v1::QUEUED;
   run.created_ms = now_ms;
   return run;
@@ -180,7 +195,8 @@ RunRecord RunLifecycle::submit(const v1::SubmitRunRequest& req) {
   spdlog::info("event=run_submitted run_id={} seed={} shapes={} generations={} population={} top_k={} "
                "strategy={} rng_seed={} device_class=\"{}\" start_genomes={} fitness_inputs={} candidates={}",
                run.id, run.seed, run.shapes.size(), run.generations, run.population, run.top_k,
-               run.strategy, run.rng_seed, run.device_class, run.start_genomes.size(), run.fitness_inputs,
+               label(run.strategy), run.rng_seed, run.device_class, run.start_genomes.size(),
+               label(run.fitness_inputs),
                generation0.size());
   return run;
 }

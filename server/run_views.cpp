@@ -8,6 +8,7 @@
 #include "search_space.h"
 #include "shape.h"
 #include "shape_proto.h"
+#include "wire_labels.h"
 
 namespace evo {
 
@@ -31,14 +32,14 @@ std::string lineage(const CandidateRecord& c, const std::map<std::string, std::s
 }
 
 // Done without a fitness: one of the gates refused it.
-bool refused_by_a_gate(const CandidateRecord& c) { return c.state == CandidateState::kDone && !c.fitness_us; }
+bool refused_by_a_gate(const CandidateRecord& c) { return c.state == v1::CANDIDATE_STATE_DONE && !c.fitness_us; }
 
 }  // namespace
 
 std::vector<CandidateRecord> elites_of(const std::vector<CandidateRecord>& candidates, int k) {
   std::vector<CandidateRecord> out;
   for (const auto& c : candidates)
-    if (c.state == CandidateState::kDone && c.elite_eligible && c.fitness_us) out.push_back(c);
+    if (c.state == v1::CANDIDATE_STATE_DONE && c.elite_eligible && c.fitness_us) out.push_back(c);
   std::sort(out.begin(), out.end(), [](const CandidateRecord& a, const CandidateRecord& b) {
     if (*a.fitness_us != *b.fitness_us) return *a.fitness_us < *b.fitness_us;
     return a.genome < b.genome;
@@ -55,14 +56,16 @@ v1::Run to_proto(const RunRecord& r) {
   run.set_generations(r.generations);
   run.set_population(r.population);
   run.set_top_k(r.top_k);
-  run.set_strategy(r.strategy);
+  run.set_search_strategy(r.strategy);
+  run.set_strategy(label(r.strategy));  // for an older evoctl, as the other labels below
   run.set_rng_seed(r.rng_seed);
   run.set_device_class(r.device_class);
   run.set_state(static_cast<v1::RunState>(r.state));
   run.set_created_unix_ms(r.created_ms);
   run.set_message(r.message);
   for (const auto& g : r.start_genomes) run.add_start_genomes(g);
-  run.set_fitness_inputs(r.fitness_inputs);
+  run.set_fitness_from(r.fitness_inputs);
+  run.set_fitness_inputs(label(r.fitness_inputs));
   return run;
 }
 
@@ -76,7 +79,7 @@ v1::RunStatus RunViews::build_status(const RunRecord& run) {
   auto candidates = store_.candidates_of_run(run.id);
   int done = 0, failed = 0;
   for (const auto& c : candidates) {
-    done += c.state == CandidateState::kDone;
+    done += c.state == v1::CANDIDATE_STATE_DONE;
     failed += refused_by_a_gate(c);
   }
   st.set_evaluations_done(done);
@@ -134,7 +137,7 @@ v1::LeaderboardResponse RunViews::leaderboard(const v1::LeaderboardRequest& req)
     const std::string seed_genome = SearchSpace::for_template(run.seed).default_genome().text();
     double seed_us = 0;
     for (const auto& c : candidates)
-      if (c.genome == seed_genome && c.state == CandidateState::kDone && c.fitness_us) seed_us = *c.fitness_us;
+      if (c.genome == seed_genome && c.state == v1::CANDIDATE_STATE_DONE && c.fitness_us) seed_us = *c.fitness_us;
     resp.set_seed_us(seed_us);
     resp.set_seed_genome(seed_genome);
 
@@ -191,11 +194,13 @@ v1::ListCandidatesResponse RunViews::list_candidates(const v1::ListCandidatesReq
       out->set_generation(c.generation);
       out->set_genome(c.genome);
       out->set_parents(lineage(c, id_of_genome));
-      out->set_state(to_string(c.state));
+      out->set_phase(c.state);
+      out->set_state(label(c.state));
       out->set_fitness_us(c.fitness_us.value_or(0));
       out->set_failed(refused_by_a_gate(c));
       out->set_elite_eligible(c.elite_eligible);
-      out->set_result_source(c.result_source);
+      out->set_result_from(c.result_source);
+      out->set_result_source(label(c.result_source));
       if (c.final_evaluation_id) {
         if (auto ev = store_.get_evaluation(*c.final_evaluation_id)) {
           *out->mutable_evaluation() = std::move(ev->evaluation);

@@ -4,6 +4,8 @@
 // worker/gate_thresholds.h.
 #include <cstdint>
 
+#include "evo/evo.pb.h"
+
 namespace evo::server {
 
 // Elite admission: the second, independent measurement must agree with the first within this
@@ -26,8 +28,8 @@ inline constexpr int kDefaultPopulation = 16;
 inline constexpr int kDefaultTopK = 3;
 inline constexpr uint64_t kDefaultRngSeed = 1;
 inline constexpr const char* kDefaultShape = "1x8x512x64";
-inline constexpr const char* kDefaultStrategy = "evolve";
-inline constexpr const char* kDefaultFitnessInputs = "rotated";
+inline constexpr v1::SearchStrategy kDefaultStrategy = v1::SEARCH_STRATEGY_EVOLVE;
+inline constexpr v1::FitnessInputs kDefaultFitnessInputs = v1::FITNESS_INPUTS_ROTATED;
 // What the strategies check shared memory against (sm_90 opt-in per block); fixed per run so that a
 // run's genome sequence does not depend on which worker shows up first.
 inline constexpr int64_t kDefaultSmemLimit = 227 * 1024;

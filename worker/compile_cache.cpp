@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "template_registry.h"
+#include "wire_labels.h"
 
 namespace evo {
 namespace fs = std::filesystem;
@@ -123,9 +124,11 @@ std::optional<CacheEntry> CompileCache::load(const std::string& key) const {
     e.resources = resources_from_json(j.at("resources"));
     if (j.contains("tensor_cores")) {
       const auto& t = j.at("tensor_cores");
-      e.tensor_cores = SassVerdict{t.at("verdict").get<std::string>(), t.at("detail").get<std::string>()};
-      if (e.tensor_cores->verdict != "passed" && e.tensor_cores->verdict != "failed")
-        throw std::runtime_error("SASS verdict '" + e.tensor_cores->verdict + "'");
+      const auto verdict = t.at("verdict").get<std::string>();  // its label: the sidecar is text
+      const auto parsed = parse_label<v1::Verdict>(verdict);
+      if (parsed != v1::VERDICT_PASSED && parsed != v1::VERDICT_FAILED)
+        throw std::runtime_error("SASS verdict '" + verdict + "'");
+      e.tensor_cores = SassVerdict{*parsed, t.at("detail").get<std::string>()};
     }
     if (e.lowered_name.empty()) throw std::runtime_error("empty lowered name");
     return e;
@@ -144,8 +147,8 @@ CacheEntry CompileCache::store(const std::string& key, std::string_view cubin,
                       {"cubin_bytes", cubin.size()},
                       {"cubin_fnv1a", fnv1a_hex(cubin)},
                       {"resources", resources_to_json(entry.resources)}};
-  if (entry.tensor_cores && entry.tensor_cores->verdict != "skipped")
-    j["tensor_cores"] = {{"verdict", entry.tensor_cores->verdict}, {"detail", entry.tensor_cores->detail}};
+  if (entry.tensor_cores && entry.tensor_cores->verdict != v1::VERDICT_SKIPPED)
+    j["tensor_cores"] = {{"verdict", label(entry.tensor_cores->verdict)}, {"detail", entry.tensor_cores->detail}};
   // Cubin first: a sidecar in place always describes a complete cubin. A concurrent writer of the
   // same key writes identical bytes, so whichever rename lands last is equally right.
   write_atomically(entry.cubin_path, cubin);

@@ -15,6 +15,7 @@
 #include "search_space.h"
 #include "shape.h"
 #include "shape_proto.h"
+#include "wire_labels.h"
 
 namespace evo {
 namespace {
@@ -98,7 +99,7 @@ void print_text(const Genome& g, const v1::Evaluation& e) {
               e.estimated() ? "  [ESTIMATED, not measured]" : "");
   std::printf("gates (wall ms on this machine)\n");
   for (const auto& v : e.gates())
-    std::printf("  %-13s %-8s %8.0f  %s\n", v.gate().c_str(), v.verdict().c_str(), v.elapsed_ms(),
+    std::printf("  %-13s %-8s %8.0f  %s\n", label(v.kind()).c_str(), label(v.outcome()).c_str(), v.elapsed_ms(),
                 v.detail().c_str());
   if (e.wall_ms() > 0) std::printf("wall      %.0f ms in all\n", e.wall_ms());
   const auto& r = e.resources();

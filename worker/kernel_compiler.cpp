@@ -146,7 +146,7 @@ struct KernelCompiler::Impl {
   // cache hit reads it back.
   void judge_sass(const std::string& key, std::string_view cubin, CacheEntry& entry) const {
     entry.tensor_cores = check_tensor_core_sass(entry.cubin_path, entry.lowered_name);
-    if (entry.tensor_cores->verdict != "skipped") entry = cache.store(key, cubin, entry);
+    if (entry.tensor_cores->verdict != v1::VERDICT_SKIPPED) entry = cache.store(key, cubin, entry);
   }
 
   static std::optional<std::string> read_cubin(const std::string& path) {
@@ -167,7 +167,7 @@ struct KernelCompiler::Impl {
     k.options = e.options;
     k.compile_ms = ms;
     k.cache_hit = hit;
-    k.tensor_cores = e.tensor_cores.value_or(SassVerdict{"skipped", "the SASS was not read"});
+    k.tensor_cores = e.tensor_cores.value_or(SassVerdict{v1::VERDICT_SKIPPED, "the SASS was not read"});
     return k;
   }
 

@@ -200,8 +200,8 @@ class ModelEvaluator : public Evaluator {
       eval.set_wall_ms(clock.total_ms());
       return eval;
     }
-    for (const char* gate : {"correct", "timed", "sanitizer"})
-      add_gate(eval, gate, "skipped", "model evaluator");
+    for (v1::Gate gate : {v1::GATE_CORRECT, v1::GATE_TIMED, v1::GATE_SANITIZER})
+      add_gate(eval, gate, v1::VERDICT_SKIPPED, "model evaluator");
 
     const SearchSpace& space = SearchSpace::for_template(g.template_id());
     double log_sum = 0;

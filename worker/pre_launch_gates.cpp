@@ -10,23 +10,23 @@
 #include "sass_check.h"
 #include "search_space.h"
 #include "log_ids.h"
+#include "wire_labels.h"
 
 namespace evo {
 
-void add_gate(v1::Evaluation& eval, const std::string& gate, const std::string& verdict,
-              const std::string& detail, double elapsed_ms) {
+void add_gate(v1::Evaluation& eval, v1::Gate gate, v1::Verdict verdict, const std::string& detail,
+              double elapsed_ms) {
   auto* v = eval.add_gates();
-  v->set_gate(gate);
-  v->set_verdict(verdict);
+  set_gate_forms(*v, gate, verdict);
   v->set_detail(detail);
   v->set_elapsed_ms(elapsed_ms);
 }
 
-void set_gate(v1::Evaluation& eval, const std::string& gate, const std::string& verdict,
-              const std::string& detail, std::optional<double> elapsed_ms) {
+void set_gate(v1::Evaluation& eval, v1::Gate gate, v1::Verdict verdict, const std::string& detail,
+              std::optional<double> elapsed_ms) {
   for (auto& g : *eval.mutable_gates())
-    if (g.gate() == gate) {
-      g.set_verdict(verdict);
+    if (g.kind() == gate) {
+      set_gate_forms(g, gate, verdict);
       g.set_detail(detail);
       if (elapsed_ms) g.set_elapsed_ms(*elapsed_ms);
       return;
@@ -37,13 +37,13 @@ void set_gate(v1::Evaluation& eval, const std::string& gate, const std::string& 
 namespace {
 
 std::optional<std::vector<CompiledKernel>> reject(v1::Evaluation& eval, v1::EvalStatus status,
-                                                  const std::string& gate,
-                                                  const std::string& message, const Genome& g,
-                                                  GateClock& clock) {
+                                                  v1::Gate gate, const std::string& message,
+                                                  const Genome& g, GateClock& clock) {
   eval.set_status(status);
   eval.set_message(message);
-  add_gate(eval, gate, "failed", message, clock.lap_ms());
-  spdlog::info("event=gate_rejected {}genome_hash={} gate={} reason=\"{}\"", log_ids(), g.hash(), gate, message);
+  add_gate(eval, gate, v1::VERDICT_FAILED, message, clock.lap_ms());
+  spdlog::info("event=gate_rejected {}genome_hash={} gate={} reason=\"{}\"", log_ids(), g.hash(), label(gate),
+               message);
   return std::nullopt;
 }
 
@@ -57,9 +57,9 @@ std::optional<std::vector<CompiledKernel>> run_pre_launch_gates(
   try {
     space = &SearchSpace::for_template(g.template_id());
   } catch (const std::exception& e) {
-    return reject(eval, v1::INVALID, "valid", e.what(), g, clock);
+    return reject(eval, v1::INVALID, v1::GATE_VALID, e.what(), g, clock);
   }
-  if (shapes.empty()) return reject(eval, v1::INVALID, "valid", "no problem shape given", g, clock);
+  if (shapes.empty()) return reject(eval, v1::INVALID, v1::GATE_VALID, "no problem shape given", g, clock);
 
   // Gate 1: every shape, before any compile.
   for (const auto& shape : shapes) {
@@ -67,12 +67,12 @@ std::optional<std::vector<CompiledKernel>> run_pre_launch_gates(
     try {
       violated = space->violated_constraint(g, shape, smem_limit, sm_arch_number(compiler.arch()));
     } catch (const std::exception& e) {
-      return reject(eval, v1::INVALID, "valid", e.what(), g, clock);
+      return reject(eval, v1::INVALID, v1::GATE_VALID, e.what(), g, clock);
     }
     if (violated)
-      return reject(eval, v1::INVALID, "valid", "violates " + *violated + " at " + shape.text(), g, clock);
+      return reject(eval, v1::INVALID, v1::GATE_VALID, "violates " + *violated + " at " + shape.text(), g, clock);
   }
-  add_gate(eval, "valid", "passed",
+  add_gate(eval, v1::GATE_VALID, v1::VERDICT_PASSED,
            "all constraints hold for " + std::to_string(shapes.size()) + " shape(s)", clock.lap_ms());
 
   // Gate 2: start every distinct kernel's compile at once, so that they run in parallel.
@@ -90,9 +90,9 @@ std::optional<std::vector<CompiledKernel>> run_pre_launch_gates(
       k = pending.at(space->kernel_name(g, shape)).get();
     } catch (const CompileError& e) {
       eval.mutable_resources()->set_ptxas_log(e.log());
-      return reject(eval, v1::COMPILE_ERROR, "compile", e.what(), g, clock);
+      return reject(eval, v1::COMPILE_ERROR, v1::GATE_COMPILE, e.what(), g, clock);
     } catch (const std::exception& e) {
-      return reject(eval, v1::COMPILE_ERROR, "compile", e.what(), g, clock);
+      return reject(eval, v1::COMPILE_ERROR, v1::GATE_COMPILE, e.what(), g, clock);
     }
     const LaunchConfig launch = space->launch(g, shape);
     k.resources.set_dynamic_smem_bytes(static_cast<int32_t>(launch.smem_bytes));
@@ -107,14 +107,14 @@ std::optional<std::vector<CompiledKernel>> run_pre_launch_gates(
       *eval.mutable_resources() = k.resources;
       eval.set_compile_ms(compile_ms);
       eval.set_cache_hit(all_hits);
-      return reject(eval, v1::RESOURCE_REJECT, "compile", *why, g, clock);
+      return reject(eval, v1::RESOURCE_REJECT, v1::GATE_COMPILE, *why, g, clock);
     }
     kernels.push_back(std::move(k));
   }
   eval.set_compile_ms(compile_ms);
   eval.set_cache_hit(all_hits);
   const auto& r = eval.resources();
-  add_gate(eval, "compile", "passed",
+  add_gate(eval, v1::GATE_COMPILE, v1::VERDICT_PASSED,
            std::to_string(r.registers()) + " registers, " + std::to_string(r.stack_frame_bytes()) +
                " bytes stack, " + std::to_string(r.spill_store_bytes()) + " bytes spilled, " +
                std::to_string(r.static_smem_bytes() + r.dynamic_smem_bytes()) + " bytes smem" +
@@ -126,13 +126,13 @@ std::optional<std::vector<CompiledKernel>> run_pre_launch_gates(
   for (const auto& k : kernels) {
     if (judged.count(k.lowered_name)) continue;
     SassVerdict v = k.tensor_cores;  // read on the compile pool (KernelCompiler)
-    if (v.verdict == "failed")
-      return reject(eval, v1::RESOURCE_REJECT, "tensor_cores",
+    if (v.verdict == v1::VERDICT_FAILED)
+      return reject(eval, v1::RESOURCE_REJECT, v1::GATE_TENSOR_CORES,
                     v.detail + " (" + k.name_expression + ")", g, clock);
     judged.emplace(k.lowered_name, std::move(v));
   }
   const SassVerdict& first = judged.begin()->second;
-  add_gate(eval, "tensor_cores", first.verdict, first.detail, clock.lap_ms());
+  add_gate(eval, v1::GATE_TENSOR_CORES, first.verdict, first.detail, clock.lap_ms());
   return kernels;
 }
 

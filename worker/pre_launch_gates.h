@@ -14,7 +14,7 @@
 
 namespace evo {
 
-// Fills eval's gates "valid", "compile", "tensor_cores", its resources (of the first shape's
+// Fills eval's gates valid, compile and tensor_cores, its resources (of the first shape's
 // kernel, with that launch's dynamic shared memory and threads), compile_options, compile_ms and
 // cache_hit. On a rejection also status (INVALID, COMPILE_ERROR or RESOURCE_REJECT) and a one-line
 // message, and returns nullopt. Otherwise returns one kernel per shape, in the order of `shapes`.
@@ -26,11 +26,11 @@ std::optional<std::vector<CompiledKernel>> run_pre_launch_gates(KernelCompiler& 
                                                                 v1::Evaluation& eval);
 
 // Appends a gate verdict to eval, with the wall time spent in the gate.
-void add_gate(v1::Evaluation& eval, const std::string& gate, const std::string& verdict,
-              const std::string& detail, double elapsed_ms = 0);
-// Sets the named gate's verdict and detail, adding the gate where eval has none of that name; its
-// elapsed time only where one is given (a later verdict on a gate keeps the time it measured).
-void set_gate(v1::Evaluation& eval, const std::string& gate, const std::string& verdict,
-              const std::string& detail, std::optional<double> elapsed_ms = std::nullopt);
+void add_gate(v1::Evaluation& eval, v1::Gate gate, v1::Verdict verdict, const std::string& detail,
+              double elapsed_ms = 0);
+// Sets the gate's verdict and detail, adding the gate where eval has none of its kind; its elapsed
+// time only where one is given (a later verdict on a gate keeps the time it measured).
+void set_gate(v1::Evaluation& eval, v1::Gate gate, v1::Verdict verdict, const std::string& detail,
+              std::optional<double> elapsed_ms = std::nullopt);
 
 }  // namespace evo

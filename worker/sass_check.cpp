@@ -64,22 +64,22 @@ std::optional<int> count_tensor_core_ops(std::string_view sass_listing,
 
 SassVerdict check_tensor_core_sass(const std::string& cubin_path, const std::string& lowered_name) {
   const auto tool = find_cuobjdump();
-  if (!tool) return {"skipped", "cuobjdump not found in PATH or $CUDA_HOME/bin"};
+  if (!tool) return {v1::VERDICT_SKIPPED, "cuobjdump not found in PATH or $CUDA_HOME/bin"};
   const std::string cmd = shell_quote(*tool) + " --dump-sass " + shell_quote(cubin_path) + " 2>&1";
   FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (!pipe) return {"skipped", "cannot run cuobjdump"};
+  if (!pipe) return {v1::VERDICT_SKIPPED, "cannot run cuobjdump"};
   std::string listing;
   std::array<char, 4096> buf;
   for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0;) listing.append(buf.data(), n);
   const int status = ::pclose(pipe);
   if (status != 0 || listing.empty()) {
     spdlog::warn("event=cuobjdump_failed cubin={} status={}", cubin_path, status);
-    return {"skipped", "cuobjdump failed on the cubin"};
+    return {v1::VERDICT_SKIPPED, "cuobjdump failed on the cubin"};
   }
   const auto count = count_tensor_core_ops(listing, lowered_name);
-  if (!count) return {"failed", "kernel " + lowered_name + " not found in the SASS listing"};
-  if (*count == 0) return {"failed", "no HMMA/HGMMA instruction in the SASS: tensor cores unused"};
-  return {"passed", std::to_string(*count) + " HMMA/HGMMA instructions in the SASS"};
+  if (!count) return {v1::VERDICT_FAILED, "kernel " + lowered_name + " not found in the SASS listing"};
+  if (*count == 0) return {v1::VERDICT_FAILED, "no HMMA/HGMMA instruction in the SASS: tensor cores unused"};
+  return {v1::VERDICT_PASSED, std::to_string(*count) + " HMMA/HGMMA instructions in the SASS"};
 }
 
 }  // namespace evo

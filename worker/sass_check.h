@@ -7,10 +7,12 @@
 #include <string>
 #include <string_view>
 
+#include "evo/evo.pb.h"
+
 namespace evo {
 
 struct SassVerdict {
-  std::string verdict;  // "passed", "failed", "skipped"
+  v1::Verdict verdict;  // passed, failed or skipped
   std::string detail;
 };
 

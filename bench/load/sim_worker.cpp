@@ -7,6 +7,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "template_registry.h"
+#include "wire_labels.h"
 
 namespace evo::load {
 
@@ -123,11 +124,8 @@ v1::Evaluation SimWorker::invent_evaluation(const v1::Lease& lease) const {
   e.set_status(v1::OK);
   double us = 15.0 + static_cast<double>(h % 10000) / 100.0;
   e.set_fitness_us(us);
-  for (const char* gate : {"valid", "compile", "tensor_cores", "correct", "timed"}) {
-    auto* g = e.add_gates();
-    g->set_gate(gate);
-    g->set_verdict("passed");
-  }
+  for (v1::Gate gate : {v1::GATE_VALID, v1::GATE_COMPILE, v1::GATE_TENSOR_CORES, v1::GATE_CORRECT, v1::GATE_TIMED})
+    set_gate_forms(*e.add_gates(), gate, v1::VERDICT_PASSED);
   for (const auto& shape : lease.shapes()) {
     auto* s = e.add_shapes();
     *s->mutable_shape() = shape;

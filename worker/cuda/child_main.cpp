@@ -89,17 +89,17 @@ void run_gates(const EvalRequest& req, v1::Evaluation& e, std::string& stage) {
       if (r.failure) {
         e.set_status(v1::INCORRECT);
         e.set_message("incorrect: " + *r.failure);
-        set_gate(e, "correct", "failed", *r.failure, clock.total_ms());
-        set_gate(e, "timed", "not_run", "");
+        set_gate(e, v1::GATE_CORRECT, v1::VERDICT_FAILED, *r.failure, clock.total_ms());
+        set_gate(e, v1::GATE_TIMED, v1::VERDICT_NOT_RUN, "");
         return;
       }
     }
-    set_gate(e, "correct", "passed",
+    set_gate(e, v1::GATE_CORRECT, v1::VERDICT_PASSED,
              std::to_string(req.shapes.size()) + " shapes, each checked twice around " +
                  std::to_string(req.repeated_launches) + " back-to-back launches",
              clock.total_ms());
   } else {
-    set_gate(e, "correct", "not_run", "");
+    set_gate(e, v1::GATE_CORRECT, v1::VERDICT_NOT_RUN, "");
   }
 
   if (req.run_timed) {
@@ -124,12 +124,12 @@ void run_gates(const EvalRequest& req, v1::Evaluation& e, std::string& stage) {
                std::to_string(t.samples) + "x" + std::to_string(t.launches_per_sample);
     }
     e.set_fitness_us(cuda::geometric_mean(medians));
-    set_gate(e, "timed", "passed",
+    set_gate(e, v1::GATE_TIMED, v1::VERDICT_PASSED,
              "graph replays x back-to-back launches per shape: " + plans + ", after " +
                  std::to_string(req.warmup_launches) + " warm-up",
              clock.total_ms());
   } else {
-    set_gate(e, "timed", "not_run", "");
+    set_gate(e, v1::GATE_TIMED, v1::VERDICT_NOT_RUN, "");
   }
   e.set_status(v1::OK);
 }
@@ -162,8 +162,8 @@ int run_eval_child(int argc, char** argv) {
     e.set_message(std::string("crash: ") + cudaGetErrorName(f.error()) + " (" +
                   cudaGetErrorString(f.error()) + ") during " + stage);
     const bool in_timing = stage.rfind("timing", 0) == 0;
-    set_gate(e, in_timing ? "timed" : "correct", "failed", f.what());
-    if (!in_timing) set_gate(e, "timed", "not_run", "");
+    set_gate(e, in_timing ? v1::GATE_TIMED : v1::GATE_CORRECT, v1::VERDICT_FAILED, f.what());
+    if (!in_timing) set_gate(e, v1::GATE_TIMED, v1::VERDICT_NOT_RUN, "");
     code = kExitCudaFailure;
   } catch (const std::exception& ex) {
     e.set_status(v1::CRASH);

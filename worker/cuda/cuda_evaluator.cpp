@@ -24,19 +24,18 @@
 namespace evo {
 namespace {
 
-constexpr const char* kGateOrder[] = {"valid", "compile", "tensor_cores", "correct", "timed", "sanitizer"};
-
-// Puts eval's gates in DESIGN.md's order; a gate that was never reached becomes "not_run".
+// Puts eval's gates in DESIGN.md's order (the Gate enum's); a gate never reached becomes not_run.
 void complete_gates(v1::Evaluation& eval) {
-  std::map<std::string, v1::GateVerdict> by_name;
-  for (const auto& g : eval.gates()) by_name.emplace(g.gate(), g);
+  std::map<v1::Gate, v1::GateVerdict> by_kind;
+  for (const auto& g : eval.gates()) by_kind.emplace(g.kind(), g);
   eval.clear_gates();
-  for (const char* name : kGateOrder) {
-    auto it = by_name.find(name);
-    if (it != by_name.end()) {
+  for (int k = v1::GATE_VALID; k <= v1::GATE_SANITIZER; ++k) {
+    const auto kind = static_cast<v1::Gate>(k);
+    auto it = by_kind.find(kind);
+    if (it != by_kind.end()) {
       *eval.add_gates() = it->second;
     } else {
-      add_gate(eval, name, "not_run", "");
+      add_gate(eval, kind, v1::VERDICT_NOT_RUN, "");
     }
   }
 }
@@ -178,18 +177,18 @@ v1::Evaluation CudaEvaluator::evaluate_source(const SourceKernel& kernel,
   v1::Evaluation eval;
   *eval.mutable_device() = device_;
   const std::string candidate = kernel.source_id;
-  auto reject = [&](v1::EvalStatus status, const std::string& gate, const std::string& msg) {
+  auto reject = [&](v1::EvalStatus status, v1::Gate gate, const std::string& msg) {
     eval.set_status(status);
     eval.set_message(msg);
-    set_gate(eval, gate, "failed", msg, clock.lap_ms());
+    set_gate(eval, gate, v1::VERDICT_FAILED, msg, clock.lap_ms());
     complete_gates(eval);
     eval.set_wall_ms(clock.total_ms());
     spdlog::info("event=measured {}source={} status={} message=\"{}\"", log_ids(), candidate,
                  v1::EvalStatus_Name(status), msg);
     return eval;
   };
-  if (shapes.empty()) return reject(v1::INVALID, "valid", "no problem shape given");
-  add_gate(eval, "valid", "passed", "source kernel: no search space to check", clock.lap_ms());
+  if (shapes.empty()) return reject(v1::INVALID, v1::GATE_VALID, "no problem shape given");
+  add_gate(eval, v1::GATE_VALID, v1::VERDICT_PASSED, "source kernel: no search space to check", clock.lap_ms());
 
   std::map<std::string, std::shared_future<CompiledKernel>> pending;
   for (const auto& s : shapes) {
@@ -204,9 +203,9 @@ v1::Evaluation CudaEvaluator::evaluate_source(const SourceKernel& kernel,
       k = pending.at(kernel.name_expression(s)).get();
     } catch (const CompileError& e) {
       eval.mutable_resources()->set_ptxas_log(e.log());
-      return reject(v1::COMPILE_ERROR, "compile", e.what());
+      return reject(v1::COMPILE_ERROR, v1::GATE_COMPILE, e.what());
     } catch (const std::exception& e) {
-      return reject(v1::COMPILE_ERROR, "compile", e.what());
+      return reject(v1::COMPILE_ERROR, v1::GATE_COMPILE, e.what());
     }
     const LaunchConfig l = kernel.launch(s);
     k.resources.set_dynamic_smem_bytes(static_cast<int32_t>(l.smem_bytes));
@@ -214,13 +213,13 @@ v1::Evaluation CudaEvaluator::evaluate_source(const SourceKernel& kernel,
     if (kernels.empty()) *eval.mutable_resources() = k.resources;
     if (auto why = resource_violation(k.resources, device_.smem_per_block_optin())) {
       *eval.mutable_resources() = k.resources;
-      return reject(v1::RESOURCE_REJECT, "compile", *why);
+      return reject(v1::RESOURCE_REJECT, v1::GATE_COMPILE, *why);
     }
     kernels.push_back(std::move(k));
   }
-  add_gate(eval, "compile", "passed", std::to_string(eval.resources().registers()) + " registers",
+  add_gate(eval, v1::GATE_COMPILE, v1::VERDICT_PASSED, std::to_string(eval.resources().registers()) + " registers",
            clock.lap_ms());
-  add_gate(eval, "tensor_cores", "skipped", "source kernel: not required");
+  add_gate(eval, v1::GATE_TENSOR_CORES, v1::VERDICT_SKIPPED, "source kernel: not required");
   run_launch_gates(kernels, shapes, kernel.launch, run_sanitizer || options_.sanitize, candidate, eval);
   complete_gates(eval);
   eval.set_wall_ms(clock.total_ms());
@@ -268,17 +267,17 @@ void CudaEvaluator::run_launch_gates(const std::vector<CompiledKernel>& kernels,
 
   eval.set_status(child.status());
   eval.set_message(child.message());
-  for (const auto& g : child.gates()) set_gate(eval, g.gate(), g.verdict(), g.detail(), g.elapsed_ms());
+  for (const auto& g : child.gates()) set_gate(eval, g.kind(), g.outcome(), g.detail(), g.elapsed_ms());
   *eval.mutable_shapes() = child.shapes();
   eval.set_fitness_us(child.fitness_us());
   if (!outcome.result_written || child.status() == v1::TIMEOUT) {
     // The child died before it could say which gate it was in; the correctness gate comes first.
-    set_gate(eval, "correct", "failed", child.message());
+    set_gate(eval, v1::GATE_CORRECT, v1::VERDICT_FAILED, child.message());
   }
   if (child.status() != v1::OK) return;
 
   if (!run_sanitizer) {
-    set_gate(eval, "sanitizer", "not_run", "not requested");
+    set_gate(eval, v1::GATE_SANITIZER, v1::VERDICT_NOT_RUN, "not requested");
     return;
   }
   cuda::EvalRequest sreq = req;
@@ -288,7 +287,7 @@ void CudaEvaluator::run_launch_gates(const std::vector<CompiledKernel>& kernels,
   const GateClock clock;
   const cuda::SanitizerVerdict v =
       cuda::run_sanitizer_gate(sanitizer_, child_exe_, sreq, dir->path, gates::kSanitizerWatchdogMs);
-  set_gate(eval, "sanitizer", v.gate.verdict(), v.gate.detail(), clock.total_ms());
+  set_gate(eval, v1::GATE_SANITIZER, v.gate.outcome(), v.gate.detail(), clock.total_ms());
   if (v.failed) {
     eval.set_status(v1::SANITIZER_ERROR);
     eval.set_message(v.message);

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "evaluation_child.h"
+#include "wire_labels.h"
 #include "gate_math.h"
 #include "log_ids.h"
 
@@ -81,9 +82,8 @@ SanitizerVerdict run_sanitizer_gate(const std::string& sanitizer, const std::str
                                     const EvalRequest& req, const std::string& work_dir,
                                     int timeout_ms) {
   SanitizerVerdict v;
-  v.gate.set_gate("sanitizer");
   if (sanitizer.empty()) {
-    v.gate.set_verdict("skipped");
+    set_gate_forms(v.gate, v1::GATE_SANITIZER, v1::VERDICT_SKIPPED);
     v.gate.set_detail("compute-sanitizer not found (set EVO_COMPUTE_SANITIZER or CUDA_HOME)");
     return v;
   }
@@ -129,14 +129,14 @@ SanitizerVerdict run_sanitizer_gate(const std::string& sanitizer, const std::str
       const std::string where = req.shapes.empty() ? tool : tool + " on " + join_labels(req.shapes);
       spdlog::warn("event=sanitizer_failed {}tool={} where=\"{}\" error=\"{}\"", log_ids(), tool, where, problem);
       v.failed = true;
-      v.gate.set_verdict("failed");
+      set_gate_forms(v.gate, v1::GATE_SANITIZER, v1::VERDICT_FAILED);
       v.gate.set_detail(where + ": " + problem);
       v.message = "sanitizer_error: " + where + ": " + problem;
       return v;
     }
     spdlog::debug("event=sanitizer_passed {}tool={} wall_ms={:.0f} dir={}", log_ids(), tool, o.wall_ms, work_dir);
   }
-  v.gate.set_verdict("passed");
+  set_gate_forms(v.gate, v1::GATE_SANITIZER, v1::VERDICT_PASSED);
   std::string names;
   for (const auto& t : tools) names += (names.empty() ? "" : ", ") + t;
   v.gate.set_detail(names + ": 0 errors on " + join_labels(req.shapes));

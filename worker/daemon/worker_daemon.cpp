@@ -23,6 +23,7 @@
 #include "shape_proto.h"
 #include "template_registry.h"
 #include "log_ids.h"
+#include "wire_labels.h"
 
 namespace evo {
 
@@ -33,7 +34,7 @@ std::string gate_times_text(const v1::Evaluation& e) {
   std::string out;
   for (const auto& g : e.gates()) {
     if (!out.empty()) out += ",";
-    out += g.gate() + ":" + std::to_string(static_cast<long long>(g.elapsed_ms() + 0.5));
+    out += label(g.kind()) + ":" + std::to_string(static_cast<long long>(g.elapsed_ms() + 0.5));
   }
   return out.empty() ? "-" : out;
 }

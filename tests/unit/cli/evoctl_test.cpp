@@ -47,10 +47,12 @@ TEST_F(Evoctl, SubmitPrintsTheRunIdAloneAndSendsTheOptions) {
   EXPECT_EQ(req.generations(), 3);
   EXPECT_EQ(req.population(), 8);
   EXPECT_EQ(req.top_k(), 2);
-  EXPECT_EQ(req.strategy(), "random");
+  EXPECT_EQ(req.search_strategy(), v1::SEARCH_STRATEGY_RANDOM);
+  EXPECT_EQ(req.strategy(), "random") << "and its label, for an evod before the enums";
   EXPECT_EQ(req.rng_seed(), 42u);
   EXPECT_EQ(req.device_class(), "sm_90a/H100");
   EXPECT_TRUE(req.causal());
+  EXPECT_EQ(req.fitness_from(), v1::FITNESS_INPUTS_RESIDENT);
   EXPECT_EQ(req.fitness_inputs(), "resident");
 }
 
@@ -126,7 +128,10 @@ TEST_F(Evoctl, SubmitLeavesUnsetSizesUnsetSoEvodDefaultsApply) {
   EXPECT_FALSE(req.has_generations());
   EXPECT_FALSE(req.has_population());
   EXPECT_FALSE(req.has_top_k());
-  EXPECT_EQ(req.fitness_inputs(), "") << "unset: evod's default";
+  EXPECT_EQ(req.fitness_from(), v1::FITNESS_INPUTS_UNSPECIFIED) << "unset: evod's default";
+  EXPECT_EQ(req.fitness_inputs(), "");
+  EXPECT_EQ(req.search_strategy(), v1::SEARCH_STRATEGY_UNSPECIFIED);
+  EXPECT_EQ(req.strategy(), "");
 }
 
 TEST_F(Evoctl, EvodRefusalIsOneLineWithItsCode) {
@@ -270,7 +275,9 @@ TEST_F(Evoctl, LeaderboardShowsEvidenceAndSaysEstimatedLoudly) {
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("2.00x"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("passed"), std::string::npos) << r.out;
+  size_t passed = 0;
+  for (size_t at = r.out.find("passed"); at != std::string::npos; at = r.out.find("passed", at + 1)) ++passed;
+  EXPECT_EQ(passed, 2u) << "each elite's sanitizer verdict, one by enum, one by label: " << r.out;
   EXPECT_NE(r.out.find("#2 r1-c2 (generation 2): crossover(r1-c7, r1-c9)\n"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("#1 r1-c1"), std::string::npos) << "no lineage line for a seed: " << r.out;
   EXPECT_NE(r.out.find("  1.5%  "), std::string::npos) << "the two measurements' spread: " << r.out;

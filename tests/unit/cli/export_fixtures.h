@@ -8,6 +8,7 @@
 #include "search_space.h"
 #include "shape.h"
 #include "template_registry.h"
+#include "wire_labels.h"
 
 namespace evo::testing {
 
@@ -32,8 +33,7 @@ inline v1::Evaluation measured_evaluation(bool estimated) {
   r->set_dynamic_smem_bytes(40960);
   r->set_threads_per_block(128);
   auto* g = e.add_gates();
-  g->set_gate("sanitizer");
-  g->set_verdict("passed");
+  set_gate_forms(*g, v1::GATE_SANITIZER, v1::VERDICT_PASSED);
   g->set_detail("0 errors");
   g->set_elapsed_ms(4120.4);
   e.set_wall_ms(9876);

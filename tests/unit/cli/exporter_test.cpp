@@ -173,7 +173,7 @@ TEST(Exporter, ReportCarriesTheEvidence) {
 // one of a run that ranked by rotated inputs does not.
 TEST(Exporter, ReportSaysWhichTimeRankedTheRun) {
   const auto resident = export_dispatch_table(
-      {{default_genome(), {shape_1x8x512x64()}, measured_evaluation(false), "run-0008", "resident"}});
+      {{default_genome(), {shape_1x8x512x64()}, measured_evaluation(false), "run-0008", v1::FITNESS_INPUTS_RESIDENT}});
   EXPECT_NE(resident.report().find("Run run-0008 ranked its candidates by L2-resident inputs: geometric mean "
                                    "of the resident times 6.15 µs."),
             std::string::npos)
@@ -271,8 +271,9 @@ TEST(Exporter, BucketsCarryTheFitnessTheirRunRankedBy) {
   ProblemShape big;
   big.batch = 16;
   big.heads = 16;
-  const auto r = export_dispatch_table({{a, {shape_1x8x512x64()}, measured_evaluation(false), "run-0008", "resident"},
-                                        {b, {big}, measured_evaluation(false), "run-0003"}});
+  const auto r = export_dispatch_table(
+      {{a, {shape_1x8x512x64()}, measured_evaluation(false), "run-0008", v1::FITNESS_INPUTS_RESIDENT},
+       {b, {big}, measured_evaluation(false), "run-0003"}});
   ASSERT_EQ(r.buckets_size(), 2);
   EXPECT_DOUBLE_EQ(r.buckets(0).fitness_us(), 6.15);
   EXPECT_DOUBLE_EQ(r.buckets(1).fitness_us(), 7.25);

@@ -69,10 +69,13 @@ class FakeCoordinator final : public v1::Coordinator::Service {
     *r->mutable_run() = make_run(v1::RUNNING);
     r->set_seed_genome(seed_genome);
     r->set_matched(req->failed_only() ? 1 : 3);
+    // The three as evods of three releases send them: enums and labels, enums only (a release
+    // after the transition), labels only (an evod before the enums).
     if (!req->failed_only()) {
       auto* ok = r->add_candidates();
       ok->set_candidate_id("r1-c0000");
       ok->set_genome(seed_genome);
+      ok->set_phase(v1::CANDIDATE_STATE_DONE);
       ok->set_state("done");
       ok->set_fitness_us(10.0);
       ok->mutable_evaluation()->set_status(v1::OK);
@@ -80,14 +83,14 @@ class FakeCoordinator final : public v1::Coordinator::Service {
     auto* spill = r->add_candidates();
     spill->set_candidate_id("r1-c0001");
     spill->set_genome("fa_s512_v3:BLOCK_M=128,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1");
-    spill->set_state("done");
+    spill->set_phase(v1::CANDIDATE_STATE_DONE);
     spill->set_failed(true);
     auto* e = spill->mutable_evaluation();
     e->set_status(v1::RESOURCE_REJECT);
     e->set_message("register spills 16 bytes stored / 20 bytes loaded > limit 0 bytes, and a long tail to be cut");
     auto* g = e->add_gates();
-    g->set_gate("compile");
-    g->set_verdict("failed");
+    g->set_kind(v1::GATE_COMPILE);
+    g->set_outcome(v1::VERDICT_FAILED);
     if (!req->failed_only()) {
       auto* queued = r->add_candidates();
       queued->set_candidate_id("r1-c0002");
@@ -139,8 +142,13 @@ class FakeCoordinator final : public v1::Coordinator::Service {
       e->mutable_evaluation()->mutable_resources()->set_registers(90 + i);
       e->mutable_evaluation()->mutable_resources()->set_dynamic_smem_bytes(40960);
       auto* g = e->mutable_evaluation()->add_gates();
-      g->set_gate("sanitizer");
-      g->set_verdict("passed");
+      if (i == 1) {  // enums only, as a release after the transition sends them; labels only, as one before
+        g->set_kind(v1::GATE_SANITIZER);
+        g->set_outcome(v1::VERDICT_PASSED);
+      } else {
+        g->set_gate("sanitizer");
+        g->set_verdict("passed");
+      }
       if (i == 1)  // the first elite was timed with the resident figure, the second before it
         for (double us : {4.0, 9.0}) e->mutable_evaluation()->add_shapes()->set_resident_us(us);
     }

@@ -96,7 +96,12 @@ TEST(Format, StatusSummarySaysWhatTheFitnessMeasures) {
   s.mutable_run()->set_run_id("r1");
   EXPECT_NE(status_summary(s).find("\n  fitness: per call with inputs cycled past L2\n"), std::string::npos)
       << "a run from before the choice ranks by rotated inputs";
-  s.mutable_run()->set_fitness_inputs("resident");
+  s.mutable_run()->set_fitness_inputs("resident");  // by label, as an evod before the enums sends it
+  EXPECT_NE(status_summary(s).find("\n  fitness: per call on one L2-resident input set\n"), std::string::npos);
+  s.mutable_run()->clear_fitness_inputs();
+  s.mutable_run()->set_fitness_from(v1::FITNESS_INPUTS_RESIDENT);  // by enum alone
+  EXPECT_NE(status_summary(s).find("\n  fitness: per call on one L2-resident input set\n"), std::string::npos);
+  s.mutable_run()->set_fitness_inputs("rotated");  // the enum comes first
   EXPECT_NE(status_summary(s).find("\n  fitness: per call on one L2-resident input set\n"), std::string::npos);
 }
 

@@ -6,6 +6,7 @@
 
 #include "errors.h"
 #include "strategy.h"
+#include "wire_labels.h"
 
 namespace evo {
 namespace {
@@ -42,10 +43,13 @@ double synthetic_us(const Genome& g) {
   return 10.0 + d;
 }
 
+// The strategy a label names, as the tests loop over them.
+v1::SearchStrategy named(std::string_view label) { return parse_label<v1::SearchStrategy>(label).value(); }
+
 // Runs `generations` generations, scoring with synthetic_us, and returns the whole history.
 std::vector<ScoredCandidate> run(std::string_view name, uint64_t seed, int generations, int population,
                                  std::vector<std::vector<Offspring>>* per_generation = nullptr) {
-  auto strategy = make_strategy(name, context(seed));
+  auto strategy = make_strategy(named(name), context(seed));
   std::vector<ScoredCandidate> history;
   for (int gen = 0; gen < generations; ++gen) {
     auto next = strategy->next_generation(gen, history, population);
@@ -61,18 +65,21 @@ std::vector<std::string> texts(const std::vector<ScoredCandidate>& h) {
   return t;
 }
 
-TEST(StrategyTest, UnknownNameIsAnInputError) {
-  try {
-    make_strategy("annealing", context(1));
-    FAIL();
-  } catch (const InputError& e) {
-    EXPECT_STREQ(e.what(), "unknown strategy 'annealing' (known: evolve, random, exhaustive)");
+TEST(StrategyTest, UnknownStrategyIsAnInputError) {
+  for (const auto unknown : {v1::SEARCH_STRATEGY_UNSPECIFIED, static_cast<v1::SearchStrategy>(9)}) {
+    try {
+      make_strategy(unknown, context(1));
+      FAIL();
+    } catch (const InputError& e) {
+      EXPECT_EQ(std::string(e.what()), "unknown strategy " + std::to_string(static_cast<int>(unknown)) +
+                                           " (known: evolve, random, exhaustive)");
+    }
   }
 }
 
 TEST(StrategyTest, GenerationZeroLeadsWithTheDefaultGenome) {
   for (const char* name : {"evolve", "random", "exhaustive"}) {
-    auto gen0 = make_strategy(name, context(3))->next_generation(0, {}, 6);
+    auto gen0 = make_strategy(named(name), context(3))->next_generation(0, {}, 6);
     ASSERT_EQ(gen0.size(), 6u) << name;
     EXPECT_EQ(gen0[0].genome, space().default_genome()) << name;
     EXPECT_EQ(gen0[0].op, "seed") << name;
@@ -92,7 +99,7 @@ TEST(StrategyTest, StartGenomesFollowTheDefaultInGenerationZeroAndInvalidOnesAre
     ASSERT_FALSE(valid_for(ctx, too_big));
     // The default genome and a repeat are offered once only.
     ctx.start_genomes = {fast, too_big, space().default_genome(), other, fast};
-    auto strategy = make_strategy(name, ctx);
+    auto strategy = make_strategy(named(name), ctx);
     auto gen0 = strategy->next_generation(0, {}, 6);
     ASSERT_EQ(gen0.size(), 6u) << name;
     EXPECT_EQ(gen0[0].op, "seed") << name;
@@ -126,7 +133,7 @@ TEST(StrategyTest, GenesTheRunsShapesDoNotUseStayAtTheirDefaults) {
       auto ctx = context(11);
       ctx.shapes = {parse_shape("1x8x512x64"), parse_shape(any_causal ? "2x8x512x64:causal" : "2x8x512x64")};
       ctx.start_genomes = {folded};
-      auto strategy = make_strategy(name, ctx);
+      auto strategy = make_strategy(named(name), ctx);
       std::vector<ScoredCandidate> history;
       int with_fold = 0;
       for (int gen = 0; gen < 6; ++gen) {
@@ -148,7 +155,7 @@ TEST(StrategyTest, GenesTheRunsShapesDoNotUseStayAtTheirDefaults) {
 TEST(StrategyTest, StartGenomeOfAnotherSpaceIsDropped) {
   auto ctx = context(3);
   ctx.start_genomes = {Genome("other_template", {{"BLOCK_M", 64}})};
-  auto gen0 = make_strategy("random", ctx)->next_generation(0, {}, 4);
+  auto gen0 = make_strategy(v1::SEARCH_STRATEGY_RANDOM, ctx)->next_generation(0, {}, 4);
   ASSERT_EQ(gen0.size(), 4u);
   for (const auto& o : gen0) EXPECT_NE(o.op, "start");
 }
@@ -162,9 +169,9 @@ TEST(StrategyTest, SameSeedSameSequenceDifferentSeedDifferent) {
 
 TEST(StrategyTest, ProposalsDoNotDependOnHistoryOrder) {
   auto history = run("evolve", 9, 3, 8);
-  auto a = make_strategy("evolve", context(9))->next_generation(3, history, 8);
+  auto a = make_strategy(v1::SEARCH_STRATEGY_EVOLVE, context(9))->next_generation(3, history, 8);
   std::reverse(history.begin(), history.end());
-  auto b = make_strategy("evolve", context(9))->next_generation(3, history, 8);
+  auto b = make_strategy(v1::SEARCH_STRATEGY_EVOLVE, context(9))->next_generation(3, history, 8);
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].genome, b[i].genome);
 }
@@ -183,7 +190,7 @@ TEST(StrategyTest, NoDuplicatesAndAllValid) {
 TEST(StrategyTest, NeverReproposesAGenomeFromHistory) {
   std::vector<ScoredCandidate> history = {{space().default_genome(), 5.0},
                                           {space().parse("BLOCK_M=64"), std::nullopt}};
-  auto next = make_strategy("evolve", context(2))->next_generation(0, history, 20);
+  auto next = make_strategy(v1::SEARCH_STRATEGY_EVOLVE, context(2))->next_generation(0, history, 20);
   for (const auto& o : next) {
     EXPECT_NE(o.genome, space().default_genome());
     EXPECT_NE(o.genome, space().parse("BLOCK_M=64"));
@@ -240,7 +247,7 @@ TEST(StrategyTest, ExhaustiveEnumeratesEveryValidGenomeExactlyOnce) {
     if (valid_for(ctx, space().at(i))) expected.insert(space().at(i).text());
   ASSERT_GT(expected.size(), 100u);
 
-  auto strategy = make_strategy("exhaustive", ctx);
+  auto strategy = make_strategy(v1::SEARCH_STRATEGY_EXHAUSTIVE, ctx);
   std::vector<ScoredCandidate> history;
   for (int gen = 0; gen < 1000; ++gen) {
     auto next = strategy->next_generation(gen, history, 37);
@@ -260,7 +267,7 @@ TEST(StrategyTest, RandomAndEvolveDrainASmallSpaceThenStop) {
     std::set<std::string> valid;
     for (uint64_t i = 0; i < space().size(); ++i)
       if (valid_for(ctx, space().at(i))) valid.insert(space().at(i).text());
-    auto strategy = make_strategy(name, ctx);
+    auto strategy = make_strategy(named(name), ctx);
     std::vector<ScoredCandidate> history;
     ASSERT_LT(valid.size(), 100u * 5) << "the space outgrew this test's budget";
     // Generations until one proposes nothing: a nearly drained space costs a scan of the whole
@@ -281,7 +288,7 @@ TEST(StrategyTest, RandomAndEvolveDrainASmallSpaceThenStop) {
 
 TEST(StrategyTest, EvolveWithOnlyFailuresFallsBackToRandom) {
   std::vector<ScoredCandidate> history = {{space().default_genome(), std::nullopt}};
-  auto next = make_strategy("evolve", context(4))->next_generation(1, history, 5);
+  auto next = make_strategy(v1::SEARCH_STRATEGY_EVOLVE, context(4))->next_generation(1, history, 5);
   ASSERT_EQ(next.size(), 5u);
   for (const auto& o : next) EXPECT_EQ(o.op, "random");
 }
@@ -330,7 +337,7 @@ std::vector<std::vector<Offspring>> three_generations(const SearchSpace& space, 
                                                       int population) {
   StrategyContext ctx;
   ctx.space = &space;
-  auto strategy = make_strategy(name, ctx);
+  auto strategy = make_strategy(named(name), ctx);
   std::vector<ScoredCandidate> history;
   std::vector<std::vector<Offspring>> generations;
   for (int gen = 0; gen < 3; ++gen) {

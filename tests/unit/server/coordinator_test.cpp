@@ -193,7 +193,7 @@ TEST_F(CoordinatorTest, ExpiredLeaseIsRequeuedAndItsLateReportRefused) {
   EXPECT_EQ(coord_->sweep_expired_leases(), 1);
   auto c = store_.get_candidate(stale.candidate_id());
   ASSERT_TRUE(c);
-  EXPECT_EQ(c->state, CandidateState::kQueued);
+  EXPECT_EQ(c->state, v1::CANDIDATE_STATE_QUEUED);
   EXPECT_EQ(c->attempts, 1);
   auto fresh = lease(b).leases(0);
   EXPECT_EQ(fresh.candidate_id(), stale.candidate_id());
@@ -313,8 +313,13 @@ TEST_F(CoordinatorTest, BadSubmissionsAreRefusedAndChangeNothing) {
   EXPECT_EQ(submit_with([](auto& r) { r.set_population(0); }), Code::kInvalidArgument);
   EXPECT_EQ(submit_with([](auto& r) { r.set_generations(-1); }), Code::kInvalidArgument);
   EXPECT_EQ(submit_with([](auto& r) { r.set_top_k(0); }), Code::kInvalidArgument);
+  // By label (an evoctl before the enums) and by a number this build does not know.
   EXPECT_EQ(submit_with([](auto& r) { r.set_strategy("annealing"); }), Code::kInvalidArgument);
   EXPECT_EQ(submit_with([](auto& r) { r.set_fitness_inputs("warm"); }), Code::kInvalidArgument);
+  EXPECT_EQ(submit_with([](auto& r) { r.set_search_strategy(static_cast<v1::SearchStrategy>(9)); }),
+            Code::kInvalidArgument);
+  EXPECT_EQ(submit_with([](auto& r) { r.set_fitness_from(static_cast<v1::FitnessInputs>(7)); }),
+            Code::kInvalidArgument);
   EXPECT_EQ(code_of([&] { coord_->status("run-9999"); }), Code::kNotFound);
   EXPECT_EQ(code_of([&] { coord_->cancel("run-9999"); }), Code::kNotFound);
   EXPECT_EQ(store_.dump(), before);
@@ -423,7 +428,7 @@ TEST_F(CoordinatorTest, StartGenomesAreStoredCanonicalForTheRunsShapes) {
     req.set_generations(1);
     req.set_population(2);
     req.set_top_k(1);
-    req.set_strategy("random");
+    req.set_search_strategy(v1::SEARCH_STRATEGY_RANDOM);
     req.set_causal(causal);
     req.add_start_genomes(folded);
     const v1::Run run = coord_->submit(req);
@@ -470,9 +475,10 @@ TEST_F(CoordinatorTest, StartGenomesLeadGenerationZeroAndSurviveARestart) {
   req.set_generations(3);
   req.set_population(4);
   req.set_top_k(2);
-  req.set_strategy("random");
+  req.set_strategy("random");  // by label, as an evoctl from before the enums sends it
   for (const auto& g : {wgmma, wide, wgmma}) req.add_start_genomes(g);
   const v1::Run run = coord_->submit(req);
+  EXPECT_EQ(run.search_strategy(), v1::SEARCH_STRATEGY_RANDOM);
   const std::vector<std::string> canonical = {space.parse(wgmma).text(), space.parse(wide).text()};
   EXPECT_EQ(std::vector<std::string>(run.start_genomes().begin(), run.start_genomes().end()), canonical);
 
@@ -563,7 +569,7 @@ TEST_F(CoordinatorTest, ListCandidatesSaysWhichGateRefusedWhichCandidate) {
       e.set_status(v1::RESOURCE_REJECT);
       e.set_message("register spills 16 bytes stored / 20 bytes loaded > limit 0 bytes");
       e.clear_fitness_us();
-      auto* g = e.add_gates();
+      auto* g = e.add_gates();  // by label only, as a worker from before the gate enums reports
       g->set_gate("compile");
       g->set_verdict("failed");
     }
@@ -578,7 +584,10 @@ TEST_F(CoordinatorTest, ListCandidatesSaysWhichGateRefusedWhichCandidate) {
   EXPECT_EQ(all.seed_genome(), all.candidates(0).genome()) << "generation 0 leads with the seed genome";
   EXPECT_EQ(all.candidates(0).parents(), "seed()");
   for (const auto& c : all.candidates()) {
-    EXPECT_EQ(c.state(), "done");
+    EXPECT_EQ(c.phase(), v1::CANDIDATE_STATE_DONE);
+    EXPECT_EQ(c.state(), "done") << "and its label, for an older evoctl";
+    EXPECT_EQ(c.result_from(), v1::RESULT_SOURCE_MEASURED);
+    EXPECT_EQ(c.result_source(), "measured");
     EXPECT_TRUE(c.evaluation().resources().ptxas_log().empty()) << "kilobytes per candidate stay home";
   }
   req.set_failed_only(true);
@@ -588,6 +597,8 @@ TEST_F(CoordinatorTest, ListCandidatesSaysWhichGateRefusedWhichCandidate) {
     EXPECT_TRUE(c.failed());
     EXPECT_EQ(c.fitness_us(), 0);
     EXPECT_EQ(c.evaluation().status(), v1::RESOURCE_REJECT);
+    EXPECT_EQ(c.evaluation().gates(0).kind(), v1::GATE_COMPILE) << "the store maps an older worker's labels";
+    EXPECT_EQ(c.evaluation().gates(0).outcome(), v1::VERDICT_FAILED);
     EXPECT_EQ(c.evaluation().gates(0).gate(), "compile");
   }
   EXPECT_EQ(failed.candidates(0).candidate_id(), all.candidates(1).candidate_id());
@@ -639,7 +650,7 @@ TEST_F(CoordinatorTest, SameRngSeedGivesTheSameGenomesAndTheCacheSkipsRemeasurin
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].genome, b[i].genome) << i;
-    EXPECT_EQ(b[i].result_source, "cache");
+    EXPECT_EQ(b[i].result_source, v1::RESULT_SOURCE_CACHE);
   }
   v1::LeaderboardRequest lr;
   lr.set_run_id(second.run_id());
@@ -656,7 +667,8 @@ TEST_F(CoordinatorTest, TheCacheNeverAnswersForAnotherProblem) {
   auto bigger = submit(2, 6, 2, 42, "16x16x512x64");
   int leased = drive({w}, "sm_90a/model/estimated", [](const v1::Lease&) { return 1.0; }, true);
   EXPECT_EQ(leased, 12);
-  for (const auto& c : store_.candidates_of_run(bigger.run_id())) EXPECT_EQ(c.result_source, "measured");
+  for (const auto& c : store_.candidates_of_run(bigger.run_id()))
+    EXPECT_EQ(c.result_source, v1::RESULT_SOURCE_MEASURED);
 }
 
 // The dtype rides in the shape text, and so in the cache's problem key: a genome timed on fp16 says
@@ -670,10 +682,11 @@ TEST_F(CoordinatorTest, TheCacheNeverAnswersForAnotherDtype) {
   drive({w}, "sm_90a/model/estimated", [](const v1::Lease&) { return 1.0; }, true);
   auto bf16 = submit(2, 6, 2, 42, "1x8x512x64:bf16");
   EXPECT_EQ(drive({w}, "sm_90a/model/estimated", [](const v1::Lease&) { return 1.0; }, true), 12);
-  for (const auto& c : store_.candidates_of_run(bf16.run_id())) EXPECT_EQ(c.result_source, "measured");
+  for (const auto& c : store_.candidates_of_run(bf16.run_id()))
+    EXPECT_EQ(c.result_source, v1::RESULT_SOURCE_MEASURED);
 }
 
-// fitness_inputs "resident": candidates rank by the geometric mean of their shapes' resident
+// Fitness inputs resident: candidates rank by the geometric mean of their shapes' resident
 // times, not by the worker's fitness (inputs cycled past L2); a report that lacks a resident time
 // is refused and changes nothing; and such a fitness never answers, from the cache, for a run
 // that ranks by rotated inputs.
@@ -687,9 +700,10 @@ TEST_F(CoordinatorTest, AResidentRunRanksByResidentTimes) {
   req.set_population(4);
   req.set_top_k(2);
   req.set_rng_seed(5);
-  req.set_fitness_inputs("resident");
+  req.set_fitness_from(v1::FITNESS_INPUTS_RESIDENT);
   const auto run = coord_->submit(req);
-  EXPECT_EQ(run.fitness_inputs(), "resident");
+  EXPECT_EQ(run.fitness_from(), v1::FITNESS_INPUTS_RESIDENT);
+  EXPECT_EQ(run.fitness_inputs(), "resident") << "and its label, for an older evoctl";
   // Resident times 1/4 and 1/16 of the worker's fitness: their geometric mean is 1/8 of it.
   auto with_resident = [&](const v1::Lease& l) {
     v1::Evaluation e = evaluation(l, "sm_90a/Fake", 1.0);
@@ -722,11 +736,13 @@ TEST_F(CoordinatorTest, AResidentRunRanksByResidentTimes) {
   EXPECT_LE(board.elites(0).fitness_us(), board.elites(1).fitness_us());
 
   // The same genomes in a run that ranks by rotated inputs: all measured again.
-  req.clear_fitness_inputs();
+  req.clear_fitness_from();
   const auto rotated = coord_->submit(req);
+  EXPECT_EQ(rotated.fitness_from(), v1::FITNESS_INPUTS_ROTATED);
   EXPECT_EQ(rotated.fitness_inputs(), "rotated");
   EXPECT_GT(drive({w}, "sm_90a/Fake", [](const v1::Lease&) { return 1.0; }), 0);
-  for (const auto& c : store_.candidates_of_run(rotated.run_id())) EXPECT_EQ(c.result_source, "measured");
+  for (const auto& c : store_.candidates_of_run(rotated.run_id()))
+    EXPECT_EQ(c.result_source, v1::RESULT_SOURCE_MEASURED);
 }
 
 // A database kept across an upgrade: its cached times were measured on the template's old code,
@@ -743,7 +759,8 @@ TEST_F(CoordinatorTest, TheCacheNeverAnswersForAnotherVersionOfTheTemplate) {
   }
   auto again = submit(2, 6, 2, 42);
   EXPECT_EQ(drive({w}, "sm_90a/model/estimated", [](const v1::Lease&) { return 1.0; }, true), 12);
-  for (const auto& c : store_.candidates_of_run(again.run_id())) EXPECT_EQ(c.result_source, "measured");
+  for (const auto& c : store_.candidates_of_run(again.run_id()))
+    EXPECT_EQ(c.result_source, v1::RESULT_SOURCE_MEASURED);
 }
 
 // Two runs at once share one worker in turn; the older does not take every lease until it is done.

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "rpc_fixture.h"
+#include "wire_labels.h"
 
 namespace evo {
 namespace {
@@ -226,9 +227,22 @@ TEST_F(RpcBadInput, ReportResult) {
        report([nan](auto& r) { r.mutable_evaluation()->set_wall_ms(nan); })},
       {"negative gate time", StatusCode::INVALID_ARGUMENT, report([](auto& r) {
          auto* g = r.mutable_evaluation()->add_gates();
-         g->set_gate("timed");
+         set_gate_forms(*g, v1::GATE_TIMED, v1::VERDICT_PASSED);
          g->set_elapsed_ms(-1);
        })},
+      {"gate out of the enum", StatusCode::INVALID_ARGUMENT, report([](auto& r) {
+         set_gate_forms(*r.mutable_evaluation()->add_gates(), static_cast<v1::Gate>(99), v1::VERDICT_PASSED);
+       })},
+      {"gate label that names no gate", StatusCode::INVALID_ARGUMENT, report([](auto& r) {
+         auto* g = r.mutable_evaluation()->add_gates();
+         g->set_gate("warp_speed");  // as a worker before the enums would send it
+         g->set_verdict("passed");
+       })},
+      {"verdict out of the enum", StatusCode::INVALID_ARGUMENT, report([](auto& r) {
+         set_gate_forms(*r.mutable_evaluation()->add_gates(), v1::GATE_TIMED, static_cast<v1::Verdict>(99));
+       })},
+      {"gate without a verdict", StatusCode::INVALID_ARGUMENT,
+       report([](auto& r) { r.mutable_evaluation()->add_gates()->set_kind(v1::GATE_COMPILE); })},
       {"negative error figure", StatusCode::INVALID_ARGUMENT,
        report([](auto& r) { r.mutable_evaluation()->mutable_shapes(0)->set_rel_l2_error(-0.5); })},
       {"negative register count", StatusCode::INVALID_ARGUMENT,
@@ -316,8 +330,12 @@ TEST_F(RpcBadInput, SubmitRun) {
       {"negative top_k", StatusCode::INVALID_ARGUMENT, submit([](auto& r) { r.set_top_k(-3); })},
       {"top_k above population", StatusCode::INVALID_ARGUMENT, submit([](auto& r) { r.set_top_k(5); })},
       {"unknown strategy", StatusCode::INVALID_ARGUMENT, submit([](auto& r) { r.set_strategy("annealing"); })},
+      {"strategy out of the enum", StatusCode::INVALID_ARGUMENT,
+       submit([](auto& r) { r.set_search_strategy(static_cast<v1::SearchStrategy>(9)); })},
       {"1 MB strategy", StatusCode::INVALID_ARGUMENT, submit([](auto& r) { r.set_strategy(k1MB); })},
       {"unknown fitness inputs", StatusCode::INVALID_ARGUMENT, submit([](auto& r) { r.set_fitness_inputs("warm"); })},
+      {"fitness inputs out of the enum", StatusCode::INVALID_ARGUMENT,
+       submit([](auto& r) { r.set_fitness_from(static_cast<v1::FitnessInputs>(7)); })},
       {"1 MB fitness inputs", StatusCode::INVALID_ARGUMENT, submit([](auto& r) { r.set_fitness_inputs(k1MB); })},
       {"device class with a control character", StatusCode::INVALID_ARGUMENT,
        submit([](auto& r) { r.set_device_class("sm_90a\x1b[2J"); })},

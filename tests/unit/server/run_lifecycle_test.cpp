@@ -21,7 +21,8 @@ class RunLifecycleTest : public ManagerTest {
       e.created_ms = now_;
       e.evaluation.set_status(v1::OK);
       e.evaluation.set_fitness_us(fitness_us);
-      store_.finish_candidate(c.id, store_.insert_evaluation(e), v1::OK, fitness_us, 0, true, "measured");
+      store_.finish_candidate(c.id, store_.insert_evaluation(e), v1::OK, fitness_us, 0, true,
+                              v1::RESULT_SOURCE_MEASURED);
     });
   }
   void advance(const std::string& run_id) {

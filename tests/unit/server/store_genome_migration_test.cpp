@@ -152,7 +152,7 @@ TEST(StoreGenomeMigration, AGenomeNoScheduleMatchesKeepsItsRowAndLeavesTheLeader
     // The queued one is closed as INVALID, and its run, which could not go on, fails naming it.
     const auto queued = store.candidates_of_run("run-0002")[1];
     EXPECT_EQ(queued.genome, kOldBad);
-    EXPECT_EQ(queued.state, CandidateState::kDone);
+    EXPECT_EQ(queued.state, v1::CANDIDATE_STATE_DONE);
     EXPECT_EQ(queued.final_status, v1::INVALID);
     const auto run = store.get_run("run-0002");
     EXPECT_EQ(run->state, v1::FAILED);

@@ -60,7 +60,7 @@ RunRecord sample_run(const std::string& id) {
   run.seed = "fa_s512_v3";
   run.shapes = {"1x8x512x64", "1x8x1024x64:causal"};
   run.generations = run.population = run.top_k = 1;
-  run.strategy = "evolve";
+  run.strategy = v1::SEARCH_STRATEGY_EVOLVE;
   run.smem_limit = 1;
   return run;
 }
@@ -106,17 +106,73 @@ TEST(Store, MigrationFromVersionTwoKeepsRunsAndAddsStartGenomesAndFitnessInputs)
     auto old = migrated.get_run("run-0001");
     ASSERT_TRUE(old);
     EXPECT_TRUE(old->start_genomes.empty());
-    EXPECT_EQ(old->fitness_inputs, "rotated");
-    EXPECT_EQ(old->strategy, "random");
+    EXPECT_EQ(old->fitness_inputs, v1::FITNESS_INPUTS_ROTATED);
+    EXPECT_EQ(old->strategy, v1::SEARCH_STRATEGY_RANDOM);
     EXPECT_EQ(old->rng_seed, 9u);
     EXPECT_EQ(old->device_class, "sm_90a/H100");
     EXPECT_EQ(old->smem_limit, 232448);
     RunRecord fresh = sample_run("run-0002");
     fresh.start_genomes = {"fa_s512_v3:BLOCK_M=64"};
-    fresh.fitness_inputs = "resident";
+    fresh.fitness_inputs = v1::FITNESS_INPUTS_RESIDENT;
     migrated.insert_run(fresh);
     EXPECT_EQ(migrated.get_run("run-0002")->start_genomes, fresh.start_genomes);
-    EXPECT_EQ(migrated.get_run("run-0002")->fitness_inputs, "resident");
+    EXPECT_EQ(migrated.get_run("run-0002")->fitness_inputs, v1::FITNESS_INPUTS_RESIDENT);
+  });
+}
+
+// An evaluation stored by a build from before the gate enums: its gates carry labels only (the
+// blob is what that build serialized), and they read back with their enums.
+TEST(Store, AnEvaluationStoredBeforeTheGateEnumsReadsWithThem) {
+  test::TempDir dir;
+  Store store(dir.file("evo.db"));
+  store.transaction([&] {
+    store.insert_run(sample_run("run-0001"));
+    CandidateRecord c;
+    c.id = "run-0001-c0000";
+    c.run_id = "run-0001";
+    c.genome = "g";
+    c.genome_hash = "h";
+    c.op = "seed";
+    store.insert_candidate(c);
+    EvaluationRecord e;
+    e.candidate_id = c.id;
+    e.evaluation.set_status(v1::RESOURCE_REJECT);
+    const std::pair<const char*, const char*> labels[] = {
+        {"valid", "passed"}, {"compile", "failed"}, {"sanitizer", "not_run"}};
+    for (const auto& [gate, verdict] : labels) {
+      auto* g = e.evaluation.add_gates();
+      g->set_gate(gate);
+      g->set_verdict(verdict);
+    }
+    const auto read = store.get_evaluation(store.insert_evaluation(e));
+    ASSERT_TRUE(read);
+    const auto& gates = read->evaluation.gates();
+    ASSERT_EQ(gates.size(), 3);
+    EXPECT_EQ(gates[0].kind(), v1::GATE_VALID);
+    EXPECT_EQ(gates[0].outcome(), v1::VERDICT_PASSED);
+    EXPECT_EQ(gates[1].kind(), v1::GATE_COMPILE);
+    EXPECT_EQ(gates[1].outcome(), v1::VERDICT_FAILED);
+    EXPECT_EQ(gates[2].kind(), v1::GATE_SANITIZER);
+    EXPECT_EQ(gates[2].outcome(), v1::VERDICT_NOT_RUN);
+    EXPECT_EQ(gates[1].gate(), "compile") << "the labels stay, for older peers";
+  });
+}
+
+// The store keeps strategies, fitness inputs, candidate states and result sources as labels in text
+// columns; one that no build of evo wrote is an error that names the row, not a guess.
+TEST(Store, ATextColumnThatNamesNoValueIsAnError) {
+  test::TempDir dir;
+  write_older_database(dir, "INSERT INTO runs (id, seed, shapes, generations, population, top_k, strategy, rng_seed,"
+                            " device_class, state, created_ms, message, smem_limit) VALUES ('run-0001', 'fa_s512_v3',"
+                            " '1x8x512x64', 2, 4, 1, 'annealing', 9, '', 2, 5, '', 232448);");
+  Store store(dir.file("evo.db"));
+  store.transaction([&] {
+    try {
+      store.get_run("run-0001");
+      FAIL() << "expected a StoreError";
+    } catch (const StoreError& e) {
+      EXPECT_STREQ(e.what(), "strategy of run-0001 is 'annealing', not one of evolve, random, exhaustive");
+    }
   });
 }
 
@@ -154,7 +210,7 @@ TEST(Store, FailedTransactionRollsBackEverything) {
   run.seed = "fa_s512_v3";
   run.shapes = {"1x8x512x64"};
   run.generations = run.population = run.top_k = 1;
-  run.strategy = "evolve";
+  run.strategy = v1::SEARCH_STRATEGY_EVOLVE;
   run.smem_limit = 1;
   EXPECT_THROW(store.transaction([&] {
     store.insert_run(run);
@@ -173,7 +229,7 @@ TEST(Store, ResultCacheKeyIsGenomeProblemClassAndToolkit) {
     run.seed = "fa_s512_v3";
     run.shapes = {"1x8x512x64"};
     run.generations = run.population = run.top_k = 1;
-    run.strategy = "evolve";
+    run.strategy = v1::SEARCH_STRATEGY_EVOLVE;
     run.smem_limit = 1;
     store.insert_run(run);
     CandidateRecord c;

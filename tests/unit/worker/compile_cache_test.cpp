@@ -54,14 +54,14 @@ TEST(CompileCache, SassVerdictRoundTripsButASkippedOneIsNotKept) {
   CacheEntry e = sample_entry();
   cache.store("abc", "CUBINBYTES", e);
   EXPECT_FALSE(cache.load("abc")->tensor_cores) << "not judged yet";
-  e.tensor_cores = SassVerdict{"passed", "16 HMMA/HGMMA instructions in the SASS"};
+  e.tensor_cores = SassVerdict{v1::VERDICT_PASSED, "16 HMMA/HGMMA instructions in the SASS"};
   cache.store("abc", "CUBINBYTES", e);
   const auto hit = cache.load("abc");
   ASSERT_TRUE(hit && hit->tensor_cores);
-  EXPECT_EQ(hit->tensor_cores->verdict, "passed");
+  EXPECT_EQ(hit->tensor_cores->verdict, v1::VERDICT_PASSED);
   EXPECT_EQ(hit->tensor_cores->detail, "16 HMMA/HGMMA instructions in the SASS");
   // Skipped means no cuobjdump was found: a later worker with one must read the SASS itself.
-  e.tensor_cores = SassVerdict{"skipped", "cuobjdump not found in PATH or $CUDA_HOME/bin"};
+  e.tensor_cores = SassVerdict{v1::VERDICT_SKIPPED, "cuobjdump not found in PATH or $CUDA_HOME/bin"};
   cache.store("abc", "CUBINBYTES", e);
   EXPECT_FALSE(cache.load("abc")->tensor_cores);
 }
@@ -70,7 +70,7 @@ TEST(CompileCache, UnknownSassVerdictIsAMiss) {
   test::TempDir dir;
   CompileCache cache(dir.path());
   CacheEntry e = sample_entry();
-  e.tensor_cores = SassVerdict{"passed", "2 HMMA/HGMMA instructions in the SASS"};
+  e.tensor_cores = SassVerdict{v1::VERDICT_PASSED, "2 HMMA/HGMMA instructions in the SASS"};
   cache.store("abc", "CUBINBYTES", e);
   std::string sidecar = test::read_text(cache.sidecar_path("abc"));
   sidecar.replace(sidecar.find("\"passed\""), 8, "\"maybe\"");

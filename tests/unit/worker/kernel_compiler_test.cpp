@@ -90,10 +90,10 @@ TEST(KernelCompiler, SassVerdictIsReadOnceAtCompileAndKeptInTheCache) {
   KernelCompiler compiler(dir.path(), "sm_80", 1);
   second = compiler.compile("axpy", kRegisterOnlySource, "axpy");
   ::setenv("PATH", saved_path.c_str(), 1);
-  EXPECT_EQ(first.tensor_cores.verdict, "passed") << first.tensor_cores.detail;
+  EXPECT_EQ(first.tensor_cores.verdict, v1::VERDICT_PASSED) << first.tensor_cores.detail;
   EXPECT_EQ(first.tensor_cores.detail, "1 HMMA/HGMMA instructions in the SASS");
   EXPECT_TRUE(second.cache_hit);
-  EXPECT_EQ(second.tensor_cores.verdict, "passed");
+  EXPECT_EQ(second.tensor_cores.verdict, v1::VERDICT_PASSED);
   EXPECT_EQ(second.tensor_cores.detail, first.tensor_cores.detail);
   EXPECT_EQ(test::read_text(calls), "run\n") << "cuobjdump ran again on a cache hit";
 }

@@ -94,9 +94,9 @@ TEST_F(FakeCuobjdump, PassesAndFailsFromTheListing) {
   ::setenv("PATH", (dir_.path() + ":" + saved_path_).c_str(), 1);
   ASSERT_EQ(find_cuobjdump(), dir_.path() + "/cuobjdump");
   auto pass = check_tensor_core_sass("unused.cubin", "_ZN3evo6tensorEv");
-  EXPECT_EQ(pass.verdict, "passed") << pass.detail;
+  EXPECT_EQ(pass.verdict, v1::VERDICT_PASSED) << pass.detail;
   auto fail = check_tensor_core_sass("unused.cubin", "_ZN3evo4mathEv");
-  EXPECT_EQ(fail.verdict, "failed");
+  EXPECT_EQ(fail.verdict, v1::VERDICT_FAILED);
   EXPECT_NE(fail.detail.find("HMMA"), std::string::npos);
 }
 
@@ -105,7 +105,7 @@ TEST_F(FakeCuobjdump, NoToolIsSkippedNeverPassed) {
   ::setenv("CUDA_HOME", empty_.path().c_str(), 1);
   EXPECT_FALSE(find_cuobjdump());
   auto v = check_tensor_core_sass("unused.cubin", "_ZN3evo6tensorEv");
-  EXPECT_EQ(v.verdict, "skipped");
+  EXPECT_EQ(v.verdict, v1::VERDICT_SKIPPED);
   EXPECT_NE(v.detail.find("cuobjdump not found"), std::string::npos);
 }
 
