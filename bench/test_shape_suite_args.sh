@@ -35,6 +35,8 @@ check "bad EVO_SPLIT_CAUSAL" 2 "EVO_SPLIT_CAUSAL must be 0 or 1, got '2'" \
   EVO_SPLIT_CAUSAL=2 "$suite" --dry-run "$bundle" "$scratch/out"
 check "bad EVO_FITNESS_INPUTS" 2 "EVO_FITNESS_INPUTS must be rotated or resident" \
   EVO_FITNESS_INPUTS=hot "$suite" --dry-run "$bundle" "$scratch/out"
+check "bad EVO_DTYPE" 2 "EVO_DTYPE must be fp16 or bf16, got 'fp8'" \
+  EVO_DTYPE=fp8 "$suite" --dry-run "$bundle" "$scratch/out"
 check "a shape that is not BxHxSxD" 2 "'1x8x512' is not BxHxSxD" \
   EVO_SUITE=1x8x512 "$suite" --dry-run "$bundle" "$scratch/out"
 printf '1x8x512x64\n' > "$scratch/starts.txt"
