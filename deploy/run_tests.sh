@@ -11,4 +11,4 @@ build="${EVO_BUILD_DIR:-$root/build-tests}"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEVO_BUILD_TESTS=ON
 cmake --build "$build" -j"$(nproc)"
 cd "$build"
-ctest --output-on-failure -LE slow -j"${EVO_CTEST_JOBS:-2}"
+ctest --output-on-failure -LE "slow|sweep" -j"${EVO_CTEST_JOBS:-2}"
