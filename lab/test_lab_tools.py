@@ -13,6 +13,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import ncu_source_summary  # noqa: E402
+import worker_ab  # noqa: E402
 
 
 class NcuSourceSummary(unittest.TestCase):
@@ -73,6 +74,25 @@ class LaunchWarmthProbe(unittest.TestCase):
                               timeout=120)
         self.assertEqual(proc.returncode, 2)
         self.assertEqual(proc.stderr.strip().splitlines(), [f"error: dispatch file not found: {missing}"])
+
+
+class WorkerAb(unittest.TestCase):
+    def test_cases_group_a_tables_shapes_by_genome_with_suffixes(self):
+        path = os.path.join(tempfile.mkdtemp(), "t.dispatch.json")
+        g = "fa_s512_v3:BLOCK_M=64,SCHEDULE=tma"
+        with open(path, "w") as f:
+            f.write('{"shapes": [{"genome": "%s", "shape": "1x8x512x64", "causal": false, "dtype": "fp16"},'
+                    ' {"genome": "%s", "shape": "1x8x512x64", "causal": true, "dtype": "bf16"},'
+                    ' {"genome": "fa_s512_v3:BLOCK_M=16", "shape": "2x8x512x64", "causal": false}]}' % (g, g))
+        self.assertEqual(worker_ab.cases_from([path]), [
+            ("fa_s512_v3", "BLOCK_M=64,SCHEDULE=tma", ["1x8x512x64", "1x8x512x64:causal:bf16"]),
+            ("fa_s512_v3", "BLOCK_M=16", ["2x8x512x64"]),
+        ])
+
+    def test_shape_results_read_either_json_spelling(self):
+        ev = {"shapes": [{"relL2Error": 2e-4, "maxAbsError": 1e-3, "medianUs": 4.5},
+                         {"rel_l2_error": 3e-4, "max_abs_error": 2e-3, "median_us": 5.5}]}
+        self.assertEqual(worker_ab.shape_results(ev), [(2e-4, 1e-3, 4.5), (3e-4, 2e-3, 5.5)])
 
 
 if __name__ == "__main__":
