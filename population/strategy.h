@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "device_limits.h"
 #include "evo/evo.pb.h"
 #include "genome.h"
 #include "search_space.h"
@@ -29,7 +30,7 @@ struct Offspring {
 struct StrategyContext {
   const SearchSpace* space = nullptr;
   std::vector<ProblemShape> shapes;  // a genome must be valid for every shape; empty: 1x8x512x64
-  int64_t smem_limit = 227 * 1024;   // the target device's opt-in shared memory per block
+  int64_t smem_limit = kDefaultSmemLimit;  // the target device's opt-in shared memory per block
   uint64_t rng_seed = 1;
   int top_k = 3;
   // Warm start: offered right after the default genome (op "start"), through the same checks as

@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 
+#include "device_limits.h"
 #include "errors.h"
 #include "resident_time.h"
 #include "search_space.h"
@@ -23,7 +24,6 @@
 namespace evo {
 namespace {
 
-constexpr int64_t kSm90SmemOptin = 232448;  // 227 KiB: the opt-in limit per block on sm_90
 // Names whose value is known only at the call; everything else is a compile-time constant.
 const std::set<std::string> kRuntimeNames = {"BATCH", "HEADS", "SEQ_Q", "SEQ_K"};
 
@@ -236,8 +236,8 @@ void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& 
       << "      }\n";
   }
   o
-    << "      if (smem > 48 * 1024) {\n"
-    << "        // Above 48 KB a kernel must opt in to dynamic shared memory; once per size suffices.\n"
+    << "      if (smem > " << kSmemPerBlockDefault << ") {\n"
+    << "        // Above this a kernel must opt in to dynamic shared memory; once per size suffices.\n"
     << "        static std::atomic<long long> raised{0};\n"
     << "        if (raised.load() < smem) {\n"
     << "          const cudaError_t e = cudaFuncSetAttribute(\n"
@@ -418,7 +418,7 @@ int64_t smem_limit_for(const std::vector<ExportVariant>& variants, const ExportO
     const int64_t d = v.evidence.device().smem_per_block_optin();
     if (d > 0 && (limit == 0 || d < limit)) limit = d;  // the tightest device that measured
   }
-  return limit > 0 ? limit : kSm90SmemOptin;
+  return limit > 0 ? limit : kDefaultSmemLimit;
 }
 
 std::string arch_of(const std::vector<ExportVariant>& variants) {

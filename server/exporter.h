@@ -32,7 +32,7 @@ struct ExportVariant {
 
 struct ExportOptions {
   // Shared memory per block the constraints are checked against. 0: the evidence's device
-  // (smem_per_block_optin), else the sm_90 opt-in limit of 227 KiB.
+  // (smem_per_block_optin), else kDefaultSmemLimit (device_limits.h).
   int64_t smem_limit = 0;
   // The exported file's name, for the report's build line (the library: lib<stem>.so).
   std::string source_name = "best.cu";

@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "device_limits.h"
 #include "errors.h"
 #include "search_space.h"
 #include "server_config.h"
@@ -124,7 +125,7 @@ RunRecord run_of_request(const v1::SubmitRunRequest& req, const SearchSpace& spa
   run.strategy = submitted_choice(req.search_strategy(), req.strategy(), server::kDefaultStrategy, "strategy");
   run.rng_seed = req.rng_seed() == 0 ? server::kDefaultRngSeed : req.rng_seed();
   run.device_class = req.device_class();
-  run.smem_limit = server::kDefaultSmemLimit;
+  run.smem_limit = kDefaultSmemLimit;  // device_limits.h: fixed per run
   run.start_genomes = check_start_genomes(req, run, space);
   run.fitness_inputs =
       submitted_choice(req.fitness_from(), req.fitness_inputs(), server::kDefaultFitnessInputs, "fitness_inputs");

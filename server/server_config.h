@@ -30,9 +30,6 @@ inline constexpr uint64_t kDefaultRngSeed = 1;
 inline constexpr const char* kDefaultShape = "1x8x512x64";
 inline constexpr v1::SearchStrategy kDefaultStrategy = v1::SEARCH_STRATEGY_EVOLVE;
 inline constexpr v1::FitnessInputs kDefaultFitnessInputs = v1::FITNESS_INPUTS_ROTATED;
-// What the strategies check shared memory against (sm_90 opt-in per block); fixed per run so that a
-// run's genome sequence does not depend on which worker shows up first.
-inline constexpr int64_t kDefaultSmemLimit = 227 * 1024;
 inline constexpr int kMaxPopulation = 4096;
 inline constexpr int kMaxGenerations = 10000;
 

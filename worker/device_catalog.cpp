@@ -1,7 +1,20 @@
 #include "device_catalog.h"
 
+#include "device_limits.h"
+
 namespace evo {
 namespace {
+
+// The architecture's limits (device_limits.h), the part of a model that is not an assumption.
+void set_limits(DeviceModel& d, int sm_arch) {
+  const DeviceLimits& l = *device_limits(sm_arch);
+  d.smem_per_block_optin = l.smem_per_block_optin;
+  d.smem_per_sm = l.smem_per_sm;
+  d.smem_reserved_per_block = l.smem_reserved_per_block;
+  d.regs_per_sm = l.regs_per_sm;
+  d.max_threads_per_sm = l.max_threads_per_sm;
+  d.max_blocks_per_sm = l.max_blocks_per_sm;
+}
 
 // Assumptions (public data sheets; boost clocks; dense fp16 tensor rates with fp32 accumulate).
 // mma.sync on Hopper reaches about two thirds of the wgmma peak (989 TFLOP/s), hence 660.
@@ -13,12 +26,7 @@ DeviceModel hopper(const char* arch) {
   d.sm_count = 132;
   d.sm_clock_mhz = 1980;
   d.mem_clock_mhz = 2619;
-  d.smem_per_block_optin = 227 * 1024;
-  d.smem_per_sm = 228 * 1024;
-  d.smem_reserved_per_block = 1024;
-  d.regs_per_sm = 65536;
-  d.max_threads_per_sm = 2048;
-  d.max_blocks_per_sm = 32;
+  set_limits(d, 90);
   d.mma_sync_tflops = 660;
   d.wgmma_tflops = 989;
   d.fp32_tflops = 67;
@@ -37,12 +45,7 @@ DeviceModel ampere() {
   d.sm_count = 108;
   d.sm_clock_mhz = 1410;
   d.mem_clock_mhz = 1593;
-  d.smem_per_block_optin = 163 * 1024;
-  d.smem_per_sm = 164 * 1024;
-  d.smem_reserved_per_block = 1024;
-  d.regs_per_sm = 65536;
-  d.max_threads_per_sm = 2048;
-  d.max_blocks_per_sm = 32;
+  set_limits(d, 80);
   d.mma_sync_tflops = 312;
   d.fp32_tflops = 19.5;
   d.hbm_gbps = 2039;
@@ -60,12 +63,7 @@ DeviceModel ada() {
   d.sm_count = 142;
   d.sm_clock_mhz = 2520;
   d.mem_clock_mhz = 2250;
-  d.smem_per_block_optin = 99 * 1024;
-  d.smem_per_sm = 100 * 1024;
-  d.smem_reserved_per_block = 1024;
-  d.regs_per_sm = 65536;
-  d.max_threads_per_sm = 1536;
-  d.max_blocks_per_sm = 24;
+  set_limits(d, 89);
   d.mma_sync_tflops = 362;
   d.fp32_tflops = 91.6;
   d.hbm_gbps = 864;

@@ -1,7 +1,9 @@
 #pragma once
-// Per-architecture device figures for the model evaluator, which has no GPU to ask. Every number
-// is an assumption taken from the vendor's public data sheet of one representative card, not a
-// measurement; they exist so that estimates rank variants sensibly, not to predict microseconds.
+// Per-architecture device figures for the model evaluator, which has no GPU to ask. The limits
+// (shared memory, registers, threads and blocks per SM) are the architecture's, from
+// device_limits.h; every other number is an assumption taken from the vendor's public data sheet of
+// one representative card, not a measurement; they exist so that estimates rank variants sensibly,
+// not to predict microseconds.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -14,12 +16,13 @@ struct DeviceModel {
   int sm_count = 0;
   int sm_clock_mhz = 0;         // boost clock
   int mem_clock_mhz = 0;
-  int64_t smem_per_block_optin = 0;   // bytes a block may use after raising the attribute
-  int64_t smem_per_sm = 0;            // bytes of shared memory per SM (carve-out maximum)
-  int64_t smem_reserved_per_block = 0;  // the runtime keeps 1 KB per block on sm_80+
-  int regs_per_sm = 65536;
-  int max_threads_per_sm = 2048;
-  int max_blocks_per_sm = 32;
+  // The architecture's limits (DeviceLimits).
+  int64_t smem_per_block_optin = 0;
+  int64_t smem_per_sm = 0;
+  int64_t smem_reserved_per_block = 0;
+  int regs_per_sm = 0;
+  int max_threads_per_sm = 0;
+  int max_blocks_per_sm = 0;
   double mma_sync_tflops = 0;   // fp16 mma.sync, fp32 accumulate, dense, whole chip
   double wgmma_tflops = 0;      // the same through wgmma (sm_90a); 0 where it does not exist
   double fp32_tflops = 0;       // non-tensor FP32 (softmax arithmetic)

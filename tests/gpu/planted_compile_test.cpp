@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "device_limits.h"
 #include "gpu_test_support.h"
 #include "kernel_compiler.h"
 #include "resource_gate.h"
@@ -43,7 +44,7 @@ TEST_F(PlantedCompile, EveryPlantedKernelCompiles) {
     const CompiledKernel k = compile(file, name);
     EXPECT_FALSE(k.lowered_name.empty()) << file;
     EXPECT_TRUE(std::filesystem::exists(k.cubin_path)) << file;
-    EXPECT_FALSE(resource_violation(k.resources, 227 * 1024).has_value()) << file;
+    EXPECT_FALSE(resource_violation(k.resources, kDefaultSmemLimit).has_value()) << file;
   }
 }
 
@@ -62,7 +63,7 @@ TEST_F(PlantedCompile, TheDtypeControlCompilesForEachDtype) {
 
 TEST_F(PlantedCompile, SpillKernelFailsTheResourceGate) {
   const CompiledKernel k = compile("spill.cu", "spill");
-  const auto why = resource_violation(k.resources, 227 * 1024);
+  const auto why = resource_violation(k.resources, kDefaultSmemLimit);
   ASSERT_TRUE(why.has_value()) << k.resources.ptxas_log();
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "attention/params.h"
+#include "device_limits.h"
 
 namespace evo::cuda {
 
@@ -30,7 +31,7 @@ class LoadedKernel {
   LoadedKernel(const LoadedKernel&) = delete;
   LoadedKernel& operator=(const LoadedKernel&) = delete;
 
-  // Raises the dynamic shared memory limit when the launch needs more than the default 48 KB.
+  // Raises the dynamic shared memory limit when the launch needs more than kSmemPerBlockDefault.
   void prepare(const LaunchDims& dims);
   // Asynchronous; throws CudaFailure if the launch itself is refused.
   void launch(const FaParams& p, const LaunchDims& dims, cudaStream_t stream) const;
@@ -41,7 +42,7 @@ class LoadedKernel {
  private:
   cudaLibrary_t library_ = nullptr;
   cudaKernel_t kernel_ = nullptr;
-  int64_t smem_raised_to_ = 48 * 1024;
+  int64_t smem_raised_to_ = kSmemPerBlockDefault;
   std::string name_;
 };
 

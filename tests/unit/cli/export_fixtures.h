@@ -3,6 +3,7 @@
 // tests follow the space as it changes) and a plausible evaluation.
 #include <nlohmann/json.hpp>
 
+#include "device_limits.h"
 #include "evo/evo.pb.h"
 #include "genome.h"
 #include "search_space.h"
@@ -54,7 +55,7 @@ inline v1::Evaluation measured_evaluation(bool estimated) {
   d->set_arch("sm_90a");
   d->set_nvrtc_version("13.0");
   d->set_timing("graph replays of 20+ back-to-back programmatic launches per event pair");
-  d->set_smem_per_block_optin(232448);
+  d->set_smem_per_block_optin(kDefaultSmemLimit);
   return e;
 }
 

@@ -2,6 +2,7 @@
 
 #include <regex>
 
+#include "device_limits.h"
 #include "errors.h"
 #include "expression.h"
 #include "search_space.h"
@@ -143,7 +144,7 @@ TEST(ExpressionTest, CxxOfEveryFormulaOfTheSpaceMeansTheSame) {
   int compared = 0;
   for (uint64_t i = 0; i < space.size(); i += 997) {
     for (const char* shape : {"2x4x1000x64", "1x8x512x128:causal"}) {
-      const auto vars = space.variables(space.at(i), parse_shape(shape), 232448, 90);
+      const auto vars = space.variables(space.at(i), parse_shape(shape), kDefaultSmemLimit, 90);
       for (const Formula& f : formulas) {
         const std::string back = std::regex_replace(std::regex_replace(f.expr.cxx(), std::regex("(\\d)LL"), "$1"),
                                                     std::regex("evo_(min|max)"), "$1");

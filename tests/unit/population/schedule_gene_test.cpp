@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "device_limits.h"
 #include "errors.h"
 #include "search_space.h"
 
@@ -63,12 +64,12 @@ TEST(ScheduleGeneTest, LabelInTextCodeInExpressions) {
   EXPECT_EQ(space().parse(g.text()), g);
   const ProblemShape p = parse_shape("1x8x512x64");
   EXPECT_EQ(space().kernel_name(g, p), "evo::fa_s512_v3_kernel<0, 0, 64, 128, 64, 8, 3, 7, 1, 1, 1, 64, 0, 0>");
-  const auto vars = space().variables(g, p, 232448, 90);
+  const auto vars = space().variables(g, p, kDefaultSmemLimit, 90);
   EXPECT_EQ(vars.at("SCHEDULE"), 7);
   EXPECT_EQ(vars.at("DTYPE"), 0);
   for (const char* flag : {"CP_ASYNC", "TMA", "PV_ASYNC", "STAGE_RELEASE", "PINGPONG"}) EXPECT_EQ(vars.at(flag), 1) << flag;
   EXPECT_EQ(vars.at("QK_AHEAD"), 0);
-  EXPECT_EQ(space().violated_constraint(g, p, 232448, 90), std::nullopt);
+  EXPECT_EQ(space().violated_constraint(g, p, kDefaultSmemLimit, 90), std::nullopt);
 }
 
 TEST(ScheduleGeneTest, BadLabelListsTheLabels) {
@@ -152,17 +153,16 @@ TEST(ScheduleGeneTest, SuiteStartsStillParse) {
   EXPECT_GT(genomes, 10);
 }
 
-constexpr int64_t kSmem = 232448;
 const char* const kShapes[] = {"1x8x512x64", "1x8x512x64:causal", "2x4x1000x128", "2x4x1000x128:causal"};
 
 bool valid(const SearchSpace& s, const Genome& g, const ProblemShape& p, int arch) {
-  return !s.violated_constraint(g, p, kSmem, arch);
+  return !s.violated_constraint(g, p, kDefaultSmemLimit, arch);
 }
 
 // The old genome a new one came from: SCHEDULE spelled as the six genes it replaced (their
 // derived values).
 Genome back_translated(const Genome& g) {
-  const auto vars = space().variables(g, ProblemShape{}, kSmem);
+  const auto vars = space().variables(g, ProblemShape{}, kDefaultSmemLimit);
   std::string text;
   for (const auto& gene : old_space().genes()) text += (text.empty() ? "" : ",") + gene.name + "=" + std::to_string(vars.at(gene.name));
   return old_space().parse(text);
@@ -172,8 +172,8 @@ Genome back_translated(const Genome& g) {
 // sees the same numbers for an old genome and its translation: every old gene and derived value
 // keeps its value, as a derived value where it was a gene.
 void expect_same_variables(const Genome& old, const Genome& now, const ProblemShape& p, int arch) {
-  const auto before = old_space().variables(old, p, kSmem, arch);
-  const auto after = space().variables(now, p, kSmem, arch);
+  const auto before = old_space().variables(old, p, kDefaultSmemLimit, arch);
+  const auto after = space().variables(now, p, kDefaultSmemLimit, arch);
   for (const auto& [name, value] : before) {
     auto it = after.find(name);
     ASSERT_NE(it, after.end()) << name;

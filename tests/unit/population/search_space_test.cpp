@@ -3,6 +3,7 @@
 #include <set>
 #include <thread>
 
+#include "device_limits.h"
 #include "errors.h"
 #include "search_space.h"
 #include "template_registry.h"
@@ -93,7 +94,7 @@ TEST(SearchSpaceTest, TmaGenomesAskForTensorMapsOfTheirBoxAndRoomForTheirBarrier
   EXPECT_EQ(space().launch(small_boxes, p).smem_bytes, b.smem_bytes);
   // Two 8-byte mbarriers per stage (full, empty) and one for Q, in a 128-byte slot after the tiles.
   EXPECT_EQ(b.smem_bytes, a.smem_bytes + 128);
-  EXPECT_EQ(space().violated_constraint(tma, p, 227 * 1024, 90), std::nullopt);
+  EXPECT_EQ(space().violated_constraint(tma, p, kDefaultSmemLimit, 90), std::nullopt);
   // One box size for all four maps unless a tile is shorter than the box.
   EXPECT_EQ(b.tensor_map_q_box_rows, 64);
   EXPECT_EQ(space().launch(small_boxes, p).tensor_map_q_box_rows, 32);
@@ -103,12 +104,12 @@ TEST(SearchSpaceTest, BoxesTallerThanATileAreCutToItsRows) {
   const ProblemShape p = parse_shape("1x4x1000x64");
   // 256: every tile one box per 64 columns, K and V (BLOCK_N rows) taller than Q and O.
   const Genome whole = space().parse("BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=4,WGMMA=1,SCHEDULE=tma,TMA_BOX_ROWS=256");
-  EXPECT_EQ(space().violated_constraint(whole, p, 227 * 1024, 90), std::nullopt);
+  EXPECT_EQ(space().violated_constraint(whole, p, kDefaultSmemLimit, 90), std::nullopt);
   EXPECT_EQ(space().launch(whole, p).tensor_map_box_rows, 128);
   EXPECT_EQ(space().launch(whole, p).tensor_map_q_box_rows, 64);
   // 64 under a 32-row Q tile: Q's boxes are 32 rows, K's and V's 64.
   const Genome q_short = space().parse("BLOCK_M=32,BLOCK_N=256,WARPS=8,STAGES=2,SCHEDULE=tma,TMA_BOX_ROWS=64");
-  EXPECT_EQ(space().violated_constraint(q_short, p, 227 * 1024, 90), std::nullopt);
+  EXPECT_EQ(space().violated_constraint(q_short, p, kDefaultSmemLimit, 90), std::nullopt);
   EXPECT_EQ(space().launch(q_short, p).tensor_map_box_rows, 64);
   EXPECT_EQ(space().launch(q_short, p).tensor_map_q_box_rows, 32);
   // Shared memory does not depend on the boxes.
@@ -185,14 +186,14 @@ TEST(SearchSpaceTest, SizeAndAtCoverEveryGenomeOnce) {
 }
 
 TEST(SearchSpaceTest, DefaultGenomeIsValid) {
-  EXPECT_EQ(space().violated_constraint(space().default_genome(), parse_shape("1x8x512x64"), 227 * 1024),
+  EXPECT_EQ(space().violated_constraint(space().default_genome(), parse_shape("1x8x512x64"), kDefaultSmemLimit),
             std::nullopt);
 }
 
 // Each constraint of the real space, violated by a genome built for it.
 TEST(SearchSpaceTest, EveryConstraintRejectsItsViolation) {
   const ProblemShape p = parse_shape("1x8x512x64");
-  const int64_t limit = 227 * 1024;
+  const int64_t limit = kDefaultSmemLimit;
   auto with = [](std::vector<std::pair<std::string, int64_t>> changes) {
     Genome g = space().default_genome();
     for (const auto& [n, v] : changes) g.set(n, v);
@@ -546,14 +547,14 @@ TEST(SearchSpaceJsonTest, RejectsMalformedLabelsAndRetiredGenes) {
 TEST(SearchSpaceTest, WgmmaNeedsAnSm90aTargetOnceTheTargetIsKnown) {
   const Genome g = space().parse("BLOCK_M=64,BLOCK_N=128,WARPS=4,WGMMA=1");
   const ProblemShape p = parse_shape("1x8x512x64");
-  EXPECT_EQ(space().violated_constraint(g, p, 227 * 1024, 80), "wgmma_needs_sm90a");
-  EXPECT_EQ(space().violated_constraint(g, p, 227 * 1024, 90), std::nullopt);
-  EXPECT_EQ(space().violated_constraint(g, p, 227 * 1024), std::nullopt) << "unknown target: not checked";
-  EXPECT_EQ(space().violated_constraint(space().parse("WGMMA=0"), p, 227 * 1024, 80), std::nullopt);
+  EXPECT_EQ(space().violated_constraint(g, p, kDefaultSmemLimit, 80), "wgmma_needs_sm90a");
+  EXPECT_EQ(space().violated_constraint(g, p, kDefaultSmemLimit, 90), std::nullopt);
+  EXPECT_EQ(space().violated_constraint(g, p, kDefaultSmemLimit), std::nullopt) << "unknown target: not checked";
+  EXPECT_EQ(space().violated_constraint(space().parse("WGMMA=0"), p, kDefaultSmemLimit, 80), std::nullopt);
   EXPECT_EQ(space().variables(g, p, 1000, 90).at("SM_ARCH"), 90);
   const Genome tma = space().parse("BLOCK_M=64,SCHEDULE=tma");
-  EXPECT_EQ(space().violated_constraint(tma, p, 227 * 1024, 80), "tma_needs_sm90a");
-  EXPECT_EQ(space().violated_constraint(tma, p, 227 * 1024, 90), std::nullopt);
+  EXPECT_EQ(space().violated_constraint(tma, p, kDefaultSmemLimit, 80), "tma_needs_sm90a");
+  EXPECT_EQ(space().violated_constraint(tma, p, kDefaultSmemLimit, 90), std::nullopt);
 }
 
 // A constraint that reads SM_ARCH through a derived value is still a device constraint.

@@ -13,12 +13,12 @@
 #include <string>
 
 #include "attention/fa_s512_v3/kernel_traits.cuh"
+#include "device_limits.h"
 #include "search_space.h"
 
 namespace evo {
 namespace {
 
-constexpr int64_t kSmemLimit = 227 * 1024;
 
 // Constraints the kernel has no rule for, by design: one genome per kernel (TMA_BOX_ROWS values
 // that name the same boxes), the problem's keys (SPLIT_KV), the device (shared memory, target).
@@ -56,7 +56,7 @@ void hold(const ProblemShape& p, int sm_arch, Tally& tally) {
     const Genome g = space.at(i);
     const fa::KernelConfig c = config_of(g, p, dtype);
     const fa::Unsupported rule = fa::check(c);
-    const auto violated = space.violated_constraint(g, p, kSmemLimit, sm_arch);
+    const auto violated = space.violated_constraint(g, p, kDefaultSmemLimit, sm_arch);
     ++tally.genomes;
     if (!violated) {
       ++tally.valid;

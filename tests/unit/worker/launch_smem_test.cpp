@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "device_limits.h"
 #include "kernel_compiler.h"
 #include "search_space.h"
 #include "template_registry.h"
@@ -17,7 +18,6 @@
 namespace evo {
 namespace {
 
-constexpr int64_t kSm90SmemOptin = 232448;
 constexpr int kSampledPerHeadDim = 200;
 
 ProblemShape problem(int head_dim, bool causal) {
@@ -38,7 +38,7 @@ std::string smem_checks(const SearchSpace& space, int* count) {
       const Genome g = space.at(pick(rng));
       // Causal half the time: CAUSAL_FOLD's second Q tile exists in causal calls only.
       const ProblemShape p = problem(head_dim, sampled % 2 == 1);
-      if (space.violated_constraint(g, p, kSm90SmemOptin, 90)) continue;
+      if (space.violated_constraint(g, p, kDefaultSmemLimit, 90)) continue;
       ++sampled;
       const std::string name = space.kernel_name(g, p);
       EXPECT_EQ(name.rfind(kernel_prefix, 0), 0u) << name;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "device_limits.h"
+
 namespace evo {
 namespace {
 
@@ -13,13 +15,13 @@ v1::ResourceReport clean() {
   return r;
 }
 
-TEST(ResourceGate, CleanKernelPasses) { EXPECT_FALSE(resource_violation(clean(), 232448)); }
+TEST(ResourceGate, CleanKernelPasses) { EXPECT_FALSE(resource_violation(clean(), kDefaultSmemLimit)); }
 
 TEST(ResourceGate, SpillsAreRejectedWithTheFigure) {
   auto r = clean();
   r.set_spill_store_bytes(16);
   r.set_spill_load_bytes(8);
-  auto why = resource_violation(r, 232448);
+  auto why = resource_violation(r, kDefaultSmemLimit);
   ASSERT_TRUE(why);
   EXPECT_NE(why->find("spills 16 bytes stored / 8 bytes loaded"), std::string::npos) << *why;
 }
@@ -27,7 +29,7 @@ TEST(ResourceGate, SpillsAreRejectedWithTheFigure) {
 TEST(ResourceGate, StackFrameIsRejectedWithTheFigure) {
   auto r = clean();
   r.set_stack_frame_bytes(832);
-  auto why = resource_violation(r, 232448);
+  auto why = resource_violation(r, kDefaultSmemLimit);
   ASSERT_TRUE(why);
   EXPECT_NE(why->find("stack frame 832 bytes"), std::string::npos) << *why;
 }
