@@ -323,23 +323,47 @@ Store::Store(const std::string& path, const StoreOptions& options) : path_(path)
   std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   if (!directory_exists(dir))
     throw StoreError("database directory '" + dir + "' does not exist (for --db " + path + ")");
+  struct stat st {};
+  if (!options.init && ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0)
+    throw StoreError("database '" + path + "' is an empty file (0 bytes): a truncated database is not started "
+                     "over silently; to make a new database in it, start evod with --init");
   db_ = std::make_unique<SqliteConnection>(path);
   // SQLite quietly falls back to reading when it may not write; evod cannot work that way.
   if (db_->read_only())
     throw StoreError("database '" + path + "' is read-only (file permissions or a read-only mount): evod must write it",
                      StoreFault::kReadOnly);
   try {
-    // A file that is not a database fails on its first read, here.
-    db_->exec("PRAGMA busy_timeout = 5000");
-    db_->exec("PRAGMA journal_mode = WAL");
-    db_->exec("PRAGMA foreign_keys = ON");
-    // WAL with synchronous=FULL: a committed transaction survives a power cut, not only a SIGKILL.
-    db_->exec("PRAGMA synchronous = FULL");
-    if (options.max_bytes > 0) db_->limit_size(options.max_bytes);
-    migrate();
+    open_checked(options);
   } catch (const StoreError& e) {
+    // A file evod refuses stays as it was found: no checkpoint of its WAL into it on close.
+    db_->leave_file_untouched_on_close();
     throw StoreError("cannot use database '" + path + "': " + e.what(), e.fault());
   }
+}
+
+void Store::open_checked(const StoreOptions& options) {
+  db_->exec("PRAGMA busy_timeout = 5000");
+  // Before anything writes: a file that is not a database fails here, a damaged one is named here.
+  const auto started = std::chrono::steady_clock::now();
+  std::vector<std::string> problems = db_->quick_check(3);
+  if (!problems.empty()) {
+    std::string joined;
+    for (const auto& p : problems) joined += (joined.empty() ? "" : "; ") + p;
+    throw StoreError("the file is corrupt (PRAGMA quick_check: " + joined +
+                         "); evod will not write into it: restore it from a backup, or move it away to start anew",
+                     StoreFault::kCorrupt);
+  }
+  spdlog::info("event=store_checked db={} quick_check=ok ms={}", path_,
+               std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started)
+                   .count());
+  db_->exec("PRAGMA journal_mode = WAL");
+  db_->exec("PRAGMA foreign_keys = ON");
+  // WAL with synchronous=FULL: a committed transaction survives a power cut, not only a SIGKILL.
+  db_->exec("PRAGMA synchronous = FULL");
+  if (options.max_bytes > 0) db_->limit_size(options.max_bytes);
+  migrate();
+  // The WAL and -shm exist once the migration's transaction ran; from now on they must stay.
+  db_->remember_journal_files();
 }
 
 void Store::migrate() {
@@ -381,10 +405,11 @@ std::string Store::journal_mode() {
 }
 
 void Store::note_storage_fault(const StoreError& e) {
-  if (e.fault() == StoreFault::kOther || storage_failing_) return;
+  if (e.fault() == StoreFault::kCorrupt) return stop_writes(e);
+  if (stopped_ || e.fault() == StoreFault::kOther || storage_failing_) return;
   storage_failing_ = true;
-  spdlog::error("event=storage_failed fault={} db={} error=\"{}\" (writes are refused until it is fixed; "
-                "logged once)",
+  spdlog::error("event=storage_failed fault={} db={} error=\"{}\" (each write that meets it fails; reads go on; "
+                "logged once until a write succeeds)",
                 to_string(e.fault()), path_, e.what());
 }
 
@@ -394,14 +419,43 @@ void Store::note_storage_ok() {
   spdlog::info("event=storage_recovered db={}", path_);
 }
 
+void Store::stop_writes(const StoreError& error) {
+  if (stopped_) return;
+  stopped_ = std::make_unique<StoreError>(error);
+  spdlog::error("event=storage_failed fault={} db={} error=\"{}\" (every write is refused until evod restarts; "
+                "logged once)",
+                to_string(error.fault()), path_, error.what());
+}
+
+void Store::check_writable() {
+  if (stopped_) throw *stopped_;
+  auto moved = db_->moved_file();
+  if (!moved) return;
+  // SQLite would keep writing into the orphaned file, and every write would be lost. What is
+  // committed but still only in the WAL is copied into the database file while that is in place.
+  const bool database_file = moved->rfind("database file", 0) == 0;
+  std::string what_next = database_file ? " (restore it and restart evod)" : "";
+  if (!database_file) {
+    bool copied = false;
+    try {
+      copied = db_->checkpoint();
+    } catch (const StoreError& e) {
+      spdlog::debug("event=store_checkpoint_failed error=\"{}\"", e.what());
+    }
+    what_next = copied ? "; what was committed before is in the database file (checkpointed; restart evod)"
+                   : "; copying what the WAL held into the database file did not finish (restart evod; check "
+                     "the file with PRAGMA integrity_check)";
+  }
+  stop_writes(StoreError(*moved + " was removed or replaced while evod was running; nothing more is written" + what_next,
+                         StoreFault::kUnavailable));
+  throw *stopped_;
+}
+
 void Store::transaction(const std::function<void()>& fn) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (stopped_) throw *stopped_;
   try {
-    // SQLite would keep writing into a deleted or renamed file, and every write would be lost.
-    if (db_->has_moved())
-      throw StoreError("database file '" + path_ + "' was removed or replaced while evod was running; "
-                       "nothing more is written (restore it and restart evod)",
-                       StoreFault::kUnavailable);
+    check_writable();
     const int64_t changes_before = db_->total_changes();
     db_->exec("BEGIN IMMEDIATE");
     try {

@@ -115,24 +115,30 @@ struct StoreOptions {
   // 0: no limit. Otherwise the database may not grow past this many bytes: writes beyond it fail
   // with StoreFault::kFull, exactly as on a full disk, and what is stored stays as it was.
   int64_t max_bytes = 0;
+  // An existing file of 0 bytes is refused (a truncated database would otherwise start over as a
+  // new, empty one) unless this is set (evod --init). A missing file is always created.
+  bool init = false;
 };
 
 class Store {
  public:
   static constexpr int kSchemaVersion = 5;
 
-  // Opens or creates the database file and migrates it to kSchemaVersion. Throws StoreError with
-  // one line for people when the directory does not exist, the file is read-only or it is not a
-  // database.
+  // Opens or creates the database file, checks it (PRAGMA quick_check) and migrates it to
+  // kSchemaVersion. Throws StoreError with one line for people when the directory does not exist,
+  // the file is read-only, empty (without options.init), not a database or corrupt; a file it
+  // refuses is left byte for byte as it was.
   explicit Store(const std::string& path, const StoreOptions& options = StoreOptions());
 
   int schema_version();
   std::string journal_mode();
 
   // Runs fn inside BEGIN IMMEDIATE ... COMMIT; any exception rolls everything back and is
-  // rethrown. Transactions are serialized by a mutex and do not nest. Refuses (StoreFault::
-  // kUnavailable) once the file was removed or replaced under the process. A storage fault is
-  // logged once when it starts and once when a write succeeds again, not once per call.
+  // rethrown. Transactions are serialized by a mutex and do not nest. A storage fault is logged once
+  // when it starts and once when a write succeeds again, not once per call. Two faults stop every
+  // later transaction until evod restarts (StoreFault::kUnavailable or kCorrupt, logged once): the
+  // database, WAL or -shm file removed or replaced under the process (what the WAL still holds is
+  // first copied into the database file when that is still in place), and a damaged page.
   void transaction(const std::function<void()>& fn);
 
   // A deterministic text dump of every table, for tests that prove a bad input changed nothing.
@@ -201,14 +207,20 @@ class Store {
   void cache_put(const CacheEntry& entry);
 
  private:
+  void open_checked(const StoreOptions& options);
   void migrate();
   void note_storage_fault(const StoreError& e);
   void note_storage_ok();
+  // Throws the refusal when writes are stopped for good, or stops them now when a file moved.
+  void check_writable();
+  // Stops every later transaction with error (logged once).
+  void stop_writes(const StoreError& error);
 
   std::string path_;
   std::mutex mutex_;  // one transaction at a time on the one connection
   std::unique_ptr<SqliteConnection> db_;
-  bool storage_failing_ = false;  // guarded by mutex_
+  bool storage_failing_ = false;         // guarded by mutex_
+  std::unique_ptr<StoreError> stopped_;  // guarded by mutex_: why writes are stopped for good
 };
 
 // How a worker measures, as the result cache keys it: NVRTC and CUDA runtime versions, and how it

@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <sstream>
+#include <utility>
+
+#include <sys/stat.h>
 
 namespace evo {
 
@@ -19,9 +23,8 @@ StoreFault fault_of(sqlite3* db) {
   if (primary == SQLITE_FULL || (primary == SQLITE_IOERR && (sys == ENOSPC || sys == EDQUOT || sys == EFBIG)))
     return StoreFault::kFull;
   if (primary == SQLITE_READONLY || (primary == SQLITE_IOERR && sys == EROFS)) return StoreFault::kReadOnly;
-  if (primary == SQLITE_IOERR || primary == SQLITE_CANTOPEN || primary == SQLITE_NOTADB ||
-      primary == SQLITE_CORRUPT)
-    return StoreFault::kUnavailable;
+  if (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB) return StoreFault::kCorrupt;
+  if (primary == SQLITE_IOERR || primary == SQLITE_CANTOPEN) return StoreFault::kUnavailable;
   return StoreFault::kOther;
 }
 
@@ -48,6 +51,7 @@ const char* to_string(StoreFault fault) {
     case StoreFault::kFull: return "full";
     case StoreFault::kReadOnly: return "read_only";
     case StoreFault::kUnavailable: return "unavailable";
+    case StoreFault::kCorrupt: return "corrupt";
   }
   return "other";
 }
@@ -122,7 +126,7 @@ std::optional<double> SqliteStatement::column_optional_double(int column) const 
   return column_double(column);
 }
 
-SqliteConnection::SqliteConnection(const std::string& path) {
+SqliteConnection::SqliteConnection(const std::string& path) : path_(path) {
   // No SQLITE_OPEN_CREATE of directories exists: a missing directory fails here, and the Store
   // checks for it first to give the person a better line than "unable to open database file".
   int rc = sqlite3_open_v2(path.c_str(), &db_,
@@ -156,11 +160,78 @@ void SqliteConnection::exec(const char* sql) {
 
 bool SqliteConnection::read_only() { return sqlite3_db_readonly(db_, "main") == 1; }
 
-bool SqliteConnection::has_moved() {
+namespace {
+
+// What a path names now; nullopt when nothing is there.
+std::optional<std::pair<uint64_t, uint64_t>> identity_of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return std::make_pair(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
+}
+
+}  // namespace
+
+void SqliteConnection::remember_journal_files() {
+  for (auto [suffix, id] : {std::make_pair("-wal", &wal_), std::make_pair("-shm", &shm_)}) {
+    if (id->known()) continue;
+    if (auto now = identity_of(path_ + suffix)) *id = FileId{now->first, now->second};
+  }
+}
+
+std::optional<std::string> SqliteConnection::moved_file() {
   int moved = 0;
   // The unix VFS answers by comparing the open file's inode with what the path names now.
-  if (sqlite3_file_control(db_, "main", SQLITE_FCNTL_HAS_MOVED, &moved) != SQLITE_OK) return false;
-  return moved != 0;
+  if (sqlite3_file_control(db_, "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK && moved != 0)
+    return "database file '" + path_ + "'";
+  // SQLite keeps the WAL and -shm open for the connection's life and never replaces them, so
+  // another file (or none) at their paths means someone else removed or replaced them.
+  remember_journal_files();
+  const struct {
+    const char* what;
+    const char* suffix;
+    const FileId& id;
+  } journal[] = {{"WAL file", "-wal", wal_}, {"shared-memory file", "-shm", shm_}};
+  for (const auto& j : journal) {
+    if (!j.id.known()) continue;
+    auto now = identity_of(path_ + j.suffix);
+    if (!now || !(FileId{now->first, now->second} == j.id))
+      return std::string(j.what) + " '" + path_ + j.suffix + "'";
+  }
+  return std::nullopt;
+}
+
+bool SqliteConnection::checkpoint() {
+  auto s = prepare("PRAGMA wal_checkpoint(FULL)");
+  // One row: busy (1 when it could not finish), frames in the WAL, frames copied.
+  if (!s.step()) return false;
+  return s.column_int(0) == 0 && s.column_int(1) == s.column_int(2);
+}
+
+std::vector<std::string> SqliteConnection::quick_check(int max_lines) {
+  auto s = prepare("PRAGMA quick_check");
+  std::vector<std::string> problems;
+  int more = 0;
+  try {
+    while (s.step()) {
+      // A row may hold several lines, the first naming the schema ("*** in database main ***").
+      std::istringstream row(s.column_text(0));
+      for (std::string line; std::getline(row, line);) {
+        if (line == "ok" || line.empty() || line.rfind("*** in database", 0) == 0) continue;
+        if (static_cast<int>(problems.size()) < max_lines) problems.push_back(line);
+        else ++more;
+      }
+    }
+  } catch (const StoreError& e) {
+    // A page so damaged that the check itself stops ("database disk image is malformed").
+    if (e.fault() != StoreFault::kCorrupt) throw;
+    problems.push_back(sqlite3_errmsg(db_));
+  }
+  if (more > 0) problems.push_back(std::to_string(more) + " more");
+  return problems;
+}
+
+void SqliteConnection::leave_file_untouched_on_close() {
+  sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
 }
 
 void SqliteConnection::limit_size(int64_t max_bytes) {

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -14,12 +15,14 @@ struct sqlite3_stmt;
 namespace evo {
 
 // What kind of storage problem a StoreError is, so that evod can answer with a fitting status
-// (a full disk is RESOURCE_EXHAUSTED, a read-only or vanished file UNAVAILABLE) instead of INTERNAL.
+// (a full disk is RESOURCE_EXHAUSTED, a read-only, vanished or corrupt file UNAVAILABLE) instead of
+// INTERNAL.
 enum class StoreFault {
   kOther,        // a statement failed for another reason (a constraint, a bug)
   kFull,         // the disk or the database's size limit is full (SQLITE_FULL, ENOSPC, EDQUOT, EFBIG)
   kReadOnly,     // the file or its file system cannot be written
-  kUnavailable,  // I/O error, the file was removed or replaced, or it cannot be opened
+  kUnavailable,  // I/O error, a file was removed or replaced, or it cannot be opened
+  kCorrupt,      // the file is not a database or its pages are damaged (SQLITE_CORRUPT, SQLITE_NOTADB)
 };
 const char* to_string(StoreFault fault);
 
@@ -88,14 +91,38 @@ class SqliteConnection {
   int64_t total_changes();
   // True when the file could only be opened for reading (permissions, a read-only mount).
   bool read_only();
-  // True when the file at the path it was opened from is gone or is another file now (deleted,
-  // renamed, its directory removed): SQLite would go on writing to the orphaned inode.
-  bool has_moved();
+  // Which of the connection's files is gone from its path or is another file there now (deleted,
+  // renamed, replaced, its directory removed), as "database file '...'", "WAL file '...'" or
+  // "shared-memory file '...'"; nullopt when none. SQLite would go on writing to the orphaned
+  // inode: into a removed WAL, every commit is lost when the process ends. The WAL and -shm files
+  // are known from the first call that finds them (remember_journal_files).
+  std::optional<std::string> moved_file();
+  // Notes which files the -wal and -shm paths name now (call once they exist: after the first write).
+  void remember_journal_files();
+  // Copies every committed transaction in the WAL into the database file (PRAGMA wal_checkpoint
+  // (FULL)) through the files the connection holds open; true when all of it was copied.
+  bool checkpoint();
+  // PRAGMA quick_check: empty when the file is sound, else SQLite's first problem lines (at most
+  // max_lines) and, when there are more, a last line "N more". Throws StoreError when the file
+  // cannot even be read that far.
+  std::vector<std::string> quick_check(int max_lines);
+  // Closing the last connection of a WAL database copies the WAL into the file; this one will not
+  // (for a file evod refuses: it must be left as it was found).
+  void leave_file_untouched_on_close();
   // Caps the database at max_bytes (rounded down to whole pages); writes beyond it fail as full.
   void limit_size(int64_t max_bytes);
 
  private:
+  // A file's identity (device and inode), 0/0 while not known yet.
+  struct FileId {
+    uint64_t dev = 0, ino = 0;
+    bool known() const { return dev != 0 || ino != 0; }
+    bool operator==(const FileId& o) const { return dev == o.dev && ino == o.ino; }
+  };
+
   sqlite3* db_ = nullptr;
+  std::string path_;
+  FileId wal_, shm_;
 };
 
 }  // namespace evo

@@ -1,7 +1,8 @@
 // Storage faults under a real evod: the database size cap (SQLite's own "database or disk is full"),
-// a full file system (a tiny tmpfs, where mounting is allowed), a read-only database file, and the
-// database directory removed under a running evod. Each time evod answers with a status that names
-// the storage problem, logs it once, stays up, and what was stored before is unchanged.
+// a full file system (a tiny tmpfs, where mounting is allowed), a read-only database file, the
+// database directory or its WAL or -shm file removed under a running evod. Each time evod answers
+// with a status that names the storage problem, logs it once, stays up, and what was stored before
+// is unchanged. And at start: a corrupt file, or one truncated to 0 bytes, is refused in one line.
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -189,6 +190,99 @@ TEST(StorageFault, DatabaseDirectoryRemovedUnderRunningEvodIsUnavailableNotAGhos
   std::string log = evod.process().log();
   EXPECT_EQ(count_of(log, "event=storage_failed"), 1u) << log;
   EXPECT_NE(log.find("fault=unavailable"), std::string::npos) << log;
+  fs::remove_all(root);
+}
+
+// Removing the WAL under a running evod used to lose every result it acknowledged afterwards (and
+// those before, not yet checkpointed) at the next SIGKILL, without a word. Now the next write is
+// refused UNAVAILABLE with one log line, and after a SIGKILL the restarted evod has everything that
+// was acknowledged.
+void expect_journal_removal_refused(const char* suffix, const char* what) {
+  std::string root = temp_dir();
+  std::string db = root + "/evo.db";
+  std::string before;
+  Stored stored;
+  {
+    Evod evod(db, root + "/evod.log");
+    stored = store_some_work(evod);
+    ASSERT_TRUE(fs::remove(db + suffix));
+    grpc::Status s = evod.report(stored.worker, stored.open_lease);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+    EXPECT_NE(s.error_message().find(std::string(what) + " '" + db + suffix + "' was removed or replaced"),
+              std::string::npos)
+        << s.error_message();
+    EXPECT_EQ(evod.submit(4, "random", 9).error_code(), grpc::StatusCode::UNAVAILABLE);
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));  // a few lease sweeps meanwhile
+    EXPECT_TRUE(evod.process().running());
+    std::string log = evod.process().log();
+    EXPECT_EQ(count_of(log, "event=storage_failed"), 1u) << log;
+    EXPECT_NE(log.find("every write is refused until evod restarts"), std::string::npos) << log;
+    evod.process().kill(SIGKILL);
+    evod.process().wait();
+  }
+  Evod restarted(db, root + "/evod2.log");
+  EXPECT_TRUE(restarted.get_run(stored.run_id).ok()) << "the acknowledged run was lost";
+  v1::HeartbeatResponse hb;
+  EXPECT_TRUE(restarted.heartbeat(stored.worker, stored.open_lease, &hb).ok());
+  grpc::Status again = restarted.report(stored.worker, stored.open_lease);
+  EXPECT_TRUE(again.ok()) << "the refused report can be made again: " << again.error_message();
+  fs::remove_all(root);
+}
+
+TEST(StorageFault, WalRemovedUnderRunningEvodIsUnavailableAndLosesNothingAcknowledged) {
+  expect_journal_removal_refused("-wal", "WAL file");
+}
+
+TEST(StorageFault, SharedMemoryFileRemovedUnderRunningEvodIsUnavailable) {
+  expect_journal_removal_refused("-shm", "shared-memory file");
+}
+
+// evod as a process that must refuse to start: its exit status and its whole output.
+int refused_start(const std::string& db, const std::string& log, std::vector<std::string> extra = {}) {
+  std::vector<std::string> argv{EVOD_BIN, "serve", "--db", db, "--listen", "127.0.0.1:" + std::to_string(it::free_port())};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  Process evod(argv, log);
+  return evod.wait();
+}
+
+TEST(StorageFault, CorruptDatabaseIsRefusedAtStartInOneLineAndLeftAsItWas) {
+  std::string root = temp_dir();
+  std::string db = root + "/evo.db";
+  {
+    Evod evod(db, root + "/first.log");
+    store_some_work(evod);
+    evod.process().kill(SIGTERM);
+    ASSERT_EQ(evod.process().wait(), 0);
+  }
+  {
+    std::fstream f(db, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(4096);  // page 2, the runs table's first page
+    const std::string garbage(4096, '\xff');
+    f.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+  }
+  const std::string before = file_bytes(db);
+  EXPECT_EQ(refused_start(db, root + "/evod.log"), 1);
+  const std::string log = file_bytes(root + "/evod.log");
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+  EXPECT_NE(log.find("is corrupt (PRAGMA quick_check: "), std::string::npos) << log;
+  EXPECT_EQ(file_bytes(db), before) << "evod wrote into the file it refused";
+  fs::remove_all(root);
+}
+
+TEST(StorageFault, EmptyDatabaseFileIsRefusedUnlessInit) {
+  std::string root = temp_dir();
+  std::string db = root + "/evo.db";
+  std::ofstream(db).close();
+  EXPECT_EQ(refused_start(db, root + "/evod.log"), 1);
+  const std::string log = file_bytes(root + "/evod.log");
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+  EXPECT_NE(log.find("is an empty file (0 bytes)"), std::string::npos) << log;
+  EXPECT_NE(log.find("--init"), std::string::npos) << log;
+  EXPECT_EQ(fs::file_size(db), 0u);
+
+  Evod evod(db, root + "/init.log", {"--init"});
+  v1::Run run;
+  EXPECT_TRUE(evod.submit(4, "random", 7, &run).ok());
   fs::remove_all(root);
 }
 

@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
 #include "store.h"
 #include "store_sqlite.h"
 #include "test_db.h"
@@ -199,6 +203,152 @@ TEST(Store, NotADatabaseIsRefused) {
   std::fputs("this is not a sqlite database, but long enough to have a header page......\n", f);
   std::fclose(f);
   EXPECT_THROW(Store store(path), StoreError);
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Overwrites the first page of `table` (4096-byte pages) in the file with garbage.
+void damage_table(const std::string& path, const char* table) {
+  int64_t page = 0;
+  {
+    SqliteConnection db(path);
+    auto s = db.prepare("SELECT rootpage FROM sqlite_master WHERE name = ?");
+    s.bind(1, table);
+    ASSERT_TRUE(s.step()) << table;
+    page = s.column_int(0);
+  }
+  std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+  f.seekp(static_cast<std::streamoff>(page - 1) * 4096);
+  const std::string garbage(4096, '\xff');
+  f.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+}
+
+StoreFault fault_of_opening(const std::string& path, const StoreOptions& options, std::string* message) {
+  try {
+    Store store(path, options);
+  } catch (const StoreError& e) {
+    *message = e.what();
+    return e.fault();
+  }
+  *message = "opened";
+  return StoreFault::kOther;
+}
+
+// A run in a closed database: everything in the file itself, no WAL left.
+void write_one_run(const std::string& path) {
+  Store store(path);
+  store.transaction([&] {
+    RunRecord run;
+    run.id = "run-0001";
+    run.seed = "fa_s512_v3";
+    run.shapes = {"1x8x512x64"};
+    run.generations = run.population = run.top_k = 1;
+    run.smem_limit = 1;
+    store.insert_run(run);
+  });
+}
+
+TEST(Store, CorruptFileIsRefusedAtOpenAndLeftAsItWas) {
+  test::TempDir dir;
+  const std::string path = dir.file("evo.db");
+  write_one_run(path);
+  damage_table(path, "runs");
+  const std::string before = file_bytes(path);
+  std::string message;
+  EXPECT_EQ(fault_of_opening(path, {}, &message), StoreFault::kCorrupt) << message;
+  EXPECT_NE(message.find("is corrupt (PRAGMA quick_check: "), std::string::npos) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  EXPECT_EQ(file_bytes(path), before);
+}
+
+TEST(Store, EmptyFileIsRefusedUnlessInit) {
+  test::TempDir dir;
+  const std::string path = dir.file("evo.db");
+  std::ofstream(path).close();
+  std::string message;
+  EXPECT_EQ(fault_of_opening(path, {}, &message), StoreFault::kOther) << message;
+  EXPECT_NE(message.find("is an empty file (0 bytes)"), std::string::npos) << message;
+  EXPECT_NE(message.find("--init"), std::string::npos) << message;
+  EXPECT_EQ(file_bytes(path), "");
+  StoreOptions init;
+  init.init = true;
+  Store store(path, init);
+  EXPECT_EQ(store.schema_version(), Store::kSchemaVersion);
+}
+
+// Removing the WAL (or -shm) under an open connection: SQLite would keep committing into the
+// orphaned file and lose it all when the process ends. The Store stops writing at once, keeps
+// refusing, and what was committed before is in the database file.
+void expect_journal_removal_stops_writes(const char* suffix, const char* what) {
+  test::TempDir dir;
+  const std::string path = dir.file("evo.db");
+  auto store = std::make_unique<Store>(path);
+  store->transaction([&] { store->insert_run(sample_run("run-0001")); });
+  ASSERT_TRUE(std::filesystem::remove(path + suffix));
+  for (const char* id : {"run-0002", "run-0003"}) {
+    try {
+      store->transaction([&] { store->insert_run(sample_run(id)); });
+      ADD_FAILURE() << "a write was accepted after the " << what << " was removed";
+    } catch (const StoreError& e) {
+      EXPECT_EQ(e.fault(), StoreFault::kUnavailable);
+      EXPECT_NE(std::string(e.what()).find(std::string(what) + " '" + path + suffix + "' was removed or replaced"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  store.reset();
+  Store reopened(path);
+  reopened.transaction([&] {
+    EXPECT_TRUE(reopened.get_run("run-0001")) << "a transaction committed before the removal was lost";
+    EXPECT_FALSE(reopened.get_run("run-0002"));
+  });
+}
+
+TEST(Store, RemovedWalStopsEveryWriteAndKeepsWhatWasCommitted) { expect_journal_removal_stops_writes("-wal", "WAL file"); }
+
+TEST(Store, RemovedSharedMemoryFileStopsEveryWrite) {
+  expect_journal_removal_stops_writes("-shm", "shared-memory file");
+}
+
+TEST(Store, ReplacedWalStopsWrites) {
+  test::TempDir dir;
+  const std::string path = dir.file("evo.db");
+  Store store(path);
+  std::ofstream(dir.file("other")) << "x";
+  std::filesystem::rename(dir.file("other"), path + "-wal");
+  EXPECT_THROW(store.transaction([&] { store.insert_run(sample_run("run-0001")); }), StoreError);
+}
+
+// A page found damaged while running: the message says writes are refused, and they are.
+TEST(Store, CorruptionFoundWhileRunningStopsEveryLaterWrite) {
+  test::TempDir dir;
+  const std::string path = dir.file("evo.db");
+  write_one_run(path);
+  Store store(path);
+  damage_table(path, "runs");
+  // Another connection's commit makes this one drop its page cache and read page 2 again.
+  SqliteConnection(path).exec("PRAGMA user_version = 7");
+  try {
+    store.transaction([&] { store.get_run("run-0001"); });
+    FAIL() << "read a damaged page";
+  } catch (const StoreError& e) {
+    EXPECT_EQ(e.fault(), StoreFault::kCorrupt) << e.what();
+  }
+  try {
+    // The workers table is sound: without the stop this write would go through.
+    store.transaction([&] {
+      WorkerRecord w;
+      w.id = "w-1";
+      w.name = "w";
+      store.upsert_worker(w);
+    });
+    FAIL() << "a write was accepted after the database was found corrupt";
+  } catch (const StoreError& e) {
+    EXPECT_EQ(e.fault(), StoreFault::kCorrupt) << e.what();
+  }
 }
 
 TEST(Store, FailedTransactionRollsBackEverything) {
