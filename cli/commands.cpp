@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "build_command.h"
 #include "client_security.h"
 #include "dispatch_file.h"
 #include "evo/evo.grpc.pb.h"
@@ -225,8 +226,7 @@ void print_build_and_estimates(const v1::ExportResponse& r, const std::string& c
   if (r.arch().empty())  // an evod that predates the field: only its report names the target
     out << "build: as " << report << " says\n";
   else
-    out << "build: nvcc -O3 -shared -Xcompiler -fPIC -arch=" << r.arch() << " -o "
-        << shared_library_name(base_name(cu_path)) << " " << cu_path << "\n";
+    out << "build: " << exported_build_command(cu_path, shared_library_name(base_name(cu_path)), r.arch()) << "\n";
   const auto estimated = std::count_if(r.buckets().begin(), r.buckets().end(),
                                        [](const v1::ExportBucket& b) { return b.estimated(); });
   if (estimated == 0) return;
@@ -295,12 +295,14 @@ int run_evoctl(const std::vector<std::string>& args, std::ostream& out, std::ost
     err << "evoctl: " << e.what() << "\n";
     return 2;
   }
+  if (!o.token_file.empty())
+    if (auto warning = security::token_file_warning(o.token_file)) err << "evoctl: warning: " << *warning << "\n";
   auto channel = grpc::CreateChannel(o.coordinator, security::channel_credentials(sec));
   if (!channel->WaitForConnected(std::chrono::system_clock::now() +
                                  std::chrono::milliseconds(connect_timeout_ms))) {
     char waited[32];
     std::snprintf(waited, sizeof waited, connect_timeout_ms % 1000 ? "%.1f" : "%.0f", connect_timeout_ms / 1000.0);
-    err << "evoctl: cannot reach evod at " << o.coordinator << " (is it running? waited " << waited
+    err << "evoctl: " << security::unreachable_reason(o.coordinator, sec.tls) << " (waited " << waited
         << " s; EVO_CONNECT_TIMEOUT_S waits longer)\n";
     return 1;
   }

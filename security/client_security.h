@@ -26,6 +26,11 @@ std::shared_ptr<grpc::ChannelCredentials> channel_credentials(const ClientSecuri
 // Adds `authorization: Bearer <token>` to the call when a token is set.
 void attach_token(grpc::ClientContext& context, const ClientSecurity& security);
 
+// Why a channel to `address` did not come up, for the person: when nothing accepts a TCP connection
+// there, that (is evod running?); when something does, the channel failed above TCP: with tls, the
+// TLS handshake (the CA, or the certificate's name); without, the server may speak TLS.
+std::string unreachable_reason(const std::string& address, bool tls);
+
 // The whole text of a PEM file (certificate, key or CA); throws SecurityError naming `what`.
 std::string read_pem_file(const std::string& path, const char* what);
 

@@ -2,6 +2,7 @@
 // The shared secret that evod, evo-worker and evoctl agree on. It is read from a file (preferred:
 // a command line shows up in `ps`, a file with mode 0600 does not) or from $EVO_TOKEN, and sent as
 // gRPC metadata `authorization: Bearer <token>`.
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -23,8 +24,13 @@ inline constexpr size_t kMaxTokenBytes = 4096;
 std::string validate_token(std::string_view token, const std::string& origin);
 
 // Reads the token of a file: its content with trailing whitespace (a final newline) removed.
-// Throws SecurityError when the file cannot be read or its content is not a valid token.
+// Throws SecurityError when the file cannot be read, is a directory, or its content is not a
+// valid token.
 std::string read_token_file(const std::string& path);
+
+// One line of warning when other users may read the token file (group or other permission bits
+// set: anyone who reads it can drive evod), else nullopt. Called once the file was read.
+std::optional<std::string> token_file_warning(const std::string& path);
 
 // The token to use: the file's when token_file is non-empty, else env_value's (the value of
 // $EVO_TOKEN, nullptr when unset), else "" (no authentication).

@@ -31,12 +31,13 @@ grpc::Status guarded(const char* rpc, Fn&& fn) {
   } catch (const StoreError& e) {
     // A storage fault is the operator's to fix, not a bug: the Store logged it once when it began;
     // the caller learns what it is from the code (a full disk is RESOURCE_EXHAUSTED; a read-only,
-    // vanished or failing file UNAVAILABLE, which workers retry with backoff).
+    // vanished, corrupt or failing file UNAVAILABLE, which workers retry with backoff).
     switch (e.fault()) {
       case StoreFault::kFull:
         return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::string(rpc) + ": storage full: " + e.what());
       case StoreFault::kReadOnly:
       case StoreFault::kUnavailable:
+      case StoreFault::kCorrupt:
         return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                             std::string(rpc) + ": storage " + to_string(e.fault()) + ": " + e.what());
       case StoreFault::kOther:
@@ -57,8 +58,7 @@ grpc::Status CoordinatorService::serve(const char* rpc, grpc::ServerContext* con
                                        Fn&& fn) {
   grpc::Status admitted = gate_.check(*context);
   if (!admitted.ok()) {
-    spdlog::warn("event=unauthenticated rpc={} peer={} reason=\"{}\"", rpc, context->peer(),
-                 admitted.error_message());
+    refusals_.refused(rpc, context->peer(), admitted.error_message());
     return admitted;
   }
   return guarded(rpc, [&] {

@@ -4,7 +4,8 @@
 // kFailedPrecondition -> FAILED_PRECONDITION, a full disk or size cap -> RESOURCE_EXHAUSTED, a
 // read-only, removed or failing database file -> UNAVAILABLE, anything else -> INTERNAL).
 // Before that, every RPC passes the token gate (UNAUTHENTICATED when a token is set and the call
-// does not carry it: worker, admin and read-only calls alike) and the request limits of
+// does not carry it: worker, admin and read-only calls alike; refusals are logged through a
+// RefusalLog, the first whole and the rest counted) and the request limits of
 // request_limits.h (INVALID_ARGUMENT).
 //
 // Clients send genomes, never kernel source: no request message has a source field, and a lease
@@ -15,6 +16,7 @@
 
 #include "coordinator.h"
 #include "evo/evo.grpc.pb.h"
+#include "refusal_log.h"
 #include "token_gate.h"
 
 namespace evo {
@@ -25,6 +27,8 @@ class CoordinatorService final : public v1::Coordinator::Service {
       : coordinator_(coordinator), gate_(std::move(gate)) {}
   // Ends open WatchRun streams (at shutdown).
   void stop_streams();
+  // Logs how many refused calls were only counted since the last line (evod calls it periodically).
+  void flush_refusal_log() { refusals_.flush(); }
 
   grpc::Status RegisterWorker(grpc::ServerContext*, const v1::RegisterWorkerRequest*,
                               v1::RegisterWorkerResponse*) override;
@@ -49,6 +53,7 @@ class CoordinatorService final : public v1::Coordinator::Service {
 
   Coordinator& coordinator_;
   security::TokenGate gate_;
+  security::RefusalLog refusals_;  // refused calls, logged without a flood
   std::atomic<bool> stopping_{false};
 };
 

@@ -1,4 +1,4 @@
-// evod: the coordinator daemon. `evod serve [--db evo.db] [--listen 127.0.0.1:50051]
+// evod: the coordinator daemon. `evod serve [--db evo.db] [--init] [--listen 127.0.0.1:50051]
 // [--lease-ttl-ms N] [--token-file F] [--tls-cert C --tls-key K] [--insecure] [-v]`. All state lives in the SQLite database: SIGKILL loses nothing, and
 // SIGTERM/SIGINT stop it gracefully (in-flight RPCs finish, watch streams end).
 #include <csignal>
@@ -18,19 +18,23 @@
 #include "grpc_server.h"
 #include "listen_policy.h"
 #include "token.h"
+#include "tls_pair.h"
 #include "store.h"
 
 namespace {
 
 const char* const kUsage =
-    "usage: evod serve [--db PATH] [--listen HOST:PORT] [--lease-ttl-ms N] [--max-db-mb N] [-v]\n"
+    "usage: evod serve [--db PATH] [--init] [--listen HOST:PORT] [--lease-ttl-ms N] [--max-db-mb N] [-v]\n"
     "                  [--token-file FILE] [--tls-cert CERT --tls-key KEY] [--insecure]\n"
     "\n"
     "Runs the evo coordinator: keeps runs, candidates, leases and results in a SQLite database and\n"
     "hands candidate kernels to evo-worker daemons over gRPC.\n"
     "\n"
     "  --db PATH           SQLite database file, created if missing; its directory must exist\n"
-    "                      (default: evo.db)\n"
+    "                      (default: evo.db). It is checked at start (PRAGMA quick_check): a\n"
+    "                      corrupt file is refused and left as it is\n"
+    "  --init              make a new database in an existing empty (0-byte) file; without it such\n"
+    "                      a file is refused, since a truncated database must not start over\n"
     "  --listen HOST:PORT  address to serve on (default: 127.0.0.1:50051, loopback only)\n"
     "  --lease-ttl-ms N    how long a worker holds a candidate without a heartbeat before it is\n"
     "                      handed out again (default: 30000)\n"
@@ -52,6 +56,7 @@ struct Options {
   std::string tls_key;
   bool insecure = false;
   std::string db = "evo.db";
+  bool init = false;
   std::string listen = "127.0.0.1:50051";
   int lease_ttl_ms = evo::server::kDefaultLeaseTtlMs;
   int64_t max_db_mb = 0;
@@ -94,6 +99,8 @@ int main(int argc, char** argv) {
       const char* v = value(a.c_str());
       if (!v || !*v) return usage_error(a + " needs a file");
       (a == "--token-file" ? opt.token_file : a == "--tls-cert" ? opt.tls_cert : opt.tls_key) = v;
+    } else if (a == "--init") {
+      opt.init = true;
     } else if (a == "--insecure") {
       opt.insecure = true;
     } else if (a == "--listen") {
@@ -127,6 +134,7 @@ int main(int argc, char** argv) {
     if (!opt.tls_cert.empty()) {
       grpc_config.tls_cert_pem = evo::security::read_pem_file(opt.tls_cert, "TLS certificate");
       grpc_config.tls_key_pem = evo::security::read_pem_file(opt.tls_key, "TLS key");
+      evo::security::check_tls_key_pair(grpc_config.tls_cert_pem, grpc_config.tls_key_pem, opt.tls_cert, opt.tls_key);
     }
   } catch (const evo::security::SecurityError& e) {
     std::fprintf(stderr, "evod: %s\n", e.what());
@@ -138,6 +146,9 @@ int main(int argc, char** argv) {
   }
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ evod %v");
   spdlog::set_level(opt.verbose ? spdlog::level::debug : spdlog::level::info);
+  if (!opt.token_file.empty())
+    if (auto warning = evo::security::token_file_warning(opt.token_file))
+      spdlog::warn("event=token_file_readable {}", *warning);
 
   // Block the stop signals in every thread; one thread waits for them with sigwait.
   sigset_t stop_signals;
@@ -150,6 +161,7 @@ int main(int argc, char** argv) {
   try {
     evo::StoreOptions sopt;
     sopt.max_bytes = opt.max_db_mb * 1024 * 1024;
+    sopt.init = opt.init;
     store = std::make_unique<evo::Store>(opt.db, sopt);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "evod: %s\n", e.what());
@@ -169,8 +181,8 @@ int main(int argc, char** argv) {
   int port = 0;
   std::unique_ptr<grpc::Server> server = evo::start_grpc_server(service, grpc_config, &port);
   if (!server) {
-    std::fprintf(stderr, "evod: cannot listen on %s (in use by another process, or not an address of this host)\n",
-                 opt.listen.c_str());
+    std::fprintf(stderr, "evod: cannot listen on %s (%s)\n", opt.listen.c_str(),
+                 evo::listen_failure_reason(opt.listen).c_str());
     return 1;
   }
   spdlog::info("event=serving listen={} port={} db={} lease_ttl_ms={} max_db_mb={} schema_version={}", opt.listen,
@@ -199,6 +211,7 @@ int main(int argc, char** argv) {
       } catch (const std::exception& e) {
         spdlog::error("event=sweep_failed error=\"{}\"", e.what());
       }
+      service.flush_refusal_log();
       std::this_thread::sleep_for(period);
     }
   });

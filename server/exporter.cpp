@@ -429,11 +429,6 @@ std::string arch_of(const std::vector<ExportVariant>& variants) {
 
 }  // namespace
 
-std::string exported_build_command(const std::string& cu_path, const std::string& so_path,
-                                   const std::string& arch) {
-  return "nvcc -O3 -shared -Xcompiler -fPIC -arch=" + arch + " -o " + so_path + " " + cu_path;
-}
-
 v1::ExportResponse export_dispatch_table(const std::vector<ExportVariant>& variants,
                                          const ExportOptions& options) {
   if (variants.empty()) throw InputError("nothing to export: no genome given");

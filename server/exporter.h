@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "build_command.h"
 #include "evo/evo.pb.h"
 #include "genome.h"
 #include "shape.h"
@@ -53,10 +54,6 @@ v1::ExportResponse export_dispatch_table(const std::vector<ExportVariant>& varia
 // The same for a template given directly (its source and space JSON), e.g. one not registered.
 v1::ExportResponse export_dispatch_table(const KernelTemplate& t, const std::vector<ExportVariant>& variants,
                                          const ExportOptions& options = {});
-
-// The command that builds an exported .cu into a shared library, for the report and the tests.
-std::string exported_build_command(const std::string& cu_path, const std::string& so_path,
-                                   const std::string& arch = "sm_90a");
 
 // The markdown evidence for an export (also part of the responses above); its build line names
 // source_name.

@@ -34,6 +34,12 @@ std::string sci(double v) {
 
 std::string or_unknown(const std::string& s) { return s.empty() ? "unknown" : s; }
 
+// text as a markdown code span; a backtick in it (a file name may hold one) takes a wider fence.
+std::string code_span(const std::string& text) {
+  if (text.find('`') == std::string::npos) return "`" + text + "`";
+  return "`` " + text + " ``";
+}
+
 std::string shape_text(const v1::Shape& s) { return shape_from_proto(s).text(); }
 
 const v1::GateVerdict* find_gate(const v1::Evaluation& e, v1::Gate kind) {
@@ -183,7 +189,7 @@ std::string export_report(const std::vector<ExportVariant>& variants, const std:
   o << "Template `" << (variants.empty() ? "" : variants.front().genome.template_id()) << "`, "
     << variants.size() << (variants.size() == 1 ? " genome" : " genomes (a dispatch table: shape bucket -> genome)")
     << ".\n\n"
-    << "Build: `" << exported_build_command(source_name, shared_library_for(source_name), arch) << "`\n\n"
+    << "Build: " << code_span(exported_build_command(source_name, shared_library_for(source_name), arch)) << "\n\n"
     << "Entry point: `int evo_attention_forward(q, k, v, o, batch, heads, seq_q, seq_k, head_dim, "
        "softmax_scale, causal, stream)` — returns cudaErrorInvalidValue for a shape it cannot serve "
        "(head_dim the genome does not support, causal with seq_q != seq_k, null pointers, "

@@ -143,7 +143,7 @@ TEST(Security, ASecondEvodOnABusyPortRefusesToServe) {
   Process& second =
       c.start("evod-second.log", {EVOD_BIN, "serve", "--db", c.dir() + "/other.db", "--listen", c.address()});
   EXPECT_EQ(second.wait(20000), 1) << second.log();
-  EXPECT_NE(second.log().find("evod: cannot listen on " + c.address() + " (in use by another process"),
+  EXPECT_NE(second.log().find("evod: cannot listen on " + c.address() + " (in use by another process: "),
             std::string::npos)
       << second.log();
   EXPECT_EQ(second.log().find("event=serving"), std::string::npos) << second.log();
@@ -157,6 +157,71 @@ TEST(Security, UnreadableTokenFileIsOneLine) {
   const std::string line = trimmed(evod.log());
   EXPECT_EQ(line.find('\n'), std::string::npos) << line;
   EXPECT_NE(line.find("cannot read token file"), std::string::npos) << line;
+}
+
+TEST(Security, TokenFileThatIsADirectoryIsNamedSo) {
+  SecuredCluster c;
+  Process& evod = c.start_evod({"--listen", c.address(), "--token-file", c.dir()});
+  EXPECT_EQ(evod.wait(), 2);
+  const std::string line = trimmed(evod.log());
+  EXPECT_EQ(line.find('\n'), std::string::npos) << line;
+  EXPECT_NE(line.find("is a directory"), std::string::npos) << line;
+  EXPECT_EQ(line.find("empty"), std::string::npos) << line;
+}
+
+TEST(Security, TokenFileOpenToOtherUsersIsWarnedOnce) {
+  SecuredCluster c;
+  chmod(c.token_file().c_str(), 0644);
+  Process& evod = c.start_evod({"--listen", c.address(), "--token-file", c.token_file()});
+  ASSERT_TRUE(c.wait_listening()) << evod.log();
+  const std::string log = evod.log();
+  EXPECT_NE(log.find("event=token_file_readable token file '" + c.token_file() + "' is open to other users (mode 0644)"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("event=token_file_readable"), log.rfind("event=token_file_readable")) << log;
+}
+
+// Two self-signed certificates for 127.0.0.1 (names a and b), made with the openssl command line.
+bool make_certificates(const std::string& dir) {
+  for (const char* name : {"a", "b"}) {
+    const std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=evod-test -addext "
+                            "subjectAltName=IP:127.0.0.1,DNS:localhost -keyout '" + dir + "/" + name +
+                            ".key' -out '" + dir + "/" + name + ".pem' >/dev/null 2>&1";
+    if (std::system(cmd.c_str()) != 0) return false;
+  }
+  return true;
+}
+
+// A certificate with another certificate's key is a TLS problem, not a busy port.
+TEST(Security, TlsKeyOfAnotherCertificateIsNamedNotABusyPort) {
+  SecuredCluster c;
+  if (!make_certificates(c.dir())) GTEST_SKIP() << "the openssl command cannot make test certificates";
+  Process& evod = c.start_evod({"--listen", c.address(), "--tls-cert", c.dir() + "/a.pem", "--tls-key",
+                                c.dir() + "/b.key"});
+  EXPECT_EQ(evod.wait(), 2);
+  const std::string line = trimmed(evod.log());
+  EXPECT_EQ(line.find('\n'), std::string::npos) << line;
+  EXPECT_NE(line.find("TLS key '" + c.dir() + "/b.key' is not the key of certificate '" + c.dir() + "/a.pem'"),
+            std::string::npos)
+      << line;
+  EXPECT_EQ(line.find("in use"), std::string::npos) << line;
+}
+
+// evoctl that trusts the wrong CA reaches a running evod: the line says the handshake failed.
+TEST(Security, EvoctlWithTheWrongCaSaysTheHandshakeFailed) {
+  SecuredCluster c;
+  if (!make_certificates(c.dir())) GTEST_SKIP() << "the openssl command cannot make test certificates";
+  Process& evod = c.start_evod({"--listen", c.address(), "--tls-cert", c.dir() + "/a.pem", "--tls-key",
+                                c.dir() + "/a.key", "--token-file", c.token_file()});
+  ASSERT_TRUE(it::eventually(20, [&] { return evod.log().find("event=serving") != std::string::npos; })) << evod.log();
+  std::string out;
+  EXPECT_EQ(c.evoctl({"--tls-ca", c.dir() + "/b.pem", "--token-file", c.token_file(), "runs"}, &out), 1) << out;
+  EXPECT_NE(out.find("but the TLS handshake failed: is --tls-ca the CA that signed evod's certificate"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("is it running"), std::string::npos) << out;
+  // The right CA is served.
+  EXPECT_EQ(c.evoctl({"--tls-ca", c.dir() + "/a.pem", "--token-file", c.token_file(), "runs"}, &out), 0) << out;
 }
 
 }  // namespace

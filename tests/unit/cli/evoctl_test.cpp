@@ -143,6 +143,24 @@ TEST_F(Evoctl, EvodRefusalIsOneLineWithItsCode) {
   EXPECT_EQ(s.err, "evoctl: NOT_FOUND: unknown run 'r9'\n");
 }
 
+// A server that accepts the connection but not the channel is not "not running": with --tls-ca
+// against a server that does not speak TLS to it (as with a wrong CA), the line names the handshake.
+TEST_F(Evoctl, FailedTlsHandshakeIsNamedNotNotRunning) {
+  const fs::path ca = fs::temp_directory_path() / ("evoctl_ca_" + std::to_string(::getpid()) + ".pem");
+  std::ofstream(ca) << "-----BEGIN CERTIFICATE-----\nnot a real one\n-----END CERTIFICATE-----\n";
+  std::ostringstream out, err;
+  Environment env;
+  env.coordinator = server_.address();
+  env.connect_timeout_ms = 1000;
+  EXPECT_EQ(run_evoctl({"--tls-ca", ca.string(), "runs"}, out, err, env), 1);
+  EXPECT_NE(err.str().find("evoctl: something accepts connections at " + server_.address() +
+                           " but the TLS handshake failed: is --tls-ca the CA that signed evod's certificate"),
+            std::string::npos)
+      << err.str();
+  EXPECT_EQ(err.str().find("is it running"), std::string::npos) << err.str();
+  fs::remove(ca);
+}
+
 TEST_F(Evoctl, UnreachableEvodIsNamed) {
   std::ostringstream out, err;
   Environment env;
@@ -150,13 +168,13 @@ TEST_F(Evoctl, UnreachableEvodIsNamed) {
   env.connect_timeout_ms = 500;
   EXPECT_EQ(run_evoctl({"runs"}, out, err, env), 1);
   EXPECT_EQ(err.str(),
-            "evoctl: cannot reach evod at 127.0.0.1:1 (is it running? waited 0.5 s; EVO_CONNECT_TIMEOUT_S waits "
-            "longer)\n");
+            "evoctl: nothing accepts connections at 127.0.0.1:1: is evod running, on that address? (waited 0.5 s; "
+            "EVO_CONNECT_TIMEOUT_S waits longer)\n");
   // $EVO_CONNECT_TIMEOUT_S: whole seconds, or one usage line before any connection is tried.
   env.connect_timeout_s = "1";
   std::ostringstream err1;
   EXPECT_EQ(run_evoctl({"runs"}, out, err1, env), 1);
-  EXPECT_NE(err1.str().find("(is it running? waited 1 s;"), std::string::npos) << err1.str();
+  EXPECT_NE(err1.str().find("(waited 1 s;"), std::string::npos) << err1.str();
   for (const char* bad : {"0", "abc", "601", ""}) {
     env.connect_timeout_s = bad;
     std::ostringstream e;
@@ -410,6 +428,20 @@ TEST_F(Evoctl, ExportWritesTheKernelAndTheReportBesideIt) {
   EXPECT_NE(bad.err.find("evoctl: cannot write"), std::string::npos) << bad.err;
   EXPECT_EQ(server_.service.last_export.run_id(), "r1") << "one run goes as run_id, which every evod knows";
   EXPECT_EQ(server_.service.last_export.run_ids_size(), 0);
+  fs::remove_all(dir);
+}
+
+// The printed build line is pasted into a shell: a file name with shell syntax stays one word.
+TEST_F(Evoctl, ExportBuildLineQuotesTheFileNameForTheShell) {
+  const fs::path dir = fs::temp_directory_path() / ("evoctl_quote_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto r = run({"export", "r1", "--out", (dir / "x;rm -rf $HOME.cu").string()});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_TRUE(fs::exists(dir / "x;rm -rf $HOME.cu"));
+  EXPECT_NE(r.out.find("build: nvcc -O3 -shared -Xcompiler -fPIC -arch=sm_89 -o 'libx;rm -rf $HOME.so' '" +
+                       (dir / "x;rm -rf $HOME.cu").string() + "'\n"),
+            std::string::npos)
+      << r.out;
   fs::remove_all(dir);
 }
 

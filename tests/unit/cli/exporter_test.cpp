@@ -193,6 +193,30 @@ TEST(Exporter, ReportBuildsTheFileItWasAskedFor) {
   EXPECT_NE(named.report().find("-o libtable.so table.cu`"), std::string::npos) << named.report();
 }
 
+// A file name is the user's text: pasted into a shell, the build line must run nvcc on that file
+// and nothing else.
+TEST(Exporter, ReportBuildLineQuotesTheFileNameForTheShell) {
+  ExportOptions options;
+  options.source_name = "x;rm -rf $HOME.cu";
+  const auto r = export_standalone(default_genome(), {shape_1x8x512x64()}, measured_evaluation(false), options);
+  EXPECT_NE(r.report().find("-o 'libx;rm -rf $HOME.so' 'x;rm -rf $HOME.cu'`"), std::string::npos) << r.report();
+  options.source_name = "it's `here`.cu";
+  const auto q = export_standalone(default_genome(), {shape_1x8x512x64()}, measured_evaluation(false), options);
+  EXPECT_NE(q.report().find("Build: `` nvcc -O3 -shared -Xcompiler -fPIC -arch=sm_90a -o 'libit'\\''s `here`.so' "
+                            "'it'\\''s `here`.cu' ``"),
+            std::string::npos)
+      << q.report();
+}
+
+TEST(Exporter, ShellQuoteLeavesPlainWordsAndQuotesTheRest) {
+  EXPECT_EQ(shell_quote("best.cu"), "best.cu");
+  EXPECT_EQ(shell_quote("/tmp/a-b_c/x+y=1,2@3%.cu"), "/tmp/a-b_c/x+y=1,2@3%.cu");
+  EXPECT_EQ(shell_quote(""), "''");
+  EXPECT_EQ(shell_quote("a b"), "'a b'");
+  EXPECT_EQ(shell_quote("$(id)"), "'$(id)'");
+  EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
+}
+
 // The response names the target the source builds for, as a field evoctl reads: the measuring
 // device's architecture, else sm_90a; and each bucket says whether its winner was estimated.
 TEST(Exporter, ResponseNamesTheArchitectureAndWhatWasEstimated) {

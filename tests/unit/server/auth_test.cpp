@@ -9,6 +9,7 @@
 #include <functional>
 #include <set>
 
+#include "captured_log.h"
 #include "client_security.h"
 #include "rpc_fixture.h"
 
@@ -159,6 +160,22 @@ TEST(Auth, WithoutATokenEvodIsOpen) {
   ASSERT_TRUE(evod.started());
   v1::ListRunsResponse runs;
   EXPECT_TRUE(evod.stub()->ListRuns(test::context().get(), v1::ListRunsRequest(), &runs).ok());
+}
+
+// A peer hammering evod without the token must not fill its disk with log lines: the first
+// refusal is logged, the rest are counted (security/refusal_log.h).
+TEST(Auth, AFloodOfRefusedCallsIsLoggedOnceAndCounted) {
+  test::InProcessEvod evod(kToken);
+  ASSERT_TRUE(evod.started());
+  auto stub = evod.stub();
+  test::CapturedLog log;
+  v1::ListRunsResponse runs;
+  for (int i = 0; i < 200; ++i)
+    ASSERT_EQ(stub->ListRuns(test::context("Bearer wrong-token-0123456789").get(), v1::ListRunsRequest(), &runs)
+                  .error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(log.count("event=unauthenticated "), 1u) << log.text().substr(0, 2000);
+  EXPECT_EQ(log.count("\n"), 1u) << log.text().substr(0, 2000);
 }
 
 // A self-signed certificate for 127.0.0.1 made with the openssl command line.

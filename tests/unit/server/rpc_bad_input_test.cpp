@@ -5,8 +5,11 @@
 
 #include <cmath>
 #include <functional>
+#include <future>
 #include <limits>
 #include <set>
+
+#include <grpcpp/generic/generic_stub.h>
 
 #include "rpc_fixture.h"
 #include "wire_labels.h"
@@ -423,6 +426,36 @@ TEST_F(RpcBadInput, ListWorkers) {
   huge.GetReflection()->MutableUnknownFields(&huge)->AddLengthDelimited(99, k10MB);
   expect_refused({{"ListWorkers 10 MB of unknown fields", StatusCode::RESOURCE_EXHAUSTED,
                    unary(&Stub::ListWorkers, huge)}});
+}
+
+// Bytes that are not the RPC's message at all (a raw client, a different protocol): gRPC parses
+// them before any handler runs; the answer still names what was expected, as INVALID_ARGUMENT.
+grpc::Status raw_call(const std::string& address, const std::string& method, const std::string& bytes) {
+  grpc::GenericStub stub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1), response;
+  std::promise<grpc::Status> done;
+  auto ctx = test::context();
+  stub.UnaryCall(ctx.get(), method, grpc::StubOptions(), &request, &response,
+                 [&done](grpc::Status s) { done.set_value(std::move(s)); });
+  return done.get_future().get();
+}
+
+TEST_F(RpcBadInput, BytesThatDoNotParseAreInvalidArgumentNamingTheMessage) {
+  const std::string garbage = "\xff\xff\xff\xff\x0f garbage, not protobuf";
+  for (const auto& [rpc, type] : std::vector<std::pair<std::string, std::string>>{
+           {"ReportResult", "evo.v1.ReportRequest"}, {"SubmitRun", "evo.v1.SubmitRunRequest"}}) {
+    SCOPED_TRACE(rpc);
+    const std::string before = evod_.store().dump();
+    grpc::Status s = raw_call(evod_.address(), "/evo.v1.Coordinator/" + rpc, garbage);
+    EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT) << s.error_code() << " " << s.error_message();
+    EXPECT_NE(s.error_message().find(rpc + ": the request is not a valid " + type), std::string::npos)
+        << s.error_message();
+    EXPECT_TRUE(evod_.store().dump() == before) << "bytes that do not parse changed the database";
+  }
+  // A well-formed message through the same raw path is served as usual.
+  v1::ListRunsRequest list;
+  EXPECT_TRUE(raw_call(evod_.address(), "/evo.v1.Coordinator/ListRuns", list.SerializeAsString()).ok());
 }
 
 // Every RPC of the service has a bad-input case above (ListRuns takes no argument: it is called

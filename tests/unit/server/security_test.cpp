@@ -1,9 +1,14 @@
 // The shared-token helpers and the listen policy, without gRPC traffic.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <chrono>
 #include <fstream>
 
+#include "captured_log.h"
 #include "listen_policy.h"
+#include "refusal_log.h"
 #include "test_db.h"
 #include "token.h"
 
@@ -61,6 +66,55 @@ TEST(Token, FileWinsOverTheEnvironment) {
   EXPECT_EQ(resolve_token("", "from-the-env-0123456789"), "from-the-env-0123456789");
   EXPECT_EQ(resolve_token("", nullptr), "");
   EXPECT_FALSE(error_of([] { resolve_token("", ""); }).empty()) << "EVO_TOKEN set but empty is a mistake";
+}
+
+TEST(Token, DirectoryIsNamedAsADirectoryNotAsEmpty) {
+  test::TempDir dir;
+  const std::string error = error_of([&] { read_token_file(dir.path()); });
+  EXPECT_NE(error.find("is a directory"), std::string::npos) << error;
+  EXPECT_EQ(error.find("empty"), std::string::npos) << error;
+}
+
+TEST(Token, FileOpenToOtherUsersIsWarnedInOneLine) {
+  test::TempDir dir;
+  const std::string file = write(dir, "t", "0123456789abcdef\n");
+  ASSERT_EQ(chmod(file.c_str(), 0600), 0);
+  EXPECT_FALSE(token_file_warning(file));
+  ASSERT_EQ(chmod(file.c_str(), 0644), 0);
+  auto warning = token_file_warning(file);
+  ASSERT_TRUE(warning);
+  EXPECT_NE(warning->find("mode 0644"), std::string::npos) << *warning;
+  EXPECT_NE(warning->find("chmod 600"), std::string::npos) << *warning;
+  EXPECT_EQ(warning->find('\n'), std::string::npos) << *warning;
+  ASSERT_EQ(chmod(file.c_str(), 0640), 0);
+  EXPECT_TRUE(token_file_warning(file)) << "readable by the group is open to other users too";
+}
+
+// A flood of refused calls: the first is logged whole, the rest counted into one line per interval.
+TEST(RefusalLog, FirstRefusalIsLoggedThenTheRestAreCounted) {
+  test::CapturedLog log;
+  RefusalLog refusals(std::chrono::seconds(10));
+  const auto t0 = RefusalLog::Clock::now();
+  refusals.refused("ListRuns", "ipv4:127.0.0.1:1", "wrong token", t0);
+  for (int i = 0; i < 999; ++i)
+    refusals.refused("ListRuns", "ipv4:127.0.0.1:2", "wrong token", t0 + std::chrono::milliseconds(i));
+  EXPECT_EQ(log.count("event=unauthenticated "), 1u) << log.text();
+  EXPECT_EQ(refusals.pending(), 999u);
+  refusals.flush(t0 + std::chrono::seconds(5));
+  EXPECT_EQ(log.count("event=unauthenticated_more"), 0u) << "not before the interval ends";
+  refusals.flush(t0 + std::chrono::seconds(11));
+  EXPECT_EQ(log.count("event=unauthenticated_more count=999 since="), 1u) << log.text();
+  EXPECT_NE(log.text().find("last_peer=ipv4:127.0.0.1:2"), std::string::npos) << log.text();
+  refusals.flush(t0 + std::chrono::seconds(30));
+  EXPECT_EQ(log.count("event=unauthenticated_more"), 1u) << "nothing more to count";
+  // After a quiet interval the next refusal is logged whole again.
+  refusals.refused("GetRun", "ipv4:127.0.0.1:3", "wrong token", t0 + std::chrono::seconds(31));
+  EXPECT_EQ(log.count("event=unauthenticated "), 2u) << log.text();
+  // A refusal after the interval writes the count of the one before it first.
+  refusals.refused("GetRun", "ipv4:127.0.0.1:3", "wrong token", t0 + std::chrono::seconds(32));
+  refusals.refused("GetRun", "ipv4:127.0.0.1:3", "wrong token", t0 + std::chrono::seconds(45));
+  EXPECT_EQ(log.count("event=unauthenticated_more count=1 "), 1u) << log.text();
+  EXPECT_EQ(log.count("event=unauthenticated "), 3u) << log.text();
 }
 
 TEST(ListenPolicy, LoopbackAddresses) {
