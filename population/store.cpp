@@ -446,8 +446,9 @@ void Store::check_writable() {
                    : "; copying what the WAL held into the database file did not finish (restart evod; check "
                      "the file with PRAGMA integrity_check)";
   }
-  stop_writes(StoreError(*moved + " was removed or replaced while evod was running; nothing more is written" + what_next,
-                         StoreFault::kUnavailable));
+  stop_writes(StoreError(
+      *moved + " was removed or replaced while evod was running; nothing more is written" + what_next,
+      StoreFault::kUnavailable));
   throw *stopped_;
 }
 

@@ -115,7 +115,8 @@ std::string listen_failure_reason(const std::string& listen) {
     if (bound == 0) continue;
     if (err == EADDRINUSE) reason = std::string("in use by another process: ") + std::strerror(err);
     else if (err == EADDRNOTAVAIL) reason = std::string("not an address of this host: ") + std::strerror(err);
-    else if (err == EACCES) reason = std::string("not allowed: ") + std::strerror(err) + " (ports below 1024 need privileges)";
+    else if (err == EACCES)
+      reason = std::string("not allowed: ") + std::strerror(err) + " (ports below 1024 need privileges)";
     else reason = std::strerror(err);
     break;
   }

@@ -239,7 +239,8 @@ TEST(StorageFault, SharedMemoryFileRemovedUnderRunningEvodIsUnavailable) {
 
 // evod as a process that must refuse to start: its exit status and its whole output.
 int refused_start(const std::string& db, const std::string& log, std::vector<std::string> extra = {}) {
-  std::vector<std::string> argv{EVOD_BIN, "serve", "--db", db, "--listen", "127.0.0.1:" + std::to_string(it::free_port())};
+  std::vector<std::string> argv{EVOD_BIN, "serve", "--db", db, "--listen",
+                                "127.0.0.1:" + std::to_string(it::free_port())};
   argv.insert(argv.end(), extra.begin(), extra.end());
   Process evod(argv, log);
   return evod.wait();

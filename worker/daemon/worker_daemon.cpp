@@ -350,7 +350,8 @@ int run_worker_daemon(int argc, char** argv) {
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ evo-worker %v");
   spdlog::set_level(opt.verbose ? spdlog::level::debug : spdlog::level::info);
   if (!opt.token_file.empty())
-    if (auto warning = security::token_file_warning(opt.token_file)) spdlog::warn("event=token_file_readable {}", *warning);
+    if (auto warning = security::token_file_warning(opt.token_file))
+      spdlog::warn("event=token_file_readable {}", *warning);
 
   // Block the stop signals before any thread starts; one thread waits for them.
   sigset_t stop_signals;

@@ -307,7 +307,9 @@ void expect_journal_removal_stops_writes(const char* suffix, const char* what) {
   });
 }
 
-TEST(Store, RemovedWalStopsEveryWriteAndKeepsWhatWasCommitted) { expect_journal_removal_stops_writes("-wal", "WAL file"); }
+TEST(Store, RemovedWalStopsEveryWriteAndKeepsWhatWasCommitted) {
+  expect_journal_removal_stops_writes("-wal", "WAL file");
+}
 
 TEST(Store, RemovedSharedMemoryFileStopsEveryWrite) {
   expect_journal_removal_stops_writes("-shm", "shared-memory file");
