@@ -1,5 +1,5 @@
-// fit_model_constants: fits the model evaluator's block-chain constants (worker/model_evaluator.h,
-// ChainConstants) to genomes measured on a card, and prints how well the model's order agrees
+// fit_model_constants: fits the attention family's model constants (ChainConstants,
+// kernel_templates/attention/model_estimate.h) to genomes measured on a card, and prints how well the model's order agrees
 // with the card's before and after, per file and shape.
 //
 //   fit_model_constants [--arch sm_90a] [--hold-out FILE.csv ...] FILE.csv ...
@@ -12,7 +12,8 @@
 // genomes timed beside them). It searches one constant at a time by multiplicative steps,
 // halving the steps when no constant improves, so it ends in a local optimum near where it
 // starts: the constants the model uses now. --hold-out files are reported, never fitted. The
-// printed initializer goes into model_evaluator.cpp by hand, with the tests' figures.
+// printed initializer goes into kernel_templates/attention/model_estimate.cpp by hand, with the
+// tests' figures (model_evaluator_test pins a few estimates: those change with it).
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -25,6 +26,8 @@
 
 namespace evo {
 namespace {
+
+using attention::ChainConstants;
 
 struct Group {
   std::string label;  // "file shape"
@@ -150,7 +153,7 @@ int run(int argc, char** argv) {
 
   auto groups = load_groups(fitted);
   auto checks = load_groups(held_out);
-  const ChainConstants start = fitted_chain_constants();
+  const ChainConstants start = attention::fitted_chain_constants();
   report("the constants in use, fitted files:", groups, *dev, start);
   if (!checks.empty()) report("the constants in use, held-out files:", checks, *dev, start);
   std::printf("fitting (objective %.4f):\n", objective(groups, *dev, start));

@@ -46,13 +46,14 @@ std::vector<MeasuredGenome> load_measured_genomes(const std::string& path) {
 }
 
 void estimate_measured(std::vector<MeasuredGenome>& rows, const DeviceModel& dev,
-                       const ChainConstants& chain) {
+                       const attention::ChainConstants& chain) {
   const SearchSpace& space = SearchSpace::for_template("fa_s512_v3");
+  const auto wave_seconds = [&chain](const ModelInput& in) { return attention::wave_seconds(in, chain); };
   for (auto& m : rows) {
     v1::ResourceReport r;
     r.set_registers(m.registers);
     r.set_static_smem_bytes(m.static_smem_bytes);
-    m.model_us = estimate_kernel(dev, space, m.genome, parse_shape(m.shape), r, chain).us;
+    m.model_us = estimate_kernel(dev, space, m.genome, parse_shape(m.shape), r, wave_seconds).us;
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "device_catalog.h"
 #include "genome.h"
+#include "attention/model_estimate.h"
 #include "model_evaluator.h"
 
 namespace evo {
@@ -28,7 +29,7 @@ std::vector<MeasuredGenome> load_measured_genomes(const std::string& path);
 
 // Sets each row's model_us from its genome, shape and resources.
 void estimate_measured(std::vector<MeasuredGenome>& rows, const DeviceModel& dev,
-                       const ChainConstants& chain = fitted_chain_constants());
+                       const attention::ChainConstants& chain = attention::fitted_chain_constants());
 
 std::map<std::string, std::vector<MeasuredGenome>> group_by_shape(
     std::vector<MeasuredGenome> rows);

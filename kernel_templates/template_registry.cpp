@@ -6,11 +6,17 @@
 #include <string>
 #include <vector>
 
+#include "attention/export_entry.h"
+#include "attention/model_estimate.h"
 #include "embedded_texts.h"
 
 // A family's texts and a kernel's, by the names kernel_templates/CMakeLists.txt gives them.
-#define EVO_FAMILY(family, reference, host) \
-  KernelFamily { #family, kEmbedded_##family##_##reference, kEmbedded_##family##_##host }
+// Its host operations are those of namespace evo::<family>.
+#define EVO_FAMILY(family, reference, host)                                                      \
+  KernelFamily {                                                                                  \
+    #family, kEmbedded_##family##_##reference, kEmbedded_##family##_##host, &family::export_entry, \
+        &family::model_wave_seconds                                                               \
+  }
 #define EVO_KERNEL(family_entry, family, kernel)                                      \
   KernelTemplate {                                                                    \
     #kernel, &family_entry, kEmbedded_##family##_##kernel##_source,                   \

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "attention/dtype.h"
+#include "family_export.h"
+#include "family_model.h"
 
 namespace evo {
 
@@ -18,6 +20,11 @@ struct KernelFamily {
   // Host code an exported file needs besides the kernel (it encodes the tensor maps of a space
   // whose launch has "tensor_map_box_rows"); empty when there is none.
   std::string_view host_source;
+
+  // ---- The export (kernel_templates/<family>/export_entry.cpp): its part of an exported .cu.
+  const FamilyExport& (*export_entry)();
+  // ---- The model evaluator's estimate (kernel_templates/<family>/model_estimate.cpp).
+  ModelWaveSeconds model_wave_seconds;
 };
 
 struct KernelTemplate {

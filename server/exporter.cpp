@@ -1,13 +1,13 @@
 // Source generation for the exported kernel. The layout of the emitted .cu:
 //   1. a header comment: what it is, which genome(s), how to build it;
 //   2. the kernel template's source, verbatim (it includes only CUDA toolkit headers);
-//   3. per genome, a struct VariantN<DTYPE, CAUSAL, HEAD_DIM> holding the genes, the derived values and
+//   3. per genome, a struct VariantN templated on the family's compile-time problem variables
+//      (attention: VariantN<DTYPE, CAUSAL, HEAD_DIM>) holding the genes, the derived values and
 //      the space's constraints as constexpr values, and a launch() that computes the grid, block
-//      and shared memory from the space's launch formulas. An invalid (genome, head dim) pair is
-//      never instantiated (if constexpr), so the kernel's own static checks never fire;
-//   4. the C entry points (evo_attention_forward for fp16, evo_attention_forward_dtype for any
-//      dtype of the table): argument checks first (no CUDA call, so a bad shape is refused even
-//      without a driver), then the variant pick, then the launch. It never synchronizes.
+//      and shared memory from the space's launch formulas. An invalid instantiation never
+//      compiles its launch (if constexpr), so the kernel's own static checks never fire;
+//   4. the family's dispatch (which variant serves a call) and its C entry points
+//      (kernel_templates/<family>/export_entry.cpp: FamilyExport). It never synchronizes.
 #include "exporter.h"
 
 #include <algorithm>
@@ -24,8 +24,6 @@
 namespace evo {
 namespace {
 
-// Names whose value is known only at the call; everything else is a compile-time constant.
-const std::set<std::string> kRuntimeNames = {"BATCH", "HEADS", "SEQ_Q", "SEQ_K"};
 
 // A space formula as C++ source (Expression::cxx).
 struct CxxFormula {
@@ -36,15 +34,14 @@ struct CxxFormula {
 
 // The parts of a space the exporter emits, read by SearchSpace (the one reader of a space JSON).
 struct SpaceForExport {
+  ExportSpace served;  // id, head_dims, dtypes: what the family's text reads
+  const FamilyExport* family = nullptr;
   std::string id;
   std::vector<std::string> gene_names;
-  std::vector<int> head_dims;
-  std::vector<DType> dtypes;  // the space's "dtypes": those its kernel serves
   std::vector<CxxFormula> derived;
   std::vector<CxxFormula> constraints;
   std::map<std::string, CxxFormula> launch;  // threads, grid_x, grid_y, grid_z, smem_bytes, ...
   bool has_workspace = false;                 // launch.workspace_bytes: a per-stream scratch buffer
-  bool has_tensor_maps = false;               // launch.tensor_map_box_rows: encode q/k/v/o maps first
   std::string kernel_pattern;
 };
 
@@ -52,16 +49,18 @@ struct SpaceForExport {
 SpaceForExport read_space(const KernelTemplate& t) {
   const SearchSpace space = SearchSpace::from_json(t.space_json);
   SpaceForExport s;
+  s.family = &t.family->export_entry();
   s.id = std::string(t.id);
-  std::set<std::string> runtime = kRuntimeNames;
+  // Names whose value is known only at the call; everything else is a compile-time constant.
+  std::set<std::string> runtime;
+  for (const auto& v : s.family->runtime) runtime.insert(v.name);
   auto emitted = [&](const Formula& f) {
     CxxFormula out{f.name, f.expr.cxx(), false};
     for (const auto& name : f.expr.identifiers()) out.runtime = out.runtime || runtime.count(name) > 0;
     return out;
   };
   for (const auto& g : space.genes()) s.gene_names.push_back(g.name);
-  s.head_dims = space.head_dims();
-  s.dtypes = space.dtypes();
+  s.served = ExportSpace{s.id, space.head_dims(), space.dtypes()};
   for (const auto& d : space.derived()) {
     s.derived.push_back(emitted(d));
     if (s.derived.back().runtime) runtime.insert(d.name);
@@ -69,16 +68,16 @@ SpaceForExport read_space(const KernelTemplate& t) {
   for (const auto& c : space.constraints()) s.constraints.push_back(emitted(c));
   for (const auto& l : space.launch_formulas()) s.launch.emplace(l.name, emitted(l));
   s.has_workspace = s.launch.count("workspace_bytes") > 0;
-  s.has_tensor_maps = s.launch.count("tensor_map_box_rows") > 0;
   s.kernel_pattern = space.kernel_pattern();
   return s;
 }
 
 // "evo::fa_s512_v3_kernel<{DTYPE}, {CAUSAL}, {HEAD_DIM}, {BLOCK_M}, ...>" with the genes baked in;
-// a derived value by its name, the variant's constant.
+// a compile-time problem variable by its template parameter, a derived value by its name, the
+// variant's constant.
 std::string kernel_name(const SpaceForExport& s, const Genome& g) {
-  std::map<std::string, std::string> values = {
-      {"DTYPE", "DTYPE_"}, {"CAUSAL", "CAUSAL_"}, {"HEAD_DIM", "HEAD_DIM_"}};
+  std::map<std::string, std::string> values;
+  for (const auto& name : s.family->compile_time) values[name] = name + "_";
   for (const auto& d : s.derived)
     if (!d.runtime) values[d.name] = d.name;
   for (const auto& [name, value] : g.genes()) values[name] = std::to_string(value);
@@ -113,15 +112,14 @@ void check_genome(const SpaceForExport& s, const Genome& g) {
     if (!have.count(name)) throw InputError("genome lacks gene '" + name + "' of " + s.id);
 }
 
-// A bucket's shapes must be of dtypes the kernel serves: the table has no instantiation for others.
-void check_dtypes(const SpaceForExport& s, const ExportVariant& v) {
+// A bucket's problems must be ones the family can serve from this space (attention: of a dtype the
+// kernel serves): the table has no instantiation for others.
+void check_served(const SpaceForExport& s, const ExportVariant& v) {
   for (const auto& shape : v.shapes) {
-    if (std::find(s.dtypes.begin(), s.dtypes.end(), shape.dtype) != s.dtypes.end()) continue;
-    std::string served;
-    for (DType d : s.dtypes) served += (served.empty() ? "" : ", ") + std::string(dtype_name(d));
+    const std::string why = s.family->unserved(s.served, shape);
+    if (why.empty()) continue;
     throw InputError("cannot export shape '" + shape.text() + "'" + (v.run_id.empty() ? "" : " of " + v.run_id) +
-                     ": dtype " + std::string(dtype_name(shape.dtype)) + " is not served by " + s.id +
-                     " (it serves " + served + ")");
+                     ": " + why);
   }
 }
 
@@ -169,16 +167,31 @@ void emit_workspace(std::ostringstream& o) {
     << "}\n\n";
 }
 
-// Everything a (genome, DTYPE, CAUSAL, HEAD_DIM) instantiation knows at compile time.
+// "template <int DTYPE_, int CAUSAL_, int HEAD_DIM_>": a variant's compile-time problem variables.
+std::string variant_template(const FamilyExport& f) {
+  std::string out = "template <";
+  for (size_t i = 0; i < f.compile_time.size(); ++i) out += (i ? ", int " : "int ") + f.compile_time[i] + "_";
+  return out + ">\n";
+}
+
+// "const long long BATCH = p.batch, ...;" and "(void)BATCH; ...": the call's problem variables.
+std::string runtime_variables(const FamilyExport& f) {
+  std::string values = "      const long long ", unused = "      ";
+  for (size_t i = 0; i < f.runtime.size(); ++i) {
+    values += (i ? ", " : "") + f.runtime[i].name + " = " + f.runtime[i].from_params;
+    unused += (i ? " (void)" : "(void)") + f.runtime[i].name + ";";
+  }
+  return values + ";\n" + unused + "\n";
+}
+
+// Everything a (genome, compile-time problem variables) instantiation knows at compile time.
 void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& g, size_t index,
                   int64_t smem_limit, int sm_arch) {
-  o << "// Variant " << index << ": " << g.text() << "\n"
-    << "template <int DTYPE_, int CAUSAL_, int HEAD_DIM_>\n"
-    << "struct Variant" << index << " {\n"
-    << "  static constexpr long long DTYPE = DTYPE_;\n"
-    << "  static constexpr long long CAUSAL = CAUSAL_;\n"
-    << "  static constexpr long long HEAD_DIM = HEAD_DIM_;\n"
-    << "  static constexpr long long SMEM_LIMIT = " << smem_limit << "LL;\n"
+  const FamilyExport& f = *s.family;
+  o << "// Variant " << index << ": " << g.text() << "\n" << variant_template(f) << "struct Variant" << index
+    << " {\n";
+  for (const auto& name : f.compile_time) o << "  static constexpr long long " << name << " = " << name << "_;\n";
+  o << "  static constexpr long long SMEM_LIMIT = " << smem_limit << "LL;\n"
     << "  static constexpr long long SM_ARCH = " << sm_arch << "LL;  // the target it was measured on\n";
   for (const auto& [name, value] : g.genes())
     o << "  static constexpr long long " << name << " = " << value << "LL;\n";
@@ -189,13 +202,12 @@ void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& 
   for (const auto& c : s.constraints)
     if (!c.runtime) o << "\n      && (" << c.code << ")  /* " << c.name << " */";
   o << ";\n\n"
-    << "  static int launch(const evo::FaParams& p, cudaStream_t stream, bool programmatic) {\n"
+    << "  static int launch(const " << f.params_type << "& p, cudaStream_t stream, bool programmatic) {\n"
     << "    if constexpr (!kValid) {\n"
     << "      (void)p; (void)stream; (void)programmatic;\n"
     << "      return cudaErrorInvalidValue;\n"
     << "    } else {\n"
-    << "      const long long BATCH = p.batch, HEADS = p.heads, SEQ_Q = p.seq_q, SEQ_K = p.seq_k;\n"
-    << "      (void)BATCH; (void)HEADS; (void)SEQ_Q; (void)SEQ_K;\n";
+    << runtime_variables(f);
   for (const auto& d : s.derived)
     if (d.runtime) o << "      const long long " << d.name << " = " << d.code << ";\n";
   for (const auto& c : s.constraints)
@@ -211,31 +223,9 @@ void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& 
     << "          smem > SMEM_LIMIT)\n"
     << "        return cudaErrorInvalidValue;\n"
     << "      const auto kernel = " << kernel_name(s, g) << ";\n";
-  if (s.has_workspace || s.has_tensor_maps)
-    o << "      evo::FaParams args = p;\n";
-  else
-    o << "      const evo::FaParams& args = p;\n";
-  if (s.has_workspace)
-    o << "      const long long workspace_bytes = " << s.launch.at("workspace_bytes").code << ";\n"
-      << "      if (workspace_bytes > 0) {\n"
-      << "        const cudaError_t e = workspace_for(stream, workspace_bytes, &args.workspace);\n"
-      << "        if (e != cudaSuccess) return e;\n"
-      << "      }\n";
-  if (s.has_tensor_maps) {
-    // Q and O boxes are as tall as K and V ones where the space gives no formula of their own.
-    const auto q_rows = s.launch.find("tensor_map_q_box_rows");
-    o << "      const long long tensor_map_box_rows = "
-      << s.launch.at("tensor_map_box_rows").code << ";\n"
-      << "      const long long tensor_map_q_box_rows = "
-      << (q_rows != s.launch.end() ? q_rows->second.code : "tensor_map_box_rows") << ";\n"
-      << "      if (tensor_map_box_rows > 0) {  // loads through TMA, in boxes of those heights\n"
-      << "        const cudaError_t e = evo::encode_attention_tensor_maps(\n"
-      << "            args, static_cast<evo::DType>(DTYPE_), HEAD_DIM_, static_cast<int>(tensor_map_box_rows),\n"
-      << "            static_cast<int>(tensor_map_q_box_rows));\n"
-      << "        if (e != cudaSuccess) return e;\n"
-      << "      }\n";
-  }
-  o
+  std::map<std::string, std::string> launch_code;
+  for (const auto& [name, formula] : s.launch) launch_code.emplace(name, formula.code);
+  o << f.launch_arguments(launch_code)
     << "      if (smem > " << kSmemPerBlockDefault << ") {\n"
     << "        // Above this a kernel must opt in to dynamic shared memory; once per size suffices.\n"
     << "        static std::atomic<long long> raised{0};\n"
@@ -263,141 +253,6 @@ void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& 
     << "    }\n"
     << "  }\n"
     << "};\n\n";
-}
-
-// The dtypes a variant is instantiated for: those of the shapes it was tuned and checked on (fp16
-// where it has none). A call of another dtype is refused rather than run on a genome whose
-// correctness no gate saw in that dtype.
-std::vector<DType> tuned_dtypes(const ExportVariant& v) {
-  std::vector<DType> out;
-  for (const auto& shape : v.shapes)
-    if (std::find(out.begin(), out.end(), shape.dtype) == out.end()) out.push_back(shape.dtype);
-  if (out.empty()) out.push_back(DType::kF16);
-  return out;
-}
-
-// Every (variant, dtype, causal, head_dim) instantiation the table holds, as one `if` line each:
-// `body` is what the line does with "VariantN<DTYPE, CAUSAL, HEAD_DIM>".
-void emit_instantiations(std::ostringstream& o, const SpaceForExport& s,
-                         const std::vector<ExportVariant>& variants, const std::string& body) {
-  for (size_t v = 0; v < variants.size(); ++v)
-    for (DType d : tuned_dtypes(variants[v]))
-      for (int hd : s.head_dims)
-        for (int causal = 0; causal < 2; ++causal) {
-          const int dtype = static_cast<int>(d);
-          o << "  if (variant == " << v << " && dtype == " << dtype << " && causal == " << causal
-            << " && head_dim == " << hd << ") return Variant" << v << "<" << dtype << ", " << causal << ", "
-            << hd << ">::" << body << ";\n";
-        }
-}
-
-void emit_dispatch(std::ostringstream& o, const SpaceForExport& s,
-                   const std::vector<ExportVariant>& variants) {
-  const size_t n = variants.size();
-  // serves(): which (variant, dtype, causal, head_dim) instantiations exist.
-  o << "static bool serves(int variant, int dtype, int causal, int head_dim) {\n";
-  emit_instantiations(o, s, variants, "kValid");
-  o << "  return false;\n}\n\n";
-
-  o << "static int launch_variant(int variant, int dtype, int causal, int head_dim, const evo::FaParams& p,\n"
-    << "                          cudaStream_t stream, bool programmatic) {\n";
-  emit_instantiations(o, s, variants, "launch(p, stream, programmatic)");
-  o << "  return cudaErrorInvalidValue;\n}\n\n";
-
-  if (n == 1) {
-    o << "static int pick_variant(int, int, int, int, int head_dim, int causal, int dtype) {\n"
-      << "  return serves(0, dtype, causal, head_dim) ? 0 : -1;\n}\n\n";
-    return;
-  }
-  o << "// Shape buckets: each exported shape and the variant that won it.\n"
-    << "struct Bucket { int batch, heads, seq_q, seq_k, head_dim, causal, dtype, variant; };\n"
-    << "static const Bucket kBuckets[] = {\n";
-  for (size_t v = 0; v < n; ++v)
-    for (const auto& sh : variants[v].shapes)
-      o << "  {" << sh.batch << ", " << sh.heads << ", " << sh.seq_q << ", " << sh.seq_k << ", "
-        << sh.head_dim << ", " << (sh.causal ? 1 : 0) << ", " << static_cast<int>(sh.dtype) << ", " << v << "},\n";
-  o << "};\n\n"
-    << "static int pick_variant(int batch, int heads, int seq_q, int seq_k, int head_dim, int causal, int dtype) {\n"
-    << "  int nearest = -1;\n"
-    << "  double nearest_distance = 0.0;\n"
-    << "  for (const Bucket& b : kBuckets) {\n"
-    << "    if (b.head_dim != head_dim || b.causal != causal || b.dtype != dtype ||\n"
-    << "        !serves(b.variant, dtype, causal, head_dim))\n"
-    << "      continue;\n"
-    << "    if (b.batch == batch && b.heads == heads && b.seq_q == seq_q && b.seq_k == seq_k)\n"
-    << "      return b.variant;\n"
-    << "    // Nearest sequence length on a log scale: tiles that suit 512 suit 600 better than 4096.\n"
-    << "    const double distance = std::fabs(std::log(static_cast<double>(b.seq_k) / seq_k));\n"
-    << "    if (nearest < 0 || distance < nearest_distance) {\n"
-    << "      nearest = b.variant;\n"
-    << "      nearest_distance = distance;\n"
-    << "    }\n"
-    << "  }\n"
-    << "  if (nearest >= 0) return nearest;\n"
-    << "  for (int v = 0; v < " << n << "; ++v)\n"
-    << "    if (serves(v, dtype, causal, head_dim)) return v;\n"
-    << "  (void)batch; (void)heads; (void)seq_q;\n"
-    << "  return -1;\n}\n\n";
-}
-
-void emit_entry_point(std::ostringstream& o) {
-  o << "}  // namespace evo_export\n\n"
-    << "// q, k, v: [batch, heads, seq_q|seq_k, head_dim] contiguous, of `dtype`; o: [batch, heads, seq_q,\n"
-    << "// head_dim] of `dtype`. dtype: 0 fp16 (__half), 1 bf16 (__nv_bfloat16), the values of evo::DType.\n"
-    << "// Returns 0 (cudaSuccess) or the CUDA error / cudaErrorInvalidValue for a shape or dtype this\n"
-    << "// file cannot serve (a dtype none of its genomes was tuned for). Launches on `stream` and never\n"
-    << "// synchronizes.\n"
-    << "// programmatic_launch 1 (what evo_attention_forward does): a programmatic dependent launch, which\n"
-    << "// may begin while the stream's previous kernel finishes, so that its start-up overlaps that\n"
-    << "// kernel's tail; the kernel reads and writes nothing before the previous kernel has ended.\n"
-    << "// 0: a plain launch, which starts only after the previous kernel has ended.\n"
-    << "extern \"C\" int evo_attention_forward_dtype(const void* q, const void* k, const void* v, void* o,\n"
-    << "                                           int batch, int heads, int seq_q, int seq_k, int head_dim,\n"
-    << "                                           float softmax_scale, int causal, int dtype,\n"
-    << "                                           cudaStream_t stream, int programmatic_launch) {\n"
-    << "  // Every check here runs before any CUDA call: a bad call is refused even without a GPU.\n"
-    << "  if (q == nullptr || k == nullptr || v == nullptr || o == nullptr) return cudaErrorInvalidValue;\n"
-    << "  if (batch <= 0 || heads <= 0 || seq_q <= 0 || seq_k <= 0 || head_dim <= 0)\n"
-    << "    return cudaErrorInvalidValue;\n"
-    << "  if (causal != 0 && causal != 1) return cudaErrorInvalidValue;\n"
-    << "  if (programmatic_launch != 0 && programmatic_launch != 1) return cudaErrorInvalidValue;\n"
-    << "  // The causal mask aligns query i with key i; unequal lengths have no agreed meaning here.\n"
-    << "  if (causal == 1 && seq_q != seq_k) return cudaErrorInvalidValue;\n"
-    << "  if (!std::isfinite(softmax_scale)) return cudaErrorInvalidValue;\n"
-    << "  // The kernel indexes with 32-bit integers.\n"
-    << "  const long long longest = seq_q > seq_k ? seq_q : seq_k;\n"
-    << "  if (static_cast<long long>(batch) * heads * longest * head_dim > 2147483647LL)\n"
-    << "    return cudaErrorInvalidValue;\n"
-    << "  const int variant = evo_export::pick_variant(batch, heads, seq_q, seq_k, head_dim, causal, dtype);\n"
-    << "  if (variant < 0) return cudaErrorInvalidValue;  // no exported genome serves this dtype and head_dim\n"
-    << "  evo::FaParams p{};  // value-initialised: a field this file does not set (workspace) is null\n"
-    << "  p.q = q;\n"
-    << "  p.k = k;\n"
-    << "  p.v = v;\n"
-    << "  p.o = o;\n"
-    << "  p.batch = batch;\n"
-    << "  p.heads = heads;\n"
-    << "  p.seq_q = seq_q;\n"
-    << "  p.seq_k = seq_k;\n"
-    << "  p.softmax_scale = softmax_scale;\n"
-    << "  return evo_export::launch_variant(variant, dtype, causal, head_dim, p, stream,\n"
-    << "                                    programmatic_launch == 1);\n"
-    << "}\n\n"
-    << "// fp16 q, k, v and o; otherwise as evo_attention_forward_dtype.\n"
-    << "extern \"C\" int evo_attention_forward_ex(const void* q, const void* k, const void* v, void* o,\n"
-    << "                                        int batch, int heads, int seq_q, int seq_k, int head_dim,\n"
-    << "                                        float softmax_scale, int causal, cudaStream_t stream,\n"
-    << "                                        int programmatic_launch) {\n"
-    << "  return evo_attention_forward_dtype(q, k, v, o, batch, heads, seq_q, seq_k, head_dim, softmax_scale,\n"
-    << "                                     causal, 0, stream, programmatic_launch);\n"
-    << "}\n\n"
-    << "// fp16, programmatic launch: the entry point most callers want.\n"
-    << "extern \"C\" int evo_attention_forward(const void* q, const void* k, const void* v, void* o,\n"
-    << "                                     int batch, int heads, int seq_q, int seq_k, int head_dim,\n"
-    << "                                     float softmax_scale, int causal, cudaStream_t stream) {\n"
-    << "  return evo_attention_forward_dtype(q, k, v, o, batch, heads, seq_q, seq_k, head_dim, softmax_scale,\n"
-    << "                                     causal, 0, stream, 1);\n"
-    << "}\n";
 }
 
 // The template's source as a part of a larger file: a `#pragma once` there would only warn.
@@ -445,18 +300,19 @@ v1::ExportResponse export_dispatch_table(const KernelTemplate& tmpl, const std::
   const SpaceForExport space = read_space(*t);
   for (const auto& v : variants) {
     check_genome(space, v.genome);
-    check_dtypes(space, v);
+    check_served(space, v);
   }
   const int64_t smem_limit = smem_limit_for(variants, options);
   const std::string arch = arch_of(variants);
 
   std::ostringstream o;
-  o << "// Generated by evo (evoctl export): the " << space.id << " attention kernel with "
+  const FamilyExport& family = *space.family;
+  o << "// Generated by evo (evoctl export): the " << space.id << " " << family.kind << " kernel with "
     << (variants.size() == 1 ? "the winning genome" : "a dispatch table of winning genomes")
     << " baked in.\n"
     << "// Self-contained: it includes only CUDA toolkit and C++ standard headers. Build:\n"
     << "//   " << exported_build_command("kernel.cu", "libkernel.so", arch) << "\n"
-    << "// Call evo_attention_forward (bottom of this file) from any program, e.g. ctypes.\n";
+    << "// Call " << family.entry_point << " (bottom of this file) from any program, e.g. ctypes.\n";
   for (const auto& v : variants)
     o << "//   " << (v.run_id.empty() ? "" : "run " + v.run_id + ": ") << v.genome.text() << (v.evidence.estimated() ? "  (ESTIMATED: chosen by the model evaluator, not measured)" : "")
       << "\n";
@@ -476,8 +332,9 @@ v1::ExportResponse export_dispatch_table(const KernelTemplate& tmpl, const std::
   const int sm_arch = sm_arch_number(arch);
   for (size_t i = 0; i < variants.size(); ++i)
     emit_variant(o, space, variants[i].genome, i, smem_limit, sm_arch);
-  emit_dispatch(o, space, variants);
-  emit_entry_point(o);
+  ExportTable table{space.served, {}};
+  for (const auto& v : variants) table.problems.push_back(v.shapes);
+  o << family.dispatch(table) << "}  // namespace evo_export\n\n" << family.entry_points(table);
 
   v1::ExportResponse response;
   response.set_source(o.str());

@@ -1,14 +1,10 @@
 #pragma once
 // The exported kernel: a winning genome turned into ONE self-contained .cu that plain
-// `nvcc -shared -Xcompiler -fPIC -arch=sm_90a` builds, exposing the C entry point of DESIGN.md:
-//
-//   extern "C" int evo_attention_forward(const void* q, const void* k, const void* v, void* o,
-//                                        int batch, int heads, int seq_q, int seq_k, int head_dim,
-//                                        float softmax_scale, int causal, cudaStream_t stream);
-//
-// plus a markdown report of the evidence that crowned it. One genome gives a standalone kernel;
-// several genomes give a dispatch table (shape bucket -> genome) with the same entry point, for
-// shape suites whose winners differ. No gRPC here: messages only (evo_proto).
+// `nvcc -shared -Xcompiler -fPIC -arch=sm_90a` builds, exposing its family's C entry points
+// (attention: evo_attention_forward of DESIGN.md, written by kernel_templates/attention/
+// export_entry.cpp), plus a markdown report of the evidence that crowned it. One genome gives a
+// standalone kernel; several genomes give a dispatch table (shape bucket -> genome) with the same
+// entry points, for shape suites whose winners differ. No gRPC here: messages only (evo_proto).
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -7,6 +7,7 @@
 #include "exporter.h"
 #include "resident_time.h"
 #include "shape_proto.h"
+#include "template_registry.h"
 #include "wire_labels.h"
 
 namespace evo {
@@ -189,13 +190,10 @@ std::string export_report(const std::vector<ExportVariant>& variants, const std:
   o << "Template `" << (variants.empty() ? "" : variants.front().genome.template_id()) << "`, "
     << variants.size() << (variants.size() == 1 ? " genome" : " genomes (a dispatch table: shape bucket -> genome)")
     << ".\n\n"
-    << "Build: " << code_span(exported_build_command(source_name, shared_library_for(source_name), arch)) << "\n\n"
-    << "Entry point: `int evo_attention_forward(q, k, v, o, batch, heads, seq_q, seq_k, head_dim, "
-       "softmax_scale, causal, stream)` — returns cudaErrorInvalidValue for a shape it cannot serve "
-       "(head_dim the genome does not support, causal with seq_q != seq_k, null pointers, "
-       "non-positive dimensions); never synchronizes. It launches as a programmatic dependent launch, "
-       "overlapping the previous kernel's tail; `evo_attention_forward_ex(..., programmatic_launch)` "
-       "takes 0 for a plain launch.\n\n";
+    << "Build: " << code_span(exported_build_command(source_name, shared_library_for(source_name), arch)) << "\n\n";
+  // The entry points are the family's (kernel_templates/<family>/export_entry.cpp).
+  const KernelTemplate* t = variants.empty() ? nullptr : find_template(variants.front().genome.template_id());
+  if (t != nullptr) o << t->family->export_entry().report_entry_points << "\n\n";
   if (variants.size() > 1) report_buckets(o, variants);
   for (size_t i = 0; i < variants.size(); ++i) report_variant(o, variants[i], i, variants.size());
   return o.str();

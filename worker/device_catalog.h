@@ -1,37 +1,15 @@
 #pragma once
-// Per-architecture device figures for the model evaluator, which has no GPU to ask. The limits
-// (shared memory, registers, threads and blocks per SM) are the architecture's, from
-// device_limits.h; every other number is an assumption taken from the vendor's public data sheet of
-// one representative card, not a measurement; they exist so that estimates rank variants sensibly,
-// not to predict microseconds.
-#include <cstdint>
+// The model evaluator's device catalog: the figures of DeviceModel (kernel_templates/device_model.h)
+// per architecture, for an evaluator that has no GPU to ask. The limits (shared memory, registers,
+// threads and blocks per SM) are the architecture's, from device_limits.h; every other number is an
+// assumption taken from the vendor's public data sheet of one representative card, not a
+// measurement; they exist so that estimates rank variants sensibly, not to predict microseconds.
 #include <string>
 #include <string_view>
 
-namespace evo {
+#include "device_model.h"
 
-struct DeviceModel {
-  std::string arch;             // "sm_90a"
-  std::string gpu_name;         // "model:H100-SXM"
-  int sm_count = 0;
-  int sm_clock_mhz = 0;         // boost clock
-  int mem_clock_mhz = 0;
-  // The architecture's limits (DeviceLimits).
-  int64_t smem_per_block_optin = 0;
-  int64_t smem_per_sm = 0;
-  int64_t smem_reserved_per_block = 0;
-  int regs_per_sm = 0;
-  int max_threads_per_sm = 0;
-  int max_blocks_per_sm = 0;
-  double mma_sync_tflops = 0;   // fp16 mma.sync, fp32 accumulate, dense, whole chip
-  double wgmma_tflops = 0;      // the same through wgmma (sm_90a); 0 where it does not exist
-  double fp32_tflops = 0;       // non-tensor FP32 (softmax arithmetic)
-  double hbm_gbps = 0;
-  double l2_gbps = 0;           // K/V re-reads of a head mostly hit L2
-  int64_t l2_bytes = 0;
-  int64_t global_mem_bytes = 0;
-  double launch_overhead_us = 0;
-};
+namespace evo {
 
 // nullptr for an arch without a model. "sm_90" and "sm_90a" share Hopper's figures.
 const DeviceModel* find_device_model(std::string_view arch);

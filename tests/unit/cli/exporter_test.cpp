@@ -358,6 +358,62 @@ TEST(Exporter, AShapeOfAnUnservedDtypeIsRefused) {
   }
 }
 
+// The exporter writes what every family shares and asks the family for the rest: a family whose
+// FamilyExport names other variables, params and entry points gets them in its file, and nothing
+// of attention's that the family did not write.
+const FamilyExport& toy_export() {
+  static const FamilyExport e = [] {
+    FamilyExport t = find_template("fa_s512_v3")->family->export_entry();
+    t.kind = "toy";
+    t.entry_point = "toy_forward";
+    t.params_type = "toy::Params";
+    t.runtime = {{"BATCH", "p.rows"}, {"HEADS", "1"}, {"SEQ_Q", "p.rows"}, {"SEQ_K", "p.cols"}};
+    t.report_entry_points = "Entry point: `toy_forward(...)`.";
+    t.unserved = [](const ExportSpace&, const ProblemShape& p) {
+      return std::string(p.causal ? "causal is not a toy's" : "");
+    };
+    t.launch_arguments = [](const std::map<std::string, std::string>&) {
+      return std::string("      const toy::Params& args = p;\n");
+    };
+    t.dispatch = [](const ExportTable& table) {
+      return "static int toy_pick() { return " + std::to_string(table.problems.size()) + "; }\n";
+    };
+    t.entry_points = [](const ExportTable&) { return std::string("extern \"C\" int toy_forward() { return 0; }\n"); };
+    return t;
+  }();
+  return e;
+}
+
+TEST(Exporter, TheFamilyWritesItsOwnPartOfTheFile) {
+  const KernelTemplate* real = find_template("fa_s512_v3");
+  KernelFamily toy = *real->family;
+  toy.export_entry = &toy_export;
+  const KernelTemplate t{real->id, &toy, real->source, real->space_json};
+  const auto r = export_dispatch_table(t, {{default_genome(), {shape_1x8x512x64()}, measured_evaluation(false)}}, {});
+  EXPECT_NE(r.source().find("the fa_s512_v3 toy kernel with the winning genome"), std::string::npos);
+  EXPECT_NE(r.source().find("// Call toy_forward (bottom of this file)"), std::string::npos);
+  EXPECT_NE(r.source().find("  static int launch(const toy::Params& p, cudaStream_t stream, bool programmatic) {"),
+            std::string::npos);
+  EXPECT_NE(r.source().find("      const long long BATCH = p.rows, HEADS = 1, SEQ_Q = p.rows, SEQ_K = p.cols;\n"
+                            "      (void)BATCH; (void)HEADS; (void)SEQ_Q; (void)SEQ_K;\n"),
+            std::string::npos);
+  EXPECT_NE(r.source().find("      const toy::Params& args = p;\n"), std::string::npos);
+  EXPECT_NE(r.source().find("static int toy_pick() { return 1; }\n}  // namespace evo_export\n\n"
+                            "extern \"C\" int toy_forward() { return 0; }\n"),
+            std::string::npos);
+  EXPECT_EQ(r.source().find("evo_attention_forward"), std::string::npos);
+  EXPECT_EQ(r.source().find("launch(const evo::FaParams& p"), std::string::npos);
+  EXPECT_EQ(r.source().find("struct Bucket"), std::string::npos);
+  EXPECT_NE(r.report().find("Entry point: `toy_forward(...)`."), std::string::npos);
+  EXPECT_EQ(r.report().find("evo_attention_forward"), std::string::npos);
+  try {
+    export_dispatch_table(t, {{default_genome(), {shape_1x8x512x64(true)}, measured_evaluation(false), "run-0005"}}, {});
+    ADD_FAILURE() << "the family's refusal was not asked for";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "cannot export shape '1x8x512x64:causal' of run-0005: causal is not a toy's");
+  }
+}
+
 TEST(Exporter, DispatchTableOfMixedTemplatesIsRefused) {
   Genome other("other_template", default_genome().genes());
   EXPECT_THROW(export_dispatch_table({{default_genome(), {}, measured_evaluation(false)},

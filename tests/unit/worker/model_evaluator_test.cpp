@@ -2,10 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
 #include "errors.h"
+#include "model_calibration.h"
 #include "template_registry.h"
 #include "test_support.h"
 
@@ -140,6 +142,74 @@ TEST(ModelEstimate, WgmmaTilesAreFasterWhereTheTensorRateBinds) {
   const auto wgmma =
       estimate_kernel(h100(), space(), space().parse(std::string(tiles) + ",WGMMA=1"), s, resources(165));
   EXPECT_LT(wgmma.us, sync.us);
+}
+
+// Estimates that the model gave before its attention part moved into the family
+// (kernel_templates/attention/model_estimate.cpp), computed by the code of that time for measured
+// genomes (their registers and static shared memory from the file): the move, and any refactoring
+// after it, must keep them to the bit. A change to the model itself changes them, and says why.
+TEST(ModelEstimate, KeepsTheEstimatesOfTheModelAsFitted) {
+  struct Pinned {
+    const char* arch;
+    const char* file;
+    const char* shape;
+    const char* genome;
+    double us;
+    int blocks_per_sm;
+    int64_t waves;
+  };
+  const Pinned pinned[] = {
+      {"sm_90a", "h200_held_out_2_large.csv", "16x16x512x64",
+       "fa_s512_v3:BLOCK_M=16,BLOCK_N=256,WARPS=4,STAGES=1,SCHEDULE=sync,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0",
+       0x1.c4aafb361489cp+9, 2, 32},
+      {"sm_90a", "h200_held_out_2_large.csv", "2x16x4096x128:causal",
+       "fa_s512_v3:BLOCK_M=128,BLOCK_N=32,WARPS=8,STAGES=4,SCHEDULE=tma,SWIZZLE=1,SPLIT_KV=4,WGMMA=1,TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0",
+       0x1.3103fcbc0ca79p+9, 1, 32},
+      {"sm_90a", "h200_held_out_large.csv", "3x5x700x1300x64",
+       "fa_s512_v3:BLOCK_M=128,BLOCK_N=64,WARPS=8,STAGES=4,SCHEDULE=qk_ahead,SWIZZLE=1,SPLIT_KV=2,WGMMA=1,TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0",
+       0x1.0c5b77f79772dp+5, 1, 2},
+      {"sm_90a", "h200_held_out_small.csv", "1x8x512x64:causal",
+       "fa_s512_v3:BLOCK_M=128,BLOCK_N=64,WARPS=8,STAGES=4,SCHEDULE=qk_ahead_release,SWIZZLE=1,SPLIT_KV=8,WGMMA=1,TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0",
+       0x1.06417fddab934p+5, 1, 2},
+      {"sm_80", "h200_held_out_2_large.csv", "1x8x512x64:bf16",
+       "fa_s512_v3:BLOCK_M=64,BLOCK_N=32,WARPS=2,STAGES=4,SCHEDULE=cp_async,SWIZZLE=1,SPLIT_KV=1,WGMMA=0,TMA_BOX_ROWS=64,LAZY_RESCALE=1,CAUSAL_FOLD=0",
+       0x1.deaa9f770c45ep+4, 4, 1},
+      {"sm_89", "h200_held_out_2_small.csv", "1x8x512x64:causal",
+       "fa_s512_v3:BLOCK_M=32,BLOCK_N=64,WARPS=8,STAGES=3,SCHEDULE=cp_async,SWIZZLE=1,SPLIT_KV=2,WGMMA=0,TMA_BOX_ROWS=64,LAZY_RESCALE=1,CAUSAL_FOLD=0",
+       0x1.af3b929e9fd55p+3, 1, 2},
+      {"sm_90a", "h200_held_out_2_large.csv", "16x16x512x64",
+       "fa_s512_v3:BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,SCHEDULE=tma,SWIZZLE=1,SPLIT_KV=1,WGMMA=0,TMA_BOX_ROWS=256,LAZY_RESCALE=1,CAUSAL_FOLD=0",
+       0x1.863cc7e882644p+6, 3, 6},
+      {"sm_90a", "h200_held_out_2_large.csv", "16x16x512x64",
+       "fa_s512_v3:BLOCK_M=64,BLOCK_N=256,WARPS=8,STAGES=3,SCHEDULE=pingpong,SWIZZLE=1,SPLIT_KV=1,WGMMA=1,TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0",
+       0x1.94bd479a63246p+6, 1, 16},
+      {"sm_90a", "h200_held_out_2_large.csv", "16x16x512x64",
+       "fa_s512_v3:BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=3,SCHEDULE=tma_release_pv,SWIZZLE=1,SPLIT_KV=1,WGMMA=1,TMA_BOX_ROWS=64,LAZY_RESCALE=1,CAUSAL_FOLD=0",
+       0x1.b8521f2905f2bp+6, 1, 16},
+  };
+  for (const Pinned& p : pinned) {
+    const std::vector<MeasuredGenome> rows = load_measured_genomes(std::string(EVO_TEST_DATA_DIR) + "/" + p.file);
+    const auto row = std::find_if(rows.begin(), rows.end(), [&](const MeasuredGenome& m) { return m.genome.text() == p.genome; });
+    ASSERT_NE(row, rows.end()) << p.genome;
+    v1::ResourceReport r;
+    r.set_registers(row->registers);
+    r.set_static_smem_bytes(row->static_smem_bytes);
+    const auto est = estimate_kernel(*find_device_model(p.arch), space(), row->genome, parse_shape(p.shape), r);
+    EXPECT_EQ(est.us, p.us) << p.arch << " " << p.shape << " " << p.genome;
+    EXPECT_EQ(est.blocks_per_sm, p.blocks_per_sm) << p.genome;
+    EXPECT_EQ(est.waves, p.waves) << p.genome;
+  }
+}
+
+// The family's part comes through the genome's template; a genome of none has no estimate.
+TEST(ModelEstimate, AGenomeOfAnUnknownTemplateIsAnInputError) {
+  const Genome g("no_such_kernel", space().default_genome().genes());
+  try {
+    estimate_kernel(h100(), space(), g, shape(1, 8, 512), resources(96));
+    ADD_FAILURE() << "estimated a genome of no template";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "no model estimate for unknown template 'no_such_kernel'");
+  }
 }
 
 TEST(ModelEvaluator, UnknownArchIsAnInputError) {

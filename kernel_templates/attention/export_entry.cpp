@@ -1,0 +1,216 @@
+#include "export_entry.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "shape.h"
+
+namespace evo::attention {
+namespace {
+
+std::string unserved(const ExportSpace& s, const ProblemShape& shape) {
+  if (std::find(s.dtypes.begin(), s.dtypes.end(), shape.dtype) != s.dtypes.end()) return "";
+  std::string served;
+  for (DType d : s.dtypes) served += (served.empty() ? "" : ", ") + std::string(dtype_name(d));
+  return "dtype " + std::string(dtype_name(shape.dtype)) + " is not served by " + s.id + " (it serves " + served +
+         ")";
+}
+
+std::string launch_arguments(const std::map<std::string, std::string>& launch) {
+  const bool has_workspace = launch.count("workspace_bytes") > 0;
+  const bool has_tensor_maps = launch.count("tensor_map_box_rows") > 0;
+  std::ostringstream o;
+  if (has_workspace || has_tensor_maps)
+    o << "      evo::FaParams args = p;\n";
+  else
+    o << "      const evo::FaParams& args = p;\n";
+  if (has_workspace)
+    o << "      const long long workspace_bytes = " << launch.at("workspace_bytes") << ";\n"
+      << "      if (workspace_bytes > 0) {\n"
+      << "        const cudaError_t e = workspace_for(stream, workspace_bytes, &args.workspace);\n"
+      << "        if (e != cudaSuccess) return e;\n"
+      << "      }\n";
+  if (has_tensor_maps) {
+    // Q and O boxes are as tall as K and V ones where the space gives no formula of their own.
+    const auto q_rows = launch.find("tensor_map_q_box_rows");
+    o << "      const long long tensor_map_box_rows = " << launch.at("tensor_map_box_rows") << ";\n"
+      << "      const long long tensor_map_q_box_rows = "
+      << (q_rows != launch.end() ? q_rows->second : "tensor_map_box_rows") << ";\n"
+      << "      if (tensor_map_box_rows > 0) {  // loads through TMA, in boxes of those heights\n"
+      << "        const cudaError_t e = evo::encode_attention_tensor_maps(\n"
+      << "            args, static_cast<evo::DType>(DTYPE_), HEAD_DIM_, static_cast<int>(tensor_map_box_rows),\n"
+      << "            static_cast<int>(tensor_map_q_box_rows));\n"
+      << "        if (e != cudaSuccess) return e;\n"
+      << "      }\n";
+  }
+  return o.str();
+}
+
+// The dtypes a variant is instantiated for: those of the shapes it was tuned and checked on (fp16
+// where it has none). A call of another dtype is refused rather than run on a genome whose
+// correctness no gate saw in that dtype.
+std::vector<DType> tuned_dtypes(const std::vector<ProblemShape>& shapes) {
+  std::vector<DType> out;
+  for (const auto& shape : shapes)
+    if (std::find(out.begin(), out.end(), shape.dtype) == out.end()) out.push_back(shape.dtype);
+  if (out.empty()) out.push_back(DType::kF16);
+  return out;
+}
+
+// Every (variant, dtype, causal, head_dim) instantiation the table holds, as one `if` line each:
+// `body` is what the line does with "VariantN<DTYPE, CAUSAL, HEAD_DIM>".
+void emit_instantiations(std::ostringstream& o, const ExportTable& t, const std::string& body) {
+  for (size_t v = 0; v < t.problems.size(); ++v)
+    for (DType d : tuned_dtypes(t.problems[v]))
+      for (int hd : t.space.head_dims)
+        for (int causal = 0; causal < 2; ++causal) {
+          const int dtype = static_cast<int>(d);
+          o << "  if (variant == " << v << " && dtype == " << dtype << " && causal == " << causal
+            << " && head_dim == " << hd << ") return Variant" << v << "<" << dtype << ", " << causal << ", "
+            << hd << ">::" << body << ";\n";
+        }
+}
+
+// pick_variant() of a table of several genomes: the bucket of the call's exact shape, else the
+// nearest seq_k among the buckets of its dtype, head_dim and causality, else the first variant
+// that serves them.
+void emit_buckets(std::ostringstream& o, const ExportTable& t) {
+  const size_t n = t.problems.size();
+  o << "// Shape buckets: each exported shape and the variant that won it.\n"
+    << "struct Bucket { int batch, heads, seq_q, seq_k, head_dim, causal, dtype, variant; };\n"
+    << "static const Bucket kBuckets[] = {\n";
+  for (size_t v = 0; v < n; ++v)
+    for (const auto& sh : t.problems[v])
+      o << "  {" << sh.batch << ", " << sh.heads << ", " << sh.seq_q << ", " << sh.seq_k << ", "
+        << sh.head_dim << ", " << (sh.causal ? 1 : 0) << ", " << static_cast<int>(sh.dtype) << ", " << v << "},\n";
+  o << "};\n\n"
+    << "static int pick_variant(int batch, int heads, int seq_q, int seq_k, int head_dim, int causal, int dtype) {\n"
+    << "  int nearest = -1;\n"
+    << "  double nearest_distance = 0.0;\n"
+    << "  for (const Bucket& b : kBuckets) {\n"
+    << "    if (b.head_dim != head_dim || b.causal != causal || b.dtype != dtype ||\n"
+    << "        !serves(b.variant, dtype, causal, head_dim))\n"
+    << "      continue;\n"
+    << "    if (b.batch == batch && b.heads == heads && b.seq_q == seq_q && b.seq_k == seq_k)\n"
+    << "      return b.variant;\n"
+    << "    // Nearest sequence length on a log scale: tiles that suit 512 suit 600 better than 4096.\n"
+    << "    const double distance = std::fabs(std::log(static_cast<double>(b.seq_k) / seq_k));\n"
+    << "    if (nearest < 0 || distance < nearest_distance) {\n"
+    << "      nearest = b.variant;\n"
+    << "      nearest_distance = distance;\n"
+    << "    }\n"
+    << "  }\n"
+    << "  if (nearest >= 0) return nearest;\n"
+    << "  for (int v = 0; v < " << n << "; ++v)\n"
+    << "    if (serves(v, dtype, causal, head_dim)) return v;\n"
+    << "  (void)batch; (void)heads; (void)seq_q;\n"
+    << "  return -1;\n}\n\n";
+}
+
+std::string dispatch(const ExportTable& t) {
+  std::ostringstream o;
+  // serves(): which (variant, dtype, causal, head_dim) instantiations exist.
+  o << "static bool serves(int variant, int dtype, int causal, int head_dim) {\n";
+  emit_instantiations(o, t, "kValid");
+  o << "  return false;\n}\n\n";
+
+  o << "static int launch_variant(int variant, int dtype, int causal, int head_dim, const evo::FaParams& p,\n"
+    << "                          cudaStream_t stream, bool programmatic) {\n";
+  emit_instantiations(o, t, "launch(p, stream, programmatic)");
+  o << "  return cudaErrorInvalidValue;\n}\n\n";
+
+  if (t.problems.size() == 1)
+    o << "static int pick_variant(int, int, int, int, int head_dim, int causal, int dtype) {\n"
+      << "  return serves(0, dtype, causal, head_dim) ? 0 : -1;\n}\n\n";
+  else
+    emit_buckets(o, t);
+  return o.str();
+}
+
+// Argument checks first (no CUDA call, so a bad shape is refused even without a driver), then the
+// variant pick, then the launch. It never synchronizes.
+std::string entry_points(const ExportTable&) {
+  std::ostringstream o;
+  o << "// q, k, v: [batch, heads, seq_q|seq_k, head_dim] contiguous, of `dtype`; o: [batch, heads, seq_q,\n"
+    << "// head_dim] of `dtype`. dtype: 0 fp16 (__half), 1 bf16 (__nv_bfloat16), the values of evo::DType.\n"
+    << "// Returns 0 (cudaSuccess) or the CUDA error / cudaErrorInvalidValue for a shape or dtype this\n"
+    << "// file cannot serve (a dtype none of its genomes was tuned for). Launches on `stream` and never\n"
+    << "// synchronizes.\n"
+    << "// programmatic_launch 1 (what evo_attention_forward does): a programmatic dependent launch, which\n"
+    << "// may begin while the stream's previous kernel finishes, so that its start-up overlaps that\n"
+    << "// kernel's tail; the kernel reads and writes nothing before the previous kernel has ended.\n"
+    << "// 0: a plain launch, which starts only after the previous kernel has ended.\n"
+    << "extern \"C\" int evo_attention_forward_dtype(const void* q, const void* k, const void* v, void* o,\n"
+    << "                                           int batch, int heads, int seq_q, int seq_k, int head_dim,\n"
+    << "                                           float softmax_scale, int causal, int dtype,\n"
+    << "                                           cudaStream_t stream, int programmatic_launch) {\n"
+    << "  // Every check here runs before any CUDA call: a bad call is refused even without a GPU.\n"
+    << "  if (q == nullptr || k == nullptr || v == nullptr || o == nullptr) return cudaErrorInvalidValue;\n"
+    << "  if (batch <= 0 || heads <= 0 || seq_q <= 0 || seq_k <= 0 || head_dim <= 0)\n"
+    << "    return cudaErrorInvalidValue;\n"
+    << "  if (causal != 0 && causal != 1) return cudaErrorInvalidValue;\n"
+    << "  if (programmatic_launch != 0 && programmatic_launch != 1) return cudaErrorInvalidValue;\n"
+    << "  // The causal mask aligns query i with key i; unequal lengths have no agreed meaning here.\n"
+    << "  if (causal == 1 && seq_q != seq_k) return cudaErrorInvalidValue;\n"
+    << "  if (!std::isfinite(softmax_scale)) return cudaErrorInvalidValue;\n"
+    << "  // The kernel indexes with 32-bit integers.\n"
+    << "  const long long longest = seq_q > seq_k ? seq_q : seq_k;\n"
+    << "  if (static_cast<long long>(batch) * heads * longest * head_dim > 2147483647LL)\n"
+    << "    return cudaErrorInvalidValue;\n"
+    << "  const int variant = evo_export::pick_variant(batch, heads, seq_q, seq_k, head_dim, causal, dtype);\n"
+    << "  if (variant < 0) return cudaErrorInvalidValue;  // no exported genome serves this dtype and head_dim\n"
+    << "  evo::FaParams p{};  // value-initialised: a field this file does not set (workspace) is null\n"
+    << "  p.q = q;\n"
+    << "  p.k = k;\n"
+    << "  p.v = v;\n"
+    << "  p.o = o;\n"
+    << "  p.batch = batch;\n"
+    << "  p.heads = heads;\n"
+    << "  p.seq_q = seq_q;\n"
+    << "  p.seq_k = seq_k;\n"
+    << "  p.softmax_scale = softmax_scale;\n"
+    << "  return evo_export::launch_variant(variant, dtype, causal, head_dim, p, stream,\n"
+    << "                                    programmatic_launch == 1);\n"
+    << "}\n\n"
+    << "// fp16 q, k, v and o; otherwise as evo_attention_forward_dtype.\n"
+    << "extern \"C\" int evo_attention_forward_ex(const void* q, const void* k, const void* v, void* o,\n"
+    << "                                        int batch, int heads, int seq_q, int seq_k, int head_dim,\n"
+    << "                                        float softmax_scale, int causal, cudaStream_t stream,\n"
+    << "                                        int programmatic_launch) {\n"
+    << "  return evo_attention_forward_dtype(q, k, v, o, batch, heads, seq_q, seq_k, head_dim, softmax_scale,\n"
+    << "                                     causal, 0, stream, programmatic_launch);\n"
+    << "}\n\n"
+    << "// fp16, programmatic launch: the entry point most callers want.\n"
+    << "extern \"C\" int evo_attention_forward(const void* q, const void* k, const void* v, void* o,\n"
+    << "                                     int batch, int heads, int seq_q, int seq_k, int head_dim,\n"
+    << "                                     float softmax_scale, int causal, cudaStream_t stream) {\n"
+    << "  return evo_attention_forward_dtype(q, k, v, o, batch, heads, seq_q, seq_k, head_dim, softmax_scale,\n"
+    << "                                     causal, 0, stream, 1);\n"
+    << "}\n";
+  return o.str();
+}
+
+}  // namespace
+
+const FamilyExport& export_entry() {
+  static const FamilyExport e{
+      "attention",
+      "evo_attention_forward",
+      "evo::FaParams",
+      {"DTYPE", "CAUSAL", "HEAD_DIM"},
+      {{"BATCH", "p.batch"}, {"HEADS", "p.heads"}, {"SEQ_Q", "p.seq_q"}, {"SEQ_K", "p.seq_k"}},
+      "Entry point: `int evo_attention_forward(q, k, v, o, batch, heads, seq_q, seq_k, head_dim, "
+      "softmax_scale, causal, stream)` — returns cudaErrorInvalidValue for a shape it cannot serve "
+      "(head_dim the genome does not support, causal with seq_q != seq_k, null pointers, "
+      "non-positive dimensions); never synchronizes. It launches as a programmatic dependent launch, "
+      "overlapping the previous kernel's tail; `evo_attention_forward_ex(..., programmatic_launch)` "
+      "takes 0 for a plain launch.",
+      &unserved,
+      &launch_arguments,
+      &dispatch,
+      &entry_points,
+  };
+  return e;
+}
+
+}  // namespace evo::attention

@@ -1,0 +1,62 @@
+#pragma once
+// What a kernel family gives the exporter (server/exporter.cpp): the parts of an exported .cu that
+// are the family's. The exporter writes what every family shares (the kernel's text, one struct
+// per genome with its genes, derived values, constraints and launch formulas, the launch itself,
+// the report); the family names its problem variables and its params struct, and writes how a
+// launch's arguments are made, how a call picks a genome and the C entry points.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "attention/dtype.h"
+
+namespace evo {
+
+struct ProblemShape;
+
+// What the exporter read of the kernel's search space (SearchSpace) that the family's text needs.
+struct ExportSpace {
+  std::string id;               // "fa_s512_v3"
+  std::vector<int> head_dims;   // the space's "head_dims"
+  std::vector<DType> dtypes;    // the space's "dtypes": those its kernel serves
+};
+
+// The exported genomes, in order (variant i is genome i), and the problems each won: its bucket,
+// empty where none were given.
+struct ExportTable {
+  const ExportSpace& space;
+  std::vector<std::vector<ProblemShape>> problems;
+};
+
+// A problem variable known only at the call, and how a variant's launch() reads it from its
+// params `p` ("BATCH", "p.batch").
+struct RuntimeVariable {
+  std::string name;
+  std::string from_params;
+};
+
+struct FamilyExport {
+  std::string kind;         // "attention": "the fa_s512_v3 attention kernel" in the file's header
+  std::string entry_point;  // the function the header tells a reader to call
+  std::string params_type;  // the kernel's params struct, which each variant's launch() takes as `p`
+  // The problem variables fixed when a variant is instantiated, in its template's parameter order
+  // (each an int template parameter NAME_); a call picks the instantiation.
+  std::vector<std::string> compile_time;
+  // The problem variables known only at the call.
+  std::vector<RuntimeVariable> runtime;
+  // The report's paragraph on the entry points (markdown).
+  std::string report_entry_points;
+  // Why a problem cannot be exported from this space ("dtype bf16 is not served by ..."); empty
+  // when it can.
+  std::string (*unserved)(const ExportSpace& space, const ProblemShape& problem);
+  // The lines of a variant's launch() that make `args`, what the kernel is launched with, from `p`;
+  // `launch` holds the space's launch formulas as C++, by name.
+  std::string (*launch_arguments)(const std::map<std::string, std::string>& launch);
+  // Inside namespace evo_export, after the variants: serves(), launch_variant() and
+  // pick_variant(), which the entry points call.
+  std::string (*dispatch)(const ExportTable& table);
+  // After namespace evo_export: the C entry points.
+  std::string (*entry_points)(const ExportTable& table);
+};
+
+}  // namespace evo
