@@ -338,7 +338,7 @@ v1::ExportResponse export_dispatch_table(const KernelTemplate& tmpl, const std::
 
   v1::ExportResponse response;
   response.set_source(o.str());
-  response.set_report(export_report(variants, arch, options.source_name));
+  response.set_report(export_report(variants, family, arch, options.source_name));
   std::string genomes;
   for (const auto& v : variants) {
     if (!genomes.empty()) genomes += ";";

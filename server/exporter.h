@@ -52,8 +52,8 @@ v1::ExportResponse export_dispatch_table(const KernelTemplate& t, const std::vec
                                          const ExportOptions& options = {});
 
 // The markdown evidence for an export (also part of the responses above); its build line names
-// source_name.
-std::string export_report(const std::vector<ExportVariant>& variants, const std::string& arch,
-                          const std::string& source_name = "best.cu");
+// source_name, and `family` (the template's family's FamilyExport) its entry points.
+std::string export_report(const std::vector<ExportVariant>& variants, const FamilyExport& family,
+                          const std::string& arch, const std::string& source_name = "best.cu");
 
 }  // namespace evo

@@ -7,7 +7,6 @@
 #include "exporter.h"
 #include "resident_time.h"
 #include "shape_proto.h"
-#include "template_registry.h"
 #include "wire_labels.h"
 
 namespace evo {
@@ -169,8 +168,8 @@ void report_buckets(std::ostringstream& o, const std::vector<ExportVariant>& var
 
 }  // namespace
 
-std::string export_report(const std::vector<ExportVariant>& variants, const std::string& arch,
-                          const std::string& source_name) {
+std::string export_report(const std::vector<ExportVariant>& variants, const FamilyExport& family,
+                          const std::string& arch, const std::string& source_name) {
   bool estimated = false;
   for (const auto& v : variants) estimated = estimated || v.evidence.estimated();
   std::ostringstream o;
@@ -190,10 +189,8 @@ std::string export_report(const std::vector<ExportVariant>& variants, const std:
   o << "Template `" << (variants.empty() ? "" : variants.front().genome.template_id()) << "`, "
     << variants.size() << (variants.size() == 1 ? " genome" : " genomes (a dispatch table: shape bucket -> genome)")
     << ".\n\n"
-    << "Build: " << code_span(exported_build_command(source_name, shared_library_for(source_name), arch)) << "\n\n";
-  // The entry points are the family's (kernel_templates/<family>/export_entry.cpp).
-  const KernelTemplate* t = variants.empty() ? nullptr : find_template(variants.front().genome.template_id());
-  if (t != nullptr) o << t->family->export_entry().report_entry_points << "\n\n";
+    << "Build: " << code_span(exported_build_command(source_name, shared_library_for(source_name), arch)) << "\n\n"
+    << family.report_entry_points << "\n\n";
   if (variants.size() > 1) report_buckets(o, variants);
   for (size_t i = 0; i < variants.size(); ++i) report_variant(o, variants[i], i, variants.size());
   return o.str();
