@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <random>
+#include <thread>
 
 #include "build_command.h"
 #include "client_security.h"
@@ -25,6 +28,17 @@ namespace {
 
 using Stub = v1::Coordinator::Stub;
 constexpr auto kCallDeadline = std::chrono::seconds(30);
+
+// Tries of one submit (the same request id each time) while evod is unreachable or late.
+constexpr int kSubmitAttempts = 3;
+
+// A submit's client request id: 128 random bits in hex.
+std::string new_request_id() {
+  std::random_device rd;
+  char id[40];
+  std::snprintf(id, sizeof id, "req-%08x%08x%08x%08x", rd(), rd(), rd(), rd());
+  return id;
+}
 
 // A failure already explained in one line.
 struct Failure {
@@ -138,7 +152,18 @@ int submit(Client& c, const Options& o, std::ostream& out, bool tty) {
   req.set_fitness_from(o.submit.fitness_inputs);
   req.set_fitness_inputs(label(o.submit.fitness_inputs));
   v1::Run run;
-  check(c.stub.SubmitRun(c.context().get(), req, &run));
+  // One request id per invocation, sent again on a retry: evod returns the run the first try made
+  // (whose answer was lost, or came after the deadline) instead of making a second one.
+  req.set_request_id(new_request_id());
+  grpc::Status status;
+  for (int attempt = 1;; ++attempt) {
+    status = c.stub.SubmitRun(c.context().get(), req, &run);
+    const bool transient = status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                           status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+    if (!transient || attempt >= kSubmitAttempts) break;
+    std::this_thread::sleep_for(std::chrono::seconds(attempt));
+  }
+  check(status);
   out << run.run_id() << "\n" << std::flush;  // alone on its line: RUN=$(evoctl submit ...)
   return o.watch ? watch(c, run.run_id(), out, tty) : 0;
 }

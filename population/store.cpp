@@ -141,6 +141,36 @@ ALTER TABLE runs ADD COLUMN fitness_inputs TEXT NOT NULL DEFAULT 'rotated';
     // PINGPONG, QK_AHEAD) became one SCHEDULE gene: every stored genome text and hash is rewritten
     // to today's canonical text (store_genome_rewrite.h).
     {"", rewrite_genome_texts},
+    // 5 -> 6: evod's own liveness (the last tick of its lease sweeper: a restart or stall extends
+    // open leases by the time evod was away); a submit's client request id (a retried submit
+    // returns the run it made; runs of version 5 had none); indexes that keep a report's queries
+    // from reading the whole run (elites, a generation's count, a worker's active leases); and a lease
+    // outcome 'returned' (a grant its worker never received, given back uncharged), for which the
+    // leases table is rebuilt (SQLite cannot change a CHECK in place; nothing references it).
+    {R"sql(
+CREATE TABLE leases_v6 (
+  id TEXT PRIMARY KEY,
+  candidate_id TEXT NOT NULL REFERENCES candidates(id),
+  worker_id TEXT NOT NULL REFERENCES workers(id),
+  issued_ms INTEGER NOT NULL,
+  deadline_ms INTEGER NOT NULL,
+  confirmation INTEGER NOT NULL,
+  outcome TEXT NOT NULL CHECK (outcome IN ('active', 'expired', 'reported', 'returned'))
+);
+INSERT INTO leases_v6 SELECT id, candidate_id, worker_id, issued_ms, deadline_ms, confirmation, outcome FROM leases;
+DROP TABLE leases;
+ALTER TABLE leases_v6 RENAME TO leases;
+CREATE INDEX leases_active ON leases(outcome, deadline_ms);
+CREATE TABLE liveness (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  last_tick_ms INTEGER NOT NULL
+);
+ALTER TABLE runs ADD COLUMN request_id TEXT NOT NULL DEFAULT '';
+CREATE UNIQUE INDEX runs_by_request_id ON runs(request_id) WHERE request_id <> '';
+CREATE INDEX candidates_by_generation ON candidates(run_id, generation, state);
+CREATE INDEX candidates_elites ON candidates(run_id, elite_eligible, fitness_us, genome) WHERE state = 'done';
+CREATE INDEX leases_by_worker ON leases(worker_id, outcome);
+)sql"},
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion, "one migration per schema version");
@@ -176,6 +206,7 @@ const char* outcome_text(LeaseOutcome o) {
     case LeaseOutcome::kActive: return "active";
     case LeaseOutcome::kExpired: return "expired";
     case LeaseOutcome::kReported: return "reported";
+    case LeaseOutcome::kReturned: return "returned";
   }
   return "active";
 }
@@ -183,6 +214,7 @@ const char* outcome_text(LeaseOutcome o) {
 LeaseOutcome parse_outcome(const std::string& s) {
   if (s == "expired") return LeaseOutcome::kExpired;
   if (s == "reported") return LeaseOutcome::kReported;
+  if (s == "returned") return LeaseOutcome::kReturned;
   return LeaseOutcome::kActive;
 }
 
@@ -214,7 +246,7 @@ WorkerRecord read_worker(const SqliteStatement& s) {
 
 constexpr const char* kRunColumns =
     "id, seed, shapes, generations, population, top_k, strategy, rng_seed, device_class, state, "
-    "created_ms, message, current_generation, smem_limit, start_genomes, fitness_inputs";
+    "created_ms, message, current_generation, smem_limit, start_genomes, fitness_inputs, request_id";
 
 RunRecord read_run(const SqliteStatement& s) {
   RunRecord r;
@@ -234,6 +266,7 @@ RunRecord read_run(const SqliteStatement& s) {
   r.smem_limit = s.column_int(13);
   r.start_genomes = split(s.column_text(14), ';');
   r.fitness_inputs = stored_label<v1::FitnessInputs>(s.column_text(15), "fitness_inputs", r.id);
+  r.request_id = s.column_text(16);
   return r;
 }
 
@@ -490,6 +523,7 @@ std::string Store::dump() {
       "SELECT * FROM leases ORDER BY id",
       "SELECT * FROM evaluations ORDER BY id",
       "SELECT * FROM result_cache ORDER BY genome_hash, problem, device_class, toolkit",
+      "SELECT * FROM liveness",
   };
   std::string out;
   for (const char* q : kQueries) {
@@ -527,18 +561,27 @@ void Store::insert_run(const RunRecord& r) {
   auto s = db_->prepare(
       "INSERT INTO runs (id, seed, shapes, generations, population, top_k, strategy, rng_seed, "
       "device_class, state, created_ms, message, current_generation, smem_limit, start_genomes, "
-      "fitness_inputs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      "fitness_inputs, request_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   s.bind(1, r.id).bind(2, r.seed).bind(3, join(r.shapes, ',')).bind(4, r.generations)
       .bind(5, r.population).bind(6, r.top_k).bind(7, label(r.strategy))
       .bind(8, static_cast<int64_t>(r.rng_seed)).bind(9, r.device_class).bind(10, r.state)
       .bind(11, r.created_ms).bind(12, r.message).bind(13, r.current_generation)
-      .bind(14, r.smem_limit).bind(15, join(r.start_genomes, ';')).bind(16, label(r.fitness_inputs));
+      .bind(14, r.smem_limit).bind(15, join(r.start_genomes, ';')).bind(16, label(r.fitness_inputs))
+      .bind(17, r.request_id);
   s.run();
 }
 
 std::optional<RunRecord> Store::get_run(const std::string& id) {
   auto s = db_->prepare(std::string("SELECT ") + kRunColumns + " FROM runs WHERE id = ?");
   s.bind(1, id);
+  if (!s.step()) return std::nullopt;
+  return read_run(s);
+}
+
+std::optional<RunRecord> Store::run_of_request(const std::string& request_id) {
+  if (request_id.empty()) return std::nullopt;
+  auto s = db_->prepare(std::string("SELECT ") + kRunColumns + " FROM runs WHERE request_id = ?");
+  s.bind(1, request_id);
   if (!s.step()) return std::nullopt;
   return read_run(s);
 }
@@ -599,10 +642,18 @@ std::vector<CandidateRecord> Store::candidates_of_run(const std::string& run_id)
   return all_rows(s, read_candidate);
 }
 
-std::vector<CandidateRecord> Store::queued_candidates(const std::string& run_id) {
+std::vector<CandidateRecord> Store::queued_candidates(const std::string& run_id, int limit) {
   auto s = db_->prepare(std::string("SELECT ") + kCandidateColumns +
-                        " FROM candidates WHERE run_id = ? AND state = 'queued' ORDER BY seq");
-  s.bind(1, run_id);
+                        " FROM candidates WHERE run_id = ? AND state = 'queued' ORDER BY seq LIMIT ?");
+  s.bind(1, run_id).bind(2, limit);
+  return all_rows(s, read_candidate);
+}
+
+std::vector<CandidateRecord> Store::elite_candidates(const std::string& run_id, int k) {
+  auto s = db_->prepare(std::string("SELECT ") + kCandidateColumns +
+                        " FROM candidates WHERE run_id = ? AND elite_eligible = 1 AND fitness_us IS NOT NULL "
+                        "AND state = 'done' ORDER BY fitness_us, genome LIMIT ?");
+  s.bind(1, run_id).bind(2, k);
   return all_rows(s, read_candidate);
 }
 
@@ -611,6 +662,15 @@ int Store::count_candidates(const std::string& run_id, int generation, bool only
       "SELECT COUNT(*) FROM candidates WHERE run_id = ? AND generation = ? AND (? = 0 OR state = 'done')");
   s.bind(1, run_id).bind(2, generation).bind(3, only_done);
   return count_of(s);
+}
+
+CandidateCounts Store::count_candidates_of_run(const std::string& run_id) {
+  auto s = db_->prepare(
+      "SELECT COUNT(*), COALESCE(SUM(state = 'done'), 0), COALESCE(SUM(state = 'done' AND fitness_us IS NULL), 0) "
+      "FROM candidates WHERE run_id = ?");
+  s.bind(1, run_id);
+  s.step();
+  return {static_cast<int>(s.column_int(0)), static_cast<int>(s.column_int(1)), static_cast<int>(s.column_int(2))};
 }
 
 void Store::set_candidate_leased(const std::string& id, const std::string& lease_id,
@@ -681,15 +741,34 @@ std::vector<LeaseRecord> Store::expired_leases(int64_t now_ms) {
   return all_rows(s, read_lease);
 }
 
-int Store::extend_active_leases(int64_t deadline_ms) {
-  db_->prepare("UPDATE leases SET deadline_ms = MAX(deadline_ms, ?) WHERE outcome = 'active'")
-      .bind(1, deadline_ms).run();
+int Store::shift_active_leases(int64_t by_ms, int64_t at_least_ms) {
+  db_->prepare("UPDATE leases SET deadline_ms = MAX(deadline_ms + ?, ?) WHERE outcome = 'active'")
+      .bind(1, by_ms).bind(2, at_least_ms).run();
   db_->prepare(
-         "UPDATE candidates SET lease_deadline_ms = MAX(lease_deadline_ms, ?) WHERE state = 'leased' AND lease_id IN "
-         "(SELECT id FROM leases WHERE outcome = 'active')")
-      .bind(1, deadline_ms).run();
+         "UPDATE candidates SET lease_deadline_ms = (SELECT deadline_ms FROM leases WHERE leases.id = "
+         "candidates.lease_id) WHERE state = 'leased' AND lease_id IN (SELECT id FROM leases WHERE outcome = 'active')")
+      .run();
   auto s = db_->prepare("SELECT COUNT(*) FROM leases WHERE outcome = 'active'");
   return count_of(s);
+}
+
+std::vector<LeaseRecord> Store::active_leases_of(const std::string& worker_id) {
+  auto s = db_->prepare(std::string("SELECT ") + kLeaseColumns +
+                        " FROM leases WHERE worker_id = ? AND outcome = 'active' ORDER BY id");
+  s.bind(1, worker_id);
+  return all_rows(s, read_lease);
+}
+
+std::optional<int64_t> Store::last_liveness_tick() {
+  auto s = db_->prepare("SELECT last_tick_ms FROM liveness WHERE id = 1");
+  if (!s.step()) return std::nullopt;
+  return s.column_int(0);
+}
+
+void Store::record_liveness_tick(int64_t now_ms) {
+  db_->prepare("INSERT INTO liveness (id, last_tick_ms) VALUES (1, ?) "
+               "ON CONFLICT(id) DO UPDATE SET last_tick_ms = excluded.last_tick_ms")
+      .bind(1, now_ms).run();
 }
 
 // ---------------------------------------------------------------- evaluations

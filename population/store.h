@@ -40,6 +40,9 @@ struct RunRecord {
   // Which per-call time is the fitness: inputs cycled past L2, or one input set left in L2
   // (ShapeResult.resident_us).
   v1::FitnessInputs fitness_inputs = v1::FITNESS_INPUTS_ROTATED;
+  // The submitting client's id for this submit (empty: none given): a retried submit with the
+  // same id returns this run instead of making another.
+  std::string request_id;
 };
 
 struct CandidateRecord {
@@ -68,7 +71,9 @@ struct CandidateRecord {
   v1::ResultSource result_source = v1::RESULT_SOURCE_UNSPECIFIED;  // set once done
 };
 
-enum class LeaseOutcome { kActive, kExpired, kReported };
+// kReturned: granted but never received by its worker (its next lease request did not name it),
+// given back to the queue at once without counting as an attempt.
+enum class LeaseOutcome { kActive, kExpired, kReported, kReturned };
 
 struct LeaseRecord {
   std::string id;
@@ -111,6 +116,14 @@ struct CacheEntry {
   bool confirmed = false;           // the fitness is a confirmed mean of two measurements
 };
 
+// How far a run has come: its candidates, those done, and those done without a fitness (a gate
+// refused them).
+struct CandidateCounts {
+  int total = 0;
+  int done = 0;
+  int refused = 0;
+};
+
 struct StoreOptions {
   // 0: no limit. Otherwise the database may not grow past this many bytes: writes beyond it fail
   // with StoreFault::kFull, exactly as on a full disk, and what is stored stays as it was.
@@ -122,7 +135,7 @@ struct StoreOptions {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 5;
+  static constexpr int kSchemaVersion = 6;
 
   // Opens or creates the database file, checks it (PRAGMA quick_check) and migrates it to
   // kSchemaVersion. Throws StoreError with one line for people when the directory does not exist,
@@ -149,6 +162,8 @@ class Store {
   void insert_run(const RunRecord& run);
   std::optional<RunRecord> get_run(const std::string& id);
   std::optional<std::string> newest_run_id();
+  // The run a submit with this client request id made; nullopt for none (or an empty id).
+  std::optional<RunRecord> run_of_request(const std::string& request_id);
   std::vector<RunRecord> list_runs();
   // Runs that hand out work: queued or running.
   std::vector<RunRecord> active_runs();
@@ -160,8 +175,13 @@ class Store {
   void insert_candidate(const CandidateRecord& c);
   std::optional<CandidateRecord> get_candidate(const std::string& id);
   std::vector<CandidateRecord> candidates_of_run(const std::string& run_id);  // seq order
-  std::vector<CandidateRecord> queued_candidates(const std::string& run_id);  // seq order
+  // The first `limit` queued candidates, in seq order.
+  std::vector<CandidateRecord> queued_candidates(const std::string& run_id, int limit);
+  // The run's k best done, elite-eligible candidates with a fitness: fitness order, ties by
+  // genome text (an index read, not a scan of the run).
+  std::vector<CandidateRecord> elite_candidates(const std::string& run_id, int k);
   int count_candidates(const std::string& run_id, int generation, bool only_done);
+  CandidateCounts count_candidates_of_run(const std::string& run_id);
   void set_candidate_leased(const std::string& id, const std::string& lease_id,
                             const std::string& worker_id, int64_t deadline_ms);
   // Back to the queue after an unreported lease; attempts counts it when lease_expired.
@@ -179,8 +199,14 @@ class Store {
   void set_lease_deadline(const std::string& id, int64_t deadline_ms);
   void set_lease_outcome(const std::string& id, LeaseOutcome outcome);
   std::vector<LeaseRecord> expired_leases(int64_t now_ms);
-  // Moves every active lease's deadline to at least deadline_ms; returns how many leases are active.
-  int extend_active_leases(int64_t deadline_ms);
+  // Moves every active lease's deadline on by by_ms, and to at least at_least_ms; returns how
+  // many leases are active.
+  int shift_active_leases(int64_t by_ms, int64_t at_least_ms);
+  // The worker's active leases, by id.
+  std::vector<LeaseRecord> active_leases_of(const std::string& worker_id);
+  // ---- evod's own liveness: the last tick its lease sweeper recorded (nullopt: none yet).
+  std::optional<int64_t> last_liveness_tick();
+  void record_liveness_tick(int64_t now_ms);
 
   // ---- evaluations
   int64_t insert_evaluation(const EvaluationRecord& e);

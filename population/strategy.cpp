@@ -1,11 +1,14 @@
 #include "strategy.h"
 
 #include <algorithm>
+#include <chrono>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <stdexcept>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -33,6 +36,31 @@ constexpr size_t kValidIndexLists = 64;
 // deadline; too few draws left batches unfilled and fell back to listing every valid genome, in
 // each new evod process, which outlasted that deadline under load (bench/NOTES.md, as above).
 constexpr int kRandomDrawsPerGenome = 2048;
+// How long an exhaustive generation may walk the space on the caller's thread (a submit, or a
+// report inside evod's store transaction) while the list of valid genomes is being built.
+constexpr auto kExhaustiveWalkBudget = std::chrono::milliseconds(300);
+
+// Valid for every shape on a device with this shared-memory limit.
+bool valid_for(const SearchSpace& space, const std::vector<ProblemShape>& shapes, int64_t smem_limit,
+               const Genome& g) {
+  try {
+    for (const auto& shape : shapes)
+      if (space.violated_constraint(g, shape, smem_limit)) return false;
+    return true;
+  } catch (const InputError&) {  // e.g. a formula that divides by zero for this shape
+    return false;
+  }
+}
+
+// The indices of the space's genomes valid for these shapes and limit, in index order.
+std::shared_ptr<const std::vector<uint64_t>> list_valid(const SearchSpace& space,
+                                                        const std::vector<ProblemShape>& shapes,
+                                                        int64_t smem_limit) {
+  auto list = std::make_shared<std::vector<uint64_t>>();
+  for (uint64_t i = 0, n = space.size(); i < n; ++i)
+    if (valid_for(space, shapes, smem_limit, space.at(i))) list->push_back(i);
+  return list;
+}
 
 bool by_fitness_then_text(const ScoredCandidate& a, const ScoredCandidate& b) {
   if (*a.fitness_us != *b.fitness_us) return *a.fitness_us < *b.fitness_us;
@@ -77,15 +105,7 @@ class StrategyBase : public Strategy {
   const SearchSpace& space() const { return *ctx_.space; }
 
   // Valid for every shape of the run on the target device.
-  bool valid(const Genome& g) const {
-    try {
-      for (const auto& shape : ctx_.shapes)
-        if (space().violated_constraint(g, shape, ctx_.smem_limit)) return false;
-      return true;
-    } catch (const InputError&) {  // e.g. a formula that divides by zero for this shape
-      return false;
-    }
-  }
+  bool valid(const Genome& g) const { return valid_for(space(), ctx_.shapes, ctx_.smem_limit, g); }
 
   // Adds g, in its canonical form for the run's shapes, if it is valid and new; true if added.
   bool offer(Batch& batch, Offspring o) const {
@@ -104,31 +124,46 @@ class StrategyBase : public Strategy {
   }
 
   // The indices of the genomes valid for this run's shapes and device, in index order. Listing
-  // them means checking every genome of the space (seconds for fa_s512_v3's 655,360), and evod
-  // builds a strategy per generation, so a registered template's lists are kept for the process,
-  // per shapes and limit; a space built from JSON (tests) has no stable identity and is listed
-  // each time.
-  std::shared_ptr<const std::vector<uint64_t>> valid_indices() const {
-    auto list_them = [&] {
-      auto list = std::make_shared<std::vector<uint64_t>>();
-      for (uint64_t i = 0, n = space().size(); i < n; ++i)
-        if (valid(space().at(i))) list->push_back(i);
-      return std::shared_ptr<const std::vector<uint64_t>>(std::move(list));
-    };
+  // them means checking every genome of the space (seconds for fa_s512_v3's 655,360, tens of
+  // seconds on a loaded host), and evod builds a strategy per generation, so a registered
+  // template's lists are kept for the process, per shapes and limit, and built on a thread of
+  // their own: with wait false, a list not built yet is started (once) and nullptr returned at
+  // once, so that no caller holds evod's store lock while it is built. A space built from JSON
+  // (tests) has no stable identity and is listed on the caller's thread each time.
+  std::shared_ptr<const std::vector<uint64_t>> valid_indices(bool wait) const {
+    using List = std::shared_ptr<const std::vector<uint64_t>>;
     bool registered = false;
     try {
       registered = &SearchSpace::for_template(space().id()) == &space();
     } catch (const InputError&) {
     }
-    if (!registered) return list_them();
+    if (!registered) return list_valid(space(), ctx_.shapes, ctx_.smem_limit);
     static std::mutex mutex;
-    static std::map<std::string, std::shared_ptr<const std::vector<uint64_t>>> lists;
+    static std::map<std::string, std::shared_future<List>> lists;
     std::string key = space().id() + " smem " + std::to_string(ctx_.smem_limit);
     for (const auto& shape : ctx_.shapes) key += " " + shape.text();
-    std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = lists.find(key); it != lists.end()) return it->second;
-    if (lists.size() >= kValidIndexLists) lists.clear();  // a long-lived evod serving many shapes
-    return lists[key] = list_them();
+    std::shared_future<List> list;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      auto it = lists.find(key);
+      if (it == lists.end()) {
+        if (lists.size() >= kValidIndexLists) lists.clear();  // a long-lived evod serving many shapes
+        auto promise = std::make_shared<std::promise<List>>();
+        it = lists.emplace(key, promise->get_future().share()).first;
+        // The space is a registered template's: it lives as long as the process.
+        std::thread([promise, space = &space(), shapes = ctx_.shapes, smem = ctx_.smem_limit, key] {
+          const auto started = std::chrono::steady_clock::now();
+          List built = list_valid(*space, shapes, smem);
+          spdlog::info("event=valid_genomes_listed key=\"{}\" valid={} ms={}", key, built->size(),
+                       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started)
+                           .count());
+          promise->set_value(std::move(built));
+        }).detach();
+      }
+      list = it->second;
+    }
+    if (wait) return list.get();
+    return list.wait_for(std::chrono::seconds(0)) == std::future_status::ready ? list.get() : nullptr;
   }
 
   // Random valid unseen genomes until the batch is full: rejection sampling first; if that
@@ -140,7 +175,7 @@ class StrategyBase : public Strategy {
       offer(batch, {space().at(rng.below(n)), "random", {}});
     if (batch.full() || n > kEnumerableSize) return;
     std::vector<uint64_t> left;
-    const auto valid_list = valid_indices();  // held: a range-for would drop the temporary
+    const auto valid_list = valid_indices(/*wait=*/true);  // held: a range-for would drop the temporary
     for (uint64_t i : *valid_list) {
       if (!batch.seen(space().at(i))) left.push_back(i);
     }
@@ -182,19 +217,36 @@ class ExhaustiveStrategy : public StrategyBase {
                                          int population) override {
     Batch batch(history, population);
     add_seed(batch);
-    if (space().size() <= kEnumerableSize) {
-      const auto valid_list = valid_indices();
+    if (space().size() > kEnumerableSize) {
+      for (uint64_t i = 0, n = space().size(); i < n && !batch.full(); ++i)
+        offer(batch, {space().at(i), "exhaustive", {}});
+    } else if (const auto valid_list = valid_indices(/*wait=*/false)) {
       for (uint64_t i : *valid_list) {
         if (batch.full()) break;
         offer(batch, {space().at(i), "exhaustive", {}});
       }
     } else {
-      for (uint64_t i = 0, n = space().size(); i < n && !batch.full(); ++i)
-        offer(batch, {space().at(i), "exhaustive", {}});
+      // The list is being built: the same walk in index order, within a budget.
+      walk(batch, std::chrono::steady_clock::now() + kExhaustiveWalkBudget);
     }
     auto out = batch.take();
     log_generation("exhaustive", generation, batch, out.size());
     return out;
+  }
+
+ private:
+  // Offers the space's genomes in index order, as the list of valid genomes would: a genome
+  // invalid as indexed is skipped before its canonical form is offered. Past `until` with the
+  // batch not full, throws GenerationNotReady.
+  void walk(Batch& batch, std::chrono::steady_clock::time_point until) const {
+    for (uint64_t i = 0, n = space().size(); i < n && !batch.full(); ++i) {
+      if ((i & 63) == 0 && std::chrono::steady_clock::now() > until)
+        throw GenerationNotReady("exhaustive: the list of valid " + space().id() +
+                                 " genomes is still being built; the generation waits for it");
+      const Genome g = space().at(i);
+      if (batch.seen(space().at_defaults(g, unused_genes_)) || !valid(g)) continue;
+      offer(batch, {g, "exhaustive", {}});
+    }
   }
 };
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,14 @@ class Strategy {
   virtual std::vector<Offspring> next_generation(int generation,
                                                  const std::vector<ScoredCandidate>& history,
                                                  int population) = 0;
+};
+
+// A generation that cannot be proposed yet without a long computation on the caller's thread: the
+// exhaustive strategy's list of valid genomes is being built on a thread of its own. The caller
+// (evod, inside a transaction) defers the generation and asks again later; nothing was proposed.
+class GenerationNotReady : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 // evolve (tournament selection, crossover, mutation, elitism), random or exhaustive. Throws

@@ -5,7 +5,9 @@
 namespace evo {
 
 Coordinator::Coordinator(Store& store, CoordinatorOptions options)
-    : workers_(store, options.lease_ttl_ms, options.clock),
+    : store_(store),
+      clock_(options.clock),
+      workers_(store, options.lease_ttl_ms, options.clock),
       runs_(store, options.clock),
       leases_(store, workers_, runs_, options.lease_ttl_ms, options.clock),
       views_(store, workers_, options.clock) {}
@@ -16,9 +18,10 @@ v1::RegisterWorkerResponse Coordinator::register_worker(const v1::RegisterWorker
   return workers_.register_worker(req);
 }
 
-v1::LeaseResponse Coordinator::lease(const v1::LeaseRequest& req) {
-  v1::LeaseResponse resp = leases_.lease(req);
-  notify_change();
+v1::LeaseResponse Coordinator::lease(const v1::LeaseRequest& req, const std::function<bool()>& caller_waits) {
+  bool changed = false;
+  v1::LeaseResponse resp = leases_.lease(req, caller_waits, &changed);
+  if (changed) notify_change();  // an empty poll wakes no watcher
   return resp;
 }
 
@@ -41,6 +44,15 @@ int Coordinator::sweep_expired_leases() {
 }
 
 int Coordinator::resume_leases_after_restart() { return leases_.resume_leases_after_restart(); }
+
+int Coordinator::sweep_period_ms() const { return leases_.sweep_period_ms(); }
+
+int Coordinator::breed_waiting_generations() {
+  int waiting = 0;
+  store_.transaction([&] { waiting = runs_.breed_waiting_generations(); });
+  if (waiting) notify_change();
+  return waiting;
+}
 
 // ---------------------------------------------------------------- users
 
@@ -83,6 +95,26 @@ void Coordinator::notify_change() {
 uint64_t Coordinator::change_count() const {
   std::lock_guard<std::mutex> lock(change_mutex_);
   return changes_;
+}
+
+v1::RunStatus Coordinator::watched_status(const std::string& run_id) {
+  const uint64_t change = change_count();
+  std::lock_guard<std::mutex> lock(watched_mutex_);
+  const int64_t now = clock_();
+  auto it = watched_.find(run_id);
+  if (it != watched_.end() && it->second.change == change && now - it->second.built_ms < server::kWatchIntervalMs / 2)
+    return it->second.status;
+  SharedStatus shared{change, now, views_.status(run_id)};
+  ++watched_builds_;
+  // Runs nobody watches any more are dropped with the rest once the map grows.
+  if (watched_.size() >= 256) watched_.clear();
+  watched_[run_id] = shared;
+  return shared.status;
+}
+
+uint64_t Coordinator::watched_status_builds() const {
+  std::lock_guard<std::mutex> lock(watched_mutex_);
+  return watched_builds_;
 }
 
 void Coordinator::wait_for_change(uint64_t seen, int timeout_ms) {

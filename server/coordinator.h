@@ -11,6 +11,8 @@
 // Beside forwarding, the coordinator counts state changes for WatchRun.
 #include <condition_variable>
 #include <cstdint>
+#include <map>
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -36,7 +38,8 @@ class Coordinator {
 
   // Workers.
   v1::RegisterWorkerResponse register_worker(const v1::RegisterWorkerRequest& request);
-  v1::LeaseResponse lease(const v1::LeaseRequest& request);
+  // caller_waits: LeaseScheduler::lease's (false once the caller gave up: nothing is granted).
+  v1::LeaseResponse lease(const v1::LeaseRequest& request, const std::function<bool()>& caller_waits = {});
   v1::ReportResponse report(const v1::ReportRequest& request);
   v1::HeartbeatResponse heartbeat(const v1::HeartbeatRequest& request);
 
@@ -55,9 +58,20 @@ class Coordinator {
   // LeaseScheduler::sweep_expired_leases and resume_leases_after_restart.
   int sweep_expired_leases();
   int resume_leases_after_restart();
+  // How often evod's sweeper calls sweep_expired_leases (its liveness tick).
+  int sweep_period_ms() const;
+  // RunLifecycle::breed_waiting_generations in a transaction of its own; evod's sweeper calls it
+  // every period.
+  int breed_waiting_generations();
 
   // For WatchRun: a counter bumped by every state change, and a wait for it to move.
   uint64_t change_count() const;
+  // The run's status for watchers: computed once per change and shared by every watcher of the
+  // run (recomputed when older than half a watch interval, for elapsed and ETA), so that N
+  // watchers cost one status computation per change, not N.
+  v1::RunStatus watched_status(const std::string& run_id);
+  // How many statuses watched_status computed (for tests).
+  uint64_t watched_status_builds() const;
   // Returns when change_count() != seen, or after timeout_ms, or after wake_all().
   void wait_for_change(uint64_t seen, int timeout_ms);
   void wake_all();
@@ -65,6 +79,14 @@ class Coordinator {
  private:
   void notify_change();
 
+  struct SharedStatus {
+    uint64_t change = 0;
+    int64_t built_ms = 0;
+    v1::RunStatus status;
+  };
+
+  Store& store_;
+  Clock clock_;
   WorkerRegistry workers_;
   RunLifecycle runs_;
   LeaseScheduler leases_;
@@ -73,6 +95,11 @@ class Coordinator {
   mutable std::mutex change_mutex_;
   std::condition_variable change_cv_;
   uint64_t changes_ = 0;
+
+  // Held while a shared status is computed: the other watchers wait for it, then read it.
+  mutable std::mutex watched_mutex_;
+  std::map<std::string, SharedStatus> watched_;  // by run id
+  uint64_t watched_builds_ = 0;                  // guarded by watched_mutex_
 };
 
 }  // namespace evo

@@ -1,5 +1,8 @@
 #include "coordinator_service.h"
 
+#include <chrono>
+#include <thread>
+
 #include <spdlog/spdlog.h>
 
 #include "errors.h"
@@ -28,6 +31,9 @@ grpc::Status guarded(const char* rpc, Fn&& fn) {
     return grpc::Status(grpc::StatusCode::UNKNOWN, e.what());
   } catch (const InputError& e) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, e.what());
+  } catch (const CallerGone& e) {
+    spdlog::info("event=lease_withdrawn rpc={} reason=\"{}\"", rpc, e.what());
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, std::string(rpc) + ": " + e.what());
   } catch (const StoreError& e) {
     // A storage fault is the operator's to fix, not a bug: the Store logged it once when it began;
     // the caller learns what it is from the code (a full disk is RESOURCE_EXHAUSTED; a read-only,
@@ -79,7 +85,9 @@ grpc::Status CoordinatorService::RegisterWorker(grpc::ServerContext* ctx, const 
 
 grpc::Status CoordinatorService::LeaseCandidates(grpc::ServerContext* ctx, const v1::LeaseRequest* req,
                                                  v1::LeaseResponse* resp) {
-  return serve("LeaseCandidates", ctx, *req, [&] { *resp = coordinator_.lease(*req); });
+  // A caller that gave up (deadline passed, cancelled) would never receive its leases.
+  auto caller_waits = [ctx] { return !ctx->IsCancelled() && std::chrono::system_clock::now() < ctx->deadline(); };
+  return serve("LeaseCandidates", ctx, *req, [&] { *resp = coordinator_.lease(*req, caller_waits); });
 }
 
 grpc::Status CoordinatorService::ReportResult(grpc::ServerContext* ctx, const v1::ReportRequest* req,
@@ -105,12 +113,16 @@ grpc::Status CoordinatorService::WatchRun(grpc::ServerContext* ctx, const v1::Ru
   return serve("WatchRun", ctx, *req, [&] {
     while (!ctx->IsCancelled() && !stopping_) {
       uint64_t seen = coordinator_.change_count();
-      v1::RunStatus st = coordinator_.status(req->run_id());
-      // Every change, and at least once a period (elapsed and ETA move even when nothing else does).
+      // One computation per change, shared by every watcher of the run.
+      v1::RunStatus st = coordinator_.watched_status(req->run_id());
+      // Changes, at most one status every kWatchMinIntervalMs, and at least one a period (elapsed
+      // and ETA move even when nothing else does).
+      const auto sent = std::chrono::steady_clock::now();
       if (!writer->Write(st)) return;
       auto state = st.run().state();
       if (state == v1::DONE || state == v1::CANCELLED || state == v1::FAILED) return;
       coordinator_.wait_for_change(seen, server::kWatchIntervalMs);
+      std::this_thread::sleep_until(sent + std::chrono::milliseconds(server::kWatchMinIntervalMs));
     }
   });
 }

@@ -201,10 +201,12 @@ int main(int argc, char** argv) {
   std::atomic<bool> stopping{false};
   // Leases that expired (a worker died mid-evaluation) go back to the queue.
   std::thread sweeper([&] {
-    const auto period = std::chrono::milliseconds(std::clamp(opt.lease_ttl_ms / 4, 20, 1000));
+    // Each sweep is also evod's liveness tick: leases are not charged for gaps between ticks.
+    const auto period = std::chrono::milliseconds(coordinator.sweep_period_ms());
     while (!stopping) {
       try {
         coordinator.sweep_expired_leases();
+        coordinator.breed_waiting_generations();
       } catch (const evo::StoreError& e) {
         // A storage fault was logged once by the Store; a sweep every period need not repeat it.
         if (e.fault() == evo::StoreFault::kOther) spdlog::error("event=sweep_failed error=\"{}\"", e.what());

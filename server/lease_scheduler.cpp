@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <set>
 
 #include <spdlog/spdlog.h>
 
@@ -71,6 +72,7 @@ struct LeaseScheduler::Request {
   int64_t now = 0;
   int want = 1;
   bool another_worker = false;  // another live worker of the class, for a confirmation
+  bool changed = false;         // a lease granted or returned, or a candidate answered from the cache
   v1::LeaseResponse response;
   std::vector<std::string> logs;  // written once the transaction committed
 
@@ -78,23 +80,45 @@ struct LeaseScheduler::Request {
   bool full() const { return response.leases_size() >= want; }
 };
 
-v1::LeaseResponse LeaseScheduler::lease(const v1::LeaseRequest& req) {
+v1::LeaseResponse LeaseScheduler::lease(const v1::LeaseRequest& req, const std::function<bool()>& caller_waits,
+                                        bool* changed) {
   Request r;
   r.want = std::clamp(req.max_candidates() <= 0 ? 1 : req.max_candidates(), 1, server::kMaxLeasesPerRequest);
   store_.transaction([&] {
     r.worker = workers_.require(req.worker_id());
     r.now = clock_();
     workers_.touch(r.worker.id, r.now);
+    if (req.names_held_leases()) return_unreceived(r, req);
     r.another_worker = workers_.another_live_worker(r.worker, r.now);
     for (const auto& run : turns_.in_turn(store_.active_runs())) {
       if (r.full()) break;
       if (!run.device_class.empty() && run.device_class != r.device_class()) continue;
       lease_from_run(r, run.id);
     }
+    // Leases nobody would receive are not granted: the transaction rolls back.
+    if (r.response.leases_size() > 0 && caller_waits && !caller_waits())
+      throw CallerGone("the caller gave up before its " + std::to_string(r.response.leases_size()) +
+                       " lease(s) were granted; none was");
   });
   for (const auto& line : r.logs) spdlog::info("{}", line);
+  if (changed) *changed = r.changed || r.response.leases_size() > 0;
   if (r.response.leases_size() == 0) r.response.set_retry_after_ms(std::clamp(lease_ttl_ms_ / 10, 50, 1000));
   return r.response;
+}
+
+void LeaseScheduler::return_unreceived(Request& r, const v1::LeaseRequest& req) {
+  const std::set<std::string> held(req.held_lease_ids().begin(), req.held_lease_ids().end());
+  for (const auto& l : store_.active_leases_of(r.worker.id)) {
+    if (held.count(l.id)) continue;
+    store_.set_lease_outcome(l.id, LeaseOutcome::kReturned);
+    store_.set_lease_deadline(l.id, r.now);  // when it was given back
+    auto c = store_.get_candidate(l.candidate_id);
+    if (c && c->lease_id == l.id && c->state == v1::CANDIDATE_STATE_LEASED) store_.requeue_candidate(c->id, false);
+    r.changed = true;
+    r.logs.push_back(fmt::format("event=lease_unreceived run_id={} candidate_id={} lease_id={} worker_id={} "
+                                 "returned=uncharged",
+                                 c ? c->run_id : "", l.candidate_id, l.id, r.worker.id));
+  }
 }
 
 // Cache hits can complete a generation and breed the next one mid-request: the run's queue is
@@ -110,14 +134,14 @@ void LeaseScheduler::lease_from_run(Request& r, const std::string& run_id) {
 // One pass over the run's queue as it stands; true when the cache answered a candidate.
 bool LeaseScheduler::lease_from_queue(Request& r, RunRecord& run) {
   bool answered_from_cache = false;
-  for (const auto& c : store_.queued_candidates(run.id)) {
+  for (const auto& c : store_.queued_candidates(run.id, r.want + server::kQueuedReadAhead)) {
     if (r.full()) break;
     if (run.device_class.empty()) {
       runs_.fix_device_class(run, r.device_class());
       r.logs.push_back(fmt::format("event=run_device_class run_id={} device_class=\"{}\"", run.id, run.device_class));
     }
     if (!c.confirmation && try_cache(run, c, r.worker.device)) {
-      answered_from_cache = true;
+      answered_from_cache = r.changed = true;
       continue;
     }
     // A confirmation goes preferably to another worker of the class; this one gets it only when
@@ -203,18 +227,43 @@ v1::HeartbeatResponse LeaseScheduler::heartbeat(const v1::HeartbeatRequest& req)
   return resp;
 }
 
+int LeaseScheduler::sweep_period_ms() const { return std::clamp(lease_ttl_ms_ / 4, 20, 1000); }
+
 int LeaseScheduler::resume_leases_after_restart() {
   int active = 0;
-  const int64_t deadline = clock_() + lease_ttl_ms_;
-  store_.transaction([&] { active = store_.extend_active_leases(deadline); });
-  if (active) spdlog::info("event=leases_resumed active={} deadline_ms={}", active, deadline);
+  int64_t down_ms = 0;
+  const int64_t now = clock_();
+  store_.transaction([&] {
+    // A database from before evod recorded its ticks: the downtime is unknown, the TTL and the
+    // grace still count from now.
+    if (auto last = store_.last_liveness_tick()) down_ms = std::max<int64_t>(0, now - *last);
+    active = store_.shift_active_leases(down_ms + server::kReconnectGraceMs, now + lease_ttl_ms_);
+    store_.record_liveness_tick(now);
+  });
+  if (active)
+    spdlog::info("event=leases_resumed active={} down_ms={} extended_by_ms={}", active, down_ms,
+                 down_ms + server::kReconnectGraceMs);
   return active;
+}
+
+void LeaseScheduler::observe_liveness(int64_t now) {
+  const auto last = store_.last_liveness_tick();
+  store_.record_liveness_tick(now);
+  if (!last) return;
+  const int64_t gap = now - *last;
+  if (gap <= sweep_period_ms() + server::kStallSlackMs) return;
+  // evod did not tick for longer than its period: stopped or stalled. No worker could heartbeat
+  // meanwhile, so no lease is charged for it; the heartbeats queued meanwhile land within a TTL.
+  const int active = store_.shift_active_leases(gap + lease_ttl_ms_, 0);
+  spdlog::warn("event=liveness_gap gap_ms={} active_leases={} extended_by_ms={}", gap, active, gap + lease_ttl_ms_);
 }
 
 int LeaseScheduler::sweep_expired_leases() {
   int expired = 0;
   store_.transaction([&] {
-    for (const auto& l : store_.expired_leases(clock_())) {
+    const int64_t now = clock_();
+    observe_liveness(now);
+    for (const auto& l : store_.expired_leases(now)) {
       ++expired;
       expire(l);
     }
@@ -322,7 +371,7 @@ EvaluationRecord LeaseScheduler::checked_evaluation(const v1::ReportRequest& req
 }
 
 bool LeaseScheduler::would_enter_elites(const RunRecord& run, double fitness_us) {
-  auto elites = elites_of(store_.candidates_of_run(run.id), run.top_k);
+  auto elites = store_.elite_candidates(run.id, run.top_k);
   return static_cast<int>(elites.size()) < run.top_k || fitness_us < *elites.back().fitness_us;
 }
 

@@ -6,11 +6,16 @@
 // class. A report records the evaluation and moves its candidate on: a would-be elite is queued
 // for a confirming second measurement, any other result is final and cached. Leases expire
 // unless renewed by heartbeats; an expired one requeues its candidate, or after
-// kMaxLeaseAttempts records it as a CRASH. Over the leases, evaluations and result cache tables,
+// kMaxLeaseAttempts records it as a CRASH. A lease is charged only for time evod was live (its
+// sweeper's ticks, kept in the store: a stall or a restart moves every open lease on by the gap),
+// and only once it reached its worker (a lease request that names the leases its worker holds
+// returns the others at once, uncharged; a grant whose caller gave up is never committed). Over the leases, evaluations and result cache tables,
 // with the worker registry for who asks and the run lifecycle for what a lease or a result does
 // to its run.
 #include <cstdint>
+#include <functional>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -37,30 +42,51 @@ class RunTurns {
   std::string last_leased_run_;
 };
 
+// A lease request whose caller gave up (deadline passed, cancelled) before its leases were
+// committed: nothing was granted.
+class CallerGone : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class LeaseScheduler {
  public:
   LeaseScheduler(Store& store, WorkerRegistry& workers, RunLifecycle& runs, int lease_ttl_ms, Clock clock);
 
-  // RPCs, each one transaction.
-  v1::LeaseResponse lease(const v1::LeaseRequest& request);
+  // RPCs, each one transaction. caller_waits is asked just before the lease transaction commits:
+  // false (the caller's deadline passed, or it cancelled) rolls it back and throws CallerGone, so
+  // that no lease is granted that nobody receives.
+  // *changed (when given) says whether the call changed any state (granted or returned a lease,
+  // answered a candidate from the cache): an empty poll changes nothing, and wakes no watcher.
+  v1::LeaseResponse lease(const v1::LeaseRequest& request, const std::function<bool()>& caller_waits = {},
+                          bool* changed = nullptr);
   v1::ReportResponse report(const v1::ReportRequest& request);
   // The worker is live; of the leases it names, those it still holds get one TTL more, the rest
   // are answered as expired.
   v1::HeartbeatResponse heartbeat(const v1::HeartbeatRequest& request);
 
-  // Re-queues candidates whose lease expired unreported; returns how many leases expired.
+  // The sweeper's tick: records evod's liveness (after a stall, moves every open lease on by the
+  // gap plus one TTL, for the heartbeats queued meanwhile to land), then re-queues candidates whose lease expired
+  // unreported; returns how many leases expired. evod calls it every sweep_period_ms().
   int sweep_expired_leases();
+  int sweep_period_ms() const;
 
   // Called once when evod starts on an existing database, before it serves: every active lease
-  // gets at least one TTL from now. While evod was down no worker could heartbeat, so without
-  // this every lease in flight would expire at once on restart, its finished work would be
-  // refused, and a candidate would be charged an attempt for evod's own crash (after
-  // kMaxLeaseAttempts restarts, recorded as a CRASH it never caused). Workers that died meanwhile
-  // lose their leases one TTL later. Returns how many leases were active.
+  // is moved on by the time evod was down (since the last tick it recorded) plus
+  // server::kReconnectGraceMs, and to at least one TTL from now. While evod was down no worker
+  // could heartbeat or report, so without this the leases in flight would expire on restart,
+  // their finished work would be refused, and a candidate would be charged an attempt for evod's
+  // own outage (after kMaxLeaseAttempts, recorded as a CRASH it never caused). Workers that died
+  // meanwhile lose their leases that much later. Returns how many leases were active.
   int resume_leases_after_restart();
 
  private:
   struct Request;  // one lease request being filled
+
+  // Leases of the worker that its request does not name as held: returned to the queue, uncharged.
+  void return_unreceived(Request& request, const v1::LeaseRequest& req);
+  // The sweeper's liveness record; a gap beyond the period moves every open lease on.
+  void observe_liveness(int64_t now);
 
   // The steps of lease(), each inside its transaction.
   void lease_from_run(Request& request, const std::string& run_id);

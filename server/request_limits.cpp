@@ -123,6 +123,8 @@ void check_request(const v1::RegisterWorkerRequest& r) {
 void check_request(const v1::LeaseRequest& r) {
   check_id(r.worker_id(), "worker_id");
   check_non_negative(r.max_candidates(), "max_candidates");
+  check_count(r.held_lease_ids_size(), kMaxHeartbeatLeases, "held_lease_ids");
+  for (const auto& id : r.held_lease_ids()) check_id(id, "held_lease_ids[]");
 }
 
 void check_request(const v1::ReportRequest& r) {
@@ -147,6 +149,7 @@ void check_request(const v1::SubmitRunRequest& r) {
   check_text(r.device_class(), "device_class", kMaxTextBytes, false);
   check_count(r.start_genomes_size(), kMaxStartGenomes, "start_genomes");
   for (const auto& g : r.start_genomes()) check_text(g, "start_genomes[]", kMaxGenomeTextBytes, false);
+  check_id(r.request_id(), "request_id", /*required=*/false);
 }
 
 void check_request(const v1::RunRef& r) { check_id(r.run_id(), "run_id"); }

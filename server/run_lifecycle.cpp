@@ -131,6 +131,7 @@ RunRecord run_of_request(const v1::SubmitRunRequest& req, const SearchSpace& spa
       submitted_choice(req.fitness_from(), req.fitness_inputs(), server::kDefaultFitnessInputs, "fitness_inputs");
   run.state = v1::QUEUED;
   run.created_ms = now_ms;
+  run.request_id = req.request_id();
   return run;
 }
 
@@ -172,9 +173,12 @@ RunRecord require_run(Store& store, const std::string& run_id) {
 RunLifecycle::RunLifecycle(Store& store, Clock clock) : store_(store), clock_(std::move(clock)) {}
 
 RunRecord RunLifecycle::submit(const v1::SubmitRunRequest& req) {
+  // A retried submit (the same client request id) returns the run the first one made.
+  if (auto again = repeated_submit(req)) return *again;
   // Everything is validated before the transaction opens: bad input writes nothing.
   RunRecord run;
   std::vector<Offspring> generation0;
+  bool waits_for_list = false;
   try {
     if (req.seed().empty()) throw InputError("missing seed (e.g. fa_s512_v3)");
     const SearchSpace& space = SearchSpace::for_template(req.seed());
@@ -184,21 +188,36 @@ RunRecord RunLifecycle::submit(const v1::SubmitRunRequest& req) {
     generation0 = strategy_for(run, space)->next_generation(0, {}, run.population);
   } catch (const InputError& e) {
     throw CoordinatorError(Code::kInvalidArgument, e.what());
+  } catch (const GenerationNotReady&) {
+    // Stored with generation 0 pending: the sweeper breeds it once the list is built.
+    waits_for_list = true;
   }
-  if (generation0.empty())
+  if (generation0.empty() && !waits_for_list)
     throw CoordinatorError(Code::kInvalidArgument, "no valid genome of " + run.seed + " serves these shapes");
 
+  std::optional<RunRecord> repeated;
   store_.transaction([&] {
+    if ((repeated = store_.run_of_request(req.request_id()))) return;  // a retry that raced the first
     run.id = store_.next_run_id();
     store_.insert_run(run);
     insert_generation(store_, run, 0, generation0, 0);
   });
+  if (repeated) return *repeated;
   spdlog::info("event=run_submitted run_id={} seed={} shapes={} generations={} population={} top_k={} "
-               "strategy={} rng_seed={} device_class=\"{}\" start_genomes={} fitness_inputs={} candidates={}",
+               "strategy={} rng_seed={} device_class=\"{}\" start_genomes={} fitness_inputs={} candidates={} "
+               "request_id=\"{}\"{}",
                run.id, run.seed, run.shapes.size(), run.generations, run.population, run.top_k,
                label(run.strategy), run.rng_seed, run.device_class, run.start_genomes.size(),
-               label(run.fitness_inputs),
-               generation0.size());
+               label(run.fitness_inputs), generation0.size(), run.request_id,
+               waits_for_list ? " generation0=pending" : "");
+  return run;
+}
+
+std::optional<RunRecord> RunLifecycle::repeated_submit(const v1::SubmitRunRequest& req) {
+  if (req.request_id().empty()) return std::nullopt;
+  std::optional<RunRecord> run;
+  store_.transaction([&] { run = store_.run_of_request(req.request_id()); });
+  if (run) spdlog::info("event=run_submit_repeated run_id={} request_id=\"{}\"", run->id, req.request_id());
   return run;
 }
 
@@ -230,33 +249,60 @@ void RunLifecycle::mark_running(RunRecord& run) {
 void RunLifecycle::advance_if_generation_complete(const std::string& run_id) {
   RunRecord run = require_run(store_, run_id);
   if (is_terminal(run.state)) return;
-  int g = run.current_generation;
-  if (store_.count_candidates(run_id, g, true) < store_.count_candidates(run_id, g, false)) return;
+  const int g = run.current_generation;
+  const int proposed = store_.count_candidates(run_id, g, false);
+  // A generation with no candidate waits to be bred (its strategy was not ready).
+  if (proposed == 0) return breed(run, g);
+  if (store_.count_candidates(run_id, g, true) < proposed) return;
   if (g + 1 >= run.generations) {
     store_.set_run_state(run_id, v1::DONE, "");
     spdlog::info("event=run_done run_id={} generations={}", run_id, g + 1);
     return;
   }
+  breed(run, g + 1);
+}
+
+int RunLifecycle::breed_waiting_generations() {
+  int waiting = 0;
+  for (const auto& run : store_.active_runs()) {
+    if (store_.count_candidates(run.id, run.current_generation, false) > 0) continue;
+    ++waiting;
+    advance_if_generation_complete(run.id);
+  }
+  return waiting;
+}
+
+void RunLifecycle::breed(const RunRecord& run, int generation) {
   const SearchSpace& space = SearchSpace::for_template(run.seed);
-  auto candidates = store_.candidates_of_run(run_id);
+  auto candidates = store_.candidates_of_run(run.id);
   std::vector<ScoredCandidate> history;
   for (const auto& c : candidates) history.push_back({space.parse(c.genome), c.fitness_us});
   std::vector<Offspring> next;
   try {
-    next = strategy_for(run, space)->next_generation(g + 1, history, run.population);
+    next = strategy_for(run, space)->next_generation(generation, history, run.population);
+  } catch (const GenerationNotReady& e) {
+    // Asked again by the sweeper (breed_waiting_generations) until the strategy is ready.
+    spdlog::debug("event=generation_waiting run_id={} generation={} reason=\"{}\"", run.id, generation, e.what());
+    if (generation != run.current_generation) store_.set_run_generation(run.id, generation);
+    return;
   } catch (const std::exception& e) {
-    store_.set_run_state(run_id, v1::FAILED, std::string("strategy failed: ") + e.what());
-    spdlog::error("event=run_failed run_id={} error=\"{}\"", run_id, e.what());
+    store_.set_run_state(run.id, v1::FAILED, std::string("strategy failed: ") + e.what());
+    spdlog::error("event=run_failed run_id={} error=\"{}\"", run.id, e.what());
+    return;
+  }
+  if (next.empty() && generation == 0) {
+    store_.set_run_state(run.id, v1::FAILED, "no valid genome of " + run.seed + " serves these shapes");
+    spdlog::error("event=run_failed run_id={} error=\"no valid genome serves the run's shapes\"", run.id);
     return;
   }
   if (next.empty()) {
-    store_.set_run_state(run_id, v1::DONE, "search space exhausted");
-    spdlog::info("event=run_done run_id={} generations={} reason=exhausted", run_id, g + 1);
+    store_.set_run_state(run.id, v1::DONE, "search space exhausted");
+    spdlog::info("event=run_done run_id={} generations={} reason=exhausted", run.id, generation);
     return;
   }
-  insert_generation(store_, run, g + 1, next, static_cast<int>(candidates.size()));
-  store_.set_run_generation(run_id, g + 1);
-  spdlog::info("event=generation_bred run_id={} generation={} candidates={}", run_id, g + 1, next.size());
+  insert_generation(store_, run, generation, next, static_cast<int>(candidates.size()));
+  if (generation != run.current_generation) store_.set_run_generation(run.id, generation);
+  spdlog::info("event=generation_bred run_id={} generation={} candidates={}", run.id, generation, next.size());
 }
 
 }  // namespace evo

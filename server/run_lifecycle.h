@@ -5,6 +5,7 @@
 // the search space exhausted), FAILED (the strategy threw) or CANCELLED. Over the runs and
 // candidates tables of the Store; which candidate is leased, and when one is complete, is the
 // lease scheduler's business (lease_scheduler.h).
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,8 @@ class RunLifecycle {
   RunLifecycle(Store& store, Clock clock);
 
   // One transaction each. submit checks everything before it writes (kInvalidArgument, and
-  // nothing stored); cancel leaves an ended run as it ended.
+  // nothing stored); a submit with the request id of an earlier one returns that run and stores
+  // nothing. cancel leaves an ended run as it ended.
   RunRecord submit(const v1::SubmitRunRequest& request);
   RunRecord cancel(const std::string& run_id);
 
@@ -38,9 +40,20 @@ class RunLifecycle {
   void mark_running(RunRecord& run);
   // When every candidate of the run's current generation is done: breeds the next generation, or
   // ends the run after its last one (or when the strategy proposes nothing more, or throws).
+  // A generation whose strategy is not ready (GenerationNotReady: the exhaustive strategy's list
+  // of valid genomes is being built off the store lock) is left with no candidate, as the run's
+  // current generation, and bred by breed_waiting_generations once the strategy is ready.
   void advance_if_generation_complete(const std::string& run_id);
+  // For evod's sweeper, every period: breeds the generations left waiting; returns how many runs
+  // were waiting. Also after a restart, for those that waited when evod stopped.
+  int breed_waiting_generations();
 
  private:
+  // A submit whose request id made a run already: that run (nullopt otherwise), in its own read.
+  std::optional<RunRecord> repeated_submit(const v1::SubmitRunRequest& request);
+  // Proposes `generation` (the current one when it waits, or the next) and stores it.
+  void breed(const RunRecord& run, int generation);
+
   Store& store_;
   Clock clock_;
 };

@@ -76,18 +76,15 @@ v1::RunStatus RunViews::build_status(const RunRecord& run) {
   v1::RunStatus st;
   *st.mutable_run() = to_proto(run);
   st.set_generation(run.current_generation);
-  auto candidates = store_.candidates_of_run(run.id);
-  int done = 0, failed = 0;
-  for (const auto& c : candidates) {
-    done += c.state == v1::CANDIDATE_STATE_DONE;
-    failed += refused_by_a_gate(c);
-  }
+  // Counts and the best elite, read by index: a status costs the same at 25 candidates as at 25k.
+  const CandidateCounts counts = store_.count_candidates_of_run(run.id);
+  const int done = counts.done;
   st.set_evaluations_done(done);
   int planned = run.generations * run.population;
   // A finished run (or an exhausted space) planned exactly what it did.
-  st.set_evaluations_total(run.state == v1::DONE ? done : std::max(planned, static_cast<int>(candidates.size())));
-  st.set_failed(failed);
-  auto elites = elites_of(candidates, 1);
+  st.set_evaluations_total(run.state == v1::DONE ? done : std::max(planned, counts.total));
+  st.set_failed(counts.refused);
+  auto elites = store_.elite_candidates(run.id, 1);
   if (!elites.empty()) {
     st.set_best_us(*elites[0].fitness_us);
     st.set_best_genome(elites[0].genome);
@@ -216,7 +213,7 @@ RunBest RunViews::best_of(const std::string& run_id) {
   RunBest best;
   store_.transaction([&] {
     best.run = require_run(store_, run_id);
-    auto elites = elites_of(store_.candidates_of_run(run_id), 1);
+    auto elites = store_.elite_candidates(run_id, 1);
     if (elites.empty())
       throw CoordinatorError(CoordinatorError::Code::kFailedPrecondition,
                              "run '" + run_id + "' has no confirmed elite" +

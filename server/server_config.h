@@ -18,6 +18,18 @@ inline constexpr int kMaxLeasesPerRequest = 16;
 // A candidate whose lease expired this many times unreported (it keeps killing workers) is
 // recorded as a crash instead of being handed out forever.
 inline constexpr int kMaxLeaseAttempts = 5;
+// Lease liveness: leases are charged only for time evod itself was live. Its lease sweeper ticks
+// every sweep period (LeaseScheduler::sweep_period_ms) and records each tick in the store; a
+// tick later than the period by more than kStallSlackMs means evod was stopped or stalled, and
+// every open lease is moved on by the gap plus one TTL. After a restart, every open lease is
+// moved on by the time since the last tick plus kReconnectGraceMs, the time a worker needs to
+// reach evod again (its channel's reconnect backoff, capped at 5 s, its 10 s RPC deadline and its
+// own 5 s retry backoff, with margin).
+inline constexpr int kStallSlackMs = 1000;
+inline constexpr int kReconnectGraceMs = 30000;
+// A lease request reads at most this many queued candidates of a run beyond what it asks for
+// (those it skips: confirmations of its own first measurement, cache answers).
+inline constexpr int kQueuedReadAhead = 64;
 // A worker not seen for this many heartbeat intervals no longer counts as live: neither as
 // "another worker of the class" when placing a confirmation, nor in a run's status.
 inline constexpr int kLiveWorkerHeartbeats = 3;
@@ -39,5 +51,8 @@ inline constexpr int kMaxReceiveMessageBytes = 4 * 1024 * 1024;
 
 // WatchRun sends a status at least this often even when nothing changed.
 inline constexpr int kWatchIntervalMs = 1000;
+// ...and at most once this often, however fast the run changes: a status per report would cost
+// each watcher a write per report.
+inline constexpr int kWatchMinIntervalMs = 200;
 
 }  // namespace evo::server

@@ -5,6 +5,12 @@
 //
 //   load_bench [--evod PATH] [--workers 64] [--workers-per-run 8] [--seconds 60]
 //              [--population 64] [--generations 40] [--sample-ms 1000] [--json PATH] [--keep]
+//              [--watchers N] [--exhaustive-submit] [--report-at N,N...]
+//
+// --watchers N opens N WatchRun streams (as `evoctl status --watch` does) over the groups' runs
+// for the whole benchmark; --exhaustive-submit times one exhaustive SubmitRun at the end (evod
+// has listed no space yet); --report-at prints the report p50 around those counts of a run's
+// reports (within 10 %), to show whether a report's cost grows with its run.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -16,12 +22,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <mutex>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,11 +58,15 @@ struct Options {
   int sample_ms = 1000;
   std::string json;
   bool keep = false;
+  int watchers = 0;
+  bool exhaustive_submit = false;
+  std::vector<int64_t> report_at;
 };
 
 const char* const kUsage =
     "usage: load_bench [--evod PATH] [--workers N] [--workers-per-run N] [--seconds N]\n"
     "                  [--population N] [--generations N] [--sample-ms N] [--json PATH] [--keep]\n"
+    "                  [--watchers N] [--exhaustive-submit] [--report-at N,N...]\n"
     "Starts evod on a fresh database and drives it with simulated workers over loopback gRPC.\n";
 
 int parse_int(const char* flag, const char* value, int lo, int hi) {
@@ -76,6 +90,15 @@ Options parse(int argc, char** argv) {
     } else if (a == "--keep") {
       o.keep = true;
       continue;
+    } else if (a == "--exhaustive-submit") {
+      o.exhaustive_submit = true;
+      continue;
+    } else if (a == "--watchers") {
+      o.watchers = parse_int("--watchers", v, 0, 4096);
+    } else if (a == "--report-at" && v) {
+      std::stringstream list(v);
+      for (std::string n; std::getline(list, n, ',');)
+        o.report_at.push_back(parse_int("--report-at", n.c_str(), 1, 10'000'000));
     } else if (a == "--evod" && v) {
       o.evod = v;
     } else if (a == "--json" && v) {
@@ -126,6 +149,52 @@ pid_t start_evod(const Options& o, const std::string& db, const std::string& add
     _exit(127);
   }
   return pid;
+}
+
+// Follows the groups' runs with WatchRun streams until stop; counts the statuses received.
+void watch_runs(int index, const std::string& address, std::vector<std::unique_ptr<evo::load::RunGroup>>& groups,
+                const std::atomic<bool>& stop, std::atomic<int64_t>& statuses) {
+  auto stub = evo::v1::Coordinator::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  auto& group = *groups[static_cast<size_t>(index) % groups.size()];
+  while (!stop) {
+    std::string run_id;
+    {
+      std::lock_guard<std::mutex> lock(group.mutex);
+      run_id = group.run_id;
+    }
+    if (run_id.empty()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    evo::v1::RunRef ref;
+    ref.set_run_id(run_id);
+    auto reader = stub->WatchRun(&ctx, ref);
+    evo::v1::RunStatus st;
+    while (!stop && reader->Read(&st)) ++statuses;
+    ctx.TryCancel();
+    reader->Finish();
+  }
+}
+
+// One exhaustive SubmitRun, timed (ms); -1 when it failed.
+double time_exhaustive_submit(const std::string& address) {
+  auto stub = evo::v1::Coordinator::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  evo::v1::SubmitRunRequest req;
+  req.set_seed("fa_s512_v3");
+  req.set_search_strategy(evo::v1::SEARCH_STRATEGY_EXHAUSTIVE);
+  req.set_population(64);
+  req.set_generations(2);
+  req.set_device_class("sim/exhaustive");
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  evo::v1::Run run;
+  auto t0 = Clock::now();
+  grpc::Status s = stub->SubmitRun(&ctx, req, &run);
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  if (!s.ok()) std::fprintf(stderr, "load_bench: exhaustive submit failed: %s\n", s.error_message().c_str());
+  return s.ok() ? ms : -1;
 }
 
 double percentile(std::vector<double>& v, double p) {
@@ -193,6 +262,9 @@ int main(int argc, char** argv) {
   auto t0 = Clock::now();
   std::vector<std::thread> threads;
   for (auto& s : sims) threads.emplace_back([&s, &stop] { s->run(stop); });
+  std::atomic<int64_t> watch_statuses{0};
+  for (int i = 0; i < o.watchers; ++i)
+    threads.emplace_back([&, i] { watch_runs(i, address, run_groups, stop, watch_statuses); });
 
   nlohmann::json rss_series = nlohmann::json::array();
   auto end = t0 + std::chrono::seconds(o.seconds);
@@ -206,6 +278,7 @@ int main(int argc, char** argv) {
   stop = true;
   for (auto& t : threads) t.join();
   double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double exhaustive_submit_ms = o.exhaustive_submit ? time_exhaustive_submit(address) : 0;
 
   // A clean stop checkpoints the WAL into the database file, so its size is the whole store.
   kill(evod, SIGTERM);
@@ -223,6 +296,12 @@ int main(int argc, char** argv) {
   }
 
   std::vector<double> lease_ms, report_ms;
+  std::vector<std::vector<double>> report_ms_at(o.report_at.size());
+  for (auto& s : sims)
+    for (const auto& [before, ms] : s->stats().report_at)
+      for (size_t k = 0; k < o.report_at.size(); ++k)
+        if (std::abs(static_cast<double>(before - o.report_at[k])) <= 0.1 * static_cast<double>(o.report_at[k]))
+          report_ms_at[k].push_back(ms);
   int64_t reports = 0, errors = 0, empty = 0, runs = 0;
   for (auto& s : sims) {
     const auto& st = s->stats();
@@ -262,6 +341,17 @@ int main(int argc, char** argv) {
   std::printf("%-34s %14.2f\n", "lease latency p99 (ms)", lease_p99);
   std::printf("%-34s %14.2f\n", "report latency p50 (ms)", report_p50);
   std::printf("%-34s %14.2f\n", "report latency p99 (ms)", report_p99);
+  std::printf("%-34s %14d\n", "watchers", o.watchers);
+  std::printf("%-34s %14lld\n", "statuses sent to watchers", static_cast<long long>(watch_statuses.load()));
+  nlohmann::json at = nlohmann::json::array();
+  for (size_t k = 0; k < o.report_at.size(); ++k) {
+    const size_t calls = report_ms_at[k].size();
+    const double p50 = percentile(report_ms_at[k], 0.50);
+    std::printf("report p50 at %6lld reports (ms) %14.2f  (%zu calls)\n", static_cast<long long>(o.report_at[k]), p50,
+                calls);
+    at.push_back({{"run_reports", o.report_at[k]}, {"p50_ms", p50}, {"calls", calls}});
+  }
+  if (o.exhaustive_submit) std::printf("%-34s %14.1f\n", "exhaustive submit (ms)", exhaustive_submit_ms);
   std::printf("%-34s %14lld\n", "evaluations stored", static_cast<long long>(evaluations));
   std::printf("%-34s %14lld\n", "candidates stored", static_cast<long long>(candidates));
   std::printf("%-34s %14.2f\n", "database MiB", static_cast<double>(db_bytes) / 1048576.0);
@@ -293,6 +383,10 @@ int main(int argc, char** argv) {
         {"evod_rss_kb_max_q2", rss_q2},
         {"evod_rss_kb_max_q4", rss_q4},
         {"evod_rss_series", rss_series},
+        {"watchers", o.watchers},
+        {"watch_statuses", watch_statuses.load()},
+        {"report_ms_at_run_reports", at},
+        {"exhaustive_submit_ms", o.exhaustive_submit ? nlohmann::json(exhaustive_submit_ms) : nlohmann::json()},
     };
     std::ofstream(o.json) << j.dump(2) << "\n";
     std::printf("json: %s\n", o.json.c_str());

@@ -94,6 +94,7 @@ void SimWorker::advance_group(int seen_epoch) {
     return;
   }
   group_.run_id = run.run_id();
+  group_.run_reports = 0;
   ++stats_.runs_submitted;
 }
 
@@ -183,14 +184,18 @@ void SimWorker::run(const std::atomic<bool>& stop) {
       rreq.set_lease_id(lease.lease_id());
       *rreq.mutable_evaluation() = invent_evaluation(lease);
       v1::ReportResponse resp;
+      const int64_t before = group_.run_reports.load();
       auto r0 = Clock::now();
       grpc::ClientContext ctx;
       grpc::Status rs = stub_->ReportResult(&ctx, rreq, &resp);
       stats_.report_ms.push_back(ms_since(r0));
-      if (rs.ok())
+      stats_.report_at.emplace_back(before, stats_.report_ms.back());
+      if (rs.ok()) {
         ++stats_.reports;
-      else
+        ++group_.run_reports;
+      } else {
         ++stats_.errors;
+      }
     }
   }
 }

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "evo/evo.grpc.pb.h"
@@ -29,12 +30,15 @@ struct RunGroup {
   std::mutex mutex;
   int epoch = -1;        // -1: no run submitted yet
   std::string run_id;
+  std::atomic<int64_t> run_reports{0};  // reports accepted in the current run (its candidates done, about)
   std::string device_class() const { return "sim/g" + std::to_string(index) + "/e" + std::to_string(epoch); }
 };
 
 struct SimStats {
   std::vector<double> lease_ms;   // every LeaseCandidates call, empty answers included
   std::vector<double> report_ms;  // every ReportResult call
+  // Every ReportResult call: how many reports its run had accepted before it, and its ms.
+  std::vector<std::pair<int64_t, double>> report_at;
   int64_t reports = 0;            // accepted reports
   int64_t empty_leases = 0;
   int64_t errors = 0;             // RPCs that failed

@@ -20,7 +20,7 @@ struct Audit {
   int64_t without_result = 0;       // done candidates whose final evaluation is missing or not theirs
   int64_t leases = 0;
   int64_t re_leases = 0;            // leases that expired unreported (their candidate was leased again)
-  int64_t early_re_leases = 0;      // a lease issued before the candidate's previous lease expired
+  int64_t early_re_leases = 0;      // a lease issued before the candidate's previous lease expired (or was returned unreceived)
   int64_t active_leases_left = 0;   // leases still active on a done candidate
   int64_t result_lease_mismatch = 0;  // a result whose lease is not 'reported', or a 'reported' lease with no result
   int64_t attempts_mismatch = 0;    // candidates.attempts differs from the expired leases recorded
@@ -76,7 +76,9 @@ inline Audit audit_database(const std::string& path) {
       "SELECT COUNT(*) FROM leases later JOIN leases earlier ON earlier.candidate_id = later.candidate_id "
       "AND earlier.id != later.id AND earlier.issued_ms < later.issued_ms "
       "AND earlier.confirmation = later.confirmation "
-      "WHERE later.issued_ms <= earlier.deadline_ms OR earlier.outcome != 'expired'");
+      "WHERE (earlier.outcome = 'expired' AND later.issued_ms <= earlier.deadline_ms) "
+      "OR (earlier.outcome = 'returned' AND later.issued_ms < earlier.deadline_ms) "
+      "OR earlier.outcome NOT IN ('expired', 'returned')");
   a.active_leases_left = count(
       "SELECT COUNT(*) FROM leases l JOIN candidates c ON c.id = l.candidate_id "
       "WHERE l.outcome = 'active' AND c.state = 'done'");

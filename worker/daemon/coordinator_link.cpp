@@ -12,6 +12,10 @@ namespace {
 constexpr int kFirstBackoffMs = 100;
 constexpr int kMaxBackoffMs = 5000;
 constexpr int kRpcDeadlineMs = 10000;
+// The channel's own reconnect backoff (gRPC's default grows to 120 s): capped, so that a worker
+// reaches evod within seconds of its return, inside the grace evod gives leases after an outage
+// (server::kReconnectGraceMs).
+constexpr int kMaxReconnectBackoffMs = 5000;
 
 bool transient(const grpc::Status& s) {
   return s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
@@ -21,7 +25,12 @@ bool transient(const grpc::Status& s) {
 CoordinatorLink::CoordinatorLink(const std::string& address, const std::atomic<bool>& stop,
                                  security::ClientSecurity security)
     : address_(address), stop_(stop), security_(std::move(security)) {
-  stub_ = v1::Coordinator::NewStub(grpc::CreateChannel(address, security::channel_credentials(security_)));
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kFirstBackoffMs);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kFirstBackoffMs);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kMaxReconnectBackoffMs);
+  stub_ = v1::Coordinator::NewStub(
+      grpc::CreateCustomChannel(address, security::channel_credentials(security_), args));
 }
 
 void CoordinatorLink::prepare(grpc::ClientContext& ctx) const {

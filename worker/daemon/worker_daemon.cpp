@@ -245,6 +245,9 @@ class WorkerDaemon {
     v1::LeaseRequest req;
     req.set_worker_id(worker_id_);
     req.set_max_candidates(want);
+    // What this worker holds: a lease evod granted that never arrived is returned at once.
+    req.set_names_held_leases(true);
+    for (const auto& id : held_.ids()) req.add_held_lease_ids(id);
     grpc::Status error;
     auto resp = link_.lease(req, &error);
     if (!resp) {

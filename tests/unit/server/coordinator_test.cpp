@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <thread>
+#include <vector>
 
 #include "coordinator.h"
 #include "search_space.h"
@@ -784,6 +786,42 @@ TEST_F(CoordinatorTest, CancelledRunHandsOutNothing) {
   auto run = submit(2, 4, 2);
   EXPECT_EQ(coord_->cancel(run.run_id()).state(), v1::CANCELLED);
   EXPECT_EQ(lease(w, 4).leases_size(), 0);
+}
+
+}  // namespace
+}  // namespace evo
+
+namespace evo {
+namespace {
+
+// Break 8: every lease poll, even an empty one, woke every watcher.
+TEST_F(CoordinatorTest, AnEmptyLeasePollWakesNoWatcher) {
+  auto a = add_worker("sm_90a/Fake");
+  const uint64_t before = coord_->change_count();
+  EXPECT_EQ(lease(a).leases_size(), 0);
+  EXPECT_EQ(coord_->change_count(), before) << "nothing changed";
+  submit(1, 1, 1);
+  const uint64_t submitted = coord_->change_count();
+  EXPECT_EQ(lease(a).leases_size(), 1);
+  EXPECT_GT(coord_->change_count(), submitted) << "a granted lease is a change";
+}
+
+// Break 8: each watcher rebuilt the run's whole status under the store lock at every change.
+TEST_F(CoordinatorTest, WatchersShareOneStatusComputationPerChange) {
+  auto a = add_worker("sm_90a/model/estimated", true);  // estimated: a result is final at once
+  auto run = submit(1, 2, 1);
+  std::vector<std::thread> watchers;
+  for (int i = 0; i < 50; ++i)
+    watchers.emplace_back([&] { EXPECT_EQ(coord_->watched_status(run.run_id()).run().run_id(), run.run_id()); });
+  for (auto& t : watchers) t.join();
+  EXPECT_EQ(coord_->watched_status_builds(), 1u);
+  auto l = lease(a).leases(0);
+  report(a, l, evaluation(l, "sm_90a/model/estimated", 1.0, true));
+  watchers.clear();
+  for (int i = 0; i < 50; ++i)
+    watchers.emplace_back([&] { EXPECT_EQ(coord_->watched_status(run.run_id()).evaluations_done(), 1); });
+  for (auto& t : watchers) t.join();
+  EXPECT_EQ(coord_->watched_status_builds(), 2u) << "one more for the one change";
 }
 
 }  // namespace

@@ -3,7 +3,12 @@
 // ended run as it ended.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "manager_fixture.h"
+#include "search_space.h"
+#include "server_config.h"
 
 namespace evo {
 namespace {
@@ -86,6 +91,101 @@ TEST_F(RunLifecycleTest, CancellingAnEndedRunLeavesItAsItEnded) {
   const RunRecord queued = submit(1, 1, 1);
   EXPECT_EQ(runs_.cancel(queued.id).state, v1::CANCELLED);
   EXPECT_EQ(store_.get_run(queued.id)->message, "cancelled by request");
+}
+
+}  // namespace
+}  // namespace evo
+
+namespace evo {
+namespace {
+
+using test::ManagerTest;
+
+class SubmitTest : public ManagerTest {
+ protected:
+  v1::SubmitRunRequest request(v1::SearchStrategy strategy, const std::string& request_id = "") {
+    v1::SubmitRunRequest req;
+    req.set_seed("fa_s512_v3");
+    req.set_generations(3);
+    req.set_population(4);
+    req.set_top_k(1);
+    req.set_search_strategy(strategy);
+    req.set_request_id(request_id);
+    return req;
+  }
+  static double seconds_since(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  }
+};
+
+// Break 7: evoctl gave up on a slow submit and retried it; the first had made a run all the same.
+TEST_F(SubmitTest, ARetriedSubmitReturnsTheRunTheFirstMadeAndStoresNothing) {
+  const RunRecord first = runs_.submit(request(v1::SEARCH_STRATEGY_EVOLVE, "req-1"));
+  const std::string after_first = store_.dump();
+  const RunRecord again = runs_.submit(request(v1::SEARCH_STRATEGY_EVOLVE, "req-1"));
+  EXPECT_EQ(again.id, first.id);
+  EXPECT_EQ(store_.dump(), after_first);
+  const RunRecord other = runs_.submit(request(v1::SEARCH_STRATEGY_EVOLVE, "req-2"));
+  EXPECT_NE(other.id, first.id);
+  const RunRecord unnamed = runs_.submit(request(v1::SEARCH_STRATEGY_EVOLVE));
+  EXPECT_NE(runs_.submit(request(v1::SEARCH_STRATEGY_EVOLVE)).id, unnamed.id) << "no id: every submit is a run";
+  EXPECT_EQ(store_.get_run(first.id)->request_id, "req-1");
+}
+
+// Break 7: an exhaustive submit listed the whole space (38-49 s of CPU) before it answered.
+TEST_F(SubmitTest, AnExhaustiveSubmitIsAnsweredWithinASecond) {
+  const auto started = std::chrono::steady_clock::now();
+  const RunRecord run = runs_.submit(request(v1::SEARCH_STRATEGY_EXHAUSTIVE, "req-x"));
+  EXPECT_LT(seconds_since(started), 1.0);
+  EXPECT_EQ(store_.count_candidates(run.id, 0, false), 4) << "generation 0 found by walking the space";
+}
+
+// Break 5: after a restart, the first exhaustive generation bred listed every valid genome inside
+// the report's transaction, holding the store lock 44-52 s. The run is stored as the previous
+// evod process left it: generation 0 proposed, this process has listed nothing.
+TEST_F(SubmitTest, AnExhaustiveGenerationBredAfterARestartDoesNotListTheSpaceInsideTheReport) {
+  const SearchSpace& space = SearchSpace::for_template("fa_s512_v3");
+  RunRecord run;
+  run.id = "run-0001";
+  run.seed = "fa_s512_v3";
+  run.shapes = {"1x8x512x64"};
+  run.generations = 3;
+  run.population = 4;
+  run.top_k = 1;
+  run.strategy = v1::SEARCH_STRATEGY_EXHAUSTIVE;
+  run.smem_limit = server::kDefaultSmemLimit;
+  run.created_ms = now_;
+  store_.transaction([&] {
+    store_.insert_run(run);
+    for (int i = 0; i < run.population; ++i) {
+      const Genome g = i == 0 ? space.default_genome() : space.at(static_cast<uint64_t>(i));
+      CandidateRecord c;
+      c.id = run.id + "-c000" + std::to_string(i);
+      c.run_id = run.id;
+      c.seq = i;
+      c.genome = g.text();
+      c.genome_hash = g.hash();
+      c.op = "exhaustive";
+      store_.insert_candidate(c);
+    }
+  });
+  const std::string w = add_worker("sm_90a/model/estimated", true);  // a result is final at once
+  const auto granted = lease(w, run.population);
+  ASSERT_EQ(granted.leases_size(), run.population);
+  double slowest = 0;
+  for (const auto& l : granted.leases()) {
+    const auto started = std::chrono::steady_clock::now();
+    EXPECT_TRUE(report(w, l, "sm_90a/model/estimated", 900.0, true).accepted());
+    slowest = std::max(slowest, seconds_since(started));
+  }
+  EXPECT_LT(slowest, 2.0) << "the report that completed generation 0 held the store lock";
+  // Generation 1 is bred now (a short walk of the space), or by the sweeper once the list is built.
+  for (int i = 0; i < 600 && store_.count_candidates(run.id, 1, false) == 0; ++i) {
+    store_.transaction([&] { runs_.breed_waiting_generations(); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_EQ(store_.count_candidates(run.id, 1, false), run.population);
+  EXPECT_EQ(store_.get_run(run.id)->current_generation, 1);
 }
 
 }  // namespace

@@ -102,7 +102,7 @@ TEST(StoreGenomeMigration, OldDatabaseOpensWithTodaysGenomeTexts) {
   test::TempDir dir;
   write_old_database(dir.file("evo.db"));
   Store store(dir.file("evo.db"));
-  EXPECT_EQ(store.schema_version(), 5);
+  EXPECT_EQ(store.schema_version(), Store::kSchemaVersion);
   ASSERT_EQ(SearchSpace::for_template("fa_s512_v3").default_genome().text(), kNewDefault);
 
   store.transaction([&] {
