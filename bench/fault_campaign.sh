@@ -82,7 +82,7 @@ start_evod
 start_worker 1
 start_worker 2
 for seed in 11 12 13; do
-  "$EVOCTL" --coordinator "$ADDR" submit --seed fa_s512_v3 --generations 3 --population 6 --top-k 2 \
+  "$EVOCTL" --coordinator "$ADDR" submit --seed fa_s512_v3 --generations 5 --population 8 --top-k 2 \
     --rng-seed "$seed" >>"$OUT/runs.txt"
 done
 sleep 15

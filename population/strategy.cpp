@@ -175,7 +175,10 @@ class StrategyBase : public Strategy {
       offer(batch, {space().at(rng.below(n)), "random", {}});
     if (batch.full() || n > kEnumerableSize) return;
     std::vector<uint64_t> left;
-    const auto valid_list = valid_indices(/*wait=*/true);  // held: a range-for would drop the temporary
+    const auto valid_list = valid_indices(ctx_.wait_for_lists);  // held: a range-for would drop the temporary
+    if (!valid_list)
+      throw GenerationNotReady("random draws left the batch short; the list of valid " + space().id() +
+                               " genomes it is topped up from is still being built");
     for (uint64_t i : *valid_list) {
       if (!batch.seen(space().at(i))) left.push_back(i);
     }
@@ -220,7 +223,7 @@ class ExhaustiveStrategy : public StrategyBase {
     if (space().size() > kEnumerableSize) {
       for (uint64_t i = 0, n = space().size(); i < n && !batch.full(); ++i)
         offer(batch, {space().at(i), "exhaustive", {}});
-    } else if (const auto valid_list = valid_indices(/*wait=*/false)) {
+    } else if (const auto valid_list = valid_indices(ctx_.wait_for_lists)) {
       for (uint64_t i : *valid_list) {
         if (batch.full()) break;
         offer(batch, {space().at(i), "exhaustive", {}});

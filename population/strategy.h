@@ -38,6 +38,10 @@ struct StrategyContext {
   // any proposal, so an invalid or repeated one is dropped rather than proposed.
   std::vector<Genome> start_genomes;
   std::string run_id;  // only for log lines
+  // False (evod, inside its store transaction): a generation that needs a list of valid genomes
+  // not built yet is walked for at most a budget and else throws GenerationNotReady, while the
+  // list is built on a thread of its own. True: the caller waits for the list.
+  bool wait_for_lists = true;
 };
 
 class Strategy {
@@ -54,9 +58,10 @@ class Strategy {
                                                  int population) = 0;
 };
 
-// A generation that cannot be proposed yet without a long computation on the caller's thread: the
-// exhaustive strategy's list of valid genomes is being built on a thread of its own. The caller
-// (evod, inside a transaction) defers the generation and asks again later; nothing was proposed.
+// A generation that cannot be proposed yet without a long computation on the caller's thread
+// (StrategyContext::wait_for_lists false): the exhaustive strategy's list of valid genomes is being
+// built on a thread of its own. The caller (evod, inside a transaction) defers the generation and
+// asks again later; nothing was proposed.
 class GenerationNotReady : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

@@ -51,6 +51,7 @@ std::unique_ptr<Strategy> strategy_for(const RunRecord& run, const SearchSpace& 
   ctx.top_k = run.top_k;
   for (const auto& text : run.start_genomes) ctx.start_genomes.push_back(space.parse(text));
   ctx.run_id = run.id;
+  ctx.wait_for_lists = false;  // evod never builds a list under its store lock
   return make_strategy(run.strategy, ctx);
 }
 
