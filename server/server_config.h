@@ -52,7 +52,7 @@ inline constexpr int kMaxReceiveMessageBytes = 4 * 1024 * 1024;
 // WatchRun sends a status at least this often even when nothing changed.
 inline constexpr int kWatchIntervalMs = 1000;
 // ...and at most once this often, however fast the run changes: a status per report would cost
-// each watcher a write per report.
-inline constexpr int kWatchMinIntervalMs = 200;
+// each watcher a write per report (twice a second is enough for a progress line).
+inline constexpr int kWatchMinIntervalMs = 500;
 
 }  // namespace evo::server

@@ -151,12 +151,34 @@ pid_t start_evod(const Options& o, const std::string& db, const std::string& add
   return pid;
 }
 
-// Follows the groups' runs with WatchRun streams until stop; counts the statuses received.
+// The watchers' open calls, so that the end of the benchmark can cancel them.
+struct OpenWatches {
+  std::mutex mutex;
+  std::vector<grpc::ClientContext*> calls;
+  bool stopped = false;
+  bool open(grpc::ClientContext* ctx) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!stopped) calls.push_back(ctx);
+    return !stopped;
+  }
+  void close(grpc::ClientContext* ctx) {
+    std::lock_guard<std::mutex> lock(mutex);
+    calls.erase(std::remove(calls.begin(), calls.end(), ctx), calls.end());
+  }
+  void cancel_all() {
+    std::lock_guard<std::mutex> lock(mutex);
+    stopped = true;
+    for (auto* ctx : calls) ctx->TryCancel();
+  }
+};
+
+// Follows a group's runs with one WatchRun stream each, as `evoctl status --watch` does, until
+// stop; counts the statuses received.
 void watch_runs(int index, const std::string& address, std::vector<std::unique_ptr<evo::load::RunGroup>>& groups,
-                const std::atomic<bool>& stop, std::atomic<int64_t>& statuses) {
+                OpenWatches& watches, std::atomic<int64_t>& statuses) {
   auto stub = evo::v1::Coordinator::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   auto& group = *groups[static_cast<size_t>(index) % groups.size()];
-  while (!stop) {
+  for (;;) {
     std::string run_id;
     {
       std::lock_guard<std::mutex> lock(group.mutex);
@@ -167,14 +189,22 @@ void watch_runs(int index, const std::string& address, std::vector<std::unique_p
       continue;
     }
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    if (!watches.open(&ctx)) return;
     evo::v1::RunRef ref;
     ref.set_run_id(run_id);
     auto reader = stub->WatchRun(&ctx, ref);
     evo::v1::RunStatus st;
-    while (!stop && reader->Read(&st)) ++statuses;
-    ctx.TryCancel();
+    while (reader->Read(&st)) ++statuses;
     reader->Finish();
+    watches.close(&ctx);
+    // The run ended: wait for the group's next one.
+    for (int i = 0; i < 100; ++i) {
+      {
+        std::lock_guard<std::mutex> lock(group.mutex);
+        if (group.run_id != run_id) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
   }
 }
 
@@ -263,8 +293,10 @@ int main(int argc, char** argv) {
   std::vector<std::thread> threads;
   for (auto& s : sims) threads.emplace_back([&s, &stop] { s->run(stop); });
   std::atomic<int64_t> watch_statuses{0};
+  OpenWatches watches;
+  std::vector<std::thread> watcher_threads;
   for (int i = 0; i < o.watchers; ++i)
-    threads.emplace_back([&, i] { watch_runs(i, address, run_groups, stop, watch_statuses); });
+    watcher_threads.emplace_back([&, i] { watch_runs(i, address, run_groups, watches, watch_statuses); });
 
   nlohmann::json rss_series = nlohmann::json::array();
   auto end = t0 + std::chrono::seconds(o.seconds);
@@ -277,6 +309,8 @@ int main(int argc, char** argv) {
   auto peak = evo::load::read_proc_memory(evod);
   stop = true;
   for (auto& t : threads) t.join();
+  watches.cancel_all();
+  for (auto& t : watcher_threads) t.join();
   double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
   const double exhaustive_submit_ms = o.exhaustive_submit ? time_exhaustive_submit(address) : 0;
 

@@ -173,9 +173,12 @@ class HeldLeases {
     std::lock_guard<std::mutex> lock(mutex_);
     return {held_.begin(), held_.end()};
   }
-  void expire(const std::string& id) {
+  // False when the lease is no longer held (reported since the heartbeat named it).
+  bool expire(const std::string& id) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (held_.erase(id)) expired_.insert(id);
+    if (!held_.erase(id)) return false;
+    expired_.insert(id);
+    return true;
   }
   bool expired(const std::string& id) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -328,10 +331,8 @@ class WorkerDaemon {
         spdlog::debug("event=heartbeat_failed worker_id={} error=\"{}\"", worker_id_, error.error_message());
         continue;
       }
-      for (const auto& id : resp->expired_lease_ids()) {
-        spdlog::warn("event=lease_expired worker_id={} lease_id={}", worker_id_, id);
-        held_.expire(id);
-      }
+      for (const auto& id : resp->expired_lease_ids())
+        if (held_.expire(id)) spdlog::warn("event=lease_expired worker_id={} lease_id={}", worker_id_, id);
     }
   }
 
