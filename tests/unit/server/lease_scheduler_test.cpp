@@ -119,13 +119,15 @@ namespace {
 
 class ReportCostTest : public test::ManagerTest {
  protected:
-  // Done, elite-eligible candidates added to the run's generation 0, as a long run holds them.
+  // Done, elite-eligible candidates added to the run, as a long run holds them: in generations of
+  // 64 other than the current one (a generation is a population, however long the run).
   void add_done_candidates(const RunRecord& run, int n) {
     store_.transaction([&] {
       for (int i = 0; i < n; ++i) {
         CandidateRecord c;
         c.id = run.id + "-f" + std::to_string(i);
         c.run_id = run.id;
+        c.generation = 1 + i / 64;
         c.seq = 1'000'000 + i;
         c.genome = "filler-" + std::to_string(i);
         c.genome_hash = c.genome;
