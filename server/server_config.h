@@ -52,7 +52,8 @@ inline constexpr int kMaxReceiveMessageBytes = 4 * 1024 * 1024;
 // WatchRun sends a status at least this often even when nothing changed.
 inline constexpr int kWatchIntervalMs = 1000;
 // ...and at most once this often, however fast the run changes: a status per report would cost
-// each watcher a write per report (twice a second is enough for a progress line).
-inline constexpr int kWatchMinIntervalMs = 500;
+// each watcher a write per report (once a second is enough for a progress line; 300 watchers
+// at twice a second cost a quarter of the reports on two cores, bench/NOTES.md).
+inline constexpr int kWatchMinIntervalMs = 1000;
 
 }  // namespace evo::server

@@ -6,9 +6,9 @@
 #include <chrono>
 #include <thread>
 
+#include "device_limits.h"
 #include "manager_fixture.h"
 #include "search_space.h"
-#include "server_config.h"
 
 namespace evo {
 namespace {
@@ -153,7 +153,7 @@ TEST_F(SubmitTest, AnExhaustiveGenerationBredAfterARestartDoesNotListTheSpaceIns
   run.population = 4;
   run.top_k = 1;
   run.strategy = v1::SEARCH_STRATEGY_EXHAUSTIVE;
-  run.smem_limit = server::kDefaultSmemLimit;
+  run.smem_limit = kDefaultSmemLimit;
   run.created_ms = now_;
   store_.transaction([&] {
     store_.insert_run(run);
