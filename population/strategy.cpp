@@ -130,7 +130,8 @@ class StrategyBase : public Strategy {
   // their own: with wait false, a list not built yet is started (once) and nullptr returned at
   // once, so that no caller holds evod's store lock while it is built. A space built from JSON
   // (tests) has no stable identity and is listed on the caller's thread each time.
-  std::shared_ptr<const std::vector<uint64_t>> valid_indices(bool wait) const {
+  // *started (when given) says whether this call started the build.
+  std::shared_ptr<const std::vector<uint64_t>> valid_indices(bool wait, bool* started = nullptr) const {
     using List = std::shared_ptr<const std::vector<uint64_t>>;
     bool registered = false;
     try {
@@ -148,14 +149,15 @@ class StrategyBase : public Strategy {
       auto it = lists.find(key);
       if (it == lists.end()) {
         if (lists.size() >= kValidIndexLists) lists.clear();  // a long-lived evod serving many shapes
+        if (started) *started = true;
         auto promise = std::make_shared<std::promise<List>>();
         it = lists.emplace(key, promise->get_future().share()).first;
         // The space is a registered template's: it lives as long as the process.
         std::thread([promise, space = &space(), shapes = ctx_.shapes, smem = ctx_.smem_limit, key] {
-          const auto started = std::chrono::steady_clock::now();
+          const auto began = std::chrono::steady_clock::now();
           List built = list_valid(*space, shapes, smem);
           spdlog::info("event=valid_genomes_listed key=\"{}\" valid={} ms={}", key, built->size(),
-                       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started)
+                       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - began)
                            .count());
           promise->set_value(std::move(built));
         }).detach();
@@ -223,14 +225,17 @@ class ExhaustiveStrategy : public StrategyBase {
     if (space().size() > kEnumerableSize) {
       for (uint64_t i = 0, n = space().size(); i < n && !batch.full(); ++i)
         offer(batch, {space().at(i), "exhaustive", {}});
-    } else if (const auto valid_list = valid_indices(ctx_.wait_for_lists)) {
+    } else if (bool started = false; const auto valid_list = valid_indices(ctx_.wait_for_lists, &started)) {
       for (uint64_t i : *valid_list) {
         if (batch.full()) break;
         offer(batch, {space().at(i), "exhaustive", {}});
       }
-    } else {
-      // The list is being built: the same walk in index order, within a budget.
+    } else if (started) {
+      // The list is being built from now: the same walk in index order, within a budget.
       walk(batch, std::chrono::steady_clock::now() + kExhaustiveWalkBudget);
+    } else {
+      // Being built since an earlier call, whose walk ran out: not walked again while it is.
+      throw GenerationNotReady("exhaustive: the list of valid " + space().id() + " genomes is still being built");
     }
     auto out = batch.take();
     log_generation("exhaustive", generation, batch, out.size());

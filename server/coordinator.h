@@ -8,7 +8,8 @@
 //   - WorkerRegistry (worker_registry.h): register, liveness, ListWorkers;
 // and the read side, RunViews (run_views.h). Every call that changes state is one Store
 // transaction, so a process killed at any instant restarts from the database with nothing lost.
-// Beside forwarding, the coordinator counts state changes for WatchRun.
+// Beside forwarding, the coordinator counts state changes for WatchRun and computes one status per
+// change that every watcher of the run shares.
 #include <condition_variable>
 #include <cstdint>
 #include <map>

@@ -22,11 +22,11 @@ inline constexpr int kMaxLeaseAttempts = 5;
 // every sweep period (LeaseScheduler::sweep_period_ms) and records each tick in the store; a
 // tick later than the period by more than kStallSlackMs means evod was stopped or stalled, and
 // every open lease is moved on by the gap plus one TTL. After a restart, every open lease is
-// moved on by the time since the last tick plus kReconnectGraceMs, the time a worker needs to
-// reach evod again (its channel's reconnect backoff, capped at 5 s, its 10 s RPC deadline and its
-// own 5 s retry backoff, with margin).
+// moved on by the time since the last tick plus kReconnectGraceMs, the time a live worker needs to
+// be heard again: its channel's reconnect backoff, capped at 5 s (6 s with jitter), then its next
+// heartbeat (a third of the default 30 s TTL), with margin.
 inline constexpr int kStallSlackMs = 1000;
-inline constexpr int kReconnectGraceMs = 30000;
+inline constexpr int kReconnectGraceMs = 20000;
 // A lease request reads at most this many queued candidates of a run beyond what it asks for
 // (those it skips: confirmations of its own first measurement, cache answers).
 inline constexpr int kQueuedReadAhead = 64;
