@@ -34,6 +34,10 @@ class Genome {
   std::string text() const;
   // Just the genes: "BLOCK_M=32,BLOCK_N=64,...".
   std::string genes_text() const;
+  // The genes whose values differ from base's, spelled as genes_text() spells them
+  // ("BLOCK_N=256,SCHEDULE=tma"); text that the space reads back as this genome when base is the
+  // default. Empty when none differ; a gene base lacks counts as differing.
+  std::string genes_unlike(const Genome& base) const;
   // Stable 16-hex-digit hash of text(); the key of the result cache.
   std::string hash() const;
 
@@ -46,6 +50,8 @@ class Genome {
   std::string template_id_;
   std::vector<std::pair<std::string, int64_t>> genes_;
   std::shared_ptr<const GeneLabels> labels_;  // null: every gene prints as a number
+
+  std::string item_text(size_t i) const;  // "SCHEDULE=tma"
 };
 
 }  // namespace evo

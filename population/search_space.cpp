@@ -417,6 +417,12 @@ int64_t integer_value(std::string_view text, const std::string& whole) {
   return value;
 }
 
+InputError unknown_gene(const std::vector<Gene>& genes, const std::string& name) {
+  std::vector<std::string> names;
+  for (const auto& g : genes) names.push_back(g.name);
+  return InputError("unknown gene '" + name + "' (genes: " + join(names) + ")");
+}
+
 // A gene's value from its text: a label of an enumerated gene, else an integer of its domain.
 int64_t gene_value(const Gene& gene, std::string_view text, const std::string& whole) {
   const auto outside = [&] {
@@ -487,14 +493,23 @@ Genome SearchSpace::parse(std::string_view text) const {
     bool is_retired = false;
     for (const auto& group : impl_->retired)
       is_retired = is_retired || std::count(group.names.begin(), group.names.end(), name) > 0;
-    if (!is_retired) {
-      std::vector<std::string> names;
-      for (const auto& g : genes_) names.push_back(g.name);
-      throw InputError("unknown gene '" + name + "' (genes: " + join(names) + ")");
-    }
+    if (!is_retired) throw unknown_gene(genes_, name);
     retired[name] = integer_value(value_text, whole);
   }
   if (!retired.empty()) translate_retired(genome, retired, given, whole);
+  return genome;
+}
+
+Genome SearchSpace::from_genes(const std::map<std::string, int64_t>& genes) const {
+  Genome genome = default_genome();
+  for (const auto& [name, value] : genes) {
+    auto gene = std::find_if(genes_.begin(), genes_.end(), [&](const Gene& g) { return g.name == name; });
+    if (gene == genes_.end()) throw unknown_gene(genes_, name);
+    if (std::find(gene->values.begin(), gene->values.end(), value) == gene->values.end())
+      throw InputError(name + "=" + std::to_string(value) + " is outside its domain " + domain_text(*gene) +
+                       (gene->labels.empty() ? "" : " (a label's index)"));
+    genome.set(name, value);
+  }
   return genome;
 }
 

@@ -85,6 +85,10 @@ class SearchSpace {
   // prefix that is not this space's, retired genes that no value of their replacement matches,
   // or a text that names both.
   Genome parse(std::string_view text) const;
+  // A genome from gene values, as a typed message carries them (genome_proto.h): an enumerated
+  // gene by its value, genes not named at their defaults. Throws InputError for an unknown gene
+  // (retired genes too: only text translates those) or a value outside its gene's domain.
+  Genome from_genes(const std::map<std::string, int64_t>& genes) const;
 
   // g with every gene that no shape of `shapes` uses (Gene::used_when) set to its default, so
   // that a run never holds two genomes that run the same code for its shapes. Empty `shapes`:

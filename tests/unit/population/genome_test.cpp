@@ -77,5 +77,17 @@ TEST(GenomeTest, LabelledGenesPrintTheirLabels) {
   EXPECT_EQ(Genome("t", {{"A", 1}, {"B", 1}}).text(), "t:A=1,B=1");  // no labels: numbers
 }
 
+// What evoctl prints for an elite: the genes unlike the default's, labels as text spells them,
+// which the space reads back as the same genome.
+TEST(GenomeTest, GenesUnlikeABaseReadBackAsTheSameGenome) {
+  const SearchSpace& space = SearchSpace::for_template("fa_s512_v3");
+  const Genome base = space.default_genome();
+  EXPECT_EQ(base.genes_unlike(base), "");
+  const Genome g = space.parse("BLOCK_N=128,SCHEDULE=tma,WARPS=8");
+  EXPECT_EQ(g.genes_unlike(base), "BLOCK_N=128,WARPS=8,SCHEDULE=tma");
+  EXPECT_EQ(space.parse(g.genes_unlike(base)), g);
+  EXPECT_EQ(Genome("t", {{"A", 1}, {"B", 2}}).genes_unlike(Genome("t", {{"A", 1}})), "B=2");
+}
+
 }  // namespace
 }  // namespace evo
