@@ -15,11 +15,15 @@
 #include "build_command.h"
 #include "client_security.h"
 #include "dispatch_file.h"
+#include "errors.h"
 #include "evo/evo.grpc.pb.h"
 #include "evoctl.h"
 #include "format.h"
+#include "genome_proto.h"
 #include "options.h"
+#include "search_space.h"
 #include "shape_proto.h"
+#include "template_registry.h"
 #include "token.h"
 #include "wire_labels.h"
 
@@ -118,17 +122,54 @@ int watch(Client& c, const std::string& run_id, std::ostream& out, bool tty) {
 }
 
 // Every elite of a run, best first; a run without one is an error (it has nothing to start from).
-std::vector<std::string> elite_genomes(Client& c, const std::string& run_id) {
+std::vector<v1::Elite> elites_of(Client& c, const std::string& run_id) {
   v1::LeaderboardRequest req;
   req.set_run_id(run_id);
   req.set_top(1000);  // all of them: a run keeps its top-k, far fewer
   v1::LeaderboardResponse r;
   check(c.stub.Leaderboard(c.context().get(), req, &r));
-  std::vector<std::string> genomes;
-  for (const auto& e : r.elites()) genomes.push_back(e.genome());
-  if (genomes.empty())
+  if (r.elites().empty())
     throw Failure{"FAILED_PRECONDITION: run " + run_id + " has no elite to start from (yet)"};
-  return genomes;
+  return {r.elites().begin(), r.elites().end()};
+}
+
+// The start genomes of a submit: the --start texts, each read once by the seed's space (old gene
+// names translated here; a bad one refused before evod is asked anything), then the elites of the
+// --start-from runs as evod sent them. Sent typed, each with its canonical text for an evod from
+// before typed genomes. For a seed this evoctl does not know, only the texts, for evod to read.
+void add_start_genomes(Client& c, const SubmitOptions& s, v1::SubmitRunRequest& req) {
+  const SearchSpace* space = find_template(s.seed) ? &SearchSpace::for_template(s.seed) : nullptr;
+  auto add = [&](const Genome& g) {
+    req.add_start_genomes(g.text());
+    *req.add_typed_start_genomes() = genome_to_proto(g);
+  };
+  auto read = [&](const std::string& text) {
+    try {
+      return space->parse(text);
+    } catch (const InputError& e) {
+      throw Failure{"INVALID_ARGUMENT: start genome '" + text + "': " + e.what()};
+    }
+  };
+  auto read_message = [&](const v1::Elite& e) {
+    try {
+      return genome_from_proto(e.typed_genome());
+    } catch (const InputError& error) {
+      throw Failure{"INVALID_ARGUMENT: elite " + e.candidate_id() + ": " + error.what()};
+    }
+  };
+  for (const auto& text : s.start_genomes) {
+    if (space)
+      add(read(text));
+    else
+      req.add_start_genomes(text);
+  }
+  for (const auto& run_id : s.start_from_runs)
+    for (const auto& e : elites_of(c, run_id)) {
+      if (!space)
+        req.add_start_genomes(e.genome());
+      else  // the text alone only from an evod before typed genomes
+        add(e.has_typed_genome() ? read_message(e) : read(e.genome()));
+    }
 }
 
 int submit(Client& c, const Options& o, std::ostream& out, bool tty) {
@@ -146,9 +187,7 @@ int submit(Client& c, const Options& o, std::ostream& out, bool tty) {
   req.set_strategy(label(o.submit.strategy));
   if (o.submit.rng_seed_set) req.set_rng_seed(o.submit.rng_seed);
   req.set_device_class(o.submit.device_class);
-  for (const auto& g : o.submit.start_genomes) req.add_start_genomes(g);
-  for (const auto& run_id : o.submit.start_from_runs)
-    for (const auto& g : elite_genomes(c, run_id)) req.add_start_genomes(g);
+  add_start_genomes(c, o.submit, req);
   req.set_fitness_from(o.submit.fitness_inputs);
   req.set_fitness_inputs(label(o.submit.fitness_inputs));
   v1::Run run;
@@ -289,7 +328,8 @@ int export_best(Client& c, const Options& o, std::ostream& out) {
   }
   if (r.buckets_size() > 1)
     for (const auto& b : r.buckets())
-      out << "bucket " << b.run_id() << ": " << b.genome() << " serves " << b.shapes_size() << " shape(s)"
+      out << "bucket " << b.run_id() << ": " << genome_text(b.typed_genome(), b.genome()) << " serves "
+          << b.shapes_size() << " shape(s)"
           << (b.estimated() ? " (ESTIMATED)" : "") << "\n";
   print_build_and_estimates(r, o.out, report, out);
   return 0;

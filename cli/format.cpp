@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 #include <vector>
 
+#include "errors.h"
+#include "genome_proto.h"
 #include "resident_time.h"
 #include "shape_proto.h"
+#include "template_registry.h"
 #include "wire_labels.h"
 
 namespace evo::cli {
@@ -16,6 +20,18 @@ std::string fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
+}
+
+// A genome evod sent as a message, read by its kernel's space; nullopt where it sent none (an
+// evod from before typed genomes) or names a kernel this evoctl does not know: the caller prints
+// the text evod sent beside it.
+std::optional<Genome> typed(const v1::Genome& m) {
+  if (m.kernel().empty() || !find_template(m.kernel())) return std::nullopt;
+  try {
+    return genome_from_proto(m);
+  } catch (const InputError&) {
+    return std::nullopt;
+  }
 }
 
 // The genes without the template prefix: the table's header names the template once.
@@ -36,14 +52,22 @@ std::vector<std::string> gene_items(const std::string& genome) {
   return items;
 }
 
-// The genes of `genome` whose values differ from the default genome's, which reads back as the
-// same genome (genes not named take their defaults): "BLOCK_N=256,WARPS=8,SCHEDULE=tma". Without
-// a default genome (an older evod), every gene.
-std::string genes_unlike_default(const std::string& genome, const std::string& default_genome) {
-  if (default_genome.empty()) return genes_only(genome);
-  const auto default_items = gene_items(default_genome);
+// The genes of a genome whose values differ from the default genome's, which reads back as the
+// same genome (genes not named take their defaults): "BLOCK_N=256,WARPS=8,SCHEDULE=tma". From the
+// messages where evod sent both; else from the texts, and without a default genome (an older
+// evod), every gene.
+std::string genes_unlike_default(const v1::Genome& typed_genome, const std::string& genome,
+                                 const v1::Genome& typed_default, const std::string& default_genome) {
+  const auto g = typed(typed_genome), d = typed(typed_default);
+  if (g && d) {
+    const std::string unlike = g->genes_unlike(*d);
+    return unlike.empty() ? "(the default genome)" : unlike;
+  }
+  const std::string text = g ? g->text() : genome, base = d ? d->text() : default_genome;
+  if (base.empty()) return genes_only(text);
+  const auto default_items = gene_items(base);
   std::string out;
-  for (const auto& item : gene_items(genome))
+  for (const auto& item : gene_items(text))
     if (std::find(default_items.begin(), default_items.end(), item) == default_items.end())
       out += (out.empty() ? "" : ",") + item;
   return out.empty() ? "(the default genome)" : out;
@@ -218,19 +242,25 @@ std::string status_summary(const v1::RunStatus& s) {
     << r.top_k() << "\n"
     << "  device class " << (r.device_class().empty() ? "(not fixed yet)" : r.device_class()) << "\n"
     << "  fitness: " << fitness_inputs_text(r) << "\n";
-  for (const auto& g : r.start_genomes()) o << "  start " << g << "\n";
+  for (int i = 0; i < r.start_genomes_size(); ++i)
+    o << "  start "
+      << (i < r.typed_start_genomes_size() ? genome_text(r.typed_start_genomes(i), r.start_genomes(i))
+                                            : r.start_genomes(i))
+      << "\n";
   // A run named for a class no worker has, or one whose workers are gone, waits without end:
   // say what it waits for.
   if (const std::string waiting = waiting_text(s); !waiting.empty()) o << "  " << waiting << "\n";
   o << "  " << progress_line(s, false) << "\n";
-  if (!s.best_genome().empty()) o << "  best " << s.best_genome() << "\n";
+  const std::string best = genome_text(s.typed_best_genome(), s.best_genome());
+  if (!best.empty()) o << "  best " << best << "\n";
   if (s.estimated()) o << "  ESTIMATED (model evaluator, no GPU): times are estimates, not measurements\n";
   return o.str();
 }
 
 std::string final_line(const v1::RunStatus& s) {
   std::string out = "run " + s.run().run_id() + " " + state_name(s.run().state());
-  if (s.best_us() > 0) out += ": best " + fixed(s.best_us(), 2) + " µs " + s.best_genome();
+  if (s.best_us() > 0)
+    out += ": best " + fixed(s.best_us(), 2) + " µs " + genome_text(s.typed_best_genome(), s.best_genome());
   if (!s.run().message().empty()) out += " (" + s.run().message() + ")";
   if (s.estimated()) out += " [ESTIMATED]";
   return out;
@@ -246,18 +276,20 @@ std::string leaderboard_table(const v1::LeaderboardResponse& r) {
     << state_name(r.run().state()) << "  device class "
     << (r.run().device_class().empty() ? "-" : r.run().device_class()) << "\n";
   o << "default genome: " << (r.seed_us() > 0 ? fixed(r.seed_us(), 2) + " µs" : std::string("not measured"));
-  if (!r.seed_genome().empty()) o << "  " << genes_only(r.seed_genome());
+  const std::string seed_genome = genome_text(r.typed_seed_genome(), r.seed_genome());
+  if (!seed_genome.empty()) o << "  " << genes_only(seed_genome);
   o << "\n";
   if (r.elites().empty()) {
     o << "no elites yet\n";
     return o.str();
   }
   std::vector<std::vector<std::string>> rows = {
-      {"rank", r.seed_genome().empty() ? "genome" : "genome (genes unlike the default's)", "µs", "resident µs",
+      {"rank", seed_genome.empty() ? "genome" : "genome (genes unlike the default's)", "µs", "resident µs",
        "spread", "TFLOP/s", "speedup", "regs", "smem", "spills", "sanitizer"}};
   for (const auto& e : r.elites()) {
     const auto& res = e.evaluation().resources();
-    rows.push_back({std::to_string(e.rank()), genes_unlike_default(e.genome(), r.seed_genome()),
+    rows.push_back({std::to_string(e.rank()),
+                    genes_unlike_default(e.typed_genome(), e.genome(), r.typed_seed_genome(), r.seed_genome()),
                     fixed(e.fitness_us(), 2), resident_text(e.evaluation()),
                     // the model measures nothing twice: no spread to show
                     e.estimated() ? "-" : fixed(e.spread_pct(), 1) + "%",
@@ -310,7 +342,7 @@ std::string candidates_table(const v1::ListCandidatesResponse& r) {
                     state == v1::CANDIDATE_STATE_DONE ? v1::EvalStatus_Name(e.status()) : "-",
                     c.fitness_us() > 0 ? fixed(c.fitness_us(), 2) : "-", failed_gate(e),
                     e.message().empty() ? "-" : clipped(e.message(), kWhyWidth),
-                    genes_unlike_default(c.genome(), r.seed_genome())});
+                    genes_unlike_default(c.typed_genome(), c.genome(), r.typed_seed_genome(), r.seed_genome())});
   }
   if (estimated) o << "!!! ESTIMATED (model evaluator, no GPU): these times are estimates, not measurements !!!\n";
   o << render(rows);
@@ -327,6 +359,11 @@ std::string workers_table(const v1::ListWorkersResponse& r, bool all) {
     rows.push_back({w.worker_id(), w.name(), w.device_class(), w.backend(), w.live() ? "live" : "gone",
                     ago(r.now_unix_ms() - w.last_seen_unix_ms()), std::to_string(w.active_leases())});
   return render(rows);
+}
+
+std::string genome_text(const v1::Genome& typed_genome, const std::string& text) {
+  const auto g = typed(typed_genome);
+  return g ? g->text() : text;
 }
 
 std::string grpc_code_name(int code) {

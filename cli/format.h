@@ -35,6 +35,11 @@ std::string candidates_table(const v1::ListCandidatesResponse& r);
 // The table of `evoctl workers`; all: the gone ones were asked for too.
 std::string workers_table(const v1::ListWorkersResponse& r, bool all);
 
+// A genome's canonical text, printed through its kernel's space from the message evod sent; the
+// text evod sent beside it where there is no message (an evod from before typed genomes) or this
+// evoctl does not know the kernel.
+std::string genome_text(const v1::Genome& typed_genome, const std::string& text);
+
 // "evoctl: NOT_FOUND: unknown run 'r9'" for a gRPC status code number and message.
 std::string grpc_code_name(int code);
 

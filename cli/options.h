@@ -31,7 +31,7 @@ struct SubmitOptions {
   uint64_t rng_seed = 0;
   bool rng_seed_set = false;
   std::string device_class;
-  std::vector<std::string> start_genomes;  // --start, sent as typed: evod parses and validates them
+  std::vector<std::string> start_genomes;  // --start, as given; read once by the seed's space at submit
   std::vector<std::string> start_from_runs;  // --start-from: these runs' elites join start_genomes
   v1::FitnessInputs fitness_inputs = v1::FITNESS_INPUTS_UNSPECIFIED;  // --fitness-inputs; unset: evod's (rotated)
 };

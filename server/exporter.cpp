@@ -17,6 +17,7 @@
 
 #include "device_limits.h"
 #include "errors.h"
+#include "genome_proto.h"
 #include "resident_time.h"
 #include "search_space.h"
 #include "template_registry.h"
@@ -350,6 +351,7 @@ v1::ExportResponse export_dispatch_table(const KernelTemplate& tmpl, const std::
     v1::ExportBucket* b = response.add_buckets();
     b->set_run_id(v.run_id);
     b->set_genome(v.genome.text());
+    *b->mutable_typed_genome() = genome_to_proto(v.genome);
     for (const auto& sh : v.shapes) b->add_shapes(sh.text());
     b->set_fitness_us(ranked_fitness_us(v.fitness_inputs, v.evidence));
     b->set_estimated(v.evidence.estimated());

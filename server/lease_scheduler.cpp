@@ -168,7 +168,7 @@ void LeaseScheduler::grant(Request& r, RunRecord& run, const CandidateRecord& c)
   out->set_lease_id(l.id);
   out->set_run_id(run.id);
   out->set_candidate_id(c.id);
-  out->set_genome(c.genome);
+  put_genome(c.genome, out->mutable_genome(), out->mutable_typed_genome());
   for (const auto& s : shapes_of(run)) *out->add_shapes() = shape_to_proto(s);
   out->set_deadline_unix_ms(l.deadline_ms);
   out->set_confirmation(c.confirmation);

@@ -32,6 +32,13 @@ void check_count(int count, int max, const char* field) {
                      std::to_string(max));
 }
 
+// A typed genome's size and names; its kernel's space checks the rest (genome_proto.h).
+void check_genome(const v1::Genome& g, const char* field) {
+  check_text(g.kernel(), field, kMaxTextBytes, false);
+  check_count(g.genes_size(), kMaxGenes, field);
+  for (const auto& gene : g.genes()) check_text(gene.first, field, kMaxTextBytes, true);
+}
+
 // Times and rates: finite and not negative.
 void check_time(double value, const std::string& field) {
   if (!std::isfinite(value) || value < 0)
@@ -150,6 +157,8 @@ void check_request(const v1::SubmitRunRequest& r) {
   check_count(r.start_genomes_size(), kMaxStartGenomes, "start_genomes");
   for (const auto& g : r.start_genomes()) check_text(g, "start_genomes[]", kMaxGenomeTextBytes, false);
   check_id(r.request_id(), "request_id", /*required=*/false);
+  check_count(r.typed_start_genomes_size(), kMaxStartGenomes, "typed_start_genomes");
+  for (const auto& g : r.typed_start_genomes()) check_genome(g, "typed_start_genomes[]");
 }
 
 void check_request(const v1::RunRef& r) { check_id(r.run_id(), "run_id"); }

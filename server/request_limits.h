@@ -17,6 +17,7 @@ inline constexpr int kMaxShapes = 64;               // shapes of a run / results
 inline constexpr size_t kMaxShapeTextBytes = 64;    // "1x8x512x1024x64:causal" is 22
 inline constexpr int kMaxStartGenomes = 256;        // warm-start genomes of a run
 inline constexpr size_t kMaxGenomeTextBytes = 512;  // a whole fa_s512_v3 genome is about 110
+inline constexpr int kMaxGenes = 64;                // genes of a typed genome (fa_s512_v3 has 11)
 inline constexpr int kMaxHeartbeatLeases = 1024;
 inline constexpr int kMaxExportRuns = 64;           // runs behind one dispatch table
 inline constexpr int kMaxGates = 64;

@@ -9,6 +9,7 @@
 
 #include "device_limits.h"
 #include "errors.h"
+#include "genome_proto.h"
 #include "search_space.h"
 #include "server_config.h"
 #include "shape_proto.h"
@@ -55,6 +56,37 @@ std::unique_ptr<Strategy> strategy_for(const RunRecord& run, const SearchSpace& 
   return make_strategy(run.strategy, ctx);
 }
 
+// A submit's start genomes, each read once and named for its errors: the typed ones where the
+// request has any (evoctl parsed them; one that does not read is named by its index, one that
+// does by its text), else the texts (an older evoctl, or a hand-made request).
+std::vector<std::pair<std::string, Genome>> submitted_start_genomes(const v1::SubmitRunRequest& req,
+                                                                    const SearchSpace& space) {
+  std::vector<std::pair<std::string, Genome>> out;
+  for (int i = 0; i < req.typed_start_genomes_size(); ++i) {
+    const v1::Genome& m = req.typed_start_genomes(i);
+    const std::string at = "typed_start_genomes[" + std::to_string(i) + "]";
+    if (!m.kernel().empty() && m.kernel() != space.id())
+      throw InputError(at + " is a genome of '" + m.kernel() + "', not of the seed '" + space.id() + "'");
+    Genome g;
+    try {
+      g = genome_from_proto(m);
+    } catch (const InputError& e) {
+      throw InputError(at + ": " + e.what());
+    }
+    out.emplace_back("start genome '" + g.text() + "'", g);
+  }
+  if (!out.empty()) return out;
+  for (const auto& text : req.start_genomes()) {
+    const std::string named = "start genome '" + text + "'";
+    try {
+      out.emplace_back(named, space.parse(text));
+    } catch (const InputError& e) {
+      throw InputError(named + ": " + e.what());
+    }
+  }
+  return out;
+}
+
 // The canonical texts of a submit's start genomes (genes that none of the run's shapes uses at
 // their defaults, as the strategy proposes them), each checked as the strategy will check it, so
 // that a genome the strategy would drop is refused now instead. Constraints that read SM_ARCH are
@@ -64,14 +96,8 @@ std::vector<std::string> check_start_genomes(const v1::SubmitRunRequest& req, co
                                              const SearchSpace& space) {
   const auto shapes = shapes_of(run);
   std::vector<std::string> out;
-  for (const auto& text : req.start_genomes()) {
-    const std::string named = "start genome '" + text + "'";
-    Genome g;
-    try {
-      g = space.canonical(space.parse(text), shapes);
-    } catch (const InputError& e) {
-      throw InputError(named + ": " + e.what());
-    }
+  for (const auto& [named, submitted] : submitted_start_genomes(req, space)) {
+    const Genome g = space.canonical(submitted, shapes);
     for (size_t i = 0; i < shapes.size(); ++i) {
       std::optional<std::string> violated;
       try {

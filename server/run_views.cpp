@@ -4,6 +4,8 @@
 #include <cmath>
 #include <map>
 
+#include "errors.h"
+#include "genome_proto.h"
 #include "run_lifecycle.h"
 #include "search_space.h"
 #include "shape.h"
@@ -48,6 +50,15 @@ std::vector<CandidateRecord> elites_of(const std::vector<CandidateRecord>& candi
   return out;
 }
 
+void put_genome(const std::string& stored, std::string* text, v1::Genome* typed) {
+  *text = stored;
+  try {
+    *typed = genome_proto_of_text(stored);
+  } catch (const InputError&) {
+    typed->Clear();
+  }
+}
+
 v1::Run to_proto(const RunRecord& r) {
   v1::Run run;
   run.set_run_id(r.id);
@@ -63,7 +74,7 @@ v1::Run to_proto(const RunRecord& r) {
   run.set_state(static_cast<v1::RunState>(r.state));
   run.set_created_unix_ms(r.created_ms);
   run.set_message(r.message);
-  for (const auto& g : r.start_genomes) run.add_start_genomes(g);
+  for (const auto& g : r.start_genomes) put_genome(g, run.add_start_genomes(), run.add_typed_start_genomes());
   run.set_fitness_from(r.fitness_inputs);
   run.set_fitness_inputs(label(r.fitness_inputs));
   return run;
@@ -87,7 +98,7 @@ v1::RunStatus RunViews::build_status(const RunRecord& run) {
   auto elites = store_.elite_candidates(run.id, 1);
   if (!elites.empty()) {
     st.set_best_us(*elites[0].fitness_us);
-    st.set_best_genome(elites[0].genome);
+    put_genome(elites[0].genome, st.mutable_best_genome(), st.mutable_typed_best_genome());
   }
   st.set_estimated(run.device_class.find("/estimated") != std::string::npos);
   const int64_t now = clock_();
@@ -131,12 +142,14 @@ v1::LeaderboardResponse RunViews::leaderboard(const v1::LeaderboardRequest& req)
     for (const auto& c : candidates) id_of_genome[c.genome] = c.id;
 
     // The seed genome (the space's default) is always in generation 0: the baseline for speedups.
-    const std::string seed_genome = SearchSpace::for_template(run.seed).default_genome().text();
+    const Genome seed_genome = SearchSpace::for_template(run.seed).default_genome();
     double seed_us = 0;
     for (const auto& c : candidates)
-      if (c.genome == seed_genome && c.state == v1::CANDIDATE_STATE_DONE && c.fitness_us) seed_us = *c.fitness_us;
+      if (c.genome == seed_genome.text() && c.state == v1::CANDIDATE_STATE_DONE && c.fitness_us)
+        seed_us = *c.fitness_us;
     resp.set_seed_us(seed_us);
-    resp.set_seed_genome(seed_genome);
+    resp.set_seed_genome(seed_genome.text());
+    *resp.mutable_typed_seed_genome() = genome_to_proto(seed_genome);
 
     int top = req.top() == 0 ? 10 : req.top();
     auto elites = elites_of(candidates, std::min(top, run.top_k));
@@ -145,7 +158,7 @@ v1::LeaderboardResponse RunViews::leaderboard(const v1::LeaderboardRequest& req)
       v1::Elite* e = resp.add_elites();
       e->set_rank(++rank);
       e->set_candidate_id(c.id);
-      e->set_genome(c.genome);
+      put_genome(c.genome, e->mutable_genome(), e->mutable_typed_genome());
       e->set_fitness_us(*c.fitness_us);
       e->set_spread_pct(c.spread_pct);
       e->set_speedup_vs_seed(seed_us > 0 ? seed_us / *c.fitness_us : 0);
@@ -175,7 +188,9 @@ v1::ListCandidatesResponse RunViews::list_candidates(const v1::ListCandidatesReq
   store_.transaction([&] {
     const RunRecord run = require_run(store_, req.run_id());
     *resp.mutable_run() = to_proto(run);
-    resp.set_seed_genome(SearchSpace::for_template(run.seed).default_genome().text());
+    const Genome seed_genome = SearchSpace::for_template(run.seed).default_genome();
+    resp.set_seed_genome(seed_genome.text());
+    *resp.mutable_typed_seed_genome() = genome_to_proto(seed_genome);
     const auto candidates = store_.candidates_of_run(run.id);
     std::map<std::string, std::string> id_of_genome;
     for (const auto& c : candidates) id_of_genome[c.genome] = c.id;
@@ -189,7 +204,7 @@ v1::ListCandidatesResponse RunViews::list_candidates(const v1::ListCandidatesReq
       v1::CandidateSummary* out = resp.add_candidates();
       out->set_candidate_id(c.id);
       out->set_generation(c.generation);
-      out->set_genome(c.genome);
+      put_genome(c.genome, out->mutable_genome(), out->mutable_typed_genome());
       out->set_parents(lineage(c, id_of_genome));
       out->set_phase(c.state);
       out->set_state(label(c.state));

@@ -19,6 +19,11 @@ std::vector<CandidateRecord> elites_of(const std::vector<CandidateRecord>& candi
 // A stored run as the wire shows it.
 v1::Run to_proto(const RunRecord& run);
 
+// A stored genome text as a response carries it: the text, and the message its kernel's space
+// reads from it. A text the space no longer reads leaves the message unset (the text says what it
+// was; a worker parsing it reports why).
+void put_genome(const std::string& stored, std::string* text, v1::Genome* typed);
+
 // A run and the stored evaluation of its leaderboard's first elite (for export).
 struct RunBest {
   RunRecord run;

@@ -17,6 +17,7 @@
 
 #include "coordinator_link.h"
 #include "evaluator.h"
+#include "genome_proto.h"
 #include "search_space.h"
 #include "token.h"
 #include "shape.h"
@@ -135,7 +136,8 @@ int parse_args(int argc, char** argv, DaemonOptions* opt) {
   return -1;
 }
 
-// A lease with its genome parsed (or the reason it would not parse).
+// A lease with its genome read (or the reason it would not read): the typed genome, checked once
+// against its kernel's space; the text only from an evod before it.
 struct Work {
   v1::Lease lease;
   Genome genome;
@@ -148,9 +150,13 @@ Work prepare(const v1::Lease& lease) {
   w.lease = lease;
   try {
     for (const auto& s : lease.shapes()) w.shapes.push_back(shape_from_proto(s));
-    auto colon = lease.genome().find(':');
-    std::string template_id = lease.genome().substr(0, colon == std::string::npos ? 0 : colon);
-    w.genome = SearchSpace::for_template(template_id).parse(lease.genome());
+    if (lease.has_typed_genome()) {
+      w.genome = genome_from_proto(lease.typed_genome());
+    } else {
+      auto colon = lease.genome().find(':');
+      std::string template_id = lease.genome().substr(0, colon == std::string::npos ? 0 : colon);
+      w.genome = SearchSpace::for_template(template_id).parse(lease.genome());
+    }
   } catch (const std::exception& e) {
     w.parse_error = e.what();
   }
@@ -270,7 +276,8 @@ class WorkerDaemon {
       held_.add(lease.lease_id());
       Work w = prepare(lease);
       spdlog::info("event=leased run_id={} candidate_id={} lease_id={} confirmation={} genome={}", lease.run_id(),
-                   lease.candidate_id(), lease.lease_id(), lease.confirmation(), lease.genome());
+                   lease.candidate_id(), lease.lease_id(), lease.confirmation(),
+                   w.parse_error.empty() ? w.genome.text() : lease.genome());
       if (w.parse_error.empty()) {
         LogIdsScope ids(lease.run_id(), lease.candidate_id());
         evaluator_.prefetch(w.genome, w.shapes);

@@ -9,6 +9,8 @@
 #include "dispatch_file.h"
 #include "evoctl.h"
 #include "fake_coordinator.h"
+#include "genome_proto.h"
+#include "search_space.h"
 
 namespace evo::cli {
 namespace {
@@ -77,27 +79,74 @@ TEST_F(Evoctl, ABadDtypeIsOneUsageErrorNamingTheChoices) {
   EXPECT_EQ(suffix.err, "evoctl: --shape: unknown dtype 'fp8' in shape '1x8x512x64:fp8': expected fp16 or bf16\n");
 }
 
-TEST_F(Evoctl, SubmitStartIsRepeatableAndSentAsTyped) {
+// The start genomes as sent: each a message, and its canonical text for an evod before messages.
+std::vector<std::pair<std::string, Genome>> sent_start_genomes(const v1::SubmitRunRequest& req) {
+  std::vector<std::pair<std::string, Genome>> out;
+  EXPECT_EQ(req.start_genomes_size(), req.typed_start_genomes_size());
+  for (int i = 0; i < req.start_genomes_size() && i < req.typed_start_genomes_size(); ++i)
+    out.emplace_back(req.start_genomes(i), genome_from_proto(req.typed_start_genomes(i)));
+  return out;
+}
+
+// --start is repeatable; each is read once, here, by the seed's space and sent as a message.
+TEST_F(Evoctl, SubmitStartIsReadOnceAndSentTyped) {
   const auto r = run({"submit", "--start", "BLOCK_M=64,BLOCK_N=128,WARPS=4", "--seed", "fa_s512_v3", "--start",
                       "fa_s512_v3:BLOCK_M=128,WARPS=8"});
   ASSERT_EQ(r.exit_status, 0) << r.err;
-  const auto& req = server_.service.last_submit;
-  ASSERT_EQ(req.start_genomes_size(), 2);
-  EXPECT_EQ(req.start_genomes(0), "BLOCK_M=64,BLOCK_N=128,WARPS=4");
-  EXPECT_EQ(req.start_genomes(1), "fa_s512_v3:BLOCK_M=128,WARPS=8");
+  const SearchSpace& space = SearchSpace::for_template("fa_s512_v3");
+  const auto sent = sent_start_genomes(server_.service.last_submit);
+  ASSERT_EQ(sent.size(), 2u);
+  for (const auto& [text, genome] : sent) EXPECT_EQ(text, genome.text());
+  EXPECT_EQ(sent[0].second, space.parse("BLOCK_M=64,BLOCK_N=128,WARPS=4"));
+  EXPECT_EQ(sent[1].second, space.parse("BLOCK_M=128,WARPS=8"));
   ASSERT_EQ(run({"submit", "--seed", "fa_s512_v3"}).exit_status, 0);
   EXPECT_EQ(server_.service.last_submit.start_genomes_size(), 0);
+  EXPECT_EQ(server_.service.last_submit.typed_start_genomes_size(), 0);
 }
 
-// --start-from asks evod for the run's elites and sends them after the --start genomes, as typed.
-TEST_F(Evoctl, SubmitStartFromSendsThatRunsElites) {
-  const auto r = run({"submit", "--seed", "fa_s512_v3", "--start-from", "r1", "--start", "BLOCK_M=128"});
+// An old genome text (the booleans SCHEDULE replaced) is translated once, at the edge.
+TEST_F(Evoctl, SubmitStartTranslatesAnOldGenomeText) {
+  const auto r = run({"submit", "--seed", "fa_s512_v3", "--start",
+                      "fa_s512_v3:BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=4,CP_ASYNC=1,WGMMA=1,PV_ASYNC=1,TMA=1,"
+                      "STAGE_RELEASE=1,PINGPONG=1"});
   ASSERT_EQ(r.exit_status, 0) << r.err;
-  const auto& req = server_.service.last_submit;
-  ASSERT_EQ(req.start_genomes_size(), 3);
-  EXPECT_EQ(req.start_genomes(0), "BLOCK_M=128");
-  EXPECT_EQ(req.start_genomes(1), "fa_s512_v3:BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1");
-  EXPECT_EQ(req.start_genomes(2), "fa_s512_v3:BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1");
+  const auto sent = sent_start_genomes(server_.service.last_submit);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].first,
+            "fa_s512_v3:BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=4,SCHEDULE=pingpong,SWIZZLE=1,SPLIT_KV=1,WGMMA=1,"
+            "TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0");
+  EXPECT_EQ(server_.service.last_submit.typed_start_genomes(0).genes().at("SCHEDULE"), 7);
+}
+
+// A --start that does not read is one line, and evod is asked nothing (not even for elites).
+TEST_F(Evoctl, ABadStartIsRefusedBeforeEvodIsAsked) {
+  const auto r = run({"submit", "--seed", "fa_s512_v3", "--start-from", "r9", "--start", "BLOCK_M=48"});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_EQ(r.err, "evoctl: INVALID_ARGUMENT: start genome 'BLOCK_M=48': BLOCK_M=48 is outside its domain "
+                   "{16, 32, 64, 128}\n")
+      << "r9 is unknown: evod was asked first";
+  EXPECT_EQ(server_.service.last_submit.seed(), "") << "nothing may be submitted";
+  const auto retired = run({"submit", "--seed", "fa_s512_v3", "--start", "TMA=1,PINGPONG=1"});
+  EXPECT_EQ(retired.exit_status, 1);
+  EXPECT_EQ(retired.err.rfind("evoctl: INVALID_ARGUMENT: start genome 'TMA=1,PINGPONG=1': ", 0), 0u) << retired.err;
+}
+
+// --start-from asks evod for the run's elites and sends them after the --start genomes, typed: an
+// evod before typed genomes sent their texts, which are read here.
+TEST_F(Evoctl, SubmitStartFromSendsThatRunsElites) {
+  for (bool typed : {false, true}) {
+    SCOPED_TRACE(typed ? "elites as messages" : "elites as texts");
+    server_.service.typed_genomes = typed;
+    const auto r = run({"submit", "--seed", "fa_s512_v3", "--start-from", "r1", "--start", "BLOCK_M=128"});
+    ASSERT_EQ(r.exit_status, 0) << r.err;
+    const SearchSpace& space = SearchSpace::for_template("fa_s512_v3");
+    const auto sent = sent_start_genomes(server_.service.last_submit);
+    ASSERT_EQ(sent.size(), 3u);
+    for (const auto& [text, genome] : sent) EXPECT_EQ(text, genome.text());
+    EXPECT_EQ(sent[0].second, space.parse("BLOCK_M=128"));
+    EXPECT_EQ(sent[1].second, space.parse("BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1"));
+    EXPECT_EQ(sent[2].second, space.parse("BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1"));
+  }
 }
 
 // A run that does not exist, or has no elite yet, is one error and no run is submitted.
@@ -304,6 +353,20 @@ TEST_F(Evoctl, LeaderboardShowsEvidenceAndSaysEstimatedLoudly) {
   EXPECT_EQ(r.out.rfind("!!! ESTIMATED (model evaluator, no GPU)", 0), 0u) << r.out;
   EXPECT_EQ(r.out.find("1.5%"), std::string::npos) << "the model measures nothing twice: " << r.out;
   EXPECT_EQ(run({"leaderboard", "r9"}).err, "evoctl: NOT_FOUND: unknown run 'r9'\n");
+}
+
+// Genomes sent as messages alone are printed through the space, as their texts would have been.
+TEST_F(Evoctl, LeaderboardPrintsGenomesSentAsMessages) {
+  server_.service.typed_genomes = true;
+  const auto r = run({"leaderboard"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_NE(r.out.find("default genome: 10.00 µs  BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1,"
+                       "SPLIT_KV=1,WGMMA=0,TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("rank  genome (genes unlike the default's)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1     BLOCK_M=16                           5.00 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2     (the default genome)                 10.00 "), std::string::npos) << r.out;
 }
 
 // An evod that names no default genome: every elite's genes in full.

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "evo/evo.grpc.pb.h"
+#include "genome_proto.h"
 
 namespace evo::testing {
 
@@ -21,6 +22,7 @@ class FakeCoordinator final : public v1::Coordinator::Service {
   bool watch_ends_early = false;  // the stream closes before the run is final
   bool watch_loses_worker = false;  // the run's only worker goes away mid-watch, and comes back
   bool no_elites = false;
+  bool typed_genomes = false;  // Leaderboard names genomes by message alone, with no text beside
   bool export_predates_buckets = false;  // ExportBest answers as an evod before buckets and arch
   bool cancel_finds_it_done = false;  // CancelRun answers with a run that had already ended         // Leaderboard answers with the run and no elite (nothing done yet)
   std::string required_token;     // non-empty: ListRuns wants "authorization: Bearer <token>"
@@ -127,6 +129,10 @@ class FakeCoordinator final : public v1::Coordinator::Service {
     *r->mutable_run() = make_run(v1::DONE);
     r->set_seed_us(10.0);
     r->set_seed_genome(seed_genome);
+    if (typed_genomes) {
+      *r->mutable_typed_seed_genome() = genome_proto_of_text(seed_genome);
+      r->clear_seed_genome();
+    }
     for (int i = 1; i <= (no_elites ? 0 : 2); ++i) {
       auto* e = r->add_elites();
       e->set_rank(i);
@@ -139,6 +145,10 @@ class FakeCoordinator final : public v1::Coordinator::Service {
       e->set_candidate_id("r1-c" + std::to_string(i));
       e->set_generation(i);
       if (i == 2) e->set_parents("crossover(r1-c7, r1-c9)");
+      if (typed_genomes) {
+        *e->mutable_typed_genome() = genome_proto_of_text(e->genome());
+        e->clear_genome();
+      }
       e->mutable_evaluation()->mutable_resources()->set_registers(90 + i);
       e->mutable_evaluation()->mutable_resources()->set_dynamic_smem_bytes(40960);
       auto* g = e->mutable_evaluation()->add_gates();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "coordinator.h"
+#include "genome_proto.h"
 #include "search_space.h"
 #include "store.h"
 #include "store_sqlite.h"
@@ -465,6 +466,93 @@ TEST_F(CoordinatorTest, OldStartGenomeTextIsStoredInTodaysText) {
   bad.set_start_genomes(0, "BLOCK_M=64,PINGPONG=1");
   EXPECT_THROW(coord_->submit(bad), CoordinatorError);
   EXPECT_EQ(store_.list_runs().size(), runs);
+}
+
+// A typed start genome is read once (its text beside it ignored) and stored in canonical text;
+// every answer that names a genome then carries its message beside the text: the run, the lease,
+// the status, the leaderboard and the candidates.
+TEST_F(CoordinatorTest, TypedGenomesTravelBesideTheirTexts) {
+  const SearchSpace& space = SearchSpace::for_template("fa_s512_v3");
+  const Genome start = space.parse("BLOCK_M=64,BLOCK_N=128,SCHEDULE=tma");
+  v1::SubmitRunRequest req;
+  req.set_seed("fa_s512_v3");
+  req.set_generations(1);
+  req.set_population(2);
+  req.set_top_k(2);
+  req.set_search_strategy(v1::SEARCH_STRATEGY_RANDOM);
+  req.add_start_genomes("BLOCK_M=16");  // an older evod's reading; this one reads the message
+  *req.add_typed_start_genomes() = genome_to_proto(start);
+  const v1::Run run = coord_->submit(req);
+  ASSERT_EQ(run.start_genomes_size(), 1);
+  EXPECT_EQ(run.start_genomes(0), start.text());
+  ASSERT_EQ(run.typed_start_genomes_size(), 1);
+  EXPECT_EQ(genome_from_proto(run.typed_start_genomes(0)), start);
+  EXPECT_EQ(run.typed_start_genomes(0).genes().at("SCHEDULE"), 3);
+
+  const auto worker = add_worker("sm_90a/model/estimated", true);
+  const auto granted = lease(worker, 2);
+  ASSERT_EQ(granted.leases_size(), 2);
+  for (const auto& l : granted.leases()) {
+    ASSERT_TRUE(l.has_typed_genome());
+    EXPECT_EQ(genome_from_proto(l.typed_genome()).text(), l.genome());
+    report(worker, l, evaluation(l, "sm_90a/model/estimated", 1.0, true));
+  }
+  const v1::RunStatus st = coord_->status(run.run_id());
+  EXPECT_EQ(genome_from_proto(st.typed_best_genome()).text(), st.best_genome());
+  v1::LeaderboardRequest lr;
+  lr.set_run_id(run.run_id());
+  const auto board = coord_->leaderboard(lr);
+  EXPECT_EQ(genome_from_proto(board.typed_seed_genome()), space.default_genome());
+  ASSERT_GT(board.elites_size(), 0);
+  for (const auto& e : board.elites()) EXPECT_EQ(genome_from_proto(e.typed_genome()).text(), e.genome());
+  v1::ListCandidatesRequest cr;
+  cr.set_run_id(run.run_id());
+  const auto listed = coord_->list_candidates(cr);
+  EXPECT_EQ(genome_from_proto(listed.typed_seed_genome()), space.default_genome());
+  ASSERT_EQ(listed.candidates_size(), 2);
+  for (const auto& c : listed.candidates()) EXPECT_EQ(genome_from_proto(c.typed_genome()).text(), c.genome());
+}
+
+// A bad typed start genome is refused with one line naming it, whatever text lies beside it, and
+// no run is made.
+TEST_F(CoordinatorTest, BadTypedStartGenomeIsOneClearRefusalAndChangesNothing) {
+  const std::string before = store_.dump();
+  auto refusal = [&](const std::function<void(v1::Genome&)>& edit) -> std::string {
+    v1::SubmitRunRequest req;
+    req.set_seed("fa_s512_v3");
+    req.set_population(4);
+    req.set_top_k(1);
+    req.add_start_genomes("BLOCK_M=64");
+    v1::Genome* g = req.add_typed_start_genomes();
+    *g = genome_to_proto(SearchSpace::for_template("fa_s512_v3").parse("BLOCK_M=64"));
+    edit(*g);
+    try {
+      coord_->submit(req);
+    } catch (const CoordinatorError& e) {
+      EXPECT_EQ(e.code(), Code::kInvalidArgument) << e.what();
+      return e.what();
+    }
+    ADD_FAILURE() << "submit accepted";
+    return "";
+  };
+  EXPECT_EQ(refusal([](v1::Genome& g) { (*g.mutable_genes())["BLOCK_Q"] = 64; })
+                .rfind("typed_start_genomes[0]: genome of fa_s512_v3: unknown gene 'BLOCK_Q' (genes: BLOCK_M,", 0),
+            0u);
+  EXPECT_EQ(refusal([](v1::Genome& g) { (*g.mutable_genes())["SCHEDULE"] = 10; }).rfind(
+                "typed_start_genomes[0]: genome of fa_s512_v3: SCHEDULE=10 is outside its domain {sync, cp_async,", 0),
+            0u);
+  EXPECT_EQ(refusal([](v1::Genome& g) { g.set_kernel("fa_other"); }),
+            "typed_start_genomes[0] is a genome of 'fa_other', not of the seed 'fa_s512_v3'");
+  EXPECT_EQ(refusal([](v1::Genome& g) { g.clear_kernel(); }), "typed_start_genomes[0]: genome names no kernel");
+  // A message that reads is named by its text.
+  EXPECT_EQ(refusal([](v1::Genome& g) {
+              (*g.mutable_genes())["BLOCK_M"] = 128;
+              (*g.mutable_genes())["BLOCK_N"] = 256;
+              (*g.mutable_genes())["STAGES"] = 4;
+            }),
+            "start genome '" + SearchSpace::for_template("fa_s512_v3").parse("BLOCK_M=128,BLOCK_N=256,STAGES=4").text() +
+                "' violates constraint 'shared_memory_fits_device' for shape 1x8x512x64");
+  EXPECT_EQ(store_.dump(), before);
 }
 
 TEST_F(CoordinatorTest, StartGenomesLeadGenerationZeroAndSurviveARestart) {

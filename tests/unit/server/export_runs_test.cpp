@@ -9,6 +9,7 @@
 
 #include "coordinator.h"
 #include "export_runs.h"
+#include "genome_proto.h"
 #include "rpc_fixture.h"
 #include "store.h"
 #include "test_db.h"
@@ -124,6 +125,7 @@ TEST_F(ExportRunsTest, TwoRunsMakeOneTableWhoseBucketsAreEachRunsWinner) {
             (std::vector<std::string>{"1x8x512x64", "1x8x512x64:causal"}));
   EXPECT_EQ(r.buckets(1).run_id(), b);
   EXPECT_EQ(r.buckets(1).genome(), top_genome(b));
+  for (const auto& bucket : r.buckets()) EXPECT_EQ(genome_from_proto(bucket.typed_genome()).text(), bucket.genome());
   ASSERT_EQ(r.buckets(1).shapes_size(), 1);
   EXPECT_EQ(r.buckets(1).shapes(0), "2x16x1024x128");
   EXPECT_GT(r.buckets(1).fitness_us(), 0);

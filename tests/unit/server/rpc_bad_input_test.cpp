@@ -128,6 +128,13 @@ std::function<grpc::Status(Stub&)> watch(const std::string& run_id) {
   };
 }
 
+// One more typed start genome of fa_s512_v3, naming one gene.
+void typed_start(v1::SubmitRunRequest& r, const std::string& gene, int64_t value) {
+  v1::Genome* g = r.add_typed_start_genomes();
+  g->set_kernel("fa_s512_v3");
+  (*g->mutable_genes())[gene] = value;
+}
+
 v1::RunRef run_ref(const std::string& id) {
   v1::RunRef r;
   r.set_run_id(id);
@@ -358,7 +365,58 @@ TEST_F(RpcBadInput, SubmitRun) {
        })},
       {"start genome with a control character", StatusCode::INVALID_ARGUMENT,
        submit([](auto& r) { r.add_start_genomes("BLOCK_M=64\n"); })},
+      {"typed start genome with an unknown gene", StatusCode::INVALID_ARGUMENT,
+       submit([](auto& r) { typed_start(r, "BLOCK_Q", 64); })},
+      {"typed start genome naming a retired gene", StatusCode::INVALID_ARGUMENT,
+       submit([](auto& r) { typed_start(r, "TMA", 1); })},
+      {"typed start genome out of a domain", StatusCode::INVALID_ARGUMENT,
+       submit([](auto& r) { typed_start(r, "BLOCK_M", 48); })},
+      {"typed start genome with a schedule past its labels", StatusCode::INVALID_ARGUMENT,
+       submit([](auto& r) { typed_start(r, "SCHEDULE", 99); })},
+      {"typed start genome of another kernel", StatusCode::INVALID_ARGUMENT, submit([](auto& r) {
+         typed_start(r, "BLOCK_M", 64);
+         r.mutable_typed_start_genomes(0)->set_kernel("fa_other");
+       })},
+      {"typed start genome naming no kernel", StatusCode::INVALID_ARGUMENT, submit([](auto& r) {
+         typed_start(r, "BLOCK_M", 64);
+         r.mutable_typed_start_genomes(0)->clear_kernel();
+       })},
+      {"typed start genome over the shared memory limit", StatusCode::INVALID_ARGUMENT, submit([](auto& r) {
+         typed_start(r, "BLOCK_M", 128);
+         (*r.mutable_typed_start_genomes(0)->mutable_genes())["BLOCK_N"] = 256;
+         (*r.mutable_typed_start_genomes(0)->mutable_genes())["STAGES"] = 4;
+       })},
+      {"typed start genome with 10k genes", StatusCode::INVALID_ARGUMENT, submit([](auto& r) {
+         typed_start(r, "BLOCK_M", 64);
+         auto& genes = *r.mutable_typed_start_genomes(0)->mutable_genes();
+         for (int i = 0; i < 10000; ++i) genes["G" + std::to_string(i)] = 1;
+       })},
+      {"typed start genome with a 1 MB gene name", StatusCode::INVALID_ARGUMENT,
+       submit([](auto& r) { typed_start(r, k1MB, 1); })},
+      {"10k typed start genomes", StatusCode::INVALID_ARGUMENT, submit([](auto& r) {
+         for (int i = 0; i < 10000; ++i) typed_start(r, "BLOCK_M", 64);
+       })},
+      {"a good text beside a bad typed start genome", StatusCode::INVALID_ARGUMENT, submit([](auto& r) {
+         r.add_start_genomes("BLOCK_M=64");
+         typed_start(r, "BLOCK_M", 48);
+       })},
   });
+}
+
+// The typed genome wins over the text, and is checked once with one clear line naming it.
+TEST_F(RpcBadInput, TypedStartGenomeErrorNamesTheGeneAndTheDomain) {
+  v1::SubmitRunRequest r;
+  r.set_seed("fa_s512_v3");
+  r.set_population(4);
+  r.set_generations(1);
+  r.set_top_k(1);
+  r.add_start_genomes("BLOCK_M=64");
+  typed_start(r, "BLOCK_M", 48);
+  v1::Run run;
+  const grpc::Status s = stub_->SubmitRun(test::context().get(), r, &run);
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(),
+            "typed_start_genomes[0]: genome of fa_s512_v3: BLOCK_M=48 is outside its domain {16, 32, 64, 128}");
 }
 
 TEST_F(RpcBadInput, RunLookups) {
