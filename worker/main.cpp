@@ -1,8 +1,10 @@
-// evo-worker: the GPU worker daemon (default), the one-shot `eval` command, and the hidden
-// `__child` entry the cuda evaluator re-executes itself as for process isolation.
+// evo-worker: the GPU worker daemon (default), several of them under one parent (--all-gpus,
+// --workers N: host_workers.h), the one-shot `eval` command, and the hidden `__child` entry the
+// cuda evaluator re-executes itself as for process isolation.
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "eval_command.h"
 #include "kernel_compiler.h"
@@ -11,6 +13,7 @@
 #endif
 #ifdef EVO_HAVE_DAEMON
 #include "daemon/worker_daemon.h"
+#include "host_workers.h"
 #endif
 
 namespace {
@@ -38,6 +41,12 @@ int main(int argc, char** argv) {
 #endif
   }
 #ifdef EVO_HAVE_DAEMON
+  if (asks_for_host_workers(argc, argv))
+    return run_host_workers(argc, argv, [](const std::vector<std::string>& worker_argv) {
+      std::vector<char*> args;
+      for (const auto& a : worker_argv) args.push_back(const_cast<char*>(a.c_str()));
+      return check_worker_daemon_args(static_cast<int>(args.size()), args.data());
+    });
   return run_worker_daemon(argc, argv);
 #else
   if (command == "-h" || command == "--help") {

@@ -18,6 +18,7 @@
 #include "coordinator_link.h"
 #include "evaluator.h"
 #include "genome_proto.h"
+#include "host_resources.h"
 #include "search_space.h"
 #include "token.h"
 #include "shape.h"
@@ -42,8 +43,10 @@ std::string gate_times_text(const v1::Evaluation& e) {
 
 const char* const kUsage =
     "usage: evo-worker [--coordinator HOST:PORT] [--gpu N] [--backend cuda|model] [--name NAME]\n"
-    "                  [--max-inflight N] [--token-file FILE] [--tls-ca CA] [-v]\n"
-    "       evo-worker eval [options]     evaluate one genome once (evo-worker eval --help)\n"
+    "                  [--max-inflight N] [--compile-threads N] [--token-file FILE] [--tls-ca CA] [-v]\n"
+    "       evo-worker --all-gpus [options]                   one worker per visible GPU\n"
+    "       evo-worker --backend model --workers N [options]  N model workers\n"
+    "       evo-worker eval [options]                         evaluate one genome once (eval --help)\n"
     "\n"
     "Runs the worker daemon: registers with evod, leases candidate kernels, compiles the next ones\n"
     "while the current one is evaluated, and reports each result.\n"
@@ -54,6 +57,12 @@ const char* const kUsage =
     "                           results (default: cuda)\n"
     "  --name NAME              shown to people (default: HOSTNAME:gpuN, HOSTNAME:model on the model)\n"
     "  --max-inflight N         leases held at once: one evaluated, the rest compiling (default: 2)\n"
+    "  --compile-threads N      NVRTC compile threads (default: the cores this process may use divided\n"
+    "                           by the workers on the host: a cuda worker counts one per visible GPU)\n"
+    "  --all-gpus               start one worker per visible GPU, each a child process with --gpu K and\n"
+    "                           the name HOST:gpuK (--name P: P:gpuK); one that dies is not restarted,\n"
+    "                           the others run on, and evo-worker exits 1 naming it once all have ended\n"
+    "  --workers N              with --backend model: N model workers, named HOST:modelK\n"
     "  --token-file FILE        evod's shared token, sent on every call (default: $EVO_TOKEN, else\n"
     "                           none); a file keeps it out of `ps`\n"
     "  --tls-ca CA              connect over TLS, trusting evod's certificate if CA (PEM) signed it\n"
@@ -67,6 +76,7 @@ struct DaemonOptions {
   std::string backend = "cuda";
   std::string name;
   int max_inflight = 2;
+  int compile_threads = 0;  // 0: host_resources.h's default
   bool verbose = false;
   std::string token_file;
   std::string tls_ca;
@@ -117,6 +127,10 @@ int parse_args(int argc, char** argv, DaemonOptions* opt) {
       (a == "--token-file" ? opt->token_file : opt->tls_ca) = argv[++i];
     } else if (a == "--max-inflight") {
       if (!parse_int(next, 1, 64, &opt->max_inflight)) return usage_error("--max-inflight needs a number in 1..64");
+      ++i;
+    } else if (a == "--compile-threads") {
+      if (!parse_int(next, 1, 1024, &opt->compile_threads))
+        return usage_error("--compile-threads needs a number in 1..1024");
       ++i;
     } else {
       return usage_error("unknown option '" + a + "'");
@@ -355,10 +369,18 @@ class WorkerDaemon {
 
 }  // namespace
 
+int check_worker_daemon_args(int argc, char** argv) {
+  DaemonOptions opt;
+  return parse_args(argc, argv, &opt);
+}
+
 int run_worker_daemon(int argc, char** argv) {
   DaemonOptions opt;
   if (int rc = parse_args(argc, argv, &opt); rc >= 0) return rc;
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ evo-worker %v");
+  // The worker's name in every line: several workers of one host may write to one log.
+  std::string tag = opt.name;
+  for (size_t p = tag.find('%'); p != std::string::npos; p = tag.find('%', p + 2)) tag.insert(p, "%");
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ evo-worker[" + tag + "] %v");
   spdlog::set_level(opt.verbose ? spdlog::level::debug : spdlog::level::info);
   if (!opt.token_file.empty())
     if (auto warning = security::token_file_warning(opt.token_file))
@@ -376,6 +398,15 @@ int run_worker_daemon(int argc, char** argv) {
     EvaluatorOptions eo;
     eo.backend = opt.backend;
     eo.gpu = opt.gpu;
+    if (opt.compile_threads) {
+      eo.compile_threads = opt.compile_threads;
+      spdlog::info("event=compile_pool threads={} from=--compile-threads", eo.compile_threads);
+    } else {
+      const int workers_here = workers_on_host_for(opt.backend);
+      eo.compile_threads = default_compile_threads(host_cores(), workers_here);
+      spdlog::info("event=compile_pool threads={} host_cores={} workers_on_host={} from=default",
+                   eo.compile_threads, host_cores(), workers_here);
+    }
     evaluator = make_evaluator(eo);
   } catch (const std::exception& e) {
     std::string line = e.what();
