@@ -49,6 +49,9 @@
 #                     submit --dtype`) and of the bench (`compare_sdpa.py --dtype`)
 #   EVO_WORKER_BACKEND  cuda (default) or model (no GPU: every figure ESTIMATED; for trying the script,
 #                     or for a screen ahead of the GPU runs, below)
+#   EVO_WORKER_ARGS   more options for the one evo-worker command, space-separated: "--all-gpus" (a
+#                     worker per visible GPU; CUDA_VISIBLE_DEVICES chooses them), "--workers N" with
+#                     the model backend, "--compile-threads N" (bench/scaling.sh uses it). Default: none
 #   EVO_BENCH         1 (default) runs step 5; 0 skips it
 #   EVO_SPLIT_CAUSAL  0 (default): one run per bucket ranks genomes over both causal settings, so
 #                     one genome serves both; 1: a run for S and another for S:causal, so the table
@@ -129,6 +132,10 @@ positive EVO_RNG_SEED "$rng_seed"
 positive EVO_RUN_TIMEOUT "$run_timeout"
 positive EVO_BENCH_ROUNDS "$bench_rounds"
 [[ $backend == cuda || $backend == model ]] || die "EVO_WORKER_BACKEND must be cuda or model, got '$backend'"
+read -r -a worker_args <<< "${EVO_WORKER_ARGS:-}"
+for a in "${worker_args[@]}"; do
+  [[ $a =~ ^[A-Za-z0-9_.:/=-]+$ ]] || die "EVO_WORKER_ARGS: '$a' is not an option or a plain value"
+done
 [[ $bench == 0 || $bench == 1 ]] || die "EVO_BENCH must be 0 or 1, got '$bench'"
 export_mode="${EVO_EXPORT:-runs}"
 [[ $export_mode == runs || $export_mode == all ]] || die "EVO_EXPORT must be runs or all, got '$export_mode'"
@@ -202,7 +209,7 @@ if ((dry_run)); then
     say "cp $db_in (and its -wal, if any) <scratch>/evo.db: its runs are kept"
   fi
   say "evod serve --db <scratch>/evo.db --listen 127.0.0.1:<free port>   (log: $out/evod.log)"
-  say "evo-worker --backend $backend   (log: $out/worker.log)"
+  say "evo-worker --backend $backend${worker_args[*]:+ ${worker_args[*]}}   (log: $out/worker.log)"
   if [[ -n $db_in ]]; then
     say "runs $db_in left QUEUED or RUNNING: resumed by evod and waited for with this invocation's runs"
   fi
@@ -362,7 +369,7 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
   || { fail daemons "python3 is needed to pick a free port"; finish; }
 addr="127.0.0.1:$port"
 export EVO_COORDINATOR="$addr"
-say "evod on $addr, one $backend worker$([[ -n $db_in ]] && echo ", database: a copy of $db_in")"
+say "evod on $addr, evo-worker --backend $backend${worker_args[*]:+ ${worker_args[*]}}$([[ -n $db_in ]] && echo ", database: a copy of $db_in")"
 "$bundle/bin/evod" serve --db "$scratch/evo.db" --listen "$addr" > "$out/evod.log" 2>&1 &
 pids+=($!)
 up=0
@@ -376,7 +383,7 @@ if ((!up)); then
   tail -n 5 "$out/evod.log"
   finish
 fi
-"$bundle/bin/evo-worker" --coordinator "$addr" --backend "$backend" > "$out/worker.log" 2>&1 &
+"$bundle/bin/evo-worker" --coordinator "$addr" --backend "$backend" "${worker_args[@]}" > "$out/worker.log" 2>&1 &
 pids+=($!)
 sleep 1
 if ! kill -0 "${pids[1]}" 2>/dev/null; then

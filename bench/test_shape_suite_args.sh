@@ -49,6 +49,11 @@ printf '# comment\n\n2x8x512x64 BLOCK_M=64 extra\n' > "$scratch/two.txt"
 check "a genome line with a second word" 2 "EVO_START_FILE line 3: expected 'BxHxSxD GENOME' or" \
   EVO_START_FILE="$scratch/two.txt" "$suite" --dry-run "$bundle" "$scratch/out"
 
+check "a shell word in EVO_WORKER_ARGS" 2 "EVO_WORKER_ARGS: '\$(id)' is not an option" \
+  EVO_WORKER_ARGS='--all-gpus $(id)' "$suite" --dry-run "$bundle" "$scratch/out"
+check "worker options reach the worker's command" 0 "evo-worker --backend model --workers 4 --compile-threads 1   (log:" \
+  EVO_WORKER_BACKEND=model EVO_WORKER_ARGS="--workers 4 --compile-threads 1" "$suite" --dry-run "$bundle" "$scratch/out"
+
 # Start lines reach their bucket's submit only: genomes as --start, earlier runs as --start-from
 # (a model screen's start_from.txt).
 printf '2x8x512x64 BLOCK_M=64,WARPS=8\n2x8x512x64 --start-from run-0007  # the screen\n1x8x512x64 --start-from run-0003\n' \
