@@ -398,16 +398,17 @@ int run_worker_daemon(int argc, char** argv) {
     EvaluatorOptions eo;
     eo.backend = opt.backend;
     eo.gpu = opt.gpu;
-    if (opt.compile_threads) {
-      eo.compile_threads = opt.compile_threads;
-      spdlog::info("event=compile_pool threads={} from=--compile-threads", eo.compile_threads);
-    } else {
+    std::string sized_by = "from=--compile-threads";
+    eo.compile_threads = opt.compile_threads;
+    if (!eo.compile_threads) {
       const int workers_here = workers_on_host_for(opt.backend);
       eo.compile_threads = default_compile_threads(host_cores(), workers_here);
-      spdlog::info("event=compile_pool threads={} host_cores={} workers_on_host={} from=default",
-                   eo.compile_threads, host_cores(), workers_here);
+      sized_by = "host_cores=" + std::to_string(host_cores()) + " workers_on_host=" + std::to_string(workers_here) +
+                 " from=default";
     }
     evaluator = make_evaluator(eo);
+    // Once the evaluator stands: without a GPU the one line people get is make_evaluator's.
+    spdlog::info("event=compile_pool threads={} {}", eo.compile_threads, sized_by);
   } catch (const std::exception& e) {
     std::string line = e.what();
     if (opt.backend == "cuda" && line.find("--backend model") == std::string::npos)
