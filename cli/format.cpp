@@ -252,7 +252,9 @@ std::string status_summary(const v1::RunStatus& s) {
   if (const std::string waiting = waiting_text(s); !waiting.empty()) o << "  " << waiting << "\n";
   o << "  " << progress_line(s, false) << "\n";
   const std::string best = genome_text(s.typed_best_genome(), s.best_genome());
-  if (!best.empty()) o << "  best " << best << "\n";
+  if (!best.empty())
+    o << "  best " << best
+      << (s.best_self_confirmed() ? " (self-confirmed: no other worker of the class was live)" : "") << "\n";
   if (s.estimated()) o << "  ESTIMATED (model evaluator, no GPU): times are estimates, not measurements\n";
   return o.str();
 }
@@ -291,8 +293,7 @@ std::string leaderboard_table(const v1::LeaderboardResponse& r) {
     rows.push_back({std::to_string(e.rank()),
                     genes_unlike_default(e.typed_genome(), e.genome(), r.typed_seed_genome(), r.seed_genome()),
                     fixed(e.fitness_us(), 2), resident_text(e.evaluation()),
-                    // the model measures nothing twice: no spread to show
-                    e.estimated() ? "-" : fixed(e.spread_pct(), 1) + "%",
+                    fixed(e.spread_pct(), 1) + "%" + (e.self_confirmed() ? " (self)" : ""),
                     fixed(e.tflops(), 1),
                     e.speedup_vs_seed() > 0 ? fixed(e.speedup_vs_seed(), 2) + "x" : "-",
                     std::to_string(res.registers()),
@@ -302,6 +303,12 @@ std::string leaderboard_table(const v1::LeaderboardResponse& r) {
   }
   o << render(rows);
   o << "µs: the fitness, " << fitness_inputs_text(r.run()) << "; resident µs: one input set left in L2\n";
+  for (const auto& e : r.elites())
+    if (e.self_confirmed()) {
+      o << "(self): confirmed by the worker that measured it first, as no other worker of the class was live: "
+           "two measurements, one worker's word\n";
+      break;
+    }
   // How each elite was bred: the operator and its parents' candidate ids.
   for (const auto& e : r.elites())
     if (!e.parents().empty())
@@ -354,11 +361,18 @@ std::string workers_table(const v1::ListWorkersResponse& r, bool all) {
     return all ? "no worker has registered with this evod\n"
                : "no live worker (evoctl workers --all lists the gone ones too)\n";
   std::vector<std::vector<std::string>> rows = {
-      {"worker", "name", "device class", "backend", "state", "last seen", "leases"}};
-  for (const auto& w : r.workers())
-    rows.push_back({w.worker_id(), w.name(), w.device_class(), w.backend(), w.live() ? "live" : "gone",
-                    ago(r.now_unix_ms() - w.last_seen_unix_ms()), std::to_string(w.active_leases())});
-  return render(rows);
+      {"worker", "name", "device class", "backend", "state", "last seen", "leases", "peers agreed/not"}};
+  std::string why;
+  for (const auto& w : r.workers()) {
+    const std::string state = w.quarantined().empty() ? (w.live() ? "live" : "gone")
+                                                      : (w.live() ? "QUARANTINED" : "QUARANTINED, gone");
+    rows.push_back({w.worker_id(), w.name(), w.device_class(), w.backend(), state,
+                    ago(r.now_unix_ms() - w.last_seen_unix_ms()), std::to_string(w.active_leases()),
+                    std::to_string(w.agreements()) + "/" + std::to_string(w.disagreements())});
+    if (!w.quarantined().empty()) why += w.worker_id() + " is quarantined (no leases, reports refused): " +
+                                         w.quarantined() + "\n";
+  }
+  return render(rows) + why;
 }
 
 std::string genome_text(const v1::Genome& typed_genome, const std::string& text) {

@@ -218,7 +218,8 @@ std::string help_text(const std::string& command) {
     return "usage: evoctl leaderboard [RUN] [--top N] [--json]\n"
            "The run's elites (default: the newest run), best first, after the default genome in full:\n"
            "rank, the genes the elite changes from the default genome (as --start reads them back),\n"
-           "median µs, the resident µs, spread between its two measurements, TFLOP/s, speedup over\n"
+           "median µs, the resident µs, spread between its two measurements (\"(self)\": both by the\n"
+           "one worker of its class that was live), TFLOP/s, speedup over\n"
            "the default genome, and the gate evidence (registers, shared memory, spills, sanitizer),\n"
            "then how each elite was bred (operator and parent candidates). Estimated runs say so in\n"
            "the header. --json prints evod's answer as JSON, whole genome texts included.\n";
@@ -234,7 +235,9 @@ std::string help_text(const std::string& command) {
   if (command == "workers")
     return "usage: evoctl workers [--all] [--json]\n"
            "Lists the workers evod has heard from within three heartbeat intervals (live), with their\n"
-           "device class, backend, when evod last heard from them and the candidates they hold.\n"
+           "device class, backend, when evod last heard from them, the candidates they hold, and how\n"
+           "often a peer's measurement agreed with theirs or outvoted it. A worker outvoted too often is\n"
+           "QUARANTINED (no leases, its reports refused), and a line below the table says why.\n"
            "--all adds the gone ones: every evo-worker start registers under a new id, so a restarted\n"
            "worker leaves its old id behind.\n";
   if (command == "cancel")

@@ -171,6 +171,22 @@ CREATE INDEX candidates_by_generation ON candidates(run_id, generation, state);
 CREATE INDEX candidates_elites ON candidates(run_id, elite_eligible, fitness_us, genome) WHERE state = 'done';
 CREATE INDEX leases_by_worker ON leases(worker_id, outcome);
 )sql"},
+    // 6 -> 7: trust from identity. A worker's credential (its hash) and what evod learned of it:
+    // measurements its peers agreed or disagreed with, and why it was quarantined. A candidate's
+    // second measurement, which a third may have to settle, and whether it was confirmed by the
+    // worker that measured it first. The result cache takes only what two workers agreed on;
+    // entries of version 6 were taken on one worker's word (or its "estimated" flag) and are
+    // dropped, to be measured again.
+    {R"sql(
+ALTER TABLE workers ADD COLUMN credential_hash TEXT NOT NULL DEFAULT '';
+ALTER TABLE workers ADD COLUMN quarantined TEXT NOT NULL DEFAULT '';
+ALTER TABLE workers ADD COLUMN agreements INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE workers ADD COLUMN disagreements INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE candidates ADD COLUMN second_evaluation_id INTEGER;
+ALTER TABLE candidates ADD COLUMN second_worker TEXT NOT NULL DEFAULT '';
+ALTER TABLE candidates ADD COLUMN self_confirmed INTEGER NOT NULL DEFAULT 0;
+DELETE FROM result_cache;
+)sql"},
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion, "one migration per schema version");
@@ -232,7 +248,8 @@ int count_of(SqliteStatement& s) {
   return static_cast<int>(s.column_int(0));
 }
 
-constexpr const char* kWorkerColumns = "id, name, device, registered_ms, last_seen_ms";
+constexpr const char* kWorkerColumns =
+    "id, name, device, registered_ms, last_seen_ms, credential_hash, quarantined, agreements, disagreements";
 
 WorkerRecord read_worker(const SqliteStatement& s) {
   WorkerRecord w;
@@ -241,6 +258,10 @@ WorkerRecord read_worker(const SqliteStatement& s) {
   w.device.ParseFromString(s.column_blob(2));
   w.registered_ms = s.column_int(3);
   w.last_seen_ms = s.column_int(4);
+  w.credential_hash = s.column_text(5);
+  w.quarantined = s.column_text(6);
+  w.agreements = static_cast<int>(s.column_int(7));
+  w.disagreements = static_cast<int>(s.column_int(8));
   return w;
 }
 
@@ -273,7 +294,8 @@ RunRecord read_run(const SqliteStatement& s) {
 constexpr const char* kCandidateColumns =
     "id, run_id, generation, seq, genome, genome_hash, op, parents, state, confirmation, lease_id, "
     "lease_worker, lease_deadline_ms, attempts, first_evaluation_id, first_worker, "
-    "final_evaluation_id, final_status, fitness_us, spread_pct, elite_eligible, result_source";
+    "final_evaluation_id, final_status, fitness_us, spread_pct, elite_eligible, result_source, "
+    "second_evaluation_id, second_worker, self_confirmed";
 
 CandidateRecord read_candidate(const SqliteStatement& s) {
   CandidateRecord c;
@@ -300,6 +322,9 @@ CandidateRecord read_candidate(const SqliteStatement& s) {
   c.elite_eligible = s.column_int(20) != 0;
   const std::string source = s.column_text(21);  // empty until done
   if (!source.empty()) c.result_source = stored_label<v1::ResultSource>(source, "result_source", c.id);
+  if (!s.column_is_null(22)) c.second_evaluation_id = s.column_int(22);
+  c.second_worker = s.column_text(23);
+  c.self_confirmed = s.column_int(24) != 0;
   return c;
 }
 
@@ -696,6 +721,18 @@ void Store::await_confirmation(const std::string& id, int64_t first_evaluation_i
       .bind(1, first_evaluation_id).bind(2, first_worker).bind(3, id).run();
 }
 
+void Store::await_third_measurement(const std::string& id, int64_t second_evaluation_id,
+                                    const std::string& second_worker) {
+  db_->prepare(
+         "UPDATE candidates SET state = 'queued', confirmation = 1, lease_id = '', lease_worker = '', "
+         "lease_deadline_ms = 0, second_evaluation_id = ?, second_worker = ? WHERE id = ?")
+      .bind(1, second_evaluation_id).bind(2, second_worker).bind(3, id).run();
+}
+
+void Store::set_self_confirmed(const std::string& id) {
+  db_->prepare("UPDATE candidates SET self_confirmed = 1 WHERE id = ?").bind(1, id).run();
+}
+
 void Store::finish_candidate(const std::string& id, int64_t final_evaluation_id, int final_status,
                              std::optional<double> fitness_us, double spread_pct, bool elite_eligible,
                              v1::ResultSource result_source) {
@@ -817,11 +854,11 @@ void Store::upsert_worker(const WorkerRecord& w) {
   std::string blob;
   w.device.SerializeToString(&blob);
   db_->prepare(
-         "INSERT INTO workers (id, name, device_class, device, registered_ms, last_seen_ms) "
-         "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET name = excluded.name, "
+         "INSERT INTO workers (id, name, device_class, device, registered_ms, last_seen_ms, credential_hash) "
+         "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET name = excluded.name, "
          "device_class = excluded.device_class, device = excluded.device, last_seen_ms = excluded.last_seen_ms")
       .bind(1, w.id).bind(2, w.name).bind(3, w.device.device_class()).bind_blob(4, blob)
-      .bind(5, w.registered_ms).bind(6, w.last_seen_ms).run();
+      .bind(5, w.registered_ms).bind(6, w.last_seen_ms).bind(7, w.credential_hash).run();
 }
 
 std::optional<WorkerRecord> Store::get_worker(const std::string& id) {
@@ -838,15 +875,29 @@ std::vector<WorkerRecord> Store::workers_seen_since(int64_t since_ms) {
   return all_rows(s, read_worker);
 }
 
+void Store::count_worker_verdict(const std::string& id, bool agreed) {
+  db_->prepare(agreed ? "UPDATE workers SET agreements = agreements + 1 WHERE id = ?"
+                      : "UPDATE workers SET disagreements = disagreements + 1 WHERE id = ?")
+      .bind(1, id).run();
+}
+
+void Store::quarantine_worker(const std::string& id, const std::string& reason) {
+  db_->prepare("UPDATE workers SET quarantined = ? WHERE id = ?").bind(1, reason).bind(2, id).run();
+}
+
 void Store::touch_worker(const std::string& id, int64_t now_ms) {
   db_->prepare("UPDATE workers SET last_seen_ms = ? WHERE id = ?").bind(1, now_ms).bind(2, id).run();
 }
 
 int Store::count_live_workers(const std::string& device_class, int64_t since_ms,
-                              const std::string& except_worker) {
-  auto s = db_->prepare(
-      "SELECT COUNT(*) FROM workers WHERE device_class = ? AND last_seen_ms >= ? AND id != ?");
-  s.bind(1, device_class).bind(2, since_ms).bind(3, except_worker);
+                              const std::vector<std::string>& except_workers) {
+  // At most three ids are ever excluded (the measurers of one candidate): one placeholder each.
+  std::string sql =
+      "SELECT COUNT(*) FROM workers WHERE device_class = ? AND last_seen_ms >= ? AND quarantined = ''";
+  for (size_t i = 0; i < except_workers.size(); ++i) sql += " AND id != ?";
+  auto s = db_->prepare(sql);
+  s.bind(1, device_class).bind(2, since_ms);
+  for (size_t i = 0; i < except_workers.size(); ++i) s.bind(static_cast<int>(i) + 3, except_workers[i]);
   return count_of(s);
 }
 
@@ -858,7 +909,7 @@ std::map<std::string, int> Store::active_lease_counts() {
 }
 
 int Store::count_live_workers_of_any_class(int64_t since_ms) {
-  auto s = db_->prepare("SELECT COUNT(*) FROM workers WHERE last_seen_ms >= ?");
+  auto s = db_->prepare("SELECT COUNT(*) FROM workers WHERE last_seen_ms >= ? AND quarantined = ''");
   s.bind(1, since_ms);
   return count_of(s);
 }

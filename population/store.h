@@ -62,12 +62,16 @@ struct CandidateRecord {
   int attempts = 0;                 // leases that expired unreported
   std::optional<int64_t> first_evaluation_id;
   std::string first_worker;         // who measured it first (a confirmation prefers another)
+  // The confirming measurement, kept while a third settles a disagreement between the two.
+  std::optional<int64_t> second_evaluation_id;
+  std::string second_worker;
+  bool self_confirmed = false;      // confirmed by first_worker itself: no other worker was live
   // Final result, once state is kDone.
   std::optional<int64_t> final_evaluation_id;
   int final_status = v1::EVAL_STATUS_UNSPECIFIED;
   std::optional<double> fitness_us;  // nullopt: failed a gate
   double spread_pct = 0;
-  bool elite_eligible = false;       // confirmed (or estimated): may appear among the elites
+  bool elite_eligible = false;       // confirmed by a second measurement: may appear among the elites
   v1::ResultSource result_source = v1::RESULT_SOURCE_UNSPECIFIED;  // set once done
 };
 
@@ -101,6 +105,10 @@ struct WorkerRecord {
   v1::DeviceInfo device;
   int64_t registered_ms = 0;
   int64_t last_seen_ms = 0;
+  std::string credential_hash;      // hex SHA-256 of the credential evod issued it at registration
+  std::string quarantined;          // why it is no longer trusted; empty while it is
+  int agreements = 0;               // its measurements that a peer's agreed with
+  int disagreements = 0;            // outvoted by two agreeing peers, or refused as implausible
 };
 
 struct CacheEntry {
@@ -113,7 +121,7 @@ struct CacheEntry {
   int64_t evaluation_id = 0;
   std::optional<double> fitness_us;
   double spread_pct = 0;
-  bool confirmed = false;           // the fitness is a confirmed mean of two measurements
+  bool confirmed = false;           // the fitness is the mean of two workers' agreeing measurements
 };
 
 // How far a run has come: its candidates, those done, and those done without a fitness (a gate
@@ -135,7 +143,7 @@ struct StoreOptions {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 6;
+  static constexpr int kSchemaVersion = 7;
 
   // Opens or creates the database file, checks it (PRAGMA quick_check) and migrates it to
   // kSchemaVersion. Throws StoreError with one line for people when the directory does not exist,
@@ -189,6 +197,10 @@ class Store {
   // First measurement of a would-be elite recorded; a confirmation is queued next.
   void await_confirmation(const std::string& id, int64_t first_evaluation_id,
                           const std::string& first_worker);
+  // The first two measurements disagreed: a third, by another worker, is queued next.
+  void await_third_measurement(const std::string& id, int64_t second_evaluation_id,
+                               const std::string& second_worker);
+  void set_self_confirmed(const std::string& id);
   void finish_candidate(const std::string& id, int64_t final_evaluation_id, int final_status,
                         std::optional<double> fitness_us, double spread_pct, bool elite_eligible,
                         v1::ResultSource result_source);
@@ -217,10 +229,14 @@ class Store {
   void upsert_worker(const WorkerRecord& w);
   std::optional<WorkerRecord> get_worker(const std::string& id);
   void touch_worker(const std::string& id, int64_t now_ms);
-  // Other workers of a device class seen since since_ms (for confirmation placement).
+  // One more measurement of the worker's that a peer agreed with (agreed) or outvoted.
+  void count_worker_verdict(const std::string& id, bool agreed);
+  void quarantine_worker(const std::string& id, const std::string& reason);
+  // Trusted (not quarantined) workers of a device class seen since since_ms, less except_workers
+  // (for confirmation placement).
   int count_live_workers(const std::string& device_class, int64_t since_ms,
-                         const std::string& except_worker);
-  // Workers of any class seen since since_ms (what a run whose class is not fixed yet can get).
+                         const std::vector<std::string>& except_workers);
+  // Trusted workers of any class seen since since_ms (what a run whose class is not fixed yet can get).
   int count_live_workers_of_any_class(int64_t since_ms);
   // Every worker seen since since_ms, most recently seen first.
   std::vector<WorkerRecord> workers_seen_since(int64_t since_ms);

@@ -14,7 +14,9 @@ namespace evo {
 // The gRPC service (coordinator_service.h) turns the code into a status code.
 class CoordinatorError : public std::runtime_error {
  public:
-  enum class Code { kInvalidArgument, kNotFound, kFailedPrecondition };
+  // kPermissionDenied: a worker call whose credential is not the one evod issued that worker, or
+  // from a worker evod quarantined.
+  enum class Code { kInvalidArgument, kNotFound, kFailedPrecondition, kPermissionDenied };
   CoordinatorError(Code code, const std::string& message) : std::runtime_error(message), code_(code) {}
   Code code() const { return code_; }
 

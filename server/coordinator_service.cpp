@@ -27,6 +27,8 @@ grpc::Status guarded(const char* rpc, Fn&& fn) {
         return grpc::Status(grpc::StatusCode::NOT_FOUND, e.what());
       case CoordinatorError::Code::kFailedPrecondition:
         return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, e.what());
+      case CoordinatorError::Code::kPermissionDenied:
+        return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, e.what());
     }
     return grpc::Status(grpc::StatusCode::UNKNOWN, e.what());
   } catch (const InputError& e) {

@@ -7,41 +7,18 @@
 
 #include <spdlog/spdlog.h>
 
+#include "device_floors.h"
 #include "errors.h"
 #include "resident_time.h"
 #include "run_views.h"
 #include "server_config.h"
 #include "shape_proto.h"
-#include "template_registry.h"
 
 namespace evo {
 
 namespace {
 
 using Code = CoordinatorError::Code;
-
-// Failures worth remembering across runs: the same genome fails the same way again. Timeouts and
-// crashes may be a sick worker's fault, so they are measured again next time.
-bool cacheable(v1::EvalStatus status) {
-  return status != v1::TIMEOUT && status != v1::CRASH && status != v1::EVAL_STATUS_UNSPECIFIED;
-}
-
-// What a cached time was measured on: the run's shapes, in the run's order. A genome timed on
-// 1x8x512x64 says nothing about 16x16x512x64.
-std::string problem_key(const RunRecord& run) {
-  std::string key;
-  for (const auto& s : run.shapes) key += (key.empty() ? "" : ",") + s;
-  return key;
-}
-
-// The result cache's measurement part: the worker's NVRTC, CUDA and timing method, and the run's
-// kernel template as this build has it, so that a database kept across a change of the
-// template's code never answers for a genome whose kernel has changed since.
-std::string cache_measurement_key(const v1::DeviceInfo& device, const RunRecord& run) {
-  // The cached fitness is the run's (ranked_fitness_us): a resident one never answers for a rotated run.
-  return measurement_key_of(device) + " / " + template_fingerprint(run.seed) +
-         (run.fitness_inputs == v1::FITNESS_INPUTS_RESIDENT ? " / fitness: L2-resident inputs" : "");
-}
 
 }  // namespace
 
@@ -63,7 +40,12 @@ void RunTurns::leased(const std::string& run_id) {
 
 LeaseScheduler::LeaseScheduler(Store& store, WorkerRegistry& workers, RunLifecycle& runs, int lease_ttl_ms,
                                Clock clock)
-    : store_(store), workers_(workers), runs_(runs), lease_ttl_ms_(lease_ttl_ms), clock_(std::move(clock)) {
+    : store_(store),
+      workers_(workers),
+      runs_(runs),
+      admission_(store, workers),
+      lease_ttl_ms_(lease_ttl_ms),
+      clock_(std::move(clock)) {
   if (lease_ttl_ms_ <= 0) throw InputError("lease TTL must be positive");
 }
 
@@ -71,7 +53,6 @@ struct LeaseScheduler::Request {
   WorkerRecord worker;
   int64_t now = 0;
   int want = 1;
-  bool another_worker = false;  // another live worker of the class, for a confirmation
   bool changed = false;         // a lease granted or returned, or a candidate answered from the cache
   v1::LeaseResponse response;
   std::vector<std::string> logs;  // written once the transaction committed
@@ -85,11 +66,10 @@ v1::LeaseResponse LeaseScheduler::lease(const v1::LeaseRequest& req, const std::
   Request r;
   r.want = std::clamp(req.max_candidates() <= 0 ? 1 : req.max_candidates(), 1, server::kMaxLeasesPerRequest);
   store_.transaction([&] {
-    r.worker = workers_.require(req.worker_id());
+    r.worker = workers_.authenticate(req.worker_id(), req.credential());
     r.now = clock_();
     workers_.touch(r.worker.id, r.now);
     if (req.names_held_leases()) return_unreceived(r, req);
-    r.another_worker = workers_.another_live_worker(r.worker, r.now);
     for (const auto& run : turns_.in_turn(store_.active_runs())) {
       if (r.full()) break;
       if (!run.device_class.empty() && run.device_class != r.device_class()) continue;
@@ -144,10 +124,20 @@ bool LeaseScheduler::lease_from_queue(Request& r, RunRecord& run) {
       answered_from_cache = r.changed = true;
       continue;
     }
-    // A confirmation goes preferably to another worker of the class; this one gets it only when
-    // no other is around.
-    if (c.confirmation && c.first_worker == r.worker.id && r.another_worker) continue;
-    grant(r, run, c);
+    // A confirmation goes to another worker of the class than the one(s) that measured it, when
+    // one is live (result_admission.h).
+    switch (admission_.placement(c, r.worker, r.now)) {
+      case ResultAdmission::Placement::kLease:
+        grant(r, run, c);
+        break;
+      case ResultAdmission::Placement::kLeaveForAnother:
+        break;
+      case ResultAdmission::Placement::kSettle:
+        admission_.settle_disputed(run, c);
+        runs_.advance_if_generation_complete(run.id);
+        answered_from_cache = true;  // the queue changed: read it again
+        break;
+    }
   }
   return answered_from_cache;
 }
@@ -178,8 +168,10 @@ void LeaseScheduler::grant(Request& r, RunRecord& run, const CandidateRecord& c)
 }
 
 bool LeaseScheduler::try_cache(const RunRecord& run, const CandidateRecord& c, const v1::DeviceInfo& device) {
-  auto hit = store_.cache_get(c.genome_hash, problem_key(run), run.device_class, cache_measurement_key(device, run));
-  if (!hit) return false;
+  // The cache holds only times two workers agreed on (result_admission.h).
+  auto hit = store_.cache_get(c.genome_hash, cache_problem_key(run), run.device_class,
+                              cache_measurement_key(device, run));
+  if (!hit || !hit->confirmed || !hit->fitness_us) return false;
   auto source = store_.get_evaluation(hit->evaluation_id);
   if (!source) return false;
   EvaluationRecord copy;
@@ -189,19 +181,10 @@ bool LeaseScheduler::try_cache(const RunRecord& run, const CandidateRecord& c, c
   copy.evaluation = source->evaluation;
   copy.evaluation.set_cache_hit(true);
   int64_t eval_id = store_.insert_evaluation(copy);
-  spdlog::info("event=cache_hit run_id={} candidate_id={} genome={} confirmed={} source_evaluation={}", run.id,
-               c.id, c.genome, hit->confirmed, hit->evaluation_id);
-  if (hit->confirmed || !hit->fitness_us || copy.evaluation.estimated()) {
-    // A confirmed (or deterministic, or failed) result needs nothing more.
-    store_.finish_candidate(c.id, eval_id, copy.evaluation.status(), hit->fitness_us, hit->spread_pct,
-                            hit->fitness_us.has_value(), v1::RESULT_SOURCE_CACHE);
-  } else if (would_enter_elites(run, *hit->fitness_us)) {
-    store_.await_confirmation(c.id, eval_id, source->worker_id);
-    return true;
-  } else {
-    store_.finish_candidate(c.id, eval_id, copy.evaluation.status(), hit->fitness_us, 0, false,
-                            v1::RESULT_SOURCE_CACHE);
-  }
+  spdlog::info("event=cache_hit run_id={} candidate_id={} genome={} source_evaluation={}", run.id, c.id, c.genome,
+               hit->evaluation_id);
+  store_.finish_candidate(c.id, eval_id, copy.evaluation.status(), hit->fitness_us, hit->spread_pct, true,
+                          v1::RESULT_SOURCE_CACHE);
   runs_.advance_if_generation_complete(run.id);
   return true;
 }
@@ -209,7 +192,7 @@ bool LeaseScheduler::try_cache(const RunRecord& run, const CandidateRecord& c, c
 v1::HeartbeatResponse LeaseScheduler::heartbeat(const v1::HeartbeatRequest& req) {
   v1::HeartbeatResponse resp;
   store_.transaction([&] {
-    workers_.require(req.worker_id());
+    workers_.authenticate(req.worker_id(), req.credential());
     int64_t now = clock_();
     workers_.touch(req.worker_id(), now);
     for (const auto& id : req.lease_ids()) {
@@ -301,7 +284,7 @@ void LeaseScheduler::expire(const LeaseRecord& l) {
 v1::ReportResponse LeaseScheduler::report(const v1::ReportRequest& req) {
   v1::ReportResponse resp;
   store_.transaction([&] {
-    const WorkerRecord worker = workers_.require(req.worker_id());
+    const WorkerRecord worker = workers_.authenticate(req.worker_id(), req.credential());
     auto lease = store_.get_lease(req.lease_id());
     if (!lease) throw CoordinatorError(Code::kNotFound, "unknown lease '" + req.lease_id() + "'");
     if (lease->worker_id != worker.id)
@@ -317,9 +300,9 @@ v1::ReportResponse LeaseScheduler::report(const v1::ReportRequest& req) {
       throw CoordinatorError(Code::kFailedPrecondition,
                              "lease '" + lease->id + "' expired and its candidate was handed out again");
     const RunRecord run = require_run(store_, c.run_id);
-    const EvaluationRecord rec = checked_evaluation(req, worker, *lease, c, run);
+    EvaluationRecord rec = checked_evaluation(req, worker, *lease, c, run);
     const v1::Evaluation& e = rec.evaluation;
-    const int64_t eval_id = store_.insert_evaluation(rec);
+    const int64_t eval_id = rec.id = store_.insert_evaluation(rec);
     store_.set_lease_outcome(lease->id, LeaseOutcome::kReported);
     workers_.touch(worker.id, rec.created_ms);
     resp.set_accepted(true);
@@ -335,7 +318,7 @@ v1::ReportResponse LeaseScheduler::report(const v1::ReportRequest& req) {
                               0, false, v1::RESULT_SOURCE_MEASURED);
       return;
     }
-    apply_result(run, c, eval_id, e, worker.id);
+    apply_result(run, c, rec);
   });
   return resp;
 }
@@ -345,8 +328,15 @@ EvaluationRecord LeaseScheduler::checked_evaluation(const v1::ReportRequest& req
                                                     const LeaseRecord& lease, const CandidateRecord& c,
                                                     const RunRecord& run) {
   v1::Evaluation e = req.evaluation();
-  if (e.device().device_class().empty()) *e.mutable_device() = worker.device;
   const std::string on = "report on lease '" + lease.id + "': ";
+  // What was measured on, and whether it was estimated, is what the worker registered.
+  if (!e.device().device_class().empty() && e.device().device_class() != worker.device.device_class())
+    throw CoordinatorError(Code::kInvalidArgument, on + "device class '" + e.device().device_class() +
+                                                       "' is not the one worker '" + worker.id + "' registered ('" +
+                                                       worker.device.device_class() + "')");
+  *e.mutable_device() = worker.device;
+  e.mutable_device()->clear_template_fingerprints();
+  e.set_estimated(estimates(worker));
   if (e.status() == v1::EVAL_STATUS_UNSPECIFIED)
     throw CoordinatorError(Code::kInvalidArgument, on + "evaluation has no status");
   if (e.status() == v1::OK && !(std::isfinite(e.fitness_us()) && e.fitness_us() > 0))
@@ -360,6 +350,8 @@ EvaluationRecord LeaseScheduler::checked_evaluation(const v1::ReportRequest& req
   if (e.device().device_class() != run.device_class)
     throw CoordinatorError(Code::kInvalidArgument, on + "device class '" + e.device().device_class() +
                                                        "' does not match the run's '" + run.device_class + "'");
+  if (const std::string why = implausible_time(e, run, worker.device); !why.empty())
+    throw CoordinatorError(Code::kInvalidArgument, on + "implausible: " + why);
   EvaluationRecord rec;
   rec.candidate_id = c.id;
   rec.lease_id = lease.id;
@@ -375,58 +367,15 @@ bool LeaseScheduler::would_enter_elites(const RunRecord& run, double fitness_us)
   return static_cast<int>(elites.size()) < run.top_k || fitness_us < *elites.back().fitness_us;
 }
 
-void LeaseScheduler::apply_result(const RunRecord& run, const CandidateRecord& c, int64_t eval_id,
-                                  const v1::Evaluation& e, const std::string& worker_id) {
+void LeaseScheduler::apply_result(const RunRecord& run, const CandidateRecord& c, const EvaluationRecord& rec) {
   if (c.confirmation) {
-    apply_confirmation(run, c, eval_id, e);
-    runs_.advance_if_generation_complete(run.id);
-    return;
+    admission_.confirming_measurement(run, c, rec, rec.created_ms);
+  } else {
+    const bool ok = rec.evaluation.status() == v1::OK;
+    admission_.first_measurement(
+        run, c, rec, ok && would_enter_elites(run, ranked_fitness_us(run.fitness_inputs, rec.evaluation)));
   }
-  const bool ok = e.status() == v1::OK;
-  const double fitness_us = ranked_fitness_us(run.fitness_inputs, e);  // meaningful only when ok
-  if (ok && !e.estimated() && would_enter_elites(run, fitness_us)) {
-    // Timing noise must not crown a winner: a would-be elite is measured a second time.
-    // (Estimated results come from a deterministic model; measuring twice would agree by
-    // construction, so they skip this step and are eligible at once.)
-    store_.await_confirmation(c.id, eval_id, worker_id);
-    spdlog::info("event=confirmation_queued run_id={} candidate_id={} first_us={:.3f}", run.id, c.id, fitness_us);
-    return;
-  }
-  std::optional<double> fitness;
-  if (ok) fitness = fitness_us;
-  store_.finish_candidate(c.id, eval_id, e.status(), fitness, 0, ok && e.estimated(), v1::RESULT_SOURCE_MEASURED);
-  if (cacheable(e.status()))
-    store_.cache_put({c.genome_hash, problem_key(run), run.device_class, cache_measurement_key(e.device(), run),
-                      eval_id, fitness, 0, ok && e.estimated()});
-  spdlog::info("event=candidate_done run_id={} candidate_id={} status={} fitness_us={}", run.id, c.id,
-               v1::EvalStatus_Name(e.status()), fitness ? fmt::format("{:.3f}", *fitness) : "none");
   runs_.advance_if_generation_complete(run.id);
-}
-
-// The second measurement of a would-be elite: admitted when it agrees with the first within
-// kConfirmationTolerance of their mean, which becomes its fitness.
-void LeaseScheduler::apply_confirmation(const RunRecord& run, const CandidateRecord& c, int64_t eval_id,
-                                        const v1::Evaluation& e) {
-  const std::string toolkit = cache_measurement_key(e.device(), run);
-  auto first = c.first_evaluation_id ? store_.get_evaluation(*c.first_evaluation_id) : std::nullopt;
-  if (e.status() != v1::OK || !first) {
-    store_.finish_candidate(c.id, eval_id, e.status(), std::nullopt, 0, false, v1::RESULT_SOURCE_MEASURED);
-    if (cacheable(e.status()))
-      store_.cache_put({c.genome_hash, problem_key(run), run.device_class, toolkit, eval_id, std::nullopt, 0, false});
-    spdlog::warn("event=confirmation_failed run_id={} candidate_id={} status={} message=\"{}\"", run.id, c.id,
-                 v1::EvalStatus_Name(e.status()), e.message());
-    return;
-  }
-  const double a = ranked_fitness_us(run.fitness_inputs, first->evaluation);
-  const double b = ranked_fitness_us(run.fitness_inputs, e);
-  const double mean = (a + b) / 2;
-  const double disagreement = std::abs(a - b) / mean;
-  const bool agree = disagreement <= server::kConfirmationTolerance;
-  store_.finish_candidate(c.id, eval_id, v1::OK, mean, disagreement * 100, agree, v1::RESULT_SOURCE_MEASURED);
-  store_.cache_put({c.genome_hash, problem_key(run), run.device_class, toolkit, eval_id, mean, disagreement * 100, agree});
-  spdlog::info("event=confirmation_done run_id={} candidate_id={} first_us={:.3f} second_us={:.3f} "
-               "spread_pct={:.2f} admitted={}",
-               run.id, c.id, a, b, disagreement * 100, agree);
 }
 
 }  // namespace evo

@@ -2,9 +2,11 @@
 // The lease scheduler: which queued candidate goes to which worker, and what a result does.
 // A lease request takes the active runs in turn (RunTurns), skips those of another device class,
 // answers what it can from the result cache (which may complete a generation, so the run's queue
-// is read again) and leases the rest; a confirmation goes preferably to another live worker of the
-// class. A report records the evaluation and moves its candidate on: a would-be elite is queued
-// for a confirming second measurement, any other result is final and cached. Leases expire
+// is read again) and leases the rest; a confirmation goes to another live worker of the class
+// when there is one (result_admission.h). Every worker call is authenticated by the worker's
+// credential (worker_registry.h). A report is checked against the run and the physical floor of
+// the registered device (device_floors.h), recorded, and moves its candidate on: a would-be elite
+// is queued for a confirming measurement, any other result is final. Leases expire
 // unless renewed by heartbeats; an expired one requeues its candidate, or after
 // kMaxLeaseAttempts records it as a CRASH. A lease is charged only for time evod was live (its
 // sweeper's ticks, kept in the store: a stall or a restart moves every open lease on by the gap),
@@ -21,6 +23,7 @@
 
 #include "coordinator_common.h"
 #include "evo/evo.pb.h"
+#include "result_admission.h"
 #include "run_lifecycle.h"
 #include "store.h"
 #include "worker_registry.h"
@@ -99,12 +102,9 @@ class LeaseScheduler {
   EvaluationRecord checked_evaluation(const v1::ReportRequest& request, const WorkerRecord& worker,
                                       const LeaseRecord& lease, const CandidateRecord& candidate,
                                       const RunRecord& run);
-  // Records a result for a candidate (measured, cached or a give-up) and moves the candidate on:
-  // to a confirmation, or done. Then breeds the next generation when this one is complete.
-  void apply_result(const RunRecord& run, const CandidateRecord& candidate, int64_t evaluation_id,
-                    const v1::Evaluation& evaluation, const std::string& worker_id);
-  void apply_confirmation(const RunRecord& run, const CandidateRecord& candidate, int64_t evaluation_id,
-                          const v1::Evaluation& evaluation);
+  // Moves the candidate on by its measured result (result_admission.h): to a confirmation, a
+  // third measurement, or done. Then breeds the next generation when this one is complete.
+  void apply_result(const RunRecord& run, const CandidateRecord& candidate, const EvaluationRecord& evaluation);
   bool would_enter_elites(const RunRecord& run, double fitness_us);
 
   // sweep_expired_leases() for one lease, inside its transaction.
@@ -113,6 +113,7 @@ class LeaseScheduler {
   Store& store_;
   WorkerRegistry& workers_;
   RunLifecycle& runs_;
+  ResultAdmission admission_;
   int lease_ttl_ms_;
   Clock clock_;
   RandomIds ids_;

@@ -129,6 +129,7 @@ void check_request(const v1::RegisterWorkerRequest& r) {
 
 void check_request(const v1::LeaseRequest& r) {
   check_id(r.worker_id(), "worker_id");
+  check_id(r.credential(), "credential", false);  // missing: the coordinator says so
   check_non_negative(r.max_candidates(), "max_candidates");
   check_count(r.held_lease_ids_size(), kMaxHeartbeatLeases, "held_lease_ids");
   for (const auto& id : r.held_lease_ids()) check_id(id, "held_lease_ids[]");
@@ -136,6 +137,7 @@ void check_request(const v1::LeaseRequest& r) {
 
 void check_request(const v1::ReportRequest& r) {
   check_id(r.worker_id(), "worker_id");
+  check_id(r.credential(), "credential", false);
   check_id(r.lease_id(), "lease_id");
   if (!r.has_evaluation()) throw InputError("missing evaluation");
   check_evaluation(r.evaluation());
@@ -143,6 +145,7 @@ void check_request(const v1::ReportRequest& r) {
 
 void check_request(const v1::HeartbeatRequest& r) {
   check_id(r.worker_id(), "worker_id");
+  check_id(r.credential(), "credential", false);
   check_count(r.lease_ids_size(), kMaxHeartbeatLeases, "lease_ids");
   for (const auto& id : r.lease_ids()) check_id(id, "lease_ids[]");
 }

@@ -99,6 +99,7 @@ v1::RunStatus RunViews::build_status(const RunRecord& run) {
   if (!elites.empty()) {
     st.set_best_us(*elites[0].fitness_us);
     put_genome(elites[0].genome, st.mutable_best_genome(), st.mutable_typed_best_genome());
+    st.set_best_self_confirmed(elites[0].self_confirmed);
   }
   st.set_estimated(run.device_class.find("/estimated") != std::string::npos);
   const int64_t now = clock_();
@@ -164,6 +165,7 @@ v1::LeaderboardResponse RunViews::leaderboard(const v1::LeaderboardRequest& req)
       e->set_speedup_vs_seed(seed_us > 0 ? seed_us / *c.fitness_us : 0);
       e->set_parents(lineage(c, id_of_genome));
       e->set_generation(c.generation);
+      e->set_self_confirmed(c.self_confirmed);
       if (c.final_evaluation_id) {
         if (auto ev = store_.get_evaluation(*c.final_evaluation_id)) {
           *e->mutable_evaluation() = ev->evaluation;

@@ -11,6 +11,9 @@ namespace evo::server {
 // Elite admission: the second, independent measurement must agree with the first within this
 // fraction of their mean, or the candidate does not enter the elites.
 inline constexpr double kConfirmationTolerance = 0.10;
+// A worker is quarantined once this many of its results disagreed with its peers' (outvoted by two
+// agreeing measurements of other workers) and they outnumber the results a peer agreed with: an honest worker's rare noisy measurement does not cost it its trust.
+inline constexpr int kQuarantineDisagreements = 3;
 
 // Leases.
 inline constexpr int kDefaultLeaseTtlMs = 30000;

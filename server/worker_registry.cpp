@@ -1,6 +1,10 @@
 #include "worker_registry.h"
 
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+
 #include <algorithm>
+#include <cstdio>
 
 #include <spdlog/spdlog.h>
 
@@ -36,7 +40,46 @@ std::string foreign_templates(const v1::DeviceInfo& device) {
   return "";
 }
 
+// Why a device's backend and class do not fit together, or "" when they do. A model's class names
+// it ("sm_90a/model/estimated"), so that its estimates never share a class, a run or a cache key
+// with measurements; a worker cannot claim one backend and the other's class.
+std::string backend_mismatch(const v1::DeviceInfo& device) {
+  const bool estimated_class = device.device_class().size() >= 10 &&
+                               device.device_class().compare(device.device_class().size() - 10, 10, "/estimated") == 0;
+  if (device.backend() == "model")
+    return estimated_class ? "" : "backend 'model' needs a device class ending in /estimated, not '" +
+                                      device.device_class() + "'";
+  if (device.backend() == "cuda")
+    return estimated_class ? "backend 'cuda' measures; its device class '" + device.device_class() +
+                                 "' may not end in /estimated"
+                           : "";
+  return "backend '" + device.backend().substr(0, 32) + "' is neither 'cuda' nor 'model'";
+}
+
+std::string hex(const unsigned char* bytes, size_t n) {
+  std::string out(2 * n, '0');
+  for (size_t i = 0; i < n; ++i) std::snprintf(&out[2 * i], 3, "%02x", bytes[i]);
+  return out;
+}
+
+// 256 random bits from OpenSSL's CSPRNG, in hex: the secret a registration returns.
+std::string new_credential() {
+  unsigned char bytes[32];
+  if (RAND_bytes(bytes, sizeof bytes) != 1) throw std::runtime_error("register: no random bytes for a credential");
+  return hex(bytes, sizeof bytes);
+}
+
+// What the store keeps of a credential. Comparing hashes in variable time leaks at most how much of
+// SHA-256(guess) matches the stored hash, which says nothing about the secret.
+std::string credential_hash(const std::string& credential) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(credential.data()), credential.size(), digest);
+  return hex(digest, sizeof digest);
+}
+
 }  // namespace
+
+bool estimates(const WorkerRecord& worker) { return worker.device.backend() == "model"; }
 
 WorkerRegistry::WorkerRegistry(Store& store, int lease_ttl_ms, Clock clock)
     : store_(store), lease_ttl_ms_(lease_ttl_ms), clock_(std::move(clock)) {
@@ -46,6 +89,8 @@ WorkerRegistry::WorkerRegistry(Store& store, int lease_ttl_ms, Clock clock)
 v1::RegisterWorkerResponse WorkerRegistry::register_worker(const v1::RegisterWorkerRequest& req) {
   if (req.device().device_class().empty())
     throw CoordinatorError(Code::kInvalidArgument, "register: device.device_class is empty");
+  if (const std::string why = backend_mismatch(req.device()); !why.empty())
+    throw CoordinatorError(Code::kInvalidArgument, "register: " + why);
   if (const std::string why = foreign_templates(req.device()); !why.empty()) {
     spdlog::warn("event=worker_refused name={} reason=\"{}\"", req.name(), why);
     throw CoordinatorError(Code::kFailedPrecondition, "register: " + why);
@@ -54,14 +99,17 @@ v1::RegisterWorkerResponse WorkerRegistry::register_worker(const v1::RegisterWor
   w.name = req.name().empty() ? "unnamed" : req.name();
   w.device = req.device();
   w.registered_ms = w.last_seen_ms = clock_();
+  const std::string credential = new_credential();
+  w.credential_hash = credential_hash(credential);
   store_.transaction([&] {
     w.id = ids_.next("w-");
     store_.upsert_worker(w);
   });
-  spdlog::info("event=worker_registered worker_id={} name={} device_class=\"{}\" measurement=\"{}\"", w.id,
-               w.name, w.device.device_class(), measurement_key_of(w.device));
+  spdlog::info("event=worker_registered worker_id={} name={} device_class=\"{}\" backend={} measurement=\"{}\"",
+               w.id, w.name, w.device.device_class(), w.device.backend(), measurement_key_of(w.device));
   v1::RegisterWorkerResponse resp;
   resp.set_worker_id(w.id);
+  resp.set_credential(credential);
   resp.set_lease_ttl_ms(lease_ttl_ms_);
   resp.set_heartbeat_interval_ms(heartbeat_interval_ms());
   return resp;
@@ -91,9 +139,26 @@ v1::ListWorkersResponse WorkerRegistry::list_workers(const v1::ListWorkersReques
       out->set_live(w.last_seen_ms >= live_from);
       const auto held = leases.find(w.id);
       out->set_active_leases(held == leases.end() ? 0 : held->second);
+      out->set_quarantined(w.quarantined);
+      out->set_agreements(w.agreements);
+      out->set_disagreements(w.disagreements);
     }
   });
   return resp;
+}
+
+WorkerRecord WorkerRegistry::authenticate(const std::string& worker_id, const std::string& credential) {
+  WorkerRecord w = require(worker_id);
+  // A worker registered before credentials existed has none: it must register again.
+  if (w.credential_hash.empty() || credential_hash(credential) != w.credential_hash)
+    throw CoordinatorError(Code::kPermissionDenied,
+                           "worker '" + worker_id + "': " +
+                               (credential.empty() ? "the call carries no credential"
+                                                   : "the credential is not the one evod issued to it") +
+                               " (a worker acts only as itself: register to get an id and credential)");
+  if (!w.quarantined.empty())
+    throw CoordinatorError(Code::kPermissionDenied, "worker '" + worker_id + "' is quarantined: " + w.quarantined);
+  return w;
 }
 
 WorkerRecord WorkerRegistry::require(const std::string& worker_id) {
@@ -108,14 +173,29 @@ std::optional<WorkerRecord> WorkerRegistry::find(const std::string& worker_id) {
 
 void WorkerRegistry::touch(const std::string& worker_id, int64_t now_ms) { store_.touch_worker(worker_id, now_ms); }
 
-bool WorkerRegistry::another_live_worker(const WorkerRecord& worker, int64_t now_ms) {
-  return store_.count_live_workers(worker.device.device_class(), live_since(now_ms), worker.id) > 0;
+bool WorkerRegistry::another_live_worker(const std::string& device_class, const std::vector<std::string>& except,
+                                         int64_t now_ms) {
+  return store_.count_live_workers(device_class, live_since(now_ms), except) > 0;
+}
+
+bool WorkerRegistry::count_verdict(const std::string& worker_id, bool agreed, const std::string& why) {
+  store_.count_worker_verdict(worker_id, agreed);
+  const auto w = store_.get_worker(worker_id);
+  if (!w || !w->quarantined.empty() || agreed) return false;
+  spdlog::warn("event=worker_disagreed worker_id={} disagreements={} agreements={} why=\"{}\"", w->id,
+               w->disagreements, w->agreements, why);
+  if (w->disagreements < server::kQuarantineDisagreements || w->disagreements <= w->agreements) return false;
+  const std::string reason = std::to_string(w->disagreements) + " of its results disagreed with its peers' (" +
+                             std::to_string(w->agreements) + " agreed); the last: " + why;
+  store_.quarantine_worker(w->id, reason);
+  spdlog::error("event=worker_quarantined worker_id={} name={} reason=\"{}\"", w->id, w->name, reason);
+  return true;
 }
 
 int WorkerRegistry::live_workers_for(const RunRecord& run, int64_t now_ms) {
   const int64_t since = live_since(now_ms);
   return run.device_class.empty() ? store_.count_live_workers_of_any_class(since)
-                                  : store_.count_live_workers(run.device_class, since, "");
+                                  : store_.count_live_workers(run.device_class, since, {});
 }
 
 int WorkerRegistry::heartbeat_interval_ms() const { return std::max(50, lease_ttl_ms_ / 3); }

@@ -1,11 +1,26 @@
 #pragma once
-// The worker registry: who registered, with which device, and who is live. A worker is live while
-// evod heard from it (a registration, lease, report or heartbeat) within kLiveWorkerHeartbeats
-// heartbeat intervals; the live count is what a run's status says can serve it, and "another live
-// worker of the class" is what a confirmation is placed on. Over the workers table of the Store.
+// The worker registry: who registered, with which device, who is live and who is trusted.
+//
+// Identity: a registration (under the shared token) gets a worker id and a credential, a random
+// secret evod shows once and keeps only as a hash. Every later call of the worker names both
+// (authenticate), so a token holder acts only as the workers it registered. What evod believes of
+// a worker is fixed at its registration: its device, device class and backend (a "model" backend
+// estimates, a "cuda" one measures), never a report's word.
+//
+// Liveness: a worker is live while evod heard from it (a registration, lease, report or
+// heartbeat) within kLiveWorkerHeartbeats heartbeat intervals; the live count is what a run's
+// status says can serve it, and "another live worker of the class" is what a confirmation is
+// placed on.
+//
+// Trust: each measurement of a worker's that a peer agreed with, or that two agreeing peers
+// outvoted, is counted; a worker whose disagreements reach kQuarantineDisagreements and outnumber
+// its agreements is quarantined: no more leases, its reports refused, its open leases handed back,
+// and ListWorkers says why. (A report below the device's physical floor is refused outright and
+// changes nothing, its lease included.) Over the workers table of the Store.
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "coordinator_common.h"
 #include "evo/evo.pb.h"
@@ -17,22 +32,33 @@ class WorkerRegistry {
  public:
   WorkerRegistry(Store& store, int lease_ttl_ms, Clock clock);
 
-  // RPCs, each one transaction. register_worker refuses a worker whose device has no class
-  // (kInvalidArgument) or whose kernel templates are not evod's (kFailedPrecondition).
+  // RPCs, each one transaction. register_worker refuses a worker whose device has no class, or
+  // whose backend is not "cuda" or "model" or does not match its class (kInvalidArgument), or
+  // whose kernel templates are not evod's (kFailedPrecondition).
   v1::RegisterWorkerResponse register_worker(const v1::RegisterWorkerRequest& request);
   v1::ListWorkersResponse list_workers(const v1::ListWorkersRequest& request);
 
   // The rest run inside the caller's transaction.
+  // The registered worker whose credential this is: kNotFound when the id never registered,
+  // kPermissionDenied when the credential is not the one issued to it or the worker is
+  // quarantined.
+  WorkerRecord authenticate(const std::string& worker_id, const std::string& credential);
   // The registered worker; kNotFound when it never registered.
   WorkerRecord require(const std::string& worker_id);
   std::optional<WorkerRecord> find(const std::string& worker_id);
   // Heard from the worker at now_ms.
   void touch(const std::string& worker_id, int64_t now_ms);
-  // Whether a live worker of this worker's device class, other than it, is around.
-  bool another_live_worker(const WorkerRecord& worker, int64_t now_ms);
+  // Whether a live, trusted worker of this device class other than those named is around.
+  bool another_live_worker(const std::string& device_class, const std::vector<std::string>& except, int64_t now_ms);
   // The live workers that could lease the run: of its device class, or of any class before its
   // first lease fixes one (RunStatus.live_workers).
   int live_workers_for(const RunRecord& run, int64_t now_ms);
+
+  // A measurement of the worker's that a peer agreed with (agreed), or that two agreeing peers
+  // outvoted (why says how). Quarantines the worker once its disagreements reach
+  // kQuarantineDisagreements and outnumber its agreements; returns true when it did so now (the
+  // caller hands its open leases back).
+  bool count_verdict(const std::string& worker_id, bool agreed, const std::string& why);
 
   // How often workers are told to heartbeat (a third of the lease TTL, at least 50 ms), and the
   // oldest last-seen time of a worker still live at now_ms.
@@ -45,5 +71,8 @@ class WorkerRegistry {
   Clock clock_;
   RandomIds ids_;
 };
+
+// Whether a worker of this registered backend estimates (a model) rather than measures.
+bool estimates(const WorkerRecord& worker);
 
 }  // namespace evo

@@ -58,6 +58,7 @@ bool SimWorker::register_for(int epoch) {
     return false;
   }
   worker_id_ = resp.worker_id();
+  credential_ = resp.credential();
   registered_epoch_ = epoch;
   device_class_ = cls;
   return true;
@@ -157,6 +158,7 @@ void SimWorker::run(const std::atomic<bool>& stop) {
     }
     v1::LeaseRequest lreq;
     lreq.set_worker_id(worker_id_);
+    lreq.set_credential(credential_);
     lreq.set_max_candidates(1);
     v1::LeaseResponse leases;
     auto t0 = Clock::now();
@@ -181,6 +183,7 @@ void SimWorker::run(const std::atomic<bool>& stop) {
     for (const auto& lease : leases.leases()) {
       v1::ReportRequest rreq;
       rreq.set_worker_id(worker_id_);
+      rreq.set_credential(credential_);
       rreq.set_lease_id(lease.lease_id());
       *rreq.mutable_evaluation() = invent_evaluation(lease);
       v1::ReportResponse resp;

@@ -31,7 +31,10 @@ struct RunGroup {
   int epoch = -1;        // -1: no run submitted yet
   std::string run_id;
   std::atomic<int64_t> run_reports{0};  // reports accepted in the current run (its candidates done, about)
-  std::string device_class() const { return "sim/g" + std::to_string(index) + "/e" + std::to_string(epoch); }
+  // A model's class ends in /estimated (evod refuses a backend that does not match its class).
+  std::string device_class() const {
+    return "sim/g" + std::to_string(index) + "/e" + std::to_string(epoch) + "/estimated";
+  }
 };
 
 struct SimStats {
@@ -63,6 +66,7 @@ class SimWorker {
   SimConfig config_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
   std::string worker_id_;
+  std::string credential_;  // the registration's, sent with every worker call
   int registered_epoch_ = -1;
   std::string device_class_;
   SimStats stats_;

@@ -1,6 +1,7 @@
 #pragma once
 // One evod process on loopback, started with the arguments a test needs, and the few calls the
 // fault tests make to it as a fake worker or a user.
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,19 +37,23 @@ class Evod {
     grpc::ClientContext ctx;
     return stub_->SubmitRun(&ctx, req, run ? run : &ignored);
   }
+  // The worker's id; its credential goes with every later call of the worker.
   std::string register_worker() {
     v1::RegisterWorkerRequest req;
     req.set_name("fake");
     req.mutable_device()->set_device_class(kDeviceClass);
+    req.mutable_device()->set_backend("model");
     for (auto& f : template_fingerprints()) req.mutable_device()->add_template_fingerprints(std::move(f));
     v1::RegisterWorkerResponse resp;
     grpc::ClientContext ctx;
     EXPECT_TRUE(stub_->RegisterWorker(&ctx, req, &resp).ok());
+    credentials_[resp.worker_id()] = resp.credential();
     return resp.worker_id();
   }
   grpc::Status lease(const std::string& worker, int n, v1::LeaseResponse* resp) {
     v1::LeaseRequest req;
     req.set_worker_id(worker);
+    req.set_credential(credentials_[worker]);
     req.set_max_candidates(n);
     grpc::ClientContext ctx;
     return stub_->LeaseCandidates(&ctx, req, resp);
@@ -56,6 +61,7 @@ class Evod {
   grpc::Status report(const std::string& worker, const std::string& lease_id) {
     v1::ReportRequest req;
     req.set_worker_id(worker);
+    req.set_credential(credentials_[worker]);
     req.set_lease_id(lease_id);
     req.mutable_evaluation()->set_status(v1::OK);
     req.mutable_evaluation()->set_fitness_us(12.5);
@@ -68,6 +74,7 @@ class Evod {
   grpc::Status heartbeat(const std::string& worker, const std::string& lease_id, v1::HeartbeatResponse* resp) {
     v1::HeartbeatRequest req;
     req.set_worker_id(worker);
+    req.set_credential(credentials_[worker]);
     req.add_lease_ids(lease_id);
     grpc::ClientContext ctx;
     return stub_->Heartbeat(&ctx, req, resp);
@@ -85,6 +92,7 @@ class Evod {
   std::string address_;
   std::unique_ptr<it::Process> process_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
+  std::map<std::string, std::string> credentials_;  // worker id -> credential
 };
 
 }  // namespace evo::fault

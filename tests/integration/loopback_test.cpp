@@ -239,14 +239,17 @@ TEST_F(BadInput, UnknownRunIsNotFound) {
 }
 
 TEST_F(BadInput, ReportOnALeaseNotHeldIsRefused) {
+  std::map<std::string, std::string> credentials;  // worker id -> its credential
   auto register_fake = [&](const std::string& name) {
     grpc::ClientContext ctx;
     v1::RegisterWorkerRequest req;
     req.set_name(name);
     req.mutable_device()->set_device_class("sm_90a/model/estimated");
+    req.mutable_device()->set_backend("model");
     for (auto& f : template_fingerprints()) req.mutable_device()->add_template_fingerprints(std::move(f));
     v1::RegisterWorkerResponse resp;
     EXPECT_TRUE(c_.client().RegisterWorker(&ctx, req, &resp).ok());
+    credentials[resp.worker_id()] = resp.credential();
     return resp.worker_id();
   };
   std::string holder = register_fake("holder"), other = register_fake("other");
@@ -255,6 +258,7 @@ TEST_F(BadInput, ReportOnALeaseNotHeldIsRefused) {
     grpc::ClientContext ctx;
     v1::LeaseRequest req;
     req.set_worker_id(holder);
+    req.set_credential(credentials[holder]);
     ASSERT_TRUE(c_.client().LeaseCandidates(&ctx, req, &leases).ok());
     ASSERT_EQ(leases.leases_size(), 1);
   }
@@ -263,6 +267,7 @@ TEST_F(BadInput, ReportOnALeaseNotHeldIsRefused) {
     grpc::ClientContext ctx;
     v1::ReportRequest req;
     req.set_worker_id(worker);
+    req.set_credential(credentials[worker]);
     req.set_lease_id(lease_id);
     req.mutable_evaluation()->set_status(v1::OK);
     req.mutable_evaluation()->set_fitness_us(10);

@@ -239,7 +239,7 @@ class WorkerDaemon {
     link_.wake();
     beats.join();
     spdlog::info("event=worker_stopped worker_id={}", worker_id_);
-    return 0;
+    return refused_ ? 1 : 0;
   }
 
   void wake() { link_.wake(); }
@@ -253,7 +253,7 @@ class WorkerDaemon {
     for (auto& f : template_fingerprints()) req.mutable_device()->add_template_fingerprints(std::move(f));
     auto resp = link_.register_worker(req);
     if (!resp) return false;
-    worker_id_ = resp->worker_id();
+    set_identity(resp->worker_id(), resp->credential());
     heartbeat_ms_ = std::max(50, resp->heartbeat_interval_ms());
     spdlog::info("event=worker_registered worker_id={} name={} device_class=\"{}\" heartbeat_ms={}", worker_id_,
                  opt_.name, evaluator_.device().device_class(), heartbeat_ms_);
@@ -266,7 +266,9 @@ class WorkerDaemon {
     int want = opt_.max_inflight - static_cast<int>(queue.size());
     if (want <= 0) return;
     v1::LeaseRequest req;
-    req.set_worker_id(worker_id_);
+    const Identity me = identity();
+    req.set_worker_id(me.worker_id);
+    req.set_credential(me.credential);
     req.set_max_candidates(want);
     // What this worker holds: a lease evod granted that never arrived is returned at once.
     req.set_names_held_leases(true);
@@ -279,6 +281,11 @@ class WorkerDaemon {
         spdlog::warn("event=worker_unknown worker_id={} error=\"{}\" registering again", worker_id_,
                      error.error_message());
         register_self();
+      } else if (error.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+        // Quarantined, or evod no longer takes our credential: an operator must look.
+        spdlog::error("event=worker_refused worker_id={} error=\"{}\" stopping", worker_id_, error.error_message());
+        refused_ = true;
+        stop_ = true;
       } else if (!stop_) {
         spdlog::error("event=lease_failed worker_id={} error=\"{}\"", worker_id_, error.error_message());
         link_.sleep_for(1000);
@@ -323,7 +330,9 @@ class WorkerDaemon {
                  lease.run_id(), lease.candidate_id(), lease.lease_id(), v1::EvalStatus_Name(e.status()),
                  e.fitness_us(), e.wall_ms(), gate_times_text(e), e.message());
     v1::ReportRequest req;
-    req.set_worker_id(worker_id_);
+    const Identity me = identity();
+    req.set_worker_id(me.worker_id);
+    req.set_credential(me.credential);
     req.set_lease_id(lease.lease_id());
     *req.mutable_evaluation() = e;
     grpc::Status error;
@@ -344,16 +353,18 @@ class WorkerDaemon {
       if (stop_) break;
       auto ids = held_.ids();
       v1::HeartbeatRequest req;
-      req.set_worker_id(worker_id_);
+      const Identity me = identity();
+      req.set_worker_id(me.worker_id);
+      req.set_credential(me.credential);
       for (const auto& id : ids) req.add_lease_ids(id);
       grpc::Status error;
       auto resp = link_.heartbeat(req, &error);
       if (!resp) {
-        spdlog::debug("event=heartbeat_failed worker_id={} error=\"{}\"", worker_id_, error.error_message());
+        spdlog::debug("event=heartbeat_failed worker_id={} error=\"{}\"", me.worker_id, error.error_message());
         continue;
       }
       for (const auto& id : resp->expired_lease_ids())
-        if (held_.expire(id)) spdlog::warn("event=lease_expired worker_id={} lease_id={}", worker_id_, id);
+        if (held_.expire(id)) spdlog::warn("event=lease_expired worker_id={} lease_id={}", me.worker_id, id);
     }
   }
 
@@ -362,7 +373,26 @@ class WorkerDaemon {
   std::atomic<bool>& stop_;
   CoordinatorLink link_;
   HeldLeases held_;
-  std::string worker_id_;
+  // Who evod knows us as: the id and credential of the last registration. The heartbeat thread
+  // reads them while the main thread may register again.
+  struct Identity {
+    std::string worker_id;
+    std::string credential;
+  };
+  Identity identity() {
+    std::lock_guard<std::mutex> lock(identity_mutex_);
+    return {worker_id_, credential_};
+  }
+  void set_identity(const std::string& worker_id, const std::string& credential) {
+    std::lock_guard<std::mutex> lock(identity_mutex_);
+    worker_id_ = worker_id;
+    credential_ = credential;
+  }
+
+  std::mutex identity_mutex_;
+  std::string worker_id_;  // written under identity_mutex_; the main thread's logs read it as is
+  std::string credential_;
+  bool refused_ = false;   // evod refused our calls (PERMISSION_DENIED): exit non-zero
   int heartbeat_ms_ = 1000;
   int retry_after_ms_ = 200;
 };

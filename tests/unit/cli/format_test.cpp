@@ -153,6 +153,17 @@ TEST(Format, WorkersTableSaysWhenThereIsNone) {
   EXPECT_NE(workers_table(r, true).find("gone   9 d ago"), std::string::npos) << workers_table(r, true);
   w->set_last_seen_unix_ms(r.now_unix_ms() - 30 * 60 * 1000);
   EXPECT_NE(workers_table(r, true).find("gone   30 min ago"), std::string::npos) << workers_table(r, true);
+  EXPECT_EQ(workers_table(r, true).find("quarantined"), std::string::npos);
+  // A quarantined worker says so in its row, and why below the table.
+  w->set_agreements(1);
+  w->set_disagreements(3);
+  w->set_quarantined("3 of its results disagreed with its peers' (1 agreed)");
+  const std::string table = workers_table(r, true);
+  EXPECT_NE(table.find("QUARANTINED, gone"), std::string::npos) << table;
+  EXPECT_NE(table.find("1/3"), std::string::npos) << table;
+  EXPECT_NE(table.find("w-9 is quarantined (no leases, reports refused): 3 of its results disagreed"),
+            std::string::npos)
+      << table;
 }
 
 TEST(Format, GrpcCodeNames) {

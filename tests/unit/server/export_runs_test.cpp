@@ -33,7 +33,9 @@ class ExportRunsTest : public ::testing::Test {
     v1::RegisterWorkerRequest req;
     req.set_name("w");
     *req.mutable_device() = test::test_device();
-    worker_ = coord_.register_worker(req).worker_id();
+    const auto registered = coord_.register_worker(req);
+    worker_ = registered.worker_id();
+    credential_ = registered.credential();
   }
 
   std::string submit(const std::vector<std::string>& shapes, uint64_t rng = 3) {
@@ -52,12 +54,14 @@ class ExportRunsTest : public ::testing::Test {
     for (int idle = 0; idle < 2;) {
       v1::LeaseRequest lr;
       lr.set_worker_id(worker_);
+      lr.set_credential(credential_);
       lr.set_max_candidates(4);
       auto granted = coord_.lease(lr);
       idle = granted.leases().empty() ? idle + 1 : 0;
       for (const auto& l : granted.leases()) {
         v1::ReportRequest r;
         r.set_worker_id(worker_);
+        r.set_credential(credential_);
         r.set_lease_id(l.lease_id());
         v1::Evaluation& e = *r.mutable_evaluation();
         e.set_status(v1::OK);
@@ -104,7 +108,7 @@ class ExportRunsTest : public ::testing::Test {
   test::TempDir dir_;
   Store store_;
   Coordinator coord_;
-  std::string worker_;
+  std::string worker_, credential_;
 };
 
 TEST_F(ExportRunsTest, TwoRunsMakeOneTableWhoseBucketsAreEachRunsWinner) {

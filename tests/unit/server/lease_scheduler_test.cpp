@@ -58,12 +58,19 @@ TEST_F(LeaseSchedulerTest, ARequestTakesWhatARunHoldsThenGoesOnToTheNext) {
 }
 
 TEST_F(LeaseSchedulerTest, CacheAnswersThatBreedTheNextGenerationAreFollowedByItsLeases) {
-  const std::string w = add_worker("sm_90a/model/estimated", true);
+  const std::string w = add_worker("sm_90a/model/estimated", true), v = add_worker("sm_90a/model/estimated", true);
   submit(1, 4, 2, 42);
   const auto measured = lease(w, 4);
   ASSERT_EQ(measured.leases_size(), 4);
   for (int i = 0; i < 4; ++i)
     report(w, measured.leases(i), "sm_90a/model/estimated", 50.0 + i, true);
+  // Until two are confirmed, each is a would-be elite: v confirms all four, so the cache has them.
+  const auto confirmations = lease(v, 4);
+  ASSERT_EQ(confirmations.leases_size(), 4);
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(confirmations.leases(i).confirmation());
+    report(v, confirmations.leases(i), "sm_90a/model/estimated", 50.0 + i, true);
+  }
   // The same seed proposes the same generation 0, which the cache answers whole: that completes
   // it, breeds generation 1, and the one request goes on to lease from it.
   const RunRecord again = submit(2, 4, 2, 42);
@@ -98,6 +105,7 @@ TEST_F(LeaseSchedulerTest, AHeartbeatRenewsOnlyTheLeasesItsWorkerHolds) {
   now_ += 600;
   v1::HeartbeatRequest not_its_own;
   not_its_own.set_worker_id(b);
+  not_its_own.set_credential(credentials_[b]);
   not_its_own.add_lease_ids(held.lease_id());
   not_its_own.add_lease_ids("l-unknown");
   const auto answer = leases_.heartbeat(not_its_own);
@@ -106,6 +114,7 @@ TEST_F(LeaseSchedulerTest, AHeartbeatRenewsOnlyTheLeasesItsWorkerHolds) {
   EXPECT_EQ(store_.get_lease(held.lease_id())->deadline_ms, held.deadline_unix_ms()) << "b renewed a's lease";
   v1::HeartbeatRequest own;
   own.set_worker_id(a);
+  own.set_credential(credentials_[a]);
   own.add_lease_ids(held.lease_id());
   EXPECT_EQ(leases_.heartbeat(own).expired_lease_ids_size(), 0);
   EXPECT_EQ(store_.get_lease(held.lease_id())->deadline_ms, now_ + kTtlMs);

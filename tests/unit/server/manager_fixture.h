@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
 #include <string>
 
 #include "lease_scheduler.h"
@@ -55,7 +56,9 @@ class ManagerTest : public ::testing::Test {
     v1::RegisterWorkerRequest req;
     req.set_name("w");
     *req.mutable_device() = fake_device(device_class, estimated);
-    return workers_.register_worker(req).worker_id();
+    const auto registered = workers_.register_worker(req);
+    credentials_[registered.worker_id()] = registered.credential();
+    return registered.worker_id();
   }
 
   RunRecord submit(int generations, int population, int top_k, uint64_t rng = 7, const std::string& shape = "") {
@@ -72,6 +75,7 @@ class ManagerTest : public ::testing::Test {
   v1::LeaseResponse lease(const std::string& worker, int n = 1) {
     v1::LeaseRequest req;
     req.set_worker_id(worker);
+    req.set_credential(credentials_[worker]);
     req.set_max_candidates(n);
     return leases_.lease(req);
   }
@@ -80,6 +84,7 @@ class ManagerTest : public ::testing::Test {
                             double fitness_us, bool estimated = false) {
     v1::ReportRequest req;
     req.set_worker_id(worker);
+    req.set_credential(credentials_[worker]);
     req.set_lease_id(lease.lease_id());
     v1::Evaluation& e = *req.mutable_evaluation();
     e.set_status(v1::OK);
@@ -95,6 +100,7 @@ class ManagerTest : public ::testing::Test {
   WorkerRegistry workers_;
   RunLifecycle runs_;
   LeaseScheduler leases_;
+  std::map<std::string, std::string> credentials_;  // worker id -> the credential its registration got
 };
 
 }  // namespace evo::test

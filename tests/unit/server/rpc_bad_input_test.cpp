@@ -44,6 +44,7 @@ class RpcBadInput : public ::testing::Test {
     ASSERT_TRUE(stub_->SubmitRun(test::context().get(), submit, &run_).ok());
     v1::LeaseRequest lr;
     lr.set_worker_id(worker_);
+    lr.set_credential(credentials_[worker_]);
     v1::LeaseResponse leases;
     ASSERT_TRUE(stub_->LeaseCandidates(test::context().get(), lr, &leases).ok());
     ASSERT_EQ(leases.leases_size(), 1);
@@ -56,6 +57,7 @@ class RpcBadInput : public ::testing::Test {
     *req.mutable_device() = test::test_device();
     v1::RegisterWorkerResponse resp;
     EXPECT_TRUE(stub_->RegisterWorker(test::context().get(), req, &resp).ok());
+    credentials_[resp.worker_id()] = resp.credential();
     return resp.worker_id();
   }
 
@@ -72,9 +74,10 @@ class RpcBadInput : public ::testing::Test {
     return e;
   }
 
-  v1::ReportRequest report_of(const v1::Evaluation& e) const {
+  v1::ReportRequest report_of(const v1::Evaluation& e) {
     v1::ReportRequest r;
     r.set_worker_id(worker_);
+    r.set_credential(credentials_[worker_]);
     r.set_lease_id(lease_.lease_id());
     *r.mutable_evaluation() = e;
     return r;
@@ -177,15 +180,20 @@ TEST_F(RpcBadInput, RegisterWorker) {
 }
 
 TEST_F(RpcBadInput, LeaseCandidates) {
-  auto req = [](const std::string& worker, int n) {
+  auto req = [this](const std::string& worker, int n, const std::string* credential = nullptr) {
     v1::LeaseRequest r;
     r.set_worker_id(worker);
+    r.set_credential(credential ? *credential : credentials_[worker]);
     r.set_max_candidates(n);
     return unary(&Stub::LeaseCandidates, r);
   };
+  const std::string none, others = credentials_[other_worker_], huge = k1MB;
   expect_refused({
       {"empty worker id", StatusCode::INVALID_ARGUMENT, req("", 1)},
       {"unknown worker id", StatusCode::NOT_FOUND, req("w-0000000000000000", 1)},
+      {"no credential", StatusCode::PERMISSION_DENIED, req(worker_, 1, &none)},
+      {"another worker's credential", StatusCode::PERMISSION_DENIED, req(worker_, 1, &others)},
+      {"1 MB credential", StatusCode::INVALID_ARGUMENT, req(worker_, 1, &huge)},
       {"negative max_candidates", StatusCode::INVALID_ARGUMENT, req(worker_, -5)},
       {"1 MB worker id", StatusCode::INVALID_ARGUMENT, req(k1MB, 1)},
       {"10 MB worker id", StatusCode::RESOURCE_EXHAUSTED, req(k10MB, 1)},
@@ -205,8 +213,20 @@ TEST_F(RpcBadInput, ReportResult) {
       {"empty worker id", StatusCode::INVALID_ARGUMENT, report([](auto& r) { r.clear_worker_id(); })},
       {"unknown lease", StatusCode::NOT_FOUND, report([](auto& r) { r.set_lease_id("l-0000000000000000"); })},
       {"unknown worker", StatusCode::NOT_FOUND, report([](auto& r) { r.set_worker_id("w-0000000000000000"); })},
-      {"lease held by another worker", StatusCode::FAILED_PRECONDITION,
-       report([this](auto& r) { r.set_worker_id(other_worker_); })},
+      {"lease held by another worker", StatusCode::FAILED_PRECONDITION, report([this](auto& r) {
+         r.set_worker_id(other_worker_);
+         r.set_credential(credentials_[other_worker_]);
+       })},
+      {"as the lease's worker with another's credential", StatusCode::PERMISSION_DENIED,
+       report([this](auto& r) { r.set_credential(credentials_[other_worker_]); })},
+      {"as the lease's worker without its credential", StatusCode::PERMISSION_DENIED,
+       report([](auto& r) { r.clear_credential(); })},
+      {"a time below the device's physical floor", StatusCode::INVALID_ARGUMENT, report([](auto& r) {
+         r.mutable_evaluation()->set_fitness_us(1e-9);
+         r.mutable_evaluation()->mutable_shapes(0)->set_median_us(1e-9);
+       })},
+      {"the smallest positive double as a time", StatusCode::INVALID_ARGUMENT,
+       report([](auto& r) { r.mutable_evaluation()->set_fitness_us(5e-324); })},
       {"no evaluation", StatusCode::INVALID_ARGUMENT, report([](auto& r) { r.clear_evaluation(); })},
       {"unspecified status", StatusCode::INVALID_ARGUMENT,
        report([](auto& r) { r.mutable_evaluation()->set_status(v1::EVAL_STATUS_UNSPECIFIED); })},
@@ -291,15 +311,23 @@ TEST_F(RpcBadInput, IncorrectResultMayCarryNaNErrorFigures) {
 }
 
 TEST_F(RpcBadInput, Heartbeat) {
-  auto beat = [](const std::string& worker, int leases, const std::string& lease_id) {
+  auto beat = [this](const std::string& worker, int leases, const std::string& lease_id) {
     v1::HeartbeatRequest r;
     r.set_worker_id(worker);
+    r.set_credential(credentials_[worker]);
     for (int i = 0; i < leases; ++i) r.add_lease_ids(lease_id);
     return unary(&Stub::Heartbeat, r);
   };
   expect_refused({
       {"empty worker id", StatusCode::INVALID_ARGUMENT, beat("", 0, "")},
       {"unknown worker", StatusCode::NOT_FOUND, beat("w-0000000000000000", 1, "l-1")},
+      {"another worker's credential", StatusCode::PERMISSION_DENIED, [this](Stub& stub) {
+         v1::HeartbeatRequest r;
+         r.set_worker_id(worker_);
+         r.set_credential(credentials_[other_worker_]);
+         v1::HeartbeatResponse resp;
+         return stub.Heartbeat(test::context().get(), r, &resp);
+       }},
       {"10k lease ids", StatusCode::INVALID_ARGUMENT, beat(worker_, 10000, "l-0000000000000000")},
       {"1 MB lease id", StatusCode::INVALID_ARGUMENT, beat(worker_, 1, k1MB)},
       {"empty lease id", StatusCode::INVALID_ARGUMENT, beat(worker_, 1, "")},

@@ -23,8 +23,19 @@ TEST(Store, MigratesAnEmptyDatabaseToTheCurrentSchema) {
   EXPECT_EQ(again.schema_version(), Store::kSchemaVersion);
   std::string dump = again.dump();
   std::string versions = dump.substr(0, dump.find("SELECT * FROM runs"));
-  EXPECT_EQ(versions, "SELECT * FROM schema_version ORDER BY version\n1\n2\n3\n4\n5\n6\n");
+  EXPECT_EQ(versions, "SELECT * FROM schema_version ORDER BY version\n1\n2\n3\n4\n5\n6\n7\n");
 }
+
+// Version 7 taken back: the schema of version 6.
+constexpr const char* kBeforeVersion7 =
+    "DELETE FROM schema_version WHERE version >= 7;"
+    "ALTER TABLE workers DROP COLUMN credential_hash;"
+    "ALTER TABLE workers DROP COLUMN quarantined;"
+    "ALTER TABLE workers DROP COLUMN agreements;"
+    "ALTER TABLE workers DROP COLUMN disagreements;"
+    "ALTER TABLE candidates DROP COLUMN second_evaluation_id;"
+    "ALTER TABLE candidates DROP COLUMN second_worker;"
+    "ALTER TABLE candidates DROP COLUMN self_confirmed;";
 
 // Version 6 taken back: what it added (its leases table, rebuilt for a new outcome, is left: the
 // migration rebuilds it again), so that opening the file migrates to 6 again.
@@ -37,8 +48,38 @@ constexpr const char* kBeforeVersion6 =
 void write_older_database(const test::TempDir& dir, const char* sql) {
   { Store fresh(dir.file("evo.db")); }
   SqliteConnection db(dir.file("evo.db"));
+  db.exec(kBeforeVersion7);
   db.exec(kBeforeVersion6);
   db.exec(sql);
+}
+
+// Version 6 cached a time on one worker's word (or its "estimated" flag), and its workers had no
+// credential: migrating drops the cache, keeps the workers (which must register again to get a
+// credential) and gives the candidates no second measurement.
+TEST(Store, MigrationToVersionSevenDropsTheCacheAndKeepsWorkersWithoutACredential) {
+  test::TempDir dir;
+  write_older_database(dir, "INSERT INTO workers VALUES ('w-1', 'gpu0', 'sm_90a/H100', x'', 1, 2);"
+                            "INSERT INTO runs (id, seed, shapes, generations, population, top_k, strategy, rng_seed,"
+                            " device_class, state, created_ms, message, smem_limit) VALUES ('run-0001', 'fa_s512_v3',"
+                            " '1x8x512x64', 1, 1, 1, 'evolve', 1, '', 1, 0, '', 1);"
+                            "INSERT INTO candidates (id, run_id, generation, seq, genome, genome_hash, op, parents,"
+                            " state) VALUES ('run-0001-c0000', 'run-0001', 0, 0, 'g', 'h', 'seed', '', 'done');"
+                            "INSERT INTO evaluations (candidate_id, worker_id, blob, status, estimated, device_class,"
+                            " is_confirmation, created_ms) VALUES ('run-0001-c0000', 'w-1', x'', 1, 1, 'c', 0, 1);"
+                            "INSERT INTO result_cache VALUES ('h', '1x8x512x64', 'sm_90a/H100', 't', 1, 1e-9, 0, 1);");
+  Store migrated(dir.file("evo.db"));
+  EXPECT_EQ(migrated.schema_version(), Store::kSchemaVersion);
+  migrated.transaction([&] {
+    EXPECT_FALSE(migrated.cache_get("h", "1x8x512x64", "sm_90a/H100", "t"));
+    const auto w = migrated.get_worker("w-1");
+    ASSERT_TRUE(w);
+    EXPECT_TRUE(w->credential_hash.empty());
+    EXPECT_TRUE(w->quarantined.empty());
+    const auto c = migrated.get_candidate("run-0001-c0000");
+    ASSERT_TRUE(c);
+    EXPECT_FALSE(c->second_evaluation_id);
+    EXPECT_FALSE(c->self_confirmed);
+  });
 }
 
 // Version 1 cached times without saying which shapes they timed; migrating drops those entries

@@ -16,7 +16,10 @@ class WorkerRegistryTest : public ManagerTest {
     return in_transaction([&] { return workers_.live_workers_for(run, now_); });
   }
   bool another_live(const std::string& worker_id) {
-    return in_transaction([&] { return workers_.another_live_worker(workers_.require(worker_id), now_); });
+    return in_transaction([&] {
+      const WorkerRecord w = workers_.require(worker_id);
+      return workers_.another_live_worker(w.device.device_class(), {w.id}, now_);
+    });
   }
   void touch(const std::string& worker_id) {
     store_.transaction([&] { workers_.touch(worker_id, now_); });
@@ -80,6 +83,53 @@ TEST_F(WorkerRegistryTest, AnUnknownWorkerIsToldToRegister) {
     EXPECT_NE(std::string(e.what()).find("register first"), std::string::npos) << e.what();
   }
   EXPECT_FALSE(in_transaction([&] { return workers_.find("w-0000000000000000"); }).has_value());
+}
+
+// A registration's backend and device class must tell the same story: a "cuda" worker measures, a
+// "model" one estimates, and its class says so; evod takes estimated from this, never from a report.
+TEST_F(WorkerRegistryTest, ABackendThatDoesNotFitItsClassIsRefused) {
+  const std::string before = store_.dump();
+  auto refusal = [&](const std::string& backend, const std::string& device_class) -> std::string {
+    v1::RegisterWorkerRequest req;
+    *req.mutable_device() = test::fake_device(device_class);
+    req.mutable_device()->set_backend(backend);
+    try {
+      workers_.register_worker(req);
+    } catch (const CoordinatorError& e) {
+      EXPECT_EQ(e.code(), CoordinatorError::Code::kInvalidArgument) << e.what();
+      return e.what();
+    }
+    ADD_FAILURE() << backend << " " << device_class << " registered";
+    return "";
+  };
+  EXPECT_EQ(refusal("model", "sm_90a/Fake"),
+            "register: backend 'model' needs a device class ending in /estimated, not 'sm_90a/Fake'");
+  EXPECT_EQ(refusal("cuda", "sm_90a/model/estimated"),
+            "register: backend 'cuda' measures; its device class 'sm_90a/model/estimated' may not end in /estimated");
+  EXPECT_EQ(refusal("", "sm_90a/Fake"), "register: backend '' is neither 'cuda' nor 'model'");
+  EXPECT_EQ(store_.dump(), before);
+}
+
+// Each registration gets its own credential, kept only as a hash; a call that names the worker
+// without it, or with another worker's, is refused.
+TEST_F(WorkerRegistryTest, AWorkerIsAuthenticatedByTheCredentialItsRegistrationGot) {
+  v1::RegisterWorkerRequest req;
+  *req.mutable_device() = test::fake_device("sm_90a/Fake");
+  const auto a = workers_.register_worker(req), b = workers_.register_worker(req);
+  ASSERT_EQ(a.credential().size(), 64u) << "256 random bits in hex";
+  EXPECT_NE(a.credential(), b.credential());
+  EXPECT_EQ(store_.dump().find(a.credential()), std::string::npos) << "the store keeps a hash, not the secret";
+  EXPECT_EQ(in_transaction([&] { return workers_.authenticate(a.worker_id(), a.credential()); }).id, a.worker_id());
+  for (const std::string& wrong : {std::string(), b.credential(), a.credential() + "0"}) {
+    try {
+      in_transaction([&] { return workers_.authenticate(a.worker_id(), wrong); });
+      ADD_FAILURE() << "'" << wrong << "' accepted";
+    } catch (const CoordinatorError& e) {
+      EXPECT_EQ(e.code(), CoordinatorError::Code::kPermissionDenied);
+      EXPECT_NE(std::string(e.what()).find("a worker acts only as itself"), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find(a.credential()), std::string::npos);
+    }
+  }
 }
 
 }  // namespace

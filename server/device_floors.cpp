@@ -1,0 +1,83 @@
+#include "device_floors.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include <spdlog/fmt/fmt.h>
+
+#include "resident_time.h"
+#include "shape.h"
+
+namespace evo {
+
+namespace {
+
+// The one table. Peaks from NVIDIA's data sheets (dense, without sparsity); the empty call from
+// bench/NOTES.md "Floors per shape" (1.01 µs by graph replay on an H200), taken for every card.
+const DeviceFloor kFloors[] = {
+    {"H200", 989, 4800, 1.0, "NVIDIA H200 Tensor Core GPU data sheet (SXM)"},
+    {"H100", 989, 3350, 1.0, "NVIDIA H100 Tensor Core GPU data sheet (SXM; the PCIe card is slower)"},
+    {"A100", 312, 2039, 1.0, "NVIDIA A100 Tensor Core GPU data sheet (80GB SXM)"},
+    {"L40S", 366, 864, 1.0, "NVIDIA L40S GPU data sheet"},
+    // Any other card: the fastest NVIDIA lists (B200), so that the floor stays below it.
+    {"", 2250, 8000, 1.0, "NVIDIA HGX B200 data sheet, per GPU (the fastest card listed)"},
+};
+
+// The floor is this fraction of the data sheets' limit: far below any honest time.
+constexpr double kFloorMargin = 0.5;
+
+// Q, K and V read and O written once, two bytes an element (fp16 and bf16).
+double bytes_moved(const ProblemShape& p) {
+  const double bh = double(p.batch) * p.heads;
+  return 2.0 * bh * p.head_dim * (2.0 * p.seq_q + 2.0 * p.seq_k);
+}
+
+double floor_us(const DeviceFloor& d, const ProblemShape& p, bool resident) {
+  const double compute_us = p.flops() / (d.peak_tflops * 1e12) * 1e6;
+  const double memory_us = resident ? 0 : bytes_moved(p) / (d.memory_gbps * 1e9) * 1e6;
+  return kFloorMargin * std::max({compute_us, memory_us, d.empty_call_us});
+}
+
+std::string below(const char* what, double us, double floor, const DeviceFloor& d) {
+  return fmt::format("{} {:.6g} µs is below the physical floor {:.3g} µs of the device (half of what {} "
+                     "allows: {:g} TFLOP/s, {:g} GB/s, {:g} µs per empty call)",
+                     what, us, floor, d.source, d.peak_tflops, d.memory_gbps, d.empty_call_us);
+}
+
+}  // namespace
+
+const DeviceFloor& device_floor(const v1::DeviceInfo& device) {
+  for (const auto& row : kFloors)
+    if (*row.gpu && device.gpu_name().find(row.gpu) != std::string::npos) return row;
+  return kFloors[sizeof kFloors / sizeof kFloors[0] - 1];
+}
+
+std::string implausible_time(const v1::Evaluation& e, const RunRecord& run, const v1::DeviceInfo& device) {
+  if (e.status() != v1::OK) return "";
+  const DeviceFloor& d = device_floor(device);
+  std::vector<ProblemShape> shapes;
+  for (const auto& text : run.shapes) shapes.push_back(parse_shape(text));
+  // The fitness is a geometric mean over the run's shapes: so is its floor.
+  auto geomean_floor = [&](bool resident) {
+    double log_sum = 0;
+    for (const auto& p : shapes) log_sum += std::log(floor_us(d, p, resident));
+    return shapes.empty() ? kFloorMargin * d.empty_call_us : std::exp(log_sum / double(shapes.size()));
+  };
+  if (const double f = geomean_floor(false); e.fitness_us() < f) return below("fitness", e.fitness_us(), f, d);
+  const bool resident = ranks_by_resident(run.fitness_inputs, e);
+  if (const double f = geomean_floor(resident), ranked = ranked_fitness_us(run.fitness_inputs, e); ranked < f)
+    return below("the ranked fitness", ranked, f, d);
+  if (e.shapes_size() != static_cast<int>(shapes.size())) return "";  // the fitness was checked above
+  for (int i = 0; i < e.shapes_size(); ++i) {
+    const auto& s = e.shapes(i);
+    const std::string name = shapes[i].text();
+    if (s.median_us() > 0 && s.median_us() < floor_us(d, shapes[i], false))
+      return below(("shape " + name + ": median").c_str(), s.median_us(), floor_us(d, shapes[i], false), d);
+    if (s.resident_us() > 0 && s.resident_us() < floor_us(d, shapes[i], true))
+      return below(("shape " + name + ": resident time").c_str(), s.resident_us(), floor_us(d, shapes[i], true), d);
+  }
+  return "";
+}
+
+}  // namespace evo

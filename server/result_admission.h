@@ -1,0 +1,64 @@
+#pragma once
+// Result admission: which measurements a run believes, and which the result cache keeps.
+//
+// A would-be elite (an OK result that would enter its run's top k) is measured a second time,
+// by another live, trusted worker of the class when there is one, else by the same worker (then
+// the elite is labelled self-confirmed). Two measurements agree when both are OK and within
+// kConfirmationTolerance of their mean, or both fail. Agreeing, the candidate is admitted at the
+// mean; disagreeing, a third worker (neither of the two) measures it and the two that agree
+// decide, the third being counted against the worker they outvoted (worker_registry.h
+// quarantines a worker that keeps disagreeing). With no third worker live, or when all three
+// disagree, the candidate is settled out of the elites at the slowest time it was given.
+//
+// The result cache takes only times two different workers agreed on: a time one worker gave, a
+// failure one worker reported, or a self-confirmed elite never answers a later run.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "coordinator_common.h"
+#include "evo/evo.pb.h"
+#include "run_lifecycle.h"
+#include "store.h"
+#include "worker_registry.h"
+
+namespace evo {
+
+// The result cache's keys: the run's problem (its shapes, in order) and how a time was measured
+// (the worker's compiler, runtime and timing method, the template's code, the run's fitness inputs).
+std::string cache_problem_key(const RunRecord& run);
+std::string cache_measurement_key(const v1::DeviceInfo& device, const RunRecord& run);
+
+class ResultAdmission {
+ public:
+  ResultAdmission(Store& store, WorkerRegistry& workers);
+
+  // What a worker asking for leases may do with a queued candidate now: measure it, leave it for
+  // another worker, or (a disagreement no third worker is live to settle) have it settled.
+  enum class Placement { kLease, kLeaveForAnother, kSettle };
+  Placement placement(const CandidateRecord& candidate, const WorkerRecord& worker, int64_t now_ms);
+
+  // The steps of a report, inside its transaction; the candidate is the one the lease was for.
+  // A first measurement: a would-be elite awaits its confirmation, anything else is final (and
+  // kept out of the cache: one worker's word).
+  void first_measurement(const RunRecord& run, const CandidateRecord& candidate, const EvaluationRecord& evaluation,
+                         bool would_be_elite);
+  // The second or third measurement of a would-be elite.
+  void confirming_measurement(const RunRecord& run, const CandidateRecord& candidate,
+                              const EvaluationRecord& evaluation, int64_t now_ms);
+  // A disagreement that no third worker can settle: out of the elites, at the slowest time given.
+  void settle_disputed(const RunRecord& run, const CandidateRecord& candidate);
+
+ private:
+  // Counts a verdict; a worker quarantined by it hands its open leases back.
+  void count_verdict(const std::string& worker_id, bool agreed, const std::string& why);
+  void settle(const RunRecord& run, const CandidateRecord& candidate,
+              const std::vector<const EvaluationRecord*>& measurements, int64_t final_evaluation_id);
+  void admit(const RunRecord& run, const CandidateRecord& candidate, const EvaluationRecord& a,
+             const EvaluationRecord& b, int64_t final_evaluation_id);
+
+  Store& store_;
+  WorkerRegistry& workers_;
+};
+
+}  // namespace evo
