@@ -166,7 +166,9 @@ TEST(RogueWorker, ALiarBesideTwoHonestWorkersReachesNoEliteExportStatusOrCacheAn
   ASSERT_TRUE(c.client().ListWorkers(&ctx, all, &workers).ok());
   for (const auto& w : workers.workers()) {
     EXPECT_EQ(w.quarantined().empty(), w.worker_id() != liar.id) << w.worker_id() << ": " << w.quarantined();
-    if (w.worker_id() != liar.id) EXPECT_EQ(w.disagreements(), 0) << w.worker_id();
+    if (w.worker_id() != liar.id) {
+      EXPECT_EQ(w.disagreements(), 0) << w.worker_id();
+    }
   }
 }
 

@@ -7,6 +7,7 @@
 #include <functional>
 #include <future>
 #include <limits>
+#include <map>
 #include <set>
 
 #include <grpcpp/generic/generic_stub.h>
@@ -103,6 +104,7 @@ class RpcBadInput : public ::testing::Test {
   test::InProcessEvod evod_;
   std::unique_ptr<Stub> stub_;
   std::string worker_, other_worker_;
+  std::map<std::string, std::string> credentials_;  // worker id -> the credential its registration got
   v1::Run run_;
   v1::Lease lease_;
 };
