@@ -92,7 +92,8 @@ class Evod {
   std::string address_;
   std::unique_ptr<it::Process> process_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
-  std::map<std::string, std::string> credentials_;  // worker id -> credential
+  // worker id -> credential; shared by every Evod of the test, as the database is across restarts
+  static inline std::map<std::string, std::string> credentials_;
 };
 
 }  // namespace evo::fault
