@@ -510,6 +510,8 @@ TEST_F(CoordinatorTest, TypedGenomesTravelBesideTheirTexts) {
     EXPECT_EQ(genome_from_proto(l.typed_genome()).text(), l.genome());
     report(worker, l, evaluation(l, "sm_90a/model/estimated", 1.0, true));
   }
+  // The would-be elites' confirmations (the lone worker's own), then the run has a best.
+  drive({worker}, "sm_90a/model/estimated", [](const v1::Lease&) { return 1.0; }, true);
   const v1::RunStatus st = coord_->status(run.run_id());
   EXPECT_EQ(genome_from_proto(st.typed_best_genome()).text(), st.best_genome());
   v1::LeaderboardRequest lr;
@@ -917,7 +919,7 @@ TEST_F(CoordinatorTest, AnEmptyLeasePollWakesNoWatcher) {
 
 // Break 8: each watcher rebuilt the run's whole status under the store lock at every change.
 TEST_F(CoordinatorTest, WatchersShareOneStatusComputationPerChange) {
-  auto a = add_worker("sm_90a/model/estimated", true);  // estimated: a result is final at once
+  auto a = add_worker("sm_90a/model/estimated", true);
   auto run = submit(1, 2, 1);
   std::vector<std::thread> watchers;
   for (int i = 0; i < 50; ++i)
@@ -925,7 +927,10 @@ TEST_F(CoordinatorTest, WatchersShareOneStatusComputationPerChange) {
   for (auto& t : watchers) t.join();
   EXPECT_EQ(coord_->watched_status_builds(), 1u);
   auto l = lease(a).leases(0);
-  report(a, l, evaluation(l, "sm_90a/model/estimated", 1.0, true));
+  auto failed = evaluation(l, "sm_90a/model/estimated", 1.0, true);  // a failure is final at once
+  failed.set_status(v1::RESOURCE_REJECT);
+  failed.clear_fitness_us();
+  report(a, l, failed);
   watchers.clear();
   for (int i = 0; i < 50; ++i)
     watchers.emplace_back([&] { EXPECT_EQ(coord_->watched_status(run.run_id()).evaluations_done(), 1); });

@@ -25,6 +25,7 @@ class LeaseLivenessTest : public ManagerTest {
   v1::HeartbeatResponse heartbeat(const std::string& worker, const v1::Lease& l) {
     v1::HeartbeatRequest hb;
     hb.set_worker_id(worker);
+    hb.set_credential(credentials_[worker]);
     hb.add_lease_ids(l.lease_id());
     return leases_.heartbeat(hb);
   }
@@ -32,6 +33,7 @@ class LeaseLivenessTest : public ManagerTest {
   v1::LeaseResponse lease_holding(const std::string& worker, const std::vector<std::string>& held, int n = 1) {
     v1::LeaseRequest req;
     req.set_worker_id(worker);
+    req.set_credential(credentials_[worker]);
     req.set_max_candidates(n);
     req.set_names_held_leases(true);
     for (const auto& id : held) req.add_held_lease_ids(id);
@@ -77,6 +79,7 @@ TEST_F(LeaseLivenessTest, AfterALongOutageAWorkerThatReturnsWithinTheGraceHasIts
   for (const auto& l : granted.leases()) {
     v1::ReportRequest req;
     req.set_worker_id(w);
+    req.set_credential(credentials_[w]);
     req.set_lease_id(l.lease_id());
     req.mutable_evaluation()->set_status(v1::OK);
     req.mutable_evaluation()->set_fitness_us(70.0);
@@ -105,6 +108,7 @@ TEST_F(LeaseLivenessTest, ALeaseRequestWhoseCallerGaveUpGrantsNothing) {
   submit(1, 2, 1);
   v1::LeaseRequest req;
   req.set_worker_id(w);
+  req.set_credential(credentials_[w]);
   req.set_max_candidates(2);
   EXPECT_THROW(leases_.lease(req, [] { return false; }), CallerGone);
   // Rolled back whole: no lease, every candidate queued and uncharged.

@@ -169,11 +169,19 @@ TEST_F(SubmitTest, AnExhaustiveGenerationBredAfterARestartDoesNotListTheSpaceIns
       store_.insert_candidate(c);
     }
   });
-  const std::string w = add_worker("sm_90a/model/estimated", true);  // a result is final at once
+  const std::string w = add_worker("sm_90a/model/estimated", true);  // alone: it confirms its own elites
   const auto granted = lease(w, run.population);
   ASSERT_EQ(granted.leases_size(), run.population);
   double slowest = 0;
   for (const auto& l : granted.leases()) {
+    const auto started = std::chrono::steady_clock::now();
+    EXPECT_TRUE(report(w, l, "sm_90a/model/estimated", 900.0, true).accepted());
+    slowest = std::max(slowest, seconds_since(started));
+  }
+  // The would-be elites' confirmations complete generation 0.
+  const auto confirmations = lease(w, run.population);
+  ASSERT_GT(confirmations.leases_size(), 0);
+  for (const auto& l : confirmations.leases()) {
     const auto started = std::chrono::steady_clock::now();
     EXPECT_TRUE(report(w, l, "sm_90a/model/estimated", 900.0, true).accepted());
     slowest = std::max(slowest, seconds_since(started));
