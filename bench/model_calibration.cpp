@@ -8,7 +8,6 @@
 
 #include "errors.h"
 #include "search_space.h"
-#include "shape.h"
 
 namespace evo {
 
@@ -30,7 +29,7 @@ std::vector<MeasuredGenome> load_measured_genomes(const std::string& path) {
     MeasuredGenome m;
     m.shape = line.substr(0, q1 - 1);
     try {
-      parse_shape(m.shape);
+      space.family().parse(m.shape, {});
       m.genome = space.parse(line.substr(q1 + 1, q2 - q1 - 1));
     } catch (const std::exception& e) {
       throw bad(e.what());
@@ -53,7 +52,7 @@ void estimate_measured(std::vector<MeasuredGenome>& rows, const DeviceModel& dev
     v1::ResourceReport r;
     r.set_registers(m.registers);
     r.set_static_smem_bytes(m.static_smem_bytes);
-    m.model_us = estimate_kernel(dev, space, m.genome, parse_shape(m.shape), r, wave_seconds).us;
+    m.model_us = estimate_kernel(dev, space, m.genome, space.family().parse(m.shape, {}), r, wave_seconds).us;
   }
 }
 

@@ -22,7 +22,6 @@
 #include "genome_proto.h"
 #include "options.h"
 #include "search_space.h"
-#include "shape_proto.h"
 #include "template_registry.h"
 #include "token.h"
 #include "wire_labels.h"
@@ -177,7 +176,7 @@ int submit(Client& c, const Options& o, std::ostream& out, bool tty) {
   req.set_seed(o.submit.seed);
   for (const auto& s : o.submit.shapes) req.add_shapes(s);
   req.set_causal(o.submit.causal);
-  req.set_dtype(dtype_to_proto(o.submit.dtype));
+  req.set_dtype(o.submit.dtype);
   // Unset sizes stay unset so evod applies its defaults; an explicit 0 would be refused.
   if (o.submit.generations > 0) req.set_generations(o.submit.generations);
   if (o.submit.population > 0) req.set_population(o.submit.population);

@@ -4,8 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attention/problem.h"
 #include "errors.h"
-#include "shape.h"
 
 namespace evo::cli {
 
@@ -14,9 +14,9 @@ DispatchFile dispatch_file(const v1::ExportResponse& response, const std::string
   nlohmann::json entries = nlohmann::json::array();
   for (const auto& bucket : response.buckets()) {
     for (const auto& text : bucket.shapes()) {
-      ProblemShape s;
+      attention::Shape s;
       try {
-        s = parse_shape(text);
+        s = attention::parse_shape(text);
       } catch (const InputError& e) {
         throw std::invalid_argument(std::string("evod sent a malformed bucket shape: ") + e.what());
       }
@@ -29,7 +29,7 @@ DispatchFile dispatch_file(const v1::ExportResponse& response, const std::string
                                std::to_string(s.seq_q) + "x" + std::to_string(s.head_dim);
       entries.push_back({{"shape", dims},
                          {"causal", s.causal},
-                         {"dtype", std::string(dtype_name(s.dtype))},
+                         {"dtype", std::string(attention::dtype_name(s.dtype))},
                          {"genome", bucket.genome()},
                          {"run_id", bucket.run_id()},
                          {"estimated", bucket.estimated()},

@@ -9,7 +9,7 @@
 #include "errors.h"
 #include "genome_proto.h"
 #include "resident_time.h"
-#include "shape_proto.h"
+#include "family.h"
 #include "template_registry.h"
 #include "wire_labels.h"
 
@@ -75,9 +75,9 @@ std::string genes_unlike_default(const v1::Genome& typed_genome, const std::stri
 
 std::string shapes_text(const v1::Run& run) {
   std::string out;
-  for (const auto& s : run.shapes()) {
+  for (const auto& p : problems_of(run.problems(), run.shapes())) {
     if (!out.empty()) out += ",";
-    out += shape_from_proto(s).text();
+    out += p.text();
   }
   return out;
 }

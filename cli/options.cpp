@@ -7,8 +7,8 @@
 #include <set>
 
 #include "errors.h"
+#include "family.h"
 #include "server_config.h"
-#include "shape.h"
 #include "wire_labels.h"
 
 namespace evo::cli {
@@ -44,16 +44,28 @@ E parse_choice(const std::string& flag, const std::string& text) {
   throw UsageError(flag + " expects one of " + label_list<E>() + ", got '" + text + "'");
 }
 
-// A --shape as parse_shape reads it: malformed text (an unknown dtype among it) is a usage error
-// here, exit 2, not a refusal from evod or, with evod down, a connection error. Sent as typed:
-// evod parses it again, with --causal and --dtype, and checks it against the template.
+// A --shape as a kernel family's grammar reads it: text that no family of this build reads (an
+// unknown dtype among it) is a usage error here, exit 2, not a refusal from evod or, with evod
+// down, a connection error; the first family's reason is the one told. Sent as typed: evod parses
+// it again with the seed's family, with --causal and --dtype, and checks it against the template.
 std::string checked_shape_syntax(const std::string& text) {
-  try {
-    parse_shape(text);
-  } catch (const InputError& e) {
-    throw UsageError(std::string("--shape: ") + e.what());
+  std::string first_reason;
+  for (const KernelFamily* family : families()) {
+    try {
+      family->parse(text, {});
+      return text;
+    } catch (const InputError& e) {
+      if (first_reason.empty()) first_reason = e.what();
+    }
   }
-  return text;
+  throw UsageError("--shape: " + first_reason);
+}
+
+// --dtype: the submit's dtype field by its label ("bf16"); evod applies it to every shape without
+// a dtype suffix.
+v1::DType parse_dtype_flag(const std::string& text) {
+  if (const auto d = parse_dtype_label(text)) return *d;
+  throw UsageError("--dtype: unknown dtype '" + text + "': expected " + dtype_label_choices());
 }
 
 // Walks the arguments; flags may come before or after the command and its positional argument.
@@ -110,11 +122,7 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
       else if (a == "--limit") o.limit = static_cast<int32_t>(parse_integer(a, p.value_of(a), 1, 1000));
       else if (a == "--causal") o.submit.causal = true;
       else if (a == "--dtype") {
-        try {
-          o.submit.dtype = parse_dtype(p.value_of(a));
-        } catch (const InputError& e) {
-          throw UsageError(std::string("--dtype: ") + e.what());
-        }
+        o.submit.dtype = parse_dtype_flag(p.value_of(a));
       }
       else if (a == "--top") o.top = static_cast<int32_t>(parse_integer(a, p.value_of(a), 1, 1000));
       else if (a == "--out") o.out = p.value_of(a);

@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "attention/dtype.h"
 #include "evo/evo.pb.h"
 
 namespace evo::cli {
@@ -23,7 +22,7 @@ struct SubmitOptions {
   std::string seed;
   std::vector<std::string> shapes;  // sent as typed: evod parses and validates them
   bool causal = false;
-  DType dtype = DType::kF16;       // of every shape without a dtype suffix
+  v1::DType dtype = v1::DTYPE_FP16;  // of every shape without a dtype suffix
   int32_t generations = 0;          // 0: evod's default
   int32_t population = 0;
   int32_t top_k = 0;

@@ -9,10 +9,9 @@
 #include <vector>
 
 #include "attention/dtype.h"
+#include "problem.h"
 
 namespace evo {
-
-struct ProblemShape;
 
 // What the exporter read of the kernel's search space (SearchSpace) that the family's text needs.
 struct ExportSpace {
@@ -25,7 +24,7 @@ struct ExportSpace {
 // empty where none were given.
 struct ExportTable {
   const ExportSpace& space;
-  std::vector<std::vector<ProblemShape>> problems;
+  std::vector<std::vector<Problem>> problems;
 };
 
 // A problem variable known only at the call, and how a variant's launch() reads it from its
@@ -48,7 +47,7 @@ struct FamilyExport {
   std::string report_entry_points;
   // Why a problem cannot be exported from this space ("dtype bf16 is not served by ..."); empty
   // when it can.
-  std::string (*unserved)(const ExportSpace& space, const ProblemShape& problem);
+  std::string (*unserved)(const ExportSpace& space, const Problem& problem);
   // The lines of a variant's launch() that make `args`, what the kernel is launched with, from `p`;
   // `launch` holds the space's launch formulas as C++, by name.
   std::string (*launch_arguments)(const std::map<std::string, std::string>& launch);

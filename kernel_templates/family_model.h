@@ -8,14 +8,13 @@
 #include <string>
 
 #include "device_model.h"
+#include "problem.h"
 
 namespace evo {
 
-struct ProblemShape;
-
 struct ModelInput {
   const DeviceModel& device;
-  const ProblemShape& problem;
+  const Problem& problem;
   // The space's values for the genome on this problem and device: genes, derived values, the
   // problem's variables, SMEM_LIMIT and SM_ARCH (SearchSpace::variables).
   const std::map<std::string, int64_t>& variables;

@@ -6,38 +6,34 @@
 #include <string>
 #include <vector>
 
-#include "attention/export_entry.h"
-#include "attention/model_estimate.h"
+#include "attention/problem.h"
 #include "embedded_texts.h"
 
-// A family's texts and a kernel's, by the names kernel_templates/CMakeLists.txt gives them.
-// Its host operations are those of namespace evo::<family>.
-#define EVO_FAMILY(family, reference, host)                                                      \
-  KernelFamily {                                                                                  \
-    #family, kEmbedded_##family##_##reference, kEmbedded_##family##_##host, &family::export_entry, \
-        &family::model_wave_seconds                                                               \
-  }
-#define EVO_KERNEL(family_entry, family, kernel)                                      \
-  KernelTemplate {                                                                    \
-    #kernel, &family_entry, kEmbedded_##family##_##kernel##_source,                   \
-        kEmbedded_##family##_##kernel##_space                                         \
+// A kernel's texts, by the names kernel_templates/CMakeLists.txt gives them.
+#define EVO_KERNEL(fam, kernel)                                                          \
+  KernelTemplate {                                                                       \
+    #kernel, &fam::family(), kEmbedded_##fam##_##kernel##_source, kEmbedded_##fam##_##kernel##_space \
   }
 
 namespace evo {
 namespace {
 
-// The families, one line each: the folder, then the stems of its reference kernel and of the
-// host code its exports need.
-const KernelFamily kAttention = EVO_FAMILY(attention, reference, tensor_maps);
-
-// The kernels: one line each, naming the family they belong to.
+// The kernels: one line each, naming the family (its folder and namespace) they belong to.
 const KernelTemplate kTemplates[] = {
-    EVO_KERNEL(kAttention, attention, fa_s512_v3),
+    EVO_KERNEL(attention, fa_s512_v3),
 };
 
 }  // namespace
 
-std::string_view reference_attention_source() { return kAttention.reference_source; }
+// The families: one line each, the KernelFamily of kernel_templates/<family>/family.cpp.
+const std::vector<const KernelFamily*>& families() {
+  static const std::vector<const KernelFamily*> all = {
+      &attention::family(),
+  };
+  return all;
+}
+
+std::string_view reference_attention_source() { return attention::family().reference_source; }
 
 const KernelTemplate* find_template(std::string_view id) {
   for (const auto& t : kTemplates)

@@ -1,7 +1,7 @@
 #pragma once
 // The kernel families and kernels evo can search, as embedded text. A family (attention/) holds
-// what its kernels share: the float32 reference kernel of the correctness gate and the host code
-// an exported kernel needs. A kernel (attention/fa_s512_v3/) is the CUDA source NVRTC compiles and
+// what its kernels share (family.h: the float32 reference kernel of the correctness gate, the host
+// code an exported kernel needs, its problem). A kernel (attention/fa_s512_v3/) is the CUDA source NVRTC compiles and
 // the search space (genes, domains, constraints, launch formulas) that population/ reads.
 // template_registry.cpp lists each family and each kernel in one line.
 #include <string>
@@ -9,23 +9,9 @@
 #include <vector>
 
 #include "attention/dtype.h"
-#include "family_export.h"
-#include "family_model.h"
+#include "family.h"
 
 namespace evo {
-
-struct KernelFamily {
-  std::string_view id;                // "attention"
-  std::string_view reference_source;  // float32 reference kernel(s) for the correctness gate
-  // Host code an exported file needs besides the kernel (it encodes the tensor maps of a space
-  // whose launch has "tensor_map_box_rows"); empty when there is none.
-  std::string_view host_source;
-
-  // ---- The export (kernel_templates/<family>/export_entry.cpp): its part of an exported .cu.
-  const FamilyExport& (*export_entry)();
-  // ---- The model evaluator's estimate (kernel_templates/<family>/model_estimate.cpp).
-  ModelWaveSeconds model_wave_seconds;
-};
 
 struct KernelTemplate {
   std::string_view id;  // "fa_s512_v3": the name `evoctl submit --seed` takes

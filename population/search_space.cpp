@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attention/problem.h"
 #include "errors.h"
 #include "expression.h"
 #include "template_registry.h"
@@ -53,17 +54,10 @@ struct SearchSpace::Impl {
 
 namespace {
 
-// What a gene's used_when may read: the problem alone, so that whether a gene matters to a run
-// does not depend on the other genes (nor on the device). DTYPE: 0 fp16, 1 bf16.
-const char* const kShapeVariables[] = {"BATCH", "HEADS", "SEQ_Q", "SEQ_K", "HEAD_DIM", "CAUSAL", "DTYPE"};
-// Every expression may read those and the device.
+// Every expression may read the problem's variables (KernelFamily::problem_variables) and the
+// device; a gene's used_when the problem's alone, so that whether a gene matters to a run does not
+// depend on the other genes (nor on the device).
 const char* const kDeviceVariables[] = {"SMEM_LIMIT", "SM_ARCH"};
-
-std::map<std::string, int64_t> shape_variables(const ProblemShape& p) {
-  return {{"BATCH", p.batch},  {"HEADS", p.heads},       {"SEQ_Q", p.seq_q},
-          {"SEQ_K", p.seq_k},  {"HEAD_DIM", p.head_dim}, {"CAUSAL", p.causal ? 1 : 0},
-          {"DTYPE", static_cast<int64_t>(p.dtype)}};
-}
 
 [[noreturn]] void bad_space(const std::string& why) {
   throw InputError("bad search space: " + why);
@@ -235,7 +229,9 @@ std::string Gene::value_text(int64_t value) const {
   return std::to_string(value);
 }
 
-SearchSpace SearchSpace::from_json(std::string_view text) {
+SearchSpace SearchSpace::from_json(std::string_view text) { return from_json(text, *families().front()); }
+
+SearchSpace SearchSpace::from_json(std::string_view text, const KernelFamily& family) {
   json doc;
   try {
     doc = json::parse(text);
@@ -245,6 +241,7 @@ SearchSpace SearchSpace::from_json(std::string_view text) {
   if (!doc.is_object()) bad_space("the document must be a JSON object");
 
   SearchSpace space;
+  space.family_ = &family;
   auto impl = std::make_shared<Impl>();
   space.id_ = string_field(doc, "template", "space");
   if (!is_identifier(space.id_)) bad_space("template id '" + space.id_ + "' is not an identifier");
@@ -263,14 +260,15 @@ SearchSpace SearchSpace::from_json(std::string_view text) {
     for (const auto& d : *it) {
       if (!d.is_string()) bad_space("dtypes[] must be strings such as \"fp16\"");
       try {
-        space.dtypes_.push_back(parse_dtype(d.get<std::string>()));
+        space.dtypes_.push_back(attention::parse_dtype(d.get<std::string>()));
       } catch (const InputError& e) {
         bad_space(std::string("dtypes: ") + e.what());
       }
     }
   }
 
-  std::set<std::string> known(std::begin(kShapeVariables), std::end(kShapeVariables));
+  const std::set<std::string> problem_names(family.problem_variables().begin(), family.problem_variables().end());
+  std::set<std::string> known = problem_names;
   known.insert(std::begin(kDeviceVariables), std::end(kDeviceVariables));
   auto define = [&](const std::string& name, const std::string& where) {
     if (!is_identifier(name)) bad_space(where + " name '" + name + "' is not an identifier");
@@ -287,8 +285,7 @@ SearchSpace SearchSpace::from_json(std::string_view text) {
     define(g.name, "gene");
     std::optional<Expression> used_when;
     if (auto it = genes[i].find("used_when"); it != genes[i].end()) {
-      static const std::set<std::string> shape_names(std::begin(kShapeVariables), std::end(kShapeVariables));
-      used_when = checked_expression(*it, "gene " + g.name + " used_when", shape_names);
+      used_when = checked_expression(*it, "gene " + g.name + " used_when", problem_names);
       g.used_when = used_when->text();
     }
     impl->used_when.push_back(std::move(used_when));
@@ -377,7 +374,7 @@ const SearchSpace& SearchSpace::for_template(std::string_view template_id) {
     for (const auto& id : template_ids()) known += (known.empty() ? "" : ", ") + id;
     throw InputError("unknown seed '" + std::string(template_id) + "' (known: " + known + ")");
   }
-  auto space = std::make_unique<const SearchSpace>(from_json(t->space_json));
+  auto space = std::make_unique<const SearchSpace>(from_json(t->space_json, *t->family));
   const SearchSpace& ref = *space;
   cache.emplace(std::string(template_id), std::move(space));
   return ref;
@@ -513,20 +510,21 @@ Genome SearchSpace::from_genes(const std::map<std::string, int64_t>& genes) cons
   return genome;
 }
 
-std::vector<size_t> SearchSpace::unused_genes(const std::vector<ProblemShape>& shapes) const {
+std::vector<size_t> SearchSpace::unused_genes(const std::vector<Problem>& shapes) const {
   std::vector<size_t> unused;
   if (shapes.empty()) return unused;
   for (size_t i = 0; i < genes_.size(); ++i) {
     const auto& used_when = impl_->used_when[i];
     if (!used_when) continue;
     bool used = false;
-    for (const auto& shape : shapes) used = used || used_when->eval(shape_variables(shape)) != 0;
+    for (const auto& shape : shapes) used = used || used_when->eval(shape.variables()) != 0;
     if (!used) unused.push_back(i);
   }
   return unused;
 }
 
-void SearchSpace::require_serves(const ProblemShape& p, std::string_view text) const {
+void SearchSpace::require_serves(const Problem& problem, std::string_view text) const {
+  const attention::Shape p = attention::shape_of(problem);
   auto refuse = [&](const std::string& what, const std::string& served) {
     throw InputError("shape '" + std::string(text) + "': " + what + " is not served by " + id_ +
                      " (it serves " + served + ")");
@@ -538,8 +536,8 @@ void SearchSpace::require_serves(const ProblemShape& p, std::string_view text) c
   }
   if (std::find(dtypes_.begin(), dtypes_.end(), p.dtype) == dtypes_.end()) {
     std::string served;
-    for (DType d : dtypes_) served += (served.empty() ? "" : ", ") + std::string(dtype_name(d));
-    refuse("dtype " + std::string(dtype_name(p.dtype)), served);
+    for (DType d : dtypes_) served += (served.empty() ? "" : ", ") + std::string(attention::dtype_name(d));
+    refuse("dtype " + std::string(attention::dtype_name(p.dtype)), served);
   }
 }
 
@@ -551,13 +549,13 @@ Genome SearchSpace::at_defaults(const Genome& g, const std::vector<size_t>& indi
   return out;
 }
 
-std::map<std::string, int64_t> SearchSpace::variables(const Genome& g, const ProblemShape& p,
+std::map<std::string, int64_t> SearchSpace::variables(const Genome& g, const Problem& p,
                                                       int64_t smem_limit, int sm_arch) const {
   bool fits = g.template_id() == id_ && g.genes().size() == genes_.size();
   for (size_t i = 0; fits && i < genes_.size(); ++i) fits = g.genes()[i].first == genes_[i].name;
   if (!fits) throw InputError("genome '" + g.text() + "' does not fit the " + id_ + " search space");
 
-  std::map<std::string, int64_t> vars = shape_variables(p);
+  std::map<std::string, int64_t> vars = p.variables();
   vars.insert(g.genes().begin(), g.genes().end());
   vars["SMEM_LIMIT"] = smem_limit;
   vars["SM_ARCH"] = sm_arch;
@@ -565,7 +563,7 @@ std::map<std::string, int64_t> SearchSpace::variables(const Genome& g, const Pro
   return vars;
 }
 
-std::optional<std::string> SearchSpace::violated_constraint(const Genome& g, const ProblemShape& p,
+std::optional<std::string> SearchSpace::violated_constraint(const Genome& g, const Problem& p,
                                                             int64_t smem_limit, int sm_arch) const {
   const auto vars = variables(g, p, smem_limit, sm_arch);
   for (const auto& c : impl_->constraints) {
@@ -608,7 +606,7 @@ std::vector<Formula> SearchSpace::launch_formulas() const {
 const std::string& SearchSpace::kernel_pattern() const { return impl_->kernel_pattern; }
 
 // Launch formulas describe the kernel, not the device: SMEM_LIMIT reads as "no limit" here.
-LaunchConfig SearchSpace::launch(const Genome& g, const ProblemShape& p) const {
+LaunchConfig SearchSpace::launch(const Genome& g, const Problem& p) const {
   const auto vars = variables(g, p, std::numeric_limits<int32_t>::max());
   LaunchConfig l;
   l.threads = impl_->threads.eval(vars);
@@ -623,7 +621,7 @@ LaunchConfig SearchSpace::launch(const Genome& g, const ProblemShape& p) const {
   return l;
 }
 
-std::string SearchSpace::kernel_name(const Genome& g, const ProblemShape& p) const {
+std::string SearchSpace::kernel_name(const Genome& g, const Problem& p) const {
   const auto vars = variables(g, p, std::numeric_limits<int32_t>::max());
   const std::string& pattern = impl_->kernel_pattern;
   std::string name;
@@ -639,7 +637,7 @@ std::string SearchSpace::kernel_name(const Genome& g, const ProblemShape& p) con
   return name;
 }
 
-double SearchSpace::flops(const Genome& g, const ProblemShape& p) const {
+double SearchSpace::flops(const Genome& g, const Problem& p) const {
   if (!impl_->flops) return p.flops();
   return static_cast<double>(impl_->flops->eval(variables(g, p, std::numeric_limits<int32_t>::max())));
 }

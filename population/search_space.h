@@ -18,7 +18,9 @@
 
 #include "expression.h"
 #include "genome.h"
-#include "shape.h"
+#include "attention/dtype.h"
+#include "family.h"
+#include "problem.h"
 
 namespace evo {
 
@@ -64,10 +66,15 @@ class SearchSpace {
  public:
   // The space of a registered template; throws InputError("unknown seed 'x' (known: fa_s512_v3)").
   static const SearchSpace& for_template(std::string_view template_id);
-  // Parses a .space.json text; throws InputError on malformed JSON or expressions.
+  // Parses a .space.json text of a kernel of `family`, whose problem variables its expressions
+  // read; throws InputError on malformed JSON or expressions. Without a family: the first
+  // registered one's (attention), for spaces written in tests.
+  static SearchSpace from_json(std::string_view json, const KernelFamily& family);
   static SearchSpace from_json(std::string_view json);
 
   const std::string& id() const { return id_; }
+  // The family of the kernel: its problems are what the space's expressions read.
+  const KernelFamily& family() const { return *family_; }
   const std::vector<Gene>& genes() const { return genes_; }
   const std::vector<int>& head_dims() const { return head_dims_; }
   // The element types the kernel is written for: the space's "dtypes" (["fp16"] where it has none).
@@ -75,7 +82,7 @@ class SearchSpace {
   // Throws InputError when the kernel does not serve the shape's head_dim or dtype:
   // "shape '1x8x512x64:bf16': dtype bf16 is not served by fa_s512_v3 (it serves fp16)". `text` is
   // the shape as the user gave it.
-  void require_serves(const ProblemShape& p, std::string_view text) const;
+  void require_serves(const Problem& p, std::string_view text) const;
   Genome default_genome() const;
 
   // Accepts "fa_s512_v3:BLOCK_M=32,..." or just "BLOCK_M=32,..."; genes not named take their
@@ -93,12 +100,12 @@ class SearchSpace {
   // g with every gene that no shape of `shapes` uses (Gene::used_when) set to its default, so
   // that a run never holds two genomes that run the same code for its shapes. Empty `shapes`:
   // every gene counts as used.
-  Genome canonical(const Genome& g, const std::vector<ProblemShape>& shapes) const {
+  Genome canonical(const Genome& g, const std::vector<Problem>& shapes) const {
     return at_defaults(g, unused_genes(shapes));
   }
   // The indices of the genes no shape of `shapes` uses. They depend on the shapes alone, so a
   // caller that canonicalises many genomes of one run (a strategy) finds them once.
-  std::vector<size_t> unused_genes(const std::vector<ProblemShape>& shapes) const;
+  std::vector<size_t> unused_genes(const std::vector<Problem>& shapes) const;
   // g with the genes at `indices` set to their defaults; a genome of another space unchanged.
   Genome at_defaults(const Genome& g, const std::vector<size_t>& indices) const;
 
@@ -109,18 +116,18 @@ class SearchSpace {
   // problem on a device with smem_limit bytes of shared memory per block and compile target
   // sm_arch (sm_arch_number). Constraints that read SM_ARCH are skipped while it is unknown; the
   // worker checks them again against its own target before compiling.
-  std::optional<std::string> violated_constraint(const Genome& g, const ProblemShape& p,
+  std::optional<std::string> violated_constraint(const Genome& g, const Problem& p,
                                                  int64_t smem_limit, int sm_arch = kUnknownArch) const;
   // Value of every gene, derived value and problem variable, for name expressions and reports.
-  std::map<std::string, int64_t> variables(const Genome& g, const ProblemShape& p,
+  std::map<std::string, int64_t> variables(const Genome& g, const Problem& p,
                                            int64_t smem_limit, int sm_arch = kUnknownArch) const;
-  LaunchConfig launch(const Genome& g, const ProblemShape& p) const;
+  LaunchConfig launch(const Genome& g, const Problem& p) const;
   // "evo::fa_s512_v3_kernel<0, 0, 64, 32, 64, 4, 2, 1, 1, 1, 0, 64, 0, 0>": enumerated genes by value
-  std::string kernel_name(const Genome& g, const ProblemShape& p) const;
+  std::string kernel_name(const Genome& g, const Problem& p) const;
   // Floating-point operations one launch performs, from the space's "flops" expression (which may
-  // depend on the genome, e.g. for a kernel that skips masked blocks); ProblemShape::flops() where
+  // depend on the genome, e.g. for a kernel that skips masked blocks); Problem::flops() where
   // the space gives none. For TFLOP/s figures.
-  double flops(const Genome& g, const ProblemShape& p) const;
+  double flops(const Genome& g, const Problem& p) const;
   // The constraints' names in the order they are checked.
   std::vector<std::string> constraint_names() const;
 
@@ -143,6 +150,7 @@ class SearchSpace {
   void translate_retired(Genome& genome, const std::map<std::string, int64_t>& retired,
                          const std::set<std::string>& given, const std::string& whole) const;
   std::string id_;
+  const KernelFamily* family_ = nullptr;
   std::vector<Gene> genes_;
   std::vector<int> head_dims_;
   std::vector<DType> dtypes_;

@@ -41,7 +41,7 @@ constexpr int kRandomDrawsPerGenome = 2048;
 constexpr auto kExhaustiveWalkBudget = std::chrono::milliseconds(300);
 
 // Valid for every shape on a device with this shared-memory limit.
-bool valid_for(const SearchSpace& space, const std::vector<ProblemShape>& shapes, int64_t smem_limit,
+bool valid_for(const SearchSpace& space, const std::vector<Problem>& shapes, int64_t smem_limit,
                const Genome& g) {
   try {
     for (const auto& shape : shapes)
@@ -54,7 +54,7 @@ bool valid_for(const SearchSpace& space, const std::vector<ProblemShape>& shapes
 
 // The indices of the space's genomes valid for these shapes and limit, in index order.
 std::shared_ptr<const std::vector<uint64_t>> list_valid(const SearchSpace& space,
-                                                        const std::vector<ProblemShape>& shapes,
+                                                        const std::vector<Problem>& shapes,
                                                         int64_t smem_limit) {
   auto list = std::make_shared<std::vector<uint64_t>>();
   for (uint64_t i = 0, n = space.size(); i < n; ++i)
@@ -97,7 +97,10 @@ class StrategyBase : public Strategy {
  public:
   explicit StrategyBase(StrategyContext ctx) : ctx_(std::move(ctx)) {
     if (!ctx_.space) throw std::invalid_argument("a strategy needs a search space");
-    if (ctx_.shapes.empty()) ctx_.shapes.push_back(ProblemShape{});
+    if (ctx_.shapes.empty()) {
+      const KernelFamily& family = ctx_.space->family();
+      ctx_.shapes.push_back(family.parse(family.default_problem, {}));
+    }
     unused_genes_ = ctx_.space->unused_genes(ctx_.shapes);
   }
 

@@ -13,7 +13,7 @@
 #include "evo/evo.pb.h"
 #include "genome.h"
 #include "search_space.h"
-#include "shape.h"
+#include "problem.h"
 
 namespace evo {
 
@@ -30,7 +30,7 @@ struct Offspring {
 
 struct StrategyContext {
   const SearchSpace* space = nullptr;
-  std::vector<ProblemShape> shapes;  // a genome must be valid for every shape; empty: 1x8x512x64
+  std::vector<Problem> shapes;  // a genome must be valid for every one; empty: the family's default_problem
   int64_t smem_limit = kDefaultSmemLimit;  // the target device's opt-in shared memory per block
   uint64_t rng_seed = 1;
   int top_k = 3;

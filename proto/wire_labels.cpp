@@ -44,6 +44,29 @@ std::string label_list() {
   return out;
 }
 
+namespace {
+std::string dtype_label(const pb::EnumValueDescriptor& v) {
+  std::string out = v.name().substr(std::string_view("DTYPE_").size());
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+}  // namespace
+
+std::optional<v1::DType> parse_dtype_label(std::string_view text) {
+  const pb::EnumDescriptor* d = v1::DType_descriptor();
+  for (int i = 0; i < d->value_count(); ++i)
+    if (dtype_label(*d->value(i)) == text) return static_cast<v1::DType>(d->value(i)->number());
+  return std::nullopt;
+}
+
+std::string dtype_label_choices() {
+  const pb::EnumDescriptor* d = v1::DType_descriptor();
+  std::string out;
+  for (int i = 0; i < d->value_count(); ++i)
+    out += (i == 0 ? "" : i + 1 == d->value_count() ? " or " : ", ") + dtype_label(*d->value(i));
+  return out;
+}
+
 void set_gate_forms(v1::GateVerdict& g, v1::Gate kind, v1::Verdict outcome) {
   g.set_kind(kind);
   g.set_outcome(outcome);

@@ -4,8 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "run_lifecycle.h"
 #include "search_space.h"
-#include "shape.h"
 
 namespace evo {
 namespace {
@@ -30,7 +30,7 @@ std::vector<std::string> export_run_ids(const v1::ExportRequest& request) {
 std::vector<ExportVariant> dispatch_variants(const std::vector<Coordinator::Best>& winners) {
   std::vector<ExportVariant> variants;
   // Which run claimed each shape first, to name both runs when a second one claims it too.
-  std::vector<std::pair<ProblemShape, std::string>> claimed;
+  std::vector<std::pair<Problem, std::string>> claimed;
   for (const auto& w : winners) {
     if (!variants.empty() && w.run.seed != winners.front().run.seed)
       throw invalid("runs '" + winners.front().run.id + "' (" + winners.front().run.seed + ") and '" + w.run.id +
@@ -40,8 +40,7 @@ std::vector<ExportVariant> dispatch_variants(const std::vector<Coordinator::Best
     v.evidence = w.evaluation.evaluation;
     v.run_id = w.run.id;
     v.fitness_inputs = w.run.fitness_inputs;
-    for (const auto& text : w.run.shapes) {
-      const ProblemShape shape = parse_shape(text);
+    for (const auto& shape : shapes_of(w.run)) {
       bool already_ours = false;
       for (const auto& [other, owner] : claimed) {
         if (!(other == shape)) continue;

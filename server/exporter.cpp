@@ -116,10 +116,10 @@ void check_genome(const SpaceForExport& s, const Genome& g) {
 // A bucket's problems must be ones the family can serve from this space (attention: of a dtype the
 // kernel serves): the table has no instantiation for others.
 void check_served(const SpaceForExport& s, const ExportVariant& v) {
-  for (const auto& shape : v.shapes) {
-    const std::string why = s.family->unserved(s.served, shape);
+  for (const auto& problem : v.shapes) {
+    const std::string why = s.family->unserved(s.served, problem);
     if (why.empty()) continue;
-    throw InputError("cannot export shape '" + shape.text() + "'" + (v.run_id.empty() ? "" : " of " + v.run_id) +
+    throw InputError("cannot export shape '" + problem.text() + "'" + (v.run_id.empty() ? "" : " of " + v.run_id) +
                      ": " + why);
   }
 }
@@ -359,7 +359,7 @@ v1::ExportResponse export_dispatch_table(const KernelTemplate& tmpl, const std::
   return response;
 }
 
-v1::ExportResponse export_standalone(const Genome& g, const std::vector<ProblemShape>& shapes,
+v1::ExportResponse export_standalone(const Genome& g, const std::vector<Problem>& shapes,
                                      const v1::Evaluation& evidence, const ExportOptions& options) {
   return export_dispatch_table({ExportVariant{g, shapes, evidence, ""}}, options);
 }

@@ -12,7 +12,7 @@
 #include "build_command.h"
 #include "evo/evo.pb.h"
 #include "genome.h"
-#include "shape.h"
+#include "problem.h"
 #include "template_registry.h"
 
 namespace evo {
@@ -21,7 +21,7 @@ namespace evo {
 // standalone export, the shapes it was measured on (they appear in the report).
 struct ExportVariant {
   Genome genome;
-  std::vector<ProblemShape> shapes;
+  std::vector<Problem> shapes;
   v1::Evaluation evidence;  // the evaluation that made it the winner (may be estimated)
   std::string run_id = {};  // the run it won, when it came from one (report and buckets)
   v1::FitnessInputs fitness_inputs = v1::FITNESS_INPUTS_ROTATED;  // what ranked that run (RunRecord's)
@@ -37,7 +37,7 @@ struct ExportOptions {
 
 // The winner alone. Throws InputError for an unknown template, a genome whose genes do not match
 // its template's space, or a space whose formulas name something the exporter does not know.
-v1::ExportResponse export_standalone(const Genome& g, const std::vector<ProblemShape>& shapes,
+v1::ExportResponse export_standalone(const Genome& g, const std::vector<Problem>& shapes,
                                      const v1::Evaluation& evidence,
                                      const ExportOptions& options = {});
 

@@ -6,7 +6,7 @@
 
 #include "exporter.h"
 #include "resident_time.h"
-#include "shape_proto.h"
+#include "family.h"
 #include "wire_labels.h"
 
 namespace evo {
@@ -40,7 +40,7 @@ std::string code_span(const std::string& text) {
   return "`` " + text + " ``";
 }
 
-std::string shape_text(const v1::Shape& s) { return shape_from_proto(s).text(); }
+std::string shape_text(const v1::ShapeResult& s) { return result_problem(s).text(); }
 
 const v1::GateVerdict* find_gate(const v1::Evaluation& e, v1::Gate kind) {
   for (const auto& g : e.gates())
@@ -107,7 +107,7 @@ void report_variant(std::ostringstream& o, const ExportVariant& v, size_t index,
          "unwritten | repeats |\n"
       << "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
     for (const auto& s : e.shapes())
-      o << "| " << shape_text(s.shape()) << " | " << fixed(s.median_us(), 2) << " | " << fixed(s.p10_us(), 2)
+      o << "| " << shape_text(s) << " | " << fixed(s.median_us(), 2) << " | " << fixed(s.p10_us(), 2)
         << " | " << fixed(s.p90_us(), 2) << " | " << (s.resident_us() > 0 ? fixed(s.resident_us(), 2) : "-")
         << " | " << fixed(s.tflops(), 2) << " | "
         << (e.estimated() ? "n/a" : sci(s.rel_l2_error())) << " | " << (e.estimated() ? "n/a" : sci(s.max_abs_error()))
@@ -149,7 +149,7 @@ void report_buckets(std::ostringstream& o, const std::vector<ExportVariant>& var
     o << " | `" << v.genome.text() << "` | ";
     if (e.shapes().empty()) o << "not recorded";
     for (int k = 0; k < e.shapes_size(); ++k)
-      o << (k ? ", " : "") << shape_text(e.shapes(k).shape()) << " " << fixed(e.shapes(k).median_us(), 2);
+      o << (k ? ", " : "") << shape_text(e.shapes(k)) << " " << fixed(e.shapes(k).median_us(), 2);
     // The figure the run ranked its candidates by, marked where that was the resident one.
     o << " | " << fixed(ranked_fitness_us(v.fitness_inputs, e), 2)
       << (ranks_by_resident(v.fitness_inputs, e) ? " (resident)" : "") << " | ";

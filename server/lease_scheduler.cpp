@@ -12,7 +12,8 @@
 #include "resident_time.h"
 #include "run_views.h"
 #include "server_config.h"
-#include "shape_proto.h"
+#include "family.h"
+#include "template_registry.h"
 
 namespace evo {
 
@@ -159,7 +160,7 @@ void LeaseScheduler::grant(Request& r, RunRecord& run, const CandidateRecord& c)
   out->set_run_id(run.id);
   out->set_candidate_id(c.id);
   put_genome(c.genome, out->mutable_genome(), out->mutable_typed_genome());
-  for (const auto& s : shapes_of(run)) *out->add_shapes() = shape_to_proto(s);
+  set_problems(shapes_of(run), out->mutable_problems(), out->mutable_shapes());
   out->set_deadline_unix_ms(l.deadline_ms);
   out->set_confirmation(c.confirmation);
   r.logs.push_back(fmt::format("event=leased run_id={} candidate_id={} lease_id={} worker_id={} confirmation={} "

@@ -12,7 +12,7 @@
 #include "genome_proto.h"
 #include "search_space.h"
 #include "server_config.h"
-#include "shape_proto.h"
+#include "family.h"
 #include "strategy.h"
 #include "wire_labels.h"
 
@@ -128,12 +128,13 @@ std::vector<std::string> check_start_genomes(const v1::SubmitRunRequest& req, co
 RunRecord run_of_request(const v1::SubmitRunRequest& req, const SearchSpace& space, int64_t now_ms) {
   RunRecord run;
   run.seed = req.seed();
-  const DType dtype = dtype_from_proto(req.dtype());
+  const KernelFamily& family = space.family();
+  const ProblemDefaults defaults = family.submit_defaults(req);
   std::vector<std::string> texts(req.shapes().begin(), req.shapes().end());
-  if (texts.empty()) texts.push_back(server::kDefaultShape);
+  if (texts.empty()) texts.emplace_back(family.default_problem);
   for (const auto& text : texts) {
-    ProblemShape p = parse_shape(text, req.causal(), dtype);
-    require_square_if_causal(p, text);
+    Problem p = family.parse(text, defaults);
+    family.require_tunable(p, text);
     space.require_serves(p, text);
     run.shapes.push_back(p.text());
   }
@@ -185,9 +186,10 @@ void insert_generation(Store& store, const RunRecord& run, int generation,
 
 bool is_terminal(int state) { return state == v1::DONE || state == v1::CANCELLED || state == v1::FAILED; }
 
-std::vector<ProblemShape> shapes_of(const RunRecord& run) {
-  std::vector<ProblemShape> out;
-  for (const auto& s : run.shapes) out.push_back(parse_shape(s));
+std::vector<Problem> shapes_of(const RunRecord& run) {
+  std::vector<Problem> out;
+  const KernelFamily& family = SearchSpace::for_template(run.seed).family();
+  for (const auto& s : run.shapes) out.push_back(family.parse(s, {}));
   return out;
 }
 

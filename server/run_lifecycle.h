@@ -11,7 +11,7 @@
 
 #include "coordinator_common.h"
 #include "evo/evo.pb.h"
-#include "shape.h"
+#include "problem.h"
 #include "store.h"
 
 namespace evo {
@@ -19,7 +19,7 @@ namespace evo {
 // DONE, CANCELLED or FAILED: the run hands out nothing more and breeds nothing more.
 bool is_terminal(int run_state);
 // The run's problem: its stored shape texts, parsed.
-std::vector<ProblemShape> shapes_of(const RunRecord& run);
+std::vector<Problem> shapes_of(const RunRecord& run);
 // The stored run; kNotFound when there is none. In the caller's transaction.
 RunRecord require_run(Store& store, const std::string& run_id);
 

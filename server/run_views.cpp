@@ -7,9 +7,8 @@
 #include "errors.h"
 #include "genome_proto.h"
 #include "run_lifecycle.h"
+#include "family.h"
 #include "search_space.h"
-#include "shape.h"
-#include "shape_proto.h"
 #include "wire_labels.h"
 
 namespace evo {
@@ -63,7 +62,7 @@ v1::Run to_proto(const RunRecord& r) {
   v1::Run run;
   run.set_run_id(r.id);
   run.set_seed(r.seed);
-  for (const auto& s : r.shapes) *run.add_shapes() = shape_to_proto(parse_shape(s));
+  set_problems(shapes_of(r), run.mutable_problems(), run.mutable_shapes());
   run.set_generations(r.generations);
   run.set_population(r.population);
   run.set_top_k(r.top_k);

@@ -42,7 +42,6 @@ inline constexpr int kDefaultGenerations = 5;
 inline constexpr int kDefaultPopulation = 16;
 inline constexpr int kDefaultTopK = 3;
 inline constexpr uint64_t kDefaultRngSeed = 1;
-inline constexpr const char* kDefaultShape = "1x8x512x64";
 inline constexpr v1::SearchStrategy kDefaultStrategy = v1::SEARCH_STRATEGY_EVOLVE;
 inline constexpr v1::FitnessInputs kDefaultFitnessInputs = v1::FITNESS_INPUTS_ROTATED;
 inline constexpr int kMaxPopulation = 4096;

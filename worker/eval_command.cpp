@@ -12,9 +12,8 @@
 
 #include "errors.h"
 #include "evaluator.h"
+#include "family.h"
 #include "search_space.h"
-#include "shape.h"
-#include "shape_proto.h"
 #include "wire_labels.h"
 
 namespace evo {
@@ -49,7 +48,7 @@ struct Args {
   bool genome_given = false;
   std::vector<std::string> shapes;
   bool causal = false, json = false, verbose = false;
-  DType dtype = DType::kF16;
+  v1::DType dtype = v1::DTYPE_FP16;
   EvaluatorOptions options;
 };
 
@@ -66,7 +65,12 @@ Args parse_args(int argc, char** argv) {
     else if (flag == "--genome") a.genome = value(), a.genome_given = true;
     else if (flag == "--shape") a.shapes.push_back(value());
     else if (flag == "--causal") a.causal = true;
-    else if (flag == "--dtype") a.dtype = parse_dtype(value());
+    else if (flag == "--dtype") {
+      const std::string text = value();
+      const auto d = parse_dtype_label(text);
+      if (!d) throw InputError("unknown dtype '" + text + "': expected " + dtype_label_choices());
+      a.dtype = *d;
+    }
     else if (flag == "--backend") a.options.backend = value();
     else if (flag == "--arch") a.options.arch = value();
     else if (flag == "--sanitize") a.options.sanitize = true;
@@ -77,15 +81,22 @@ Args parse_args(int argc, char** argv) {
   }
   if (a.seed.empty()) throw InputError("--seed is required, e.g. --seed fa_s512_v3");
   if (!a.genome_given) throw InputError("--genome is required, e.g. --genome 'BLOCK_M=32,BLOCK_N=64'");
-  if (a.shapes.empty()) a.shapes.push_back("1x8x512x64");
   return a;
 }
 
-std::vector<ProblemShape> parse_shapes(const Args& a, const SearchSpace& space) {
-  std::vector<ProblemShape> shapes;
-  for (const auto& text : a.shapes) {
-    ProblemShape s = parse_shape(text, a.causal, a.dtype);
-    require_square_if_causal(s, text);
+// --causal and --dtype apply as a submit's fields do.
+std::vector<Problem> parse_shapes(const Args& a, const SearchSpace& space) {
+  const KernelFamily& family = space.family();
+  v1::SubmitRunRequest flags;
+  flags.set_causal(a.causal);
+  flags.set_dtype(a.dtype);
+  const ProblemDefaults defaults = family.submit_defaults(flags);
+  std::vector<std::string> texts = a.shapes;
+  if (texts.empty()) texts.emplace_back(family.default_problem);
+  std::vector<Problem> shapes;
+  for (const auto& text : texts) {
+    Problem s = family.parse(text, defaults);
+    family.require_tunable(s, text);
     space.require_serves(s, text);
     shapes.push_back(s);
   }
@@ -114,7 +125,7 @@ void print_text(const Genome& g, const v1::Evaluation& e) {
   for (const auto& s : e.shapes()) {
     // As people type it: BxHxSxD, with seq_k only where it differs.
     std::printf("shape     %s: median %.2f us (p10 %.2f, p90 %.2f), %.1f TFLOP/s",
-                shape_from_proto(s.shape()).text().c_str(), s.median_us(), s.p10_us(), s.p90_us(), s.tflops());
+                result_problem(s).text().c_str(), s.median_us(), s.p10_us(), s.p90_us(), s.tflops());
     if (s.resident_us() > 0) std::printf(", L2-resident inputs %.2f us", s.resident_us());
     if (!e.estimated())
       std::printf(", rel L2 err %.2e, max abs err %.2e, non-finite %lld, unwritten %lld",
@@ -146,7 +157,7 @@ int run_eval_command(int argc, char** argv) {
     if (args.verbose) spdlog::set_level(spdlog::level::debug);
     const SearchSpace& space = SearchSpace::for_template(args.seed);
     const Genome genome = space.parse(args.genome);
-    const std::vector<ProblemShape> shapes = parse_shapes(args, space);
+    const std::vector<Problem> shapes = parse_shapes(args, space);
     std::unique_ptr<Evaluator> evaluator = make_evaluator(args.options);
     const v1::Evaluation e = evaluator->evaluate(genome, shapes, args.options.sanitize);
     if (args.json) {

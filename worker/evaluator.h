@@ -8,7 +8,7 @@
 
 #include "evo/evo.pb.h"
 #include "genome.h"
-#include "shape.h"
+#include "problem.h"
 
 namespace evo {
 
@@ -28,9 +28,9 @@ class Evaluator {
   virtual const v1::DeviceInfo& device() const = 0;
   // Starts compiling in the background so that a later evaluate() finds the cubin ready: the GPU
   // must not wait on the compiler.
-  virtual void prefetch(const Genome& g, const std::vector<ProblemShape>& shapes) = 0;
+  virtual void prefetch(const Genome& g, const std::vector<Problem>& shapes) = 0;
   // Never throws for a bad candidate: every failure is a status in the Evaluation.
-  virtual v1::Evaluation evaluate(const Genome& g, const std::vector<ProblemShape>& shapes,
+  virtual v1::Evaluation evaluate(const Genome& g, const std::vector<Problem>& shapes,
                                   bool run_sanitizer) = 0;
 };
 

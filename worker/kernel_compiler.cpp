@@ -276,7 +276,7 @@ std::shared_future<CompiledKernel> KernelCompiler::compile_async(std::string sou
 }
 
 namespace {
-Request candidate_request(const Genome& g, const ProblemShape& shape) {
+Request candidate_request(const Genome& g, const Problem& shape) {
   const KernelTemplate* t = find_template(g.template_id());
   if (!t) throw InputError("unknown seed '" + g.template_id() + "'");
   const SearchSpace& space = SearchSpace::for_template(g.template_id());
@@ -285,7 +285,7 @@ Request candidate_request(const Genome& g, const ProblemShape& shape) {
 }  // namespace
 
 std::shared_future<CompiledKernel> KernelCompiler::compile_candidate_async(
-    const Genome& g, const ProblemShape& shape) {
+    const Genome& g, const Problem& shape) {
   return impl_->start(candidate_request(g, shape), /*run_inline=*/false);
 }
 

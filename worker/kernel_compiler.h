@@ -13,7 +13,7 @@
 #include "evo/evo.pb.h"
 #include "genome.h"
 #include "sass_check.h"
-#include "shape.h"
+#include "problem.h"
 
 namespace evo {
 
@@ -72,7 +72,7 @@ class KernelCompiler {
   // The template of g.template_id() instantiated as SearchSpace::kernel_name(g, shape), on the
   // pool. Throws InputError for an unknown template.
   std::shared_future<CompiledKernel> compile_candidate_async(const Genome& g,
-                                                             const ProblemShape& shape);
+                                                             const Problem& shape);
 
   // "12.8" (major.minor of the NVRTC library loaded).
   static std::string nvrtc_version();

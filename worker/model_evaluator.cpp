@@ -8,10 +8,10 @@
 #include "errors.h"
 #include "gate_clock.h"
 #include "kernel_compiler.h"
-#include "pre_launch_gates.h"
+#include "family.h"
 #include "log_ids.h"
+#include "pre_launch_gates.h"
 #include "template_registry.h"
-#include "shape_proto.h"
 
 namespace evo {
 namespace {
@@ -33,17 +33,17 @@ int blocks_per_sm(const DeviceModel& dev, int registers, int64_t smem_bytes, int
 }  // namespace
 
 KernelEstimate estimate_kernel(const DeviceModel& dev, const SearchSpace& space, const Genome& g,
-                               const ProblemShape& shape, const v1::ResourceReport& resources) {
+                               const Problem& problem, const v1::ResourceReport& resources) {
   const KernelTemplate* t = find_template(g.template_id());
   if (t == nullptr) throw InputError("no model estimate for unknown template '" + g.template_id() + "'");
-  return estimate_kernel(dev, space, g, shape, resources, t->family->model_wave_seconds);
+  return estimate_kernel(dev, space, g, problem, resources, t->family->model_wave_seconds);
 }
 
 KernelEstimate estimate_kernel(const DeviceModel& dev, const SearchSpace& space, const Genome& g,
-                               const ProblemShape& shape, const v1::ResourceReport& resources,
+                               const Problem& problem, const v1::ResourceReport& resources,
                                const std::function<double(const ModelInput&)>& wave_seconds) {
-  const auto vars = space.variables(g, shape, dev.smem_per_block_optin, sm_arch_number(dev.arch));
-  const LaunchConfig launch = space.launch(g, shape);
+  const auto vars = space.variables(g, problem, dev.smem_per_block_optin, sm_arch_number(dev.arch));
+  const LaunchConfig launch = space.launch(g, problem);
   KernelEstimate est;
   est.blocks_per_sm =
       std::max(1, blocks_per_sm(dev, resources.registers(),
@@ -54,7 +54,7 @@ KernelEstimate estimate_kernel(const DeviceModel& dev, const SearchSpace& space,
   est.waves = ceil_div(grid, slots);
   // Blocks that share an SM in the busiest wave.
   const int concurrent = static_cast<int>(std::min<int64_t>(est.blocks_per_sm, ceil_div(grid, dev.sm_count)));
-  const double wave_s = wave_seconds(ModelInput{dev, shape, vars, est.waves, concurrent});
+  const double wave_s = wave_seconds(ModelInput{dev, problem, vars, est.waves, concurrent});
   est.us = dev.launch_overhead_us + est.waves * wave_s * 1e6;
   return est;
 }
@@ -81,7 +81,7 @@ class ModelEvaluator : public Evaluator {
 
   const v1::DeviceInfo& device() const override { return info_; }
 
-  void prefetch(const Genome& g, const std::vector<ProblemShape>& shapes) override {
+  void prefetch(const Genome& g, const std::vector<Problem>& shapes) override {
     try {
       const SearchSpace& space = SearchSpace::for_template(g.template_id());
       for (const auto& s : shapes)
@@ -92,7 +92,7 @@ class ModelEvaluator : public Evaluator {
     }
   }
 
-  v1::Evaluation evaluate(const Genome& g, const std::vector<ProblemShape>& shapes,
+  v1::Evaluation evaluate(const Genome& g, const std::vector<Problem>& shapes,
                           bool run_sanitizer) override {
     const GateClock clock;
     v1::Evaluation eval;
@@ -109,10 +109,10 @@ class ModelEvaluator : public Evaluator {
     const SearchSpace& space = SearchSpace::for_template(g.template_id());
     double log_sum = 0;
     for (size_t i = 0; i < shapes.size(); ++i) {
-      const ProblemShape& s = shapes[i];
+      const Problem& s = shapes[i];
       const KernelEstimate est = estimate_kernel(dev_, space, g, s, (*kernels)[i].resources);
       auto* r = eval.add_shapes();
-      *r->mutable_shape() = shape_to_proto(s);
+      set_result_problem(s, r);
       r->set_median_us(est.us);
       r->set_p10_us(est.us);
       r->set_p90_us(est.us);

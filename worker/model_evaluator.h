@@ -15,7 +15,7 @@
 #include "family_model.h"
 #include "genome.h"
 #include "search_space.h"
-#include "shape.h"
+#include "problem.h"
 
 namespace evo {
 
@@ -34,11 +34,11 @@ struct KernelEstimate {
 // The family's part (how long one wave of its blocks lasts) is its KernelFamily::model_wave_seconds
 // (kernel_templates/family_model.h). Throws InputError for a genome of an unknown template.
 KernelEstimate estimate_kernel(const DeviceModel& dev, const SearchSpace& space, const Genome& g,
-                               const ProblemShape& shape, const v1::ResourceReport& resources);
+                               const Problem& problem, const v1::ResourceReport& resources);
 // The same with another wave model, e.g. a family's under constants being fitted
 // (bench/fit_model_constants).
 KernelEstimate estimate_kernel(const DeviceModel& dev, const SearchSpace& space, const Genome& g,
-                               const ProblemShape& shape, const v1::ResourceReport& resources,
+                               const Problem& problem, const v1::ResourceReport& resources,
                                const std::function<double(const ModelInput&)>& wave_seconds);
 
 }  // namespace evo

@@ -50,7 +50,7 @@ std::optional<std::vector<CompiledKernel>> reject(v1::Evaluation& eval, v1::Eval
 }  // namespace
 
 std::optional<std::vector<CompiledKernel>> run_pre_launch_gates(
-    KernelCompiler& compiler, const Genome& g, const std::vector<ProblemShape>& shapes,
+    KernelCompiler& compiler, const Genome& g, const std::vector<Problem>& shapes,
     int64_t smem_limit, v1::Evaluation& eval) {
   GateClock clock;
   const SearchSpace* space = nullptr;

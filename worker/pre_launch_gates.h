@@ -10,7 +10,7 @@
 #include "evo/evo.pb.h"
 #include "genome.h"
 #include "kernel_compiler.h"
-#include "shape.h"
+#include "problem.h"
 
 namespace evo {
 
@@ -21,7 +21,7 @@ namespace evo {
 // Never throws for a bad candidate.
 std::optional<std::vector<CompiledKernel>> run_pre_launch_gates(KernelCompiler& compiler,
                                                                 const Genome& g,
-                                                                const std::vector<ProblemShape>& shapes,
+                                                                const std::vector<Problem>& shapes,
                                                                 int64_t smem_limit,
                                                                 v1::Evaluation& eval);
 

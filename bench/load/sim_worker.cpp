@@ -6,6 +6,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "family.h"
 #include "template_registry.h"
 #include "wire_labels.h"
 
@@ -128,13 +129,13 @@ v1::Evaluation SimWorker::invent_evaluation(const v1::Lease& lease) const {
   e.set_fitness_us(us);
   for (v1::Gate gate : {v1::GATE_VALID, v1::GATE_COMPILE, v1::GATE_TENSOR_CORES, v1::GATE_CORRECT, v1::GATE_TIMED})
     set_gate_forms(*e.add_gates(), gate, v1::VERDICT_PASSED);
-  for (const auto& shape : lease.shapes()) {
+  for (const Problem& problem : problems_of(lease.problems(), lease.shapes())) {
     auto* s = e.add_shapes();
-    *s->mutable_shape() = shape;
+    set_result_problem(problem, s);
     s->set_median_us(us);
     s->set_p10_us(us * 0.98);
     s->set_p90_us(us * 1.03);
-    s->set_tflops(4.0 * shape.batch() * shape.heads() * shape.seq_q() * shape.seq_k() * shape.head_dim() / (us * 1e6));
+    s->set_tflops(problem.flops() / (us * 1e6));
     s->set_repeats(100);
   }
   return e;

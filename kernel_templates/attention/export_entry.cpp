@@ -3,12 +3,13 @@
 #include <algorithm>
 #include <sstream>
 
-#include "shape.h"
+#include "attention/problem.h"
 
 namespace evo::attention {
 namespace {
 
-std::string unserved(const ExportSpace& s, const ProblemShape& shape) {
+std::string unserved(const ExportSpace& s, const Problem& problem) {
+  const Shape shape = shape_of(problem);
   if (std::find(s.dtypes.begin(), s.dtypes.end(), shape.dtype) != s.dtypes.end()) return "";
   std::string served;
   for (DType d : s.dtypes) served += (served.empty() ? "" : ", ") + std::string(dtype_name(d));
@@ -49,10 +50,12 @@ std::string launch_arguments(const std::map<std::string, std::string>& launch) {
 // The dtypes a variant is instantiated for: those of the shapes it was tuned and checked on (fp16
 // where it has none). A call of another dtype is refused rather than run on a genome whose
 // correctness no gate saw in that dtype.
-std::vector<DType> tuned_dtypes(const std::vector<ProblemShape>& shapes) {
+std::vector<DType> tuned_dtypes(const std::vector<Problem>& problems) {
   std::vector<DType> out;
-  for (const auto& shape : shapes)
-    if (std::find(out.begin(), out.end(), shape.dtype) == out.end()) out.push_back(shape.dtype);
+  for (const auto& problem : problems) {
+    const DType d = shape_of(problem).dtype;
+    if (std::find(out.begin(), out.end(), d) == out.end()) out.push_back(d);
+  }
   if (out.empty()) out.push_back(DType::kF16);
   return out;
 }
@@ -80,9 +83,11 @@ void emit_buckets(std::ostringstream& o, const ExportTable& t) {
     << "struct Bucket { int batch, heads, seq_q, seq_k, head_dim, causal, dtype, variant; };\n"
     << "static const Bucket kBuckets[] = {\n";
   for (size_t v = 0; v < n; ++v)
-    for (const auto& sh : t.problems[v])
+    for (const auto& problem : t.problems[v]) {
+      const Shape sh = shape_of(problem);
       o << "  {" << sh.batch << ", " << sh.heads << ", " << sh.seq_q << ", " << sh.seq_k << ", "
         << sh.head_dim << ", " << (sh.causal ? 1 : 0) << ", " << static_cast<int>(sh.dtype) << ", " << v << "},\n";
+    }
   o << "};\n\n"
     << "static int pick_variant(int batch, int heads, int seq_q, int seq_k, int head_dim, int causal, int dtype) {\n"
     << "  int nearest = -1;\n"

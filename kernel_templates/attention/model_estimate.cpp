@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "shape.h"
+#include "attention/problem.h"
 
 namespace evo::attention {
 namespace {
@@ -38,7 +38,7 @@ double model_wave_seconds(const ModelInput& in) { return wave_seconds(in, kH200F
 
 double wave_seconds(const ModelInput& in, const ChainConstants& chain) {
   const DeviceModel& dev = in.device;
-  const ProblemShape& shape = in.problem;
+  const Shape shape = shape_of(in.problem);
   const auto& vars = in.variables;
   const int concurrent = in.concurrent;
   const double block_m = static_cast<double>(vars.at("BLOCK_M"));

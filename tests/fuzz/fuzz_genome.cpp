@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "attention/problem.h"
 #include "device_limits.h"
 #include "errors.h"
 #include "search_space.h"
@@ -29,7 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (again != genome || again.hash() != genome.hash()) std::abort();
   // Validity checks on a parsed genome must not throw anything but InputError either.
   try {
-    (void)space.violated_constraint(genome, evo::ProblemShape{}, evo::kDefaultSmemLimit);
+    (void)space.violated_constraint(genome, evo::attention::to_problem({}), evo::kDefaultSmemLimit);
   } catch (const evo::InputError&) {
   }
   return 0;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "attention/problem.h"
 #include "attention/tensor_maps.h"
 #include "child_main.h"
 #include "child_process.h"
@@ -18,6 +19,10 @@
 
 namespace evo::cuda {
 namespace {
+
+Problem problem(std::string_view text, bool causal_default = false) {
+  return attention::to_problem(attention::parse_shape(text, causal_default));
+}
 
 class ChildFault : public ::testing::Test {
  protected:
@@ -125,7 +130,7 @@ TEST(EvalRequestJson, RoundTrips) {
   r.launches_per_sample = 20;
   r.reference_cubin = "/tmp/reference.cubin";
   ShapeJob j;
-  j.shape = parse_shape("1x4x1000x64:bf16", true);
+  j.shape = problem("1x4x1000x64:bf16", true);
   j.flops = 1.5e9;
   j.kernel = "_Z3foo";
   j.grid = {32, 4, 1};
@@ -147,11 +152,11 @@ TEST(EvalRequestJson, RoundTrips) {
   EXPECT_EQ(back.shapes[0].tensor_map_box_rows, 256);
   EXPECT_EQ(back.shapes[0].tensor_map_q_box_rows, 32);
   EXPECT_EQ(back.shapes[0].kernel, "_Z3foo");
-  EXPECT_EQ(back.shapes[0].shape.dtype, evo::DType::kBF16);
+  EXPECT_EQ(attention::shape_of(back.shapes[0].shape).dtype, evo::DType::kBF16);
   EXPECT_EQ(back.reference_cubin, "/tmp/reference.cubin");
   // A dtype this build does not know is a malformed request, not an fp16 check.
   std::string text = to_json(r);
-  const std::string bf16 = "\"dtype\": 1";
+  const std::string bf16 = "\"dtype\": \"DTYPE_BF16\"";
   ASSERT_NE(text.find(bf16), std::string::npos) << text;
   text.replace(text.find(bf16), bf16.size(), "\"dtype\": 9");
   EXPECT_THROW(request_from_json(text), std::runtime_error);
@@ -328,7 +333,7 @@ TEST_F(FakeSanitizer, AFailedVerdictNamesTheShapesTheToolRan) {
   EvalRequest req;
   for (const char* shape : {"1x2x1152x64:causal", "1x2x300x64"}) {
     ShapeJob job;
-    job.shape = parse_shape(shape);
+    job.shape = problem(shape);
     req.shapes.push_back(job);
   }
   const SanitizerVerdict v = run(req);

@@ -14,6 +14,8 @@
 namespace evo {
 namespace {
 
+using testing_gpu::problem;
+
 using testing_gpu::gate_shapes;
 using testing_gpu::shared_evaluator;
 
@@ -31,7 +33,7 @@ void expect_gate_order(const v1::Evaluation& e) {
 
 // Valid genomes spread over the space: a fixed stride through the mixed-radix index, so the
 // sample is the same on every run and touches every gene's values.
-std::vector<Genome> spread_sample(const SearchSpace& space, const std::vector<ProblemShape>& shapes,
+std::vector<Genome> spread_sample(const SearchSpace& space, const std::vector<Problem>& shapes,
                                   int64_t smem_limit, size_t want) {
   std::vector<Genome> out;
   std::set<std::string> seen;
@@ -89,7 +91,7 @@ TEST(CudaEvaluator, PvAsyncWarpgroupsInAClusterFinishBeforeTheMerge) {
   const Genome g =
       space.parse("BLOCK_M=128,BLOCK_N=64,WARPS=8,STAGES=2,SPLIT_KV=4,WGMMA=1,PV_ASYNC=1");
   const v1::Evaluation e =
-      ev.evaluate(g, {parse_shape("2x8x512x64:causal"), parse_shape("1x4x1000x64:causal")}, false);
+      ev.evaluate(g, {problem("2x8x512x64:causal"), problem("1x4x1000x64:causal")}, false);
   EXPECT_EQ(e.status(), v1::OK) << gate_summary(e);
 }
 
@@ -127,7 +129,7 @@ TEST(CudaEvaluator, TmaGenomesPassEveryGateWithTheirTensorMaps) {
                             "STAGE_RELEASE=1,QK_AHEAD=1"}) {
     const v1::Evaluation e = ev.evaluate(
         space.parse(genes),
-        {parse_shape("1x4x1000x64:causal"), parse_shape("1x2x300x128"), parse_shape("2x8x512x64")},
+        {problem("1x4x1000x64:causal"), problem("1x2x300x128"), problem("2x8x512x64")},
         true);
     EXPECT_EQ(e.status(), v1::OK) << genes << ": " << gate_summary(e);
   }
@@ -142,12 +144,12 @@ TEST(CudaEvaluator, TmaMmaSyncGenomesPassEveryGate) {
   CudaEvaluator& ev = *shared_evaluator();
   if (ev.device().arch() != "sm_90a") GTEST_SKIP() << "TMA genomes need sm_90a";
   const auto& space = SearchSpace::for_template("fa_s512_v3");
-  const std::vector<ProblemShape> head_dim_64 = {
-      parse_shape("1x4x1000x64:causal"), parse_shape("1x3x500x64"), parse_shape("2x8x512x64")};
-  std::vector<ProblemShape> both_head_dims = head_dim_64;
-  both_head_dims.push_back(parse_shape("1x2x256x128"));
+  const std::vector<Problem> head_dim_64 = {
+      problem("1x4x1000x64:causal"), problem("1x3x500x64"), problem("2x8x512x64")};
+  std::vector<Problem> both_head_dims = head_dim_64;
+  both_head_dims.push_back(problem("1x2x256x128"));
   // 32x256 in three stages needs 224 KiB at head dim 128, more than an SM has.
-  const std::vector<std::pair<const char*, const std::vector<ProblemShape>*>> cases = {
+  const std::vector<std::pair<const char*, const std::vector<Problem>*>> cases = {
       {"BLOCK_M=32,BLOCK_N=128,WARPS=8,STAGES=3,TMA=1,TMA_BOX_ROWS=32", &both_head_dims},
       {"BLOCK_M=32,BLOCK_N=256,WARPS=8,STAGES=3,TMA=1,TMA_BOX_ROWS=32", &head_dim_64},
       {"BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,TMA=1,TMA_BOX_ROWS=32", &both_head_dims},
@@ -171,11 +173,11 @@ TEST(CudaEvaluator, LazyRescaleGenomesPassEveryGate) {
   EVO_REQUIRE_GPU();
   CudaEvaluator& ev = *shared_evaluator();
   const auto& space = SearchSpace::for_template("fa_s512_v3");
-  const std::vector<ProblemShape> head_dim_64 = {
-      parse_shape("1x4x1000x64:causal"), parse_shape("1x3x500x64"), parse_shape("2x8x512x64")};
-  const std::vector<ProblemShape> head_dim_128 = {parse_shape("1x4x1000x128:causal"),
-                                                  parse_shape("1x2x300x128")};
-  std::vector<std::pair<const char*, const std::vector<ProblemShape>*>> cases = {
+  const std::vector<Problem> head_dim_64 = {
+      problem("1x4x1000x64:causal"), problem("1x3x500x64"), problem("2x8x512x64")};
+  const std::vector<Problem> head_dim_128 = {problem("1x4x1000x128:causal"),
+                                                  problem("1x2x300x128")};
+  std::vector<std::pair<const char*, const std::vector<Problem>*>> cases = {
       {"BLOCK_M=64,BLOCK_N=128,WARPS=16,STAGES=3,SWIZZLE=0,LAZY_RESCALE=1", &head_dim_64}};
   if (ev.device().arch() == "sm_90a") {
     for (const char* genes :
@@ -205,12 +207,12 @@ TEST(CudaEvaluator, CausalFoldGenomesPassEveryGate) {
   EVO_REQUIRE_GPU();
   CudaEvaluator& ev = *shared_evaluator();
   const auto& space = SearchSpace::for_template("fa_s512_v3");
-  const std::vector<ProblemShape> head_dim_64 = {
-      parse_shape("1x4x1000x64:causal"), parse_shape("1x3x500x64:causal"),
-      parse_shape("2x8x512x64:causal"), parse_shape("1x3x500x64")};
-  const std::vector<ProblemShape> head_dim_128 = {parse_shape("1x2x300x128:causal"),
-                                                  parse_shape("1x4x1000x128:causal")};
-  std::vector<std::pair<const char*, const std::vector<ProblemShape>*>> cases = {
+  const std::vector<Problem> head_dim_64 = {
+      problem("1x4x1000x64:causal"), problem("1x3x500x64:causal"),
+      problem("2x8x512x64:causal"), problem("1x3x500x64")};
+  const std::vector<Problem> head_dim_128 = {problem("1x2x300x128:causal"),
+                                                  problem("1x4x1000x128:causal")};
+  std::vector<std::pair<const char*, const std::vector<Problem>*>> cases = {
       {"BLOCK_M=32,BLOCK_N=128,WARPS=8,STAGES=4,CAUSAL_FOLD=1", &head_dim_64},
       {"BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=2,CAUSAL_FOLD=1", &head_dim_64},
       {"BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,CAUSAL_FOLD=1", &head_dim_128}};
@@ -268,7 +270,7 @@ TEST(CudaEvaluator, ComputeSanitizerPassesTheDefaultGenome) {
   EVO_REQUIRE_GPU();
   if (cuda::find_compute_sanitizer().empty()) GTEST_SKIP() << "compute-sanitizer not found";
   const auto& space = SearchSpace::for_template("fa_s512_v3");
-  const std::vector<ProblemShape> shapes = {parse_shape("1x8x512x64"), parse_shape("1x8x512x64", true)};
+  const std::vector<Problem> shapes = {problem("1x8x512x64"), problem("1x8x512x64", true)};
   const v1::Evaluation e = shared_evaluator()->evaluate(space.default_genome(), shapes, true);
   ASSERT_EQ(e.status(), v1::OK) << gate_summary(e);
   EXPECT_EQ(e.gates(5).verdict(), "passed") << e.gates(5).detail();

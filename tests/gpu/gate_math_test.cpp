@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "attention/problem.h"
 #include "cuda_evaluator.h"
 #include "element_bits.h"
 #include "gate_math.h"
@@ -12,11 +13,13 @@
 namespace evo::cuda {
 namespace {
 
+Problem problem(std::string_view text) { return attention::to_problem(attention::parse_shape(text)); }
+
 TEST(Watchdog, BaseForSmallShapesAndAnAllowanceThatGrowsWithTheTensors) {
-  const int small = watchdog_ms_for(10000, {parse_shape("1x8x512x64")});
+  const int small = watchdog_ms_for(10000, {problem("1x8x512x64")});
   EXPECT_GE(small, 10000);
   EXPECT_LT(small, 10500);  // 1x8x512x64: 1M elements, 0.1 s
-  const int big = watchdog_ms_for(10000, {parse_shape("2x16x4096x128"), parse_shape("2x16x4096x128:causal")});
+  const int big = watchdog_ms_for(10000, {problem("2x16x4096x128"), problem("2x16x4096x128:causal")});
   EXPECT_GT(big, 20000);  // 134M elements: 13 s on top of the base
   EXPECT_LT(big, 30000);
 }
@@ -65,8 +68,8 @@ TEST(CompareWithReference, CountsUnwrittenAndNonFiniteSeparately) {
   EXPECT_EQ(f.unwritten, 1);
   EXPECT_EQ(f.nonfinite, 1);
   EXPECT_DOUBLE_EQ(f.max_abs_error, 0.0);
-  ASSERT_TRUE(correctness_failure(f, ProblemShape{}, "on the first launch").has_value());
-  EXPECT_NE(correctness_failure(f, ProblemShape{}, "x")->find("never written"), std::string::npos);
+  ASSERT_TRUE(correctness_failure(f, attention::Shape{}, "on the first launch").has_value());
+  EXPECT_NE(correctness_failure(f, attention::Shape{}, "x")->find("never written"), std::string::npos);
 }
 
 TEST(CompareWithReference, RelativeL2AndMaxAbs) {
@@ -75,7 +78,7 @@ TEST(CompareWithReference, RelativeL2AndMaxAbs) {
   const ErrorFigures f = compare_with_reference(out, ref, DType::kF16);
   EXPECT_NEAR(f.rel_l2_error, 0.1, 1e-9);
   EXPECT_NEAR(f.max_abs_error, 0.5, 1e-9);
-  const auto why = correctness_failure(f, parse_shape("1x4x1000x64"), "after 64 back-to-back launches");
+  const auto why = correctness_failure(f, attention::parse_shape("1x4x1000x64"), "after 64 back-to-back launches");
   ASSERT_TRUE(why.has_value());
   EXPECT_NE(why->find("1x4x1000x64"), std::string::npos) << *why;
   EXPECT_NE(why->find("relative L2 error"), std::string::npos) << *why;
@@ -104,11 +107,11 @@ TEST(CorrectnessFailure, PassesWithinTolerance) {
   ErrorFigures f;
   f.rel_l2_error = gates::kFp16Tolerance.max_rel_l2_error / 2;
   f.max_abs_error = gates::kFp16Tolerance.max_abs_error / 2;
-  EXPECT_FALSE(correctness_failure(f, ProblemShape{}, "").has_value());
+  EXPECT_FALSE(correctness_failure(f, attention::Shape{}, "").has_value());
   f.max_abs_error = gates::kFp16Tolerance.max_abs_error * 2;
-  EXPECT_TRUE(correctness_failure(f, ProblemShape{}, "").has_value());
+  EXPECT_TRUE(correctness_failure(f, attention::Shape{}, "").has_value());
   f.max_abs_error = std::numeric_limits<double>::quiet_NaN();  // a NaN figure never passes
-  EXPECT_TRUE(correctness_failure(f, ProblemShape{}, "").has_value());
+  EXPECT_TRUE(correctness_failure(f, attention::Shape{}, "").has_value());
 }
 
 TEST(SummariseTimes, PercentilesOfUnsortedInput) {
@@ -170,10 +173,10 @@ TEST(CorrectnessFailure, Bf16HasItsOwnTolerance) {
   EXPECT_GT(gates::kBf16Tolerance.max_abs_error, gates::kFp16Tolerance.max_abs_error);
   ErrorFigures f;
   f.rel_l2_error = gates::kFp16Tolerance.max_rel_l2_error * 2;
-  EXPECT_TRUE(correctness_failure(f, parse_shape("1x4x1000x64"), "").has_value());
-  EXPECT_FALSE(correctness_failure(f, parse_shape("1x4x1000x64:bf16"), "").has_value());
+  EXPECT_TRUE(correctness_failure(f, attention::parse_shape("1x4x1000x64"), "").has_value());
+  EXPECT_FALSE(correctness_failure(f, attention::parse_shape("1x4x1000x64:bf16"), "").has_value());
   f.rel_l2_error = gates::kBf16Tolerance.max_rel_l2_error * 2;
-  const auto why = correctness_failure(f, parse_shape("1x4x1000x64:bf16"), "on the first launch");
+  const auto why = correctness_failure(f, attention::parse_shape("1x4x1000x64:bf16"), "on the first launch");
   ASSERT_TRUE(why.has_value());
   EXPECT_NE(why->find("1x4x1000x64:bf16: relative L2 error"), std::string::npos) << *why;
 }

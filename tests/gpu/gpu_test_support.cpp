@@ -1,3 +1,4 @@
+#include "attention/problem.h"
 #include "gpu_test_support.h"
 
 #include "device_probe.h"
@@ -62,10 +63,11 @@ SourceKernel planted_kernel(const std::string& file, const std::string& name) {
   SourceKernel k;
   k.source_id = "planted_" + name;
   k.source = planted_source(file);
-  k.name_expression = [name](const ProblemShape& s) {
-    return "planted::" + name + "<" + std::to_string(s.causal ? 1 : 0) + ">";
+  k.name_expression = [name](const Problem& p) {
+    return "planted::" + name + "<" + std::to_string(attention::shape_of(p).causal ? 1 : 0) + ">";
   };
-  k.launch = [](const ProblemShape& s) {
+  k.launch = [](const Problem& p) {
+    const attention::Shape s = attention::shape_of(p);
     LaunchConfig l;
     l.threads = 128;
     l.grid_x = (s.seq_q + 127) / 128;
@@ -78,19 +80,24 @@ SourceKernel planted_kernel(const std::string& file, const std::string& name) {
 
 SourceKernel planted_dtype_kernel(const std::string& file, const std::string& name) {
   SourceKernel k = planted_kernel(file, name);
-  k.name_expression = [name](const ProblemShape& s) {
+  k.name_expression = [name](const Problem& p) {
+    const attention::Shape s = attention::shape_of(p);
     return "planted::" + name + "<" + std::to_string(s.causal ? 1 : 0) + ", " +
            std::to_string(static_cast<int>(s.dtype)) + ">";
   };
   return k;
 }
 
-std::vector<ProblemShape> gate_shapes() {
-  std::vector<ProblemShape> shapes;
+std::vector<Problem> gate_shapes() {
+  std::vector<Problem> shapes;
   for (bool causal : {false, true})
     for (const char* text : {"1x8x512x64", "2x8x512x64", "1x4x1000x64"})
-      shapes.push_back(parse_shape(text, causal));
+      shapes.push_back(problem(text, causal));
   return shapes;
+}
+
+Problem problem(std::string_view text, bool causal_default) {
+  return attention::to_problem(attention::parse_shape(text, causal_default));
 }
 
 }  // namespace evo::testing_gpu

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "attention/problem.h"
 #include "cuda_evaluator.h"
 
 namespace evo::testing_gpu {
@@ -24,7 +25,10 @@ SourceKernel planted_kernel(const std::string& file, const std::string& name);
 // The same for a kernel that takes the element type: planted::<name><CAUSAL, DTYPE>.
 SourceKernel planted_dtype_kernel(const std::string& file, const std::string& name);
 
-std::vector<ProblemShape> gate_shapes();  // the three shapes of issue 2, causal and not
+std::vector<Problem> gate_shapes();  // the three shapes of issue 2, causal and not
+
+// An attention problem as the evaluator takes it, from its text (attention::parse_shape).
+Problem problem(std::string_view text, bool causal_default = false);
 
 }  // namespace evo::testing_gpu
 

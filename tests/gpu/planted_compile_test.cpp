@@ -14,6 +14,8 @@
 namespace evo {
 namespace {
 
+using testing_gpu::problem;
+
 class PlantedCompile : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -26,7 +28,7 @@ class PlantedCompile : public ::testing::Test {
   }
   static CompiledKernel compile(const std::string& file, const std::string& name) {
     const SourceKernel k = testing_gpu::planted_kernel(file, name);
-    return compiler_->compile(k.source_id, k.source, k.name_expression(parse_shape("1x8x512x64")));
+    return compiler_->compile(k.source_id, k.source, k.name_expression(problem("1x8x512x64")));
   }
   static std::string dir_;
   static KernelCompiler* compiler_;
@@ -53,12 +55,12 @@ TEST_F(PlantedCompile, EveryPlantedKernelCompiles) {
 TEST_F(PlantedCompile, TheDtypeControlCompilesForEachDtype) {
   const SourceKernel k = testing_gpu::planted_dtype_kernel("naive_correct.cu", "naive_correct_dtype");
   for (const char* shape : {"1x8x512x64", "1x8x512x64:causal:bf16"}) {
-    const std::string name = k.name_expression(parse_shape(shape));
+    const std::string name = k.name_expression(problem(shape));
     const CompiledKernel c = compiler_->compile(k.source_id, k.source, name);
     EXPECT_FALSE(c.lowered_name.empty()) << name;
     EXPECT_TRUE(std::filesystem::exists(c.cubin_path)) << name;
   }
-  EXPECT_EQ(k.name_expression(parse_shape("1x8x512x64:causal:bf16")), "planted::naive_correct_dtype<1, 1>");
+  EXPECT_EQ(k.name_expression(problem("1x8x512x64:causal:bf16")), "planted::naive_correct_dtype<1, 1>");
 }
 
 TEST_F(PlantedCompile, SpillKernelFailsTheResourceGate) {

@@ -13,11 +13,13 @@
 namespace evo {
 namespace {
 
+using testing_gpu::problem;
+
 using testing_gpu::planted_kernel;
 using testing_gpu::shared_evaluator;
 
-const std::vector<ProblemShape>& planted_shapes() {
-  static const std::vector<ProblemShape> s = {parse_shape("1x8x512x64"), parse_shape("1x4x1000x64")};
+const std::vector<Problem>& planted_shapes() {
+  static const std::vector<Problem> s = {problem("1x8x512x64"), problem("1x4x1000x64")};
   return s;
 }
 
@@ -31,7 +33,7 @@ const v1::GateVerdict& gate(const v1::Evaluation& e, const std::string& name) {
 void expect_default_genome_still_passes() {
   const auto& space = SearchSpace::for_template("fa_s512_v3");
   const v1::Evaluation e =
-      shared_evaluator()->evaluate(space.default_genome(), {parse_shape("1x8x512x64")}, false);
+      shared_evaluator()->evaluate(space.default_genome(), {problem("1x8x512x64")}, false);
   EXPECT_EQ(e.status(), v1::OK) << "after a planted fault: " << e.message();
 }
 
@@ -47,9 +49,9 @@ TEST(PlantedKernels, CorrectControlPasses) {
 // to bf16's tolerance. A kernel of the right element type passes, causal and not.
 TEST(PlantedKernels, Bf16ControlPassesAgainstTheBf16Reference) {
   EVO_REQUIRE_GPU();
-  std::vector<ProblemShape> shapes;
+  std::vector<Problem> shapes;
   for (const char* text : {"1x8x512x64:bf16", "1x4x1000x64:bf16", "2x8x512x64:causal:bf16"})
-    shapes.push_back(parse_shape(text));
+    shapes.push_back(problem(text));
   const v1::Evaluation e = shared_evaluator()->evaluate_source(
       testing_gpu::planted_dtype_kernel("naive_correct.cu", "naive_correct_dtype"), shapes, false);
   ASSERT_EQ(e.status(), v1::OK) << e.message();
@@ -66,7 +68,7 @@ TEST(PlantedKernels, Bf16ControlPassesAgainstTheBf16Reference) {
 TEST(PlantedKernels, AnFp16KernelOnBf16InputsIsIncorrect) {
   EVO_REQUIRE_GPU();
   const v1::Evaluation e = shared_evaluator()->evaluate_source(
-      planted_kernel("naive_correct.cu", "naive_correct"), {parse_shape("1x8x512x64:bf16")}, false);
+      planted_kernel("naive_correct.cu", "naive_correct"), {problem("1x8x512x64:bf16")}, false);
   EXPECT_EQ(e.status(), v1::INCORRECT) << e.message();
   EXPECT_NE(e.message().find("1x8x512x64:bf16"), std::string::npos) << e.message();
   expect_default_genome_still_passes();
@@ -126,7 +128,7 @@ TEST(PlantedKernels, OffByOneWriteIsASanitizerError) {
   EVO_REQUIRE_GPU();
   if (cuda::find_compute_sanitizer().empty()) GTEST_SKIP() << "compute-sanitizer not found";
   const v1::Evaluation e = shared_evaluator()->evaluate_source(
-      planted_kernel("off_by_one_write.cu", "off_by_one_write"), {parse_shape("1x8x512x64")}, true);
+      planted_kernel("off_by_one_write.cu", "off_by_one_write"), {problem("1x8x512x64")}, true);
   // Without the sanitizer it may pass; with it, memcheck must name the write (a crash also counts).
   EXPECT_TRUE(e.status() == v1::SANITIZER_ERROR || e.status() == v1::CRASH) << e.message();
   if (e.status() == v1::SANITIZER_ERROR) {
@@ -153,12 +155,12 @@ TEST(PlantedKernels, MoreGlobalMemoryThanTheCardHasIsReportedNotFatal) {
   SourceKernel k = planted_kernel("naive_correct.cu", "naive_correct");
   const int64_t too_much = 2 * shared_evaluator()->device().global_mem_bytes() + (1ll << 30);
   const auto base_launch = k.launch;
-  k.launch = [base_launch, too_much](const ProblemShape& s) {
+  k.launch = [base_launch, too_much](const Problem& s) {
     LaunchConfig l = base_launch(s);
     l.workspace_bytes = too_much;
     return l;
   };
-  const v1::Evaluation e = shared_evaluator()->evaluate_source(k, {parse_shape("1x8x512x64")}, false);
+  const v1::Evaluation e = shared_evaluator()->evaluate_source(k, {problem("1x8x512x64")}, false);
   EXPECT_EQ(e.status(), v1::CRASH) << e.message();
   EXPECT_NE(e.message().find("out of memory"), std::string::npos) << e.message();
   expect_default_genome_still_passes();
@@ -169,12 +171,12 @@ TEST(PlantedKernels, MoreSharedMemoryThanTheCardHasIsRefused) {
   SourceKernel k = planted_kernel("naive_correct.cu", "naive_correct");
   const int64_t too_much = shared_evaluator()->device().smem_per_block_optin() + 1024;
   const auto base_launch = k.launch;
-  k.launch = [base_launch, too_much](const ProblemShape& s) {
+  k.launch = [base_launch, too_much](const Problem& s) {
     LaunchConfig l = base_launch(s);
     l.smem_bytes = too_much;
     return l;
   };
-  const v1::Evaluation e = shared_evaluator()->evaluate_source(k, {parse_shape("1x8x512x64")}, false);
+  const v1::Evaluation e = shared_evaluator()->evaluate_source(k, {problem("1x8x512x64")}, false);
   EXPECT_TRUE(e.status() == v1::RESOURCE_REJECT || e.status() == v1::CRASH) << e.message();
   EXPECT_EQ(gate(e, "timed").verdict(), "not_run");
   expect_default_genome_still_passes();

@@ -9,13 +9,14 @@
 #include <sstream>
 #include <string>
 
+#include "attention/problem.h"
 #include "cuda_error.h"
 #include "eval_request.h"
 #include "evo/evo.pb.h"
+#include "family.h"
 #include "gate_clock.h"
 #include "pre_launch_gates.h"
 #include "shape_gates.h"
-#include "shape_proto.h"
 #include "template_registry.h"
 
 namespace evo {
@@ -70,14 +71,15 @@ void run_gates(const EvalRequest& req, v1::Evaluation& e, std::string& stage) {
     return *slot;
   };
 
-  for (const auto& job : req.shapes) *e.add_shapes()->mutable_shape() = shape_to_proto(job.shape);
+  for (const auto& job : req.shapes) set_result_problem(job.shape, e.add_shapes());
 
   if (req.run_correct) {
     GateClock clock;
     for (size_t i = 0; i < req.shapes.size(); ++i) {
       const auto& job = req.shapes[i];
-      stage = "loading the " + std::string(dtype_name(job.shape.dtype)) + " reference kernel";
-      const LoadedKernel& reference = reference_for(job.shape.dtype);
+      const DType dtype = attention::shape_of(job.shape).dtype;
+      stage = "loading the " + std::string(attention::dtype_name(dtype)) + " reference kernel";
+      const LoadedKernel& reference = reference_for(dtype);
       stage = "correctness check of " + job.shape.text();
       const auto r = cuda::check_correctness(kernels.get(job), reference, job, req.seed,
                                              req.repeated_launches);

@@ -9,6 +9,7 @@
 #include <tuple>
 #include <utility>
 
+#include "attention/problem.h"
 #include "child_process.h"
 #include "device_probe.h"
 #include "evaluation_child.h"
@@ -57,10 +58,12 @@ struct WorkDir {
 
 }  // namespace
 
-int watchdog_ms_for(int base_ms, const std::vector<ProblemShape>& shapes) {
+int watchdog_ms_for(int base_ms, const std::vector<Problem>& shapes) {
   double elements = 0;
-  for (const auto& s : shapes)
+  for (const auto& problem : shapes) {
+    const attention::Shape s = attention::shape_of(problem);
     elements += 2.0 * s.batch * s.heads * s.head_dim * (double(s.seq_q) + s.seq_k);
+  }
   const double ms = base_ms + elements * gates::kWatchdogNsPerElement * 1e-6;
   return static_cast<int>(std::min(ms, 3600.0 * 1000));
 }
@@ -71,7 +74,7 @@ uint64_t seed_of(const std::string& candidate) {
   return std::stoull(fnv1a_hex(candidate), nullptr, 16);
 }
 
-cuda::ShapeJob job_for(const ProblemShape& shape, const CompiledKernel& k, const LaunchConfig& l) {
+cuda::ShapeJob job_for(const Problem& shape, const CompiledKernel& k, const LaunchConfig& l) {
   cuda::ShapeJob job;
   job.shape = shape;
   job.flops = shape.flops();
@@ -93,20 +96,19 @@ cuda::ShapeJob job_for(const ProblemShape& shape, const CompiledKernel& k, const
 // tools too. With 128 keys a 128-key block ran its first tile alone, and synccheck never saw the
 // steps where a warp-uniform branch can split a warpgroup.
 std::vector<cuda::ShapeJob> sanitizer_jobs(const std::vector<CompiledKernel>& kernels,
-                                           const std::vector<ProblemShape>& shapes,
-                                           const std::function<LaunchConfig(const ProblemShape&)>& launch_for) {
+                                           const std::vector<Problem>& shapes,
+                                           const std::function<LaunchConfig(const Problem&)>& launch_for) {
   std::vector<cuda::ShapeJob> jobs;
   std::set<std::tuple<int, bool, DType>> seen;
   for (size_t i = 0; i < shapes.size(); ++i) {
-    if (!seen.insert({shapes[i].head_dim, shapes[i].causal, shapes[i].dtype}).second) continue;
+    const attention::Shape shape = attention::shape_of(shapes[i]);
+    if (!seen.insert({shape.head_dim, shape.causal, shape.dtype}).second) continue;
     for (int seq : {1152, 300}) {
-      ProblemShape small;
-      small.batch = 1;
-      small.heads = 2;
-      small.seq_q = small.seq_k = seq;
-      small.head_dim = shapes[i].head_dim;
-      small.causal = shapes[i].causal;
-      small.dtype = shapes[i].dtype;
+      attention::Shape small_shape = shape;
+      small_shape.batch = 1;
+      small_shape.heads = 2;
+      small_shape.seq_q = small_shape.seq_k = seq;
+      const Problem small = attention::to_problem(small_shape);
       jobs.push_back(job_for(small, kernels[i], launch_for(small)));
     }
   }
@@ -137,7 +139,7 @@ CudaEvaluator::CudaEvaluator(const EvaluatorOptions& options, v1::DeviceInfo dev
 
 CudaEvaluator::~CudaEvaluator() = default;
 
-void CudaEvaluator::prefetch(const Genome& g, const std::vector<ProblemShape>& shapes) {
+void CudaEvaluator::prefetch(const Genome& g, const std::vector<Problem>& shapes) {
   try {
     const auto& space = SearchSpace::for_template(g.template_id());
     std::set<std::string> names;
@@ -152,7 +154,7 @@ void CudaEvaluator::prefetch(const Genome& g, const std::vector<ProblemShape>& s
   }
 }
 
-v1::Evaluation CudaEvaluator::evaluate(const Genome& g, const std::vector<ProblemShape>& shapes,
+v1::Evaluation CudaEvaluator::evaluate(const Genome& g, const std::vector<Problem>& shapes,
                                        bool run_sanitizer) {
   GateClock clock;
   v1::Evaluation eval;
@@ -160,7 +162,7 @@ v1::Evaluation CudaEvaluator::evaluate(const Genome& g, const std::vector<Proble
   auto kernels = run_pre_launch_gates(*compiler_, g, shapes, device_.smem_per_block_optin(), eval);
   if (kernels) {
     const auto& space = SearchSpace::for_template(g.template_id());
-    run_launch_gates(*kernels, shapes, [&](const ProblemShape& p) { return space.launch(g, p); },
+    run_launch_gates(*kernels, shapes, [&](const Problem& p) { return space.launch(g, p); },
                      run_sanitizer || options_.sanitize, g.hash(), eval);
   }
   complete_gates(eval);
@@ -171,7 +173,7 @@ v1::Evaluation CudaEvaluator::evaluate(const Genome& g, const std::vector<Proble
 }
 
 v1::Evaluation CudaEvaluator::evaluate_source(const SourceKernel& kernel,
-                                              const std::vector<ProblemShape>& shapes,
+                                              const std::vector<Problem>& shapes,
                                               bool run_sanitizer) {
   GateClock clock;
   v1::Evaluation eval;
@@ -229,7 +231,7 @@ v1::Evaluation CudaEvaluator::evaluate_source(const SourceKernel& kernel,
 }
 
 void CudaEvaluator::run_launch_gates(const std::vector<CompiledKernel>& kernels,
-                                     const std::vector<ProblemShape>& shapes,
+                                     const std::vector<Problem>& shapes,
                                      const LaunchFor& launch_for, bool run_sanitizer,
                                      const std::string& candidate, v1::Evaluation& eval) {
   std::lock_guard<std::mutex> lock(eval_mutex_);

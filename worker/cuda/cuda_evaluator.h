@@ -20,13 +20,13 @@ namespace evo {
 struct SourceKernel {
   std::string source_id;  // names it in logs and NVRTC diagnostics
   std::string source;
-  std::function<std::string(const ProblemShape&)> name_expression;
-  std::function<LaunchConfig(const ProblemShape&)> launch;
+  std::function<std::string(const Problem&)> name_expression;
+  std::function<LaunchConfig(const Problem&)> launch;
 };
 
 // The child's watchdog for one evaluation: base_ms plus gates::kWatchdogNsPerElement for every
 // element of Q, K, V and O over the shapes (2x16x4096x128, causal and not: about 13 s more).
-int watchdog_ms_for(int base_ms, const std::vector<ProblemShape>& shapes);
+int watchdog_ms_for(int base_ms, const std::vector<Problem>& shapes);
 
 class CudaEvaluator : public Evaluator {
  public:
@@ -36,22 +36,22 @@ class CudaEvaluator : public Evaluator {
   ~CudaEvaluator() override;
 
   const v1::DeviceInfo& device() const override { return device_; }
-  void prefetch(const Genome& g, const std::vector<ProblemShape>& shapes) override;
-  v1::Evaluation evaluate(const Genome& g, const std::vector<ProblemShape>& shapes,
+  void prefetch(const Genome& g, const std::vector<Problem>& shapes) override;
+  v1::Evaluation evaluate(const Genome& g, const std::vector<Problem>& shapes,
                           bool run_sanitizer) override;
 
   // The same gates for an arbitrary source (tensor_cores is "skipped": no search space asks for
   // it). Never throws for a bad kernel.
-  v1::Evaluation evaluate_source(const SourceKernel& kernel, const std::vector<ProblemShape>& shapes,
+  v1::Evaluation evaluate_source(const SourceKernel& kernel, const std::vector<Problem>& shapes,
                                  bool run_sanitizer);
 
   KernelCompiler& compiler() { return *compiler_; }
 
  private:
-  using LaunchFor = std::function<LaunchConfig(const ProblemShape&)>;
+  using LaunchFor = std::function<LaunchConfig(const Problem&)>;
   // Gates 4-6 for kernels that passed gates 1-3; fills eval's remaining gates, shapes, status.
   void run_launch_gates(const std::vector<CompiledKernel>& kernels,
-                        const std::vector<ProblemShape>& shapes, const LaunchFor& launch_for,
+                        const std::vector<Problem>& shapes, const LaunchFor& launch_for,
                         bool run_sanitizer, const std::string& candidate, v1::Evaluation& eval);
 
   EvaluatorOptions options_;

@@ -1,23 +1,44 @@
 #include "eval_request.h"
 
+#include <google/protobuf/util/json_util.h>
 #include <nlohmann/json.hpp>
+
 #include <stdexcept>
 #include <string>
+
+#include "family.h"
 
 namespace evo::cuda {
 
 using nlohmann::json;
 
+namespace {
+
+// A problem travels as its wire message (evo.v1.Problem) in protobuf's JSON form, read back with
+// the family's checks.
+json problem_json(const Problem& p) {
+  std::string text;
+  (void)google::protobuf::util::MessageToJsonString(problem_to_proto(p), &text);
+  return json::parse(text);
+}
+
+Problem problem_from_json(const json& j) {
+  v1::Problem m;
+  if (!google::protobuf::util::JsonStringToMessage(j.dump(), &m).ok())
+    throw std::runtime_error("evaluation request: malformed problem " + j.dump());
+  try {
+    return problem_from_proto(m);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("evaluation request: ") + e.what());
+  }
+}
+
+}  // namespace
+
 std::string to_json(const EvalRequest& r) {
   json shapes = json::array();
   for (const auto& s : r.shapes) {
-    shapes.push_back({{"batch", s.shape.batch},
-                      {"heads", s.shape.heads},
-                      {"seq_q", s.shape.seq_q},
-                      {"seq_k", s.shape.seq_k},
-                      {"head_dim", s.shape.head_dim},
-                      {"causal", s.shape.causal},
-                      {"dtype", static_cast<int>(s.shape.dtype)},
+    shapes.push_back({{"problem", problem_json(s.shape)},
                       {"flops", s.flops},
                       {"cubin", s.cubin_path},
                       {"kernel", s.kernel},
@@ -69,16 +90,7 @@ EvalRequest request_from_json(const std::string& text) {
     r.result_path = field(j, "result_path").get<std::string>();
     for (const auto& s : field(j, "shapes")) {
       ShapeJob job;
-      job.shape.batch = field(s, "batch").get<int>();
-      job.shape.heads = field(s, "heads").get<int>();
-      job.shape.seq_q = field(s, "seq_q").get<int>();
-      job.shape.seq_k = field(s, "seq_k").get<int>();
-      job.shape.head_dim = field(s, "head_dim").get<int>();
-      job.shape.causal = field(s, "causal").get<bool>();
-      const int dtype = field(s, "dtype").get<int>();
-      if (dtype != static_cast<int>(DType::kF16) && dtype != static_cast<int>(DType::kBF16))
-        throw std::runtime_error("evaluation request: unknown dtype " + std::to_string(dtype));
-      job.shape.dtype = static_cast<DType>(dtype);
+      job.shape = problem_from_json(field(s, "problem"));
       job.flops = field(s, "flops").get<double>();
       job.cubin_path = field(s, "cubin").get<std::string>();
       job.kernel = field(s, "kernel").get<std::string>();

@@ -7,14 +7,14 @@
 #include <string>
 #include <vector>
 
-#include "shape.h"
+#include "problem.h"
 
 namespace evo::cuda {
 
 // One shape to check and time, with the kernel that serves it (DTYPE, CAUSAL and HEAD_DIM are template
 // parameters, so a run's shapes may need different cubins) and the launch formulas' results.
 struct ShapeJob {
-  ProblemShape shape;
+  Problem shape;
   double flops = 0;
   std::string cubin_path;
   std::string kernel;  // lowered (mangled) name inside the cubin

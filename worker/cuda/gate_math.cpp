@@ -35,7 +35,7 @@ ErrorFigures compare_with_reference(const std::vector<uint16_t>& out, const std:
   return f;
 }
 
-std::optional<std::string> correctness_failure(const ErrorFigures& f, const ProblemShape& s,
+std::optional<std::string> correctness_failure(const ErrorFigures& f, const attention::Shape& s,
                                                const std::string& stage) {
   char buf[256];
   const std::string where = s.text();

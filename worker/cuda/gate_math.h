@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "shape.h"
+#include "attention/problem.h"
 
 namespace evo::cuda {
 
@@ -30,7 +30,7 @@ ErrorFigures compare_with_reference(const std::vector<uint16_t>& out_bits, const
 // nullopt when the figures pass gates::tolerance_for(s.dtype) with every element written and
 // finite; otherwise one line naming the shape, the figure and the stage
 // (e.g. "after 64 back-to-back launches").
-std::optional<std::string> correctness_failure(const ErrorFigures& f, const ProblemShape& s,
+std::optional<std::string> correctness_failure(const ErrorFigures& f, const attention::Shape& s,
                                                const std::string& stage);
 
 struct TimingSummary {

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "attention/problem.h"
 #include "attention/tensor_maps.h"
 #include "cuda_error.h"
 #include "element_bits.h"
@@ -28,8 +29,8 @@ DevicePtr device_alloc(size_t bytes) {
   return DevicePtr(p);
 }
 
-size_t q_elems(const ProblemShape& s) { return size_t(s.batch) * s.heads * s.seq_q * s.head_dim; }
-size_t kv_elems(const ProblemShape& s) { return size_t(s.batch) * s.heads * s.seq_k * s.head_dim; }
+size_t q_elems(const attention::Shape& s) { return size_t(s.batch) * s.heads * s.seq_q * s.head_dim; }
+size_t kv_elems(const attention::Shape& s) { return size_t(s.batch) * s.heads * s.seq_k * s.head_dim; }
 
 // The kernel's scratch, zeroed once as its contract asks; every later launch on the stream must
 // leave it reusable (the repeated-launch check holds it to that). Empty when none is needed.
@@ -82,7 +83,7 @@ std::vector<uint16_t> random_elements(size_t n, uint64_t seed, DType dtype) {
 // keeps rising from tile to tile and the online softmax must shrink what it has accumulated. On
 // uniform inputs every later tile's max stays within 2^8 of the first's, and a kernel whose
 // rescale is wrong (or, with LAZY_RESCALE, never runs) would pass.
-std::vector<uint16_t> growing_keys(const ProblemShape& s, uint64_t seed) {
+std::vector<uint16_t> growing_keys(const attention::Shape& s, uint64_t seed) {
   std::vector<uint16_t> out(kv_elems(s));
   const double last = std::max(1, s.seq_k - 1);
   parallel_for(out.size(), [&](size_t i) {
@@ -99,9 +100,10 @@ void upload(void* dst, const std::vector<uint16_t>& src) {
 // A seed per (run seed, check): checks never share inputs, and a rerun sees the same ones.
 uint64_t check_seed(uint64_t seed, const ShapeJob& job, int check) {
   uint64_t h = seed * 0x9E3779B97F4A7C15ull;
-  for (int64_t v : {int64_t(job.shape.batch), int64_t(job.shape.heads), int64_t(job.shape.seq_q),
-                    int64_t(job.shape.seq_k), int64_t(job.shape.head_dim),
-                    int64_t(job.shape.causal), int64_t(check)})
+  const attention::Shape shape = attention::shape_of(job.shape);
+  for (int64_t v : {int64_t(shape.batch), int64_t(shape.heads), int64_t(shape.seq_q),
+                    int64_t(shape.seq_k), int64_t(shape.head_dim),
+                    int64_t(shape.causal), int64_t(check)})
     h = (h ^ static_cast<uint64_t>(v)) * 0x100000001B3ull;
   return h;
 }
@@ -112,19 +114,20 @@ uint64_t tensor_seed(uint64_t check, char tensor) {
 }
 
 FaParams params_for(const ShapeJob& job, void* q, void* k, void* v, void* o, void* workspace) {
+  const attention::Shape shape = attention::shape_of(job.shape);
   FaParams p{};
   p.q = q;
   p.k = k;
   p.v = v;
   p.o = o;
-  p.batch = job.shape.batch;
-  p.heads = job.shape.heads;
-  p.seq_q = job.shape.seq_q;
-  p.seq_k = job.shape.seq_k;
-  p.softmax_scale = 1.f / std::sqrt(static_cast<float>(job.shape.head_dim));
+  p.batch = shape.batch;
+  p.heads = shape.heads;
+  p.seq_q = shape.seq_q;
+  p.seq_k = shape.seq_k;
+  p.softmax_scale = 1.f / std::sqrt(static_cast<float>(shape.head_dim));
   p.workspace = workspace;
   if (job.tensor_map_box_rows > 0)
-    EVO_CUDA_CHECK(encode_attention_tensor_maps(p, job.shape.dtype, job.shape.head_dim,
+    EVO_CUDA_CHECK(encode_attention_tensor_maps(p, shape.dtype, shape.head_dim,
                                                 job.tensor_map_box_rows, job.tensor_map_q_box_rows));
   return p;
 }
@@ -141,7 +144,7 @@ LaunchDims dims_of(const ShapeJob& job) {
 
 CorrectnessResult check_correctness(const LoadedKernel& candidate, const LoadedKernel& reference,
                                     const ShapeJob& job, uint64_t seed, int repeated_launches) {
-  const ProblemShape& s = job.shape;
+  const attention::Shape s = attention::shape_of(job.shape);
   const size_t nq = q_elems(s), nkv = kv_elems(s);
   DevicePtr q = device_alloc(nq * 2), k = device_alloc(nkv * 2), v = device_alloc(nkv * 2);
   DevicePtr o = device_alloc(nq * 2), ref = device_alloc(nq * 4);
@@ -194,7 +197,7 @@ TimingSummary time_shape(const LoadedKernel& candidate, const ShapeJob& job, uin
                          int warmup, int timed, int per_sample, int64_t rotation_bytes,
                          int64_t l2_bytes) {
   GateClock clock;
-  const ProblemShape& s = job.shape;
+  const attention::Shape s = attention::shape_of(job.shape);
   const size_t nq = q_elems(s), nkv = kv_elems(s);
   const int64_t set_bytes = static_cast<int64_t>((2 * nq + 2 * nkv) * 2);
   size_t free_bytes = 0, total_bytes = 0;

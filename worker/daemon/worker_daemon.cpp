@@ -21,8 +21,8 @@
 #include "host_resources.h"
 #include "search_space.h"
 #include "token.h"
-#include "shape.h"
-#include "shape_proto.h"
+#include "problem.h"
+#include "family.h"
 #include "template_registry.h"
 #include "log_ids.h"
 #include "wire_labels.h"
@@ -157,7 +157,7 @@ int parse_args(int argc, char** argv, DaemonOptions* opt) {
 struct Work {
   v1::Lease lease;
   Genome genome;
-  std::vector<ProblemShape> shapes;
+  std::vector<Problem> shapes;
   std::string parse_error;
 };
 
@@ -165,7 +165,7 @@ Work prepare(const v1::Lease& lease) {
   Work w;
   w.lease = lease;
   try {
-    for (const auto& s : lease.shapes()) w.shapes.push_back(shape_from_proto(s));
+    w.shapes = problems_of(lease.problems(), lease.shapes());
     if (lease.has_typed_genome()) {
       w.genome = genome_from_proto(lease.typed_genome());
     } else {

@@ -3,11 +3,11 @@
 // tests follow the space as it changes) and a plausible evaluation.
 #include <nlohmann/json.hpp>
 
+#include "attention/problem.h"
 #include "device_limits.h"
 #include "evo/evo.pb.h"
 #include "genome.h"
 #include "search_space.h"
-#include "shape.h"
 #include "template_registry.h"
 #include "wire_labels.h"
 
@@ -17,10 +17,11 @@ inline Genome default_genome(const std::string& template_id = "fa_s512_v3") {
   return SearchSpace::for_template(template_id).default_genome();
 }
 
-inline ProblemShape shape_1x8x512x64(bool causal = false) {
-  ProblemShape p;
-  p.causal = causal;
-  return p;
+inline Problem shape_1x8x512x64(bool causal = false, DType dtype = DType::kF16) {
+  attention::Shape s;
+  s.causal = causal;
+  s.dtype = dtype;
+  return attention::to_problem(s);
 }
 
 inline v1::Evaluation measured_evaluation(bool estimated) {

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "attention/problem.h"
 #include "export_fixtures.h"
 #include "exporter.h"
 
@@ -84,7 +85,7 @@ class ExportedKernel : public ::testing::Test {
     static const std::string space_text = space.dump();
     const KernelTemplate tmpl{real->id, real->family, real->source, space_text};
     dispatch_ = build("table", export_dispatch_table(tmpl, {{seed, {testing::shape_1x8x512x64()}, testing::measured_evaluation(false)},
-                                                      {Genome(seed.template_id(), genes), {split_bucket()}, testing::measured_evaluation(false)}}));
+                                                      {Genome(seed.template_id(), genes), {attention::to_problem(split_bucket())}, testing::measured_evaluation(false)}}));
     // The wgmma path with TMA copies: its launch encodes tensor maps with the template's host code,
     // in whole-tile boxes, so that K's and V's (128 rows) are taller than Q's and O's (64).
     Genome tma = seed;
@@ -117,8 +118,8 @@ class ExportedKernel : public ::testing::Test {
   }
 
   // The dispatch table's second bucket: small enough for a CPU reference in the GPU test.
-  static ProblemShape split_bucket() {
-    ProblemShape p;
+  static attention::Shape split_bucket() {
+    attention::Shape p;
     p.heads = 2;
     p.seq_q = p.seq_k = 384;
     return p;

@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "attention/problem.h"
 #include "exported_kernel_fixture.h"
 
 namespace evo {
@@ -187,7 +188,7 @@ TEST_F(ExportedKernelOnGpu, PlainLaunchMatchesTheFloatReference) {
 TEST_F(ExportedKernelOnGpu, DispatchTableMatchesTheFloatReferenceInBothBuckets) {
   const EntryPoint f = entry_of(dispatch_);
   ASSERT_NE(f, nullptr);
-  const ProblemShape split = split_bucket();
+  const attention::Shape split = split_bucket();
   EXPECT_LE(relative_error(f, split.heads, split.seq_q, split.head_dim, false), kFp16Tolerance) << "split-KV bucket";
   EXPECT_LE(relative_error(f, 8, 512, 64, false), kFp16Tolerance) << "seed bucket";
   EXPECT_LE(relative_error(f, 2, 500, 64, true), kFp16Tolerance) << "causal: no causal bucket, so the first variant";

@@ -272,9 +272,10 @@ TEST(Exporter, DispatchTableRoutesBucketsToTheirVariants) {
   for (auto& [name, value] : genes)
     if (name == "BLOCK_M") value = 64;
   Genome b(a.template_id(), genes);
-  ProblemShape big;
-  big.batch = 16;
-  big.heads = 16;
+  attention::Shape big_shape;
+  big_shape.batch = 16;
+  big_shape.heads = 16;
+  const Problem big = attention::to_problem(big_shape);
   const auto r = export_dispatch_table(
       {{a, {shape_1x8x512x64()}, measured_evaluation(false)}, {b, {big}, measured_evaluation(false)}});
   EXPECT_NE(r.source().find("struct Variant1"), std::string::npos);
@@ -292,9 +293,10 @@ TEST(Exporter, BucketsCarryTheFitnessTheirRunRankedBy) {
   for (auto& [name, value] : genes)
     if (name == "BLOCK_M") value = 64;
   const Genome b(a.template_id(), genes);
-  ProblemShape big;
-  big.batch = 16;
-  big.heads = 16;
+  attention::Shape big_shape;
+  big_shape.batch = 16;
+  big_shape.heads = 16;
+  const Problem big = attention::to_problem(big_shape);
   const auto r = export_dispatch_table(
       {{a, {shape_1x8x512x64()}, measured_evaluation(false), "run-0008", v1::FITNESS_INPUTS_RESIDENT},
        {b, {big}, measured_evaluation(false), "run-0003"}});
@@ -325,8 +327,7 @@ KernelTemplate with_dtypes(const std::string& dtypes, std::string& space_storage
 TEST(Exporter, DispatchTableKeysOnDtype) {
   std::string space;
   const KernelTemplate t = with_dtypes(R"(["fp16", "bf16"])", space);
-  ProblemShape bf16 = shape_1x8x512x64();
-  bf16.dtype = DType::kBF16;
+  const Problem bf16 = shape_1x8x512x64(false, DType::kBF16);
   const Genome a = default_genome();
   const auto r = export_dispatch_table(
       t, {{a, {shape_1x8x512x64()}, measured_evaluation(false)}, {a, {bf16}, measured_evaluation(false)}}, {});
@@ -347,8 +348,7 @@ TEST(Exporter, DispatchTableKeysOnDtype) {
 TEST(Exporter, AShapeOfAnUnservedDtypeIsRefused) {
   std::string space;
   const KernelTemplate t = with_dtypes(R"(["fp16"])", space);
-  ProblemShape bf16 = shape_1x8x512x64(true);
-  bf16.dtype = DType::kBF16;
+  const Problem bf16 = shape_1x8x512x64(true, DType::kBF16);
   try {
     export_dispatch_table(t, {{default_genome(), {bf16}, measured_evaluation(false), "run-0004"}}, {});
     ADD_FAILURE() << "a bf16 bucket was exported from a kernel of fp16 alone";
@@ -369,8 +369,8 @@ const FamilyExport& toy_export() {
     t.params_type = "toy::Params";
     t.runtime = {{"BATCH", "p.rows"}, {"HEADS", "1"}, {"SEQ_Q", "p.rows"}, {"SEQ_K", "p.cols"}};
     t.report_entry_points = "Entry point: `toy_forward(...)`.";
-    t.unserved = [](const ExportSpace&, const ProblemShape& p) {
-      return std::string(p.causal ? "causal is not a toy's" : "");
+    t.unserved = [](const ExportSpace&, const Problem& p) {
+      return std::string(attention::shape_of(p).causal ? "causal is not a toy's" : "");
     };
     t.launch_arguments = [](const std::map<std::string, std::string>&) {
       return std::string("      const toy::Params& args = p;\n");

@@ -7,12 +7,16 @@
 #include <set>
 #include <sstream>
 
+#include "attention/problem.h"
 #include "device_limits.h"
 #include "errors.h"
 #include "search_space.h"
 
 namespace evo {
 namespace {
+
+// An attention problem as core code holds it, from its text.
+Problem problem(std::string_view text) { return attention::to_problem(attention::parse_shape(text)); }
 
 const SearchSpace& space() { return SearchSpace::for_template("fa_s512_v3"); }
 
@@ -62,7 +66,7 @@ TEST(ScheduleGeneTest, LabelInTextCodeInExpressions) {
   EXPECT_EQ(g.get("SCHEDULE"), 7);
   EXPECT_NE(g.text().find(",SCHEDULE=pingpong,"), std::string::npos) << g.text();
   EXPECT_EQ(space().parse(g.text()), g);
-  const ProblemShape p = parse_shape("1x8x512x64");
+  const Problem p = problem("1x8x512x64");
   EXPECT_EQ(space().kernel_name(g, p), "evo::fa_s512_v3_kernel<0, 0, 64, 128, 64, 8, 3, 7, 1, 1, 1, 64, 0, 0>");
   const auto vars = space().variables(g, p, kDefaultSmemLimit, 90);
   EXPECT_EQ(vars.at("SCHEDULE"), 7);
@@ -146,7 +150,7 @@ TEST(ScheduleGeneTest, SuiteStartsStillParse) {
     std::istringstream fields(line);
     std::string shape, genome;
     fields >> shape >> genome;
-    EXPECT_NO_THROW(parse_shape(shape)) << line;
+    EXPECT_NO_THROW(problem(shape)) << line;
     EXPECT_NO_THROW(space().parse(genome)) << line;
     ++genomes;
   }
@@ -155,14 +159,14 @@ TEST(ScheduleGeneTest, SuiteStartsStillParse) {
 
 const char* const kShapes[] = {"1x8x512x64", "1x8x512x64:causal", "2x4x1000x128", "2x4x1000x128:causal"};
 
-bool valid(const SearchSpace& s, const Genome& g, const ProblemShape& p, int arch) {
+bool valid(const SearchSpace& s, const Genome& g, const Problem& p, int arch) {
   return !s.violated_constraint(g, p, kDefaultSmemLimit, arch);
 }
 
 // The old genome a new one came from: SCHEDULE spelled as the six genes it replaced (their
 // derived values).
 Genome back_translated(const Genome& g) {
-  const auto vars = space().variables(g, ProblemShape{}, kDefaultSmemLimit);
+  const auto vars = space().variables(g, problem("1x8x512x64"), kDefaultSmemLimit);
   std::string text;
   for (const auto& gene : old_space().genes()) text += (text.empty() ? "" : ",") + gene.name + "=" + std::to_string(vars.at(gene.name));
   return old_space().parse(text);
@@ -171,7 +175,7 @@ Genome back_translated(const Genome& g) {
 // Whatever reads a genome's variables (the launch, shared memory, the model evaluator's estimate)
 // sees the same numbers for an old genome and its translation: every old gene and derived value
 // keeps its value, as a derived value where it was a gene.
-void expect_same_variables(const Genome& old, const Genome& now, const ProblemShape& p, int arch) {
+void expect_same_variables(const Genome& old, const Genome& now, const Problem& p, int arch) {
   const auto before = old_space().variables(old, p, kDefaultSmemLimit, arch);
   const auto after = space().variables(now, p, kDefaultSmemLimit, arch);
   for (const auto& [name, value] : before) {
@@ -189,7 +193,7 @@ void expect_same_variables(const Genome& old, const Genome& now, const ProblemSh
 // 1 this is the whole claim: the new valid set is the image of the old one (one to one).
 void check_translation_keeps_validity(uint64_t old_stride, uint64_t new_stride) {
   for (const char* shape : kShapes) {
-    const ProblemShape p = parse_shape(shape);
+    const Problem p = problem(shape);
     for (int arch : {80, 90}) {
       size_t old_valid = 0, new_valid = 0;
       for (uint64_t i = 0; i < old_space().size(); i += old_stride) {

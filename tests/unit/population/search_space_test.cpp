@@ -3,6 +3,7 @@
 #include <set>
 #include <thread>
 
+#include "attention/problem.h"
 #include "device_limits.h"
 #include "errors.h"
 #include "search_space.h"
@@ -10,6 +11,9 @@
 
 namespace evo {
 namespace {
+
+// An attention problem as core code holds it, from its text.
+Problem problem(std::string_view text) { return attention::to_problem(attention::parse_shape(text)); }
 
 const SearchSpace& space() { return SearchSpace::for_template("fa_s512_v3"); }
 
@@ -66,7 +70,7 @@ TEST(SearchSpaceTest, UnknownSeed) {
 }
 
 TEST(SearchSpaceTest, LaunchOfDefaultGenome) {
-  const ProblemShape p = parse_shape("1x8x512x64");
+  const Problem p = problem("1x8x512x64");
   const LaunchConfig l = space().launch(space().default_genome(), p);
   EXPECT_EQ(l.grid_x, 16);
   EXPECT_EQ(l.grid_y, 8);
@@ -75,12 +79,12 @@ TEST(SearchSpaceTest, LaunchOfDefaultGenome) {
   // SMEM_MAIN = 2 * HEAD_DIM * (BLOCK_M + 2 * STAGES * BLOCK_N); one key group needs no merge.
   EXPECT_EQ(l.smem_bytes, 2 * 64 * (32 + 2 * 2 * 64));
   // Ragged length: the last block is partial.
-  EXPECT_EQ(space().launch(space().default_genome(), parse_shape("2x4x1000x64")).grid_x, 32);
-  EXPECT_EQ(space().launch(space().default_genome(), parse_shape("2x4x1000x64")).grid_y, 8);
+  EXPECT_EQ(space().launch(space().default_genome(), problem("2x4x1000x64")).grid_x, 32);
+  EXPECT_EQ(space().launch(space().default_genome(), problem("2x4x1000x64")).grid_y, 8);
 }
 
 TEST(SearchSpaceTest, TmaGenomesAskForTensorMapsOfTheirBoxAndRoomForTheirBarriers) {
-  const ProblemShape p = parse_shape("1x8x512x64");
+  const Problem p = problem("1x8x512x64");
   EXPECT_EQ(space().launch(space().default_genome(), p).tensor_map_box_rows, 0);
   const Genome cp_async = space().parse("BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,WGMMA=1");
   Genome tma = cp_async;
@@ -101,7 +105,7 @@ TEST(SearchSpaceTest, TmaGenomesAskForTensorMapsOfTheirBoxAndRoomForTheirBarrier
 }
 
 TEST(SearchSpaceTest, BoxesTallerThanATileAreCutToItsRows) {
-  const ProblemShape p = parse_shape("1x4x1000x64");
+  const Problem p = problem("1x4x1000x64");
   // 256: every tile one box per 64 columns, K and V (BLOCK_N rows) taller than Q and O.
   const Genome whole = space().parse("BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=4,WGMMA=1,SCHEDULE=tma,TMA_BOX_ROWS=256");
   EXPECT_EQ(space().violated_constraint(whole, p, kDefaultSmemLimit, 90), std::nullopt);
@@ -122,8 +126,8 @@ TEST(SearchSpaceTest, MergeBufferCanDominateSharedMemory) {
   // BLOCK_M=64, WARPS=8, BLOCK_N=32, STAGES=1: WARPS_M=4, WARPS_KV=2; key group 1 hands key
   // group 0 its fragments, 4 * 64 * (64 + 8) bytes, more than the main tiles (2*64*(64+2*32)).
   Genome g = space().parse("BLOCK_M=64,BLOCK_N=32,WARPS=8,STAGES=1,SCHEDULE=sync");
-  EXPECT_EQ(space().launch(g, parse_shape("1x8x512x64")).smem_bytes, 4 * 64 * 72);
-  auto vars = space().variables(g, parse_shape("1x8x512x64"), 1000);
+  EXPECT_EQ(space().launch(g, problem("1x8x512x64")).smem_bytes, 4 * 64 * 72);
+  auto vars = space().variables(g, problem("1x8x512x64"), 1000);
   EXPECT_EQ(vars.at("WARPS_M"), 4);
   EXPECT_EQ(vars.at("WARPS_KV"), 2);
   EXPECT_EQ(vars.at("SMEM_LIMIT"), 1000);
@@ -135,7 +139,7 @@ TEST(SearchSpaceTest, OutputTileAfterTheMergeBufferCountsInSharedMemory) {
   // WARPS=16, one 64-key stage: WARPS_KV=2, so there is a buffer (4 * 128 * (64 + 8) bytes) and
   // the tile (2 * 128 * 64) besides the main tiles (2 * 64 * (128 + 2 * 64)); plus the 1024-byte
   // alignment slack and TMA's barriers.
-  const ProblemShape p = parse_shape("1x8x512x64");
+  const Problem p = problem("1x8x512x64");
   Genome g = space().parse("BLOCK_M=128,BLOCK_N=64,WARPS=16,STAGES=1,WGMMA=1,SCHEDULE=tma");
   // The key groups merge in a TMA block that fits 227 KB: the buffer and the tile lie past the
   // main tiles instead of over them.
@@ -143,7 +147,7 @@ TEST(SearchSpaceTest, OutputTileAfterTheMergeBufferCountsInSharedMemory) {
             2 * 64 * (128 + 2 * 64) + 4 * 128 * 72 + 2 * 128 * 64 + 1024 + 128);
   // Over 227 KB they overlay the main tiles again: four 128-key stages at head dim 128.
   Genome big = space().parse("BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=4,WGMMA=1,SCHEDULE=tma");
-  const ProblemShape p128 = parse_shape("1x8x512x128");
+  const Problem p128 = problem("1x8x512x128");
   EXPECT_EQ(space().launch(big, p128).smem_bytes, 2 * 128 * (64 + 2 * 4 * 128) + 1024 + 128);
   // Without TMA the output is staged over the merge buffer itself.
   Genome staged = space().parse("BLOCK_M=128,BLOCK_N=64,WARPS=16,STAGES=1,WGMMA=1");
@@ -151,16 +155,16 @@ TEST(SearchSpaceTest, OutputTileAfterTheMergeBufferCountsInSharedMemory) {
 }
 
 TEST(SearchSpaceTest, KernelName) {
-  EXPECT_EQ(space().kernel_name(space().default_genome(), parse_shape("1x8x512x64")),
+  EXPECT_EQ(space().kernel_name(space().default_genome(), problem("1x8x512x64")),
             "evo::fa_s512_v3_kernel<0, 0, 64, 32, 64, 4, 2, 1, 1, 1, 0, 64, 0, 0>");
-  EXPECT_EQ(space().kernel_name(space().parse("BLOCK_M=128,SWIZZLE=0"), parse_shape("1x8x512x128:causal")),
+  EXPECT_EQ(space().kernel_name(space().parse("BLOCK_M=128,SWIZZLE=0"), problem("1x8x512x128:causal")),
             "evo::fa_s512_v3_kernel<0, 1, 128, 128, 64, 4, 2, 1, 0, 1, 0, 64, 0, 0>");
 }
 
 TEST(SearchSpaceTest, FlopsFromTheSpace) {
-  EXPECT_DOUBLE_EQ(space().flops(space().default_genome(), parse_shape("1x8x512x64")),
+  EXPECT_DOUBLE_EQ(space().flops(space().default_genome(), problem("1x8x512x64")),
                    4.0 * 8 * 512 * 512 * 64);
-  EXPECT_DOUBLE_EQ(space().flops(space().default_genome(), parse_shape("1x8x512x64:causal")),
+  EXPECT_DOUBLE_EQ(space().flops(space().default_genome(), problem("1x8x512x64:causal")),
                    2.0 * 8 * 512 * 512 * 64);
 }
 
@@ -186,20 +190,20 @@ TEST(SearchSpaceTest, SizeAndAtCoverEveryGenomeOnce) {
 }
 
 TEST(SearchSpaceTest, DefaultGenomeIsValid) {
-  EXPECT_EQ(space().violated_constraint(space().default_genome(), parse_shape("1x8x512x64"), kDefaultSmemLimit),
+  EXPECT_EQ(space().violated_constraint(space().default_genome(), problem("1x8x512x64"), kDefaultSmemLimit),
             std::nullopt);
 }
 
 // Each constraint of the real space, violated by a genome built for it.
 TEST(SearchSpaceTest, EveryConstraintRejectsItsViolation) {
-  const ProblemShape p = parse_shape("1x8x512x64");
+  const Problem p = problem("1x8x512x64");
   const int64_t limit = kDefaultSmemLimit;
   auto with = [](std::vector<std::pair<std::string, int64_t>> changes) {
     Genome g = space().default_genome();
     for (const auto& [n, v] : changes) g.set(n, v);
     return g;
   };
-  auto violated = [&](const Genome& g, const ProblemShape& shape, int64_t smem) {
+  auto violated = [&](const Genome& g, const Problem& shape, int64_t smem) {
     return space().violated_constraint(g, shape, smem).value_or("(valid)");
   };
   // Out of the domain on purpose: the constraint must still catch it.
@@ -279,9 +283,9 @@ TEST(SearchSpaceTest, EveryConstraintRejectsItsViolation) {
   EXPECT_EQ(violated(space().default_genome(), p, 36863), "shared_memory_fits_device");
   EXPECT_EQ(violated(space().default_genome(), p, 36864), "(valid)");
   EXPECT_EQ(violated(with({{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"STAGES", 3}}),
-                     parse_shape("1x8x512x128"), 99 * 1024),
+                     problem("1x8x512x128"), 99 * 1024),
             "shared_memory_fits_device");
-  EXPECT_EQ(violated(space().default_genome(), parse_shape("1x8x512x96"), limit), "supported_head_dim");
+  EXPECT_EQ(violated(space().default_genome(), problem("1x8x512x96"), limit), "supported_head_dim");
 }
 
 // A gene that no shape of a run uses names no kernel of its own there: canonical() sets it to its
@@ -289,10 +293,10 @@ TEST(SearchSpaceTest, EveryConstraintRejectsItsViolation) {
 TEST(SearchSpaceTest, CanonicalSetsGenesNoShapeUsesToTheirDefaults) {
   const Genome folded = space().parse("BLOCK_M=32,BLOCK_N=256,WARPS=8,STAGES=2,LAZY_RESCALE=1,CAUSAL_FOLD=1");
   const Genome unfolded = space().parse("BLOCK_M=32,BLOCK_N=256,WARPS=8,STAGES=2,LAZY_RESCALE=1");
-  const ProblemShape plain = parse_shape("1x8x512x64"), causal = parse_shape("1x8x512x64:causal");
+  const Problem plain = problem("1x8x512x64"), causal = problem("1x8x512x64:causal");
 
   EXPECT_EQ(space().canonical(folded, {plain}), unfolded);
-  EXPECT_EQ(space().canonical(folded, {plain, parse_shape("2x8x512x64")}), unfolded);
+  EXPECT_EQ(space().canonical(folded, {plain, problem("2x8x512x64")}), unfolded);
   EXPECT_EQ(space().canonical(folded, {causal}), folded);
   EXPECT_EQ(space().canonical(folded, {plain, causal}), folded);  // one causal shape uses it
   EXPECT_EQ(space().canonical(folded, {}), folded);               // no shapes: nothing is known unused
@@ -336,8 +340,8 @@ TEST(SearchSpaceTest, ParseErrors) {
 
 TEST(SearchSpaceTest, GenomeOfAnotherShapeIsRejectedByQueries) {
   Genome alien("fa_s512_v3", {{"BLOCK_M", 32}});
-  EXPECT_THROW(space().violated_constraint(alien, ProblemShape{}, 1 << 20), InputError);
-  EXPECT_THROW(space().launch(Genome("other", space().default_genome().genes()), ProblemShape{}),
+  EXPECT_THROW(space().violated_constraint(alien, problem("1x8x512x64"), 1 << 20), InputError);
+  EXPECT_THROW(space().launch(Genome("other", space().default_genome().genes()), problem("1x8x512x64")),
                InputError);
 }
 
@@ -367,12 +371,12 @@ std::string with_replaced(const std::string& from, const std::string& to) {
 TEST(SearchSpaceJsonTest, SmallSpaceLoadsAndWorks) {
   SearchSpace s = SearchSpace::from_json(kSmallSpace);
   EXPECT_EQ(s.size(), 6u);
-  EXPECT_EQ(s.kernel_name(s.parse("A=4,B=1"), ProblemShape{}), "k<4, 1, 64>");
-  EXPECT_EQ(s.violated_constraint(s.parse("A=4,B=1"), ProblemShape{}, 0), "small");
-  EXPECT_EQ(s.violated_constraint(s.parse("A=2,B=1"), ProblemShape{}, 0), std::nullopt);
-  EXPECT_EQ(s.launch(s.parse("A=4"), ProblemShape{}).threads, 128);
+  EXPECT_EQ(s.kernel_name(s.parse("A=4,B=1"), problem("1x8x512x64")), "k<4, 1, 64>");
+  EXPECT_EQ(s.violated_constraint(s.parse("A=4,B=1"), problem("1x8x512x64"), 0), "small");
+  EXPECT_EQ(s.violated_constraint(s.parse("A=2,B=1"), problem("1x8x512x64"), 0), std::nullopt);
+  EXPECT_EQ(s.launch(s.parse("A=4"), problem("1x8x512x64")).threads, 128);
   // No "flops": the shape's own count.
-  EXPECT_DOUBLE_EQ(s.flops(s.default_genome(), ProblemShape{}), ProblemShape{}.flops());
+  EXPECT_DOUBLE_EQ(s.flops(s.default_genome(), problem("1x8x512x64")), problem("1x8x512x64").flops());
 }
 
 TEST(SearchSpaceJsonTest, UsedWhenReadsTheProblem) {
@@ -381,9 +385,9 @@ TEST(SearchSpaceJsonTest, UsedWhenReadsTheProblem) {
                     R"({"name": "B", "values": [0, 1], "default": 0, "used_when": "SEQ_K > 512 || CAUSAL"})"));
   EXPECT_EQ(s.genes()[1].used_when, "SEQ_K > 512 || CAUSAL");
   const Genome g = s.parse("A=4,B=1");
-  EXPECT_EQ(s.canonical(g, {parse_shape("1x1x512x64")}).text(), "tiny:A=4,B=0");
-  EXPECT_EQ(s.canonical(g, {parse_shape("1x1x1024x64")}).text(), "tiny:A=4,B=1");
-  EXPECT_EQ(s.canonical(g, {parse_shape("1x1x512x64:causal")}).text(), "tiny:A=4,B=1");
+  EXPECT_EQ(s.canonical(g, {problem("1x1x512x64")}).text(), "tiny:A=4,B=0");
+  EXPECT_EQ(s.canonical(g, {problem("1x1x1024x64")}).text(), "tiny:A=4,B=1");
+  EXPECT_EQ(s.canonical(g, {problem("1x1x512x64:causal")}).text(), "tiny:A=4,B=1");
 }
 
 // DTYPE is a problem variable like CAUSAL: 0 for fp16, 1 for bf16, in names, formulas, constraints
@@ -392,29 +396,29 @@ TEST(SearchSpaceJsonTest, DtypeIsBoundFromTheShape) {
   SearchSpace s = SearchSpace::from_json(with_replaced(R"("kernel": "k<{A}, {B}, {HEAD_DIM}>")",
                                                        R"("kernel": "k<{DTYPE}, {A}, {B}, {HEAD_DIM}>")"));
   const Genome g = s.parse("A=2,B=1");
-  EXPECT_EQ(s.kernel_name(g, parse_shape("1x1x512x64")), "k<0, 2, 1, 64>");
-  EXPECT_EQ(s.kernel_name(g, parse_shape("1x1x512x64:bf16")), "k<1, 2, 1, 64>");
-  EXPECT_EQ(s.variables(g, parse_shape("1x1x512x64:bf16"), 0).at("DTYPE"), 1);
+  EXPECT_EQ(s.kernel_name(g, problem("1x1x512x64")), "k<0, 2, 1, 64>");
+  EXPECT_EQ(s.kernel_name(g, problem("1x1x512x64:bf16")), "k<1, 2, 1, 64>");
+  EXPECT_EQ(s.variables(g, problem("1x1x512x64:bf16"), 0).at("DTYPE"), 1);
   SearchSpace used = SearchSpace::from_json(
       with_replaced(R"({"name": "B", "values": [0, 1], "default": 0})",
                     R"({"name": "B", "values": [0, 1], "default": 0, "used_when": "DTYPE == 1"})"));
-  EXPECT_EQ(used.canonical(g, {parse_shape("1x1x512x64")}).text(), "tiny:A=2,B=0");
-  EXPECT_EQ(used.canonical(g, {parse_shape("1x1x512x64:bf16")}).text(), "tiny:A=2,B=1");
+  EXPECT_EQ(used.canonical(g, {problem("1x1x512x64")}).text(), "tiny:A=2,B=0");
+  EXPECT_EQ(used.canonical(g, {problem("1x1x512x64:bf16")}).text(), "tiny:A=2,B=1");
 }
 
 // A space lists the dtypes its kernel is written for; one without the key serves fp16 alone.
 TEST(SearchSpaceJsonTest, ServesItsHeadDimsAndDtypesOnly) {
   const SearchSpace fp16_only = SearchSpace::from_json(kSmallSpace);
   EXPECT_EQ(fp16_only.dtypes(), (std::vector<DType>{DType::kF16}));
-  EXPECT_NO_THROW(fp16_only.require_serves(parse_shape("1x1x512x64"), "1x1x512x64"));
+  EXPECT_NO_THROW(fp16_only.require_serves(problem("1x1x512x64"), "1x1x512x64"));
   try {
-    fp16_only.require_serves(parse_shape("1x1x512x64:bf16"), "1x1x512x64:bf16");
+    fp16_only.require_serves(problem("1x1x512x64:bf16"), "1x1x512x64:bf16");
     ADD_FAILURE() << "bf16 served by a space that does not list it";
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()), "shape '1x1x512x64:bf16': dtype bf16 is not served by tiny (it serves fp16)");
   }
   try {
-    fp16_only.require_serves(parse_shape("1x1x512x96"), "1x1x512x96");
+    fp16_only.require_serves(problem("1x1x512x96"), "1x1x512x96");
     ADD_FAILURE() << "head_dim 96 served";
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()), "shape '1x1x512x96': head_dim 96 is not served by tiny (it serves 64)");
@@ -423,7 +427,7 @@ TEST(SearchSpaceJsonTest, ServesItsHeadDimsAndDtypesOnly) {
   two.replace(two.find("k<{A}"), 5, "k<{DTYPE}, {A}");
   const SearchSpace both = SearchSpace::from_json(two);
   EXPECT_EQ(both.dtypes(), (std::vector<DType>{DType::kBF16, DType::kF16}));
-  EXPECT_NO_THROW(both.require_serves(parse_shape("1x1x512x64:bf16"), "1x1x512x64:bf16"));
+  EXPECT_NO_THROW(both.require_serves(problem("1x1x512x64:bf16"), "1x1x512x64:bf16"));
 }
 
 TEST(SearchSpaceJsonTest, RejectsMalformedVariants) {
@@ -506,7 +510,7 @@ TEST(SearchSpaceJsonTest, LabelledGenesAndRetiredGenes) {
   const SearchSpace s = SearchSpace::from_json(kLabelledSpace);
   EXPECT_EQ(s.default_genome().text(), "tiny:A=1,MODE=fast");
   EXPECT_EQ(s.genes()[1].values, (std::vector<int64_t>{0, 1, 2}));
-  EXPECT_EQ(s.kernel_name(s.parse("MODE=faster"), ProblemShape{}), "k<1, 2>");
+  EXPECT_EQ(s.kernel_name(s.parse("MODE=faster"), problem("1x8x512x64")), "k<1, 2>");
   EXPECT_EQ(s.parse("OLD_B=0").text(), "tiny:A=1,MODE=slow");
   EXPECT_EQ(s.parse("tiny:A=2,OLD_B=2,OLD_C=1").text(), "tiny:A=2,MODE=faster");
   EXPECT_EQ(s.size(), 6u);
@@ -546,7 +550,7 @@ TEST(SearchSpaceJsonTest, RejectsMalformedLabelsAndRetiredGenes) {
 }  // namespace
 TEST(SearchSpaceTest, WgmmaNeedsAnSm90aTargetOnceTheTargetIsKnown) {
   const Genome g = space().parse("BLOCK_M=64,BLOCK_N=128,WARPS=4,WGMMA=1");
-  const ProblemShape p = parse_shape("1x8x512x64");
+  const Problem p = problem("1x8x512x64");
   EXPECT_EQ(space().violated_constraint(g, p, kDefaultSmemLimit, 80), "wgmma_needs_sm90a");
   EXPECT_EQ(space().violated_constraint(g, p, kDefaultSmemLimit, 90), std::nullopt);
   EXPECT_EQ(space().violated_constraint(g, p, kDefaultSmemLimit), std::nullopt) << "unknown target: not checked";
@@ -568,9 +572,9 @@ TEST(SearchSpaceTest, ArchConstraintThroughADerivedValueWaitsForTheTarget) {
     "launch": {"threads": "32", "grid_x": "1", "grid_y": "1", "grid_z": "1", "smem_bytes": "0"}
   })");
   const Genome g = s.parse("A=1");
-  EXPECT_EQ(s.violated_constraint(g, ProblemShape{}, 0), std::nullopt);
-  EXPECT_EQ(s.violated_constraint(g, ProblemShape{}, 0, 80), "a_needs_hopper");
-  EXPECT_EQ(s.violated_constraint(g, ProblemShape{}, 0, 90), std::nullopt);
+  EXPECT_EQ(s.violated_constraint(g, problem("1x8x512x64"), 0), std::nullopt);
+  EXPECT_EQ(s.violated_constraint(g, problem("1x8x512x64"), 0, 80), "a_needs_hopper");
+  EXPECT_EQ(s.violated_constraint(g, problem("1x8x512x64"), 0, 90), std::nullopt);
 }
 
 TEST(SearchSpaceTest, SmArchNumberReadsCompileTargets) {

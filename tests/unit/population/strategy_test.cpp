@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 
+#include "attention/problem.h"
 #include "errors.h"
 #include "strategy.h"
 #include "wire_labels.h"
@@ -11,12 +12,15 @@
 namespace evo {
 namespace {
 
+// An attention problem as core code holds it, from its text.
+Problem problem(std::string_view text) { return attention::to_problem(attention::parse_shape(text)); }
+
 const SearchSpace& space() { return SearchSpace::for_template("fa_s512_v3"); }
 
 StrategyContext context(uint64_t seed) {
   StrategyContext ctx;
   ctx.space = &space();
-  ctx.shapes = {parse_shape("1x8x512x64"), parse_shape("1x8x1000x64:causal")};
+  ctx.shapes = {problem("1x8x512x64"), problem("1x8x1000x64:causal")};
   ctx.rng_seed = seed;
   return ctx;
 }
@@ -131,7 +135,7 @@ TEST(StrategyTest, GenesTheRunsShapesDoNotUseStayAtTheirDefaults) {
   for (const char* name : {"evolve", "random"}) {
     for (bool any_causal : {false, true}) {
       auto ctx = context(11);
-      ctx.shapes = {parse_shape("1x8x512x64"), parse_shape(any_causal ? "2x8x512x64:causal" : "2x8x512x64")};
+      ctx.shapes = {problem("1x8x512x64"), problem(any_causal ? "2x8x512x64:causal" : "2x8x512x64")};
       ctx.start_genomes = {folded};
       auto strategy = make_strategy(named(name), ctx);
       std::vector<ScoredCandidate> history;

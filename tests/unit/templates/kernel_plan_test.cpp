@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 
+#include "attention/problem.h"
 #include "attention/fa_s512_v3/kernel_traits.cuh"
 #include "device_limits.h"
 #include "search_space.h"
@@ -26,7 +27,8 @@ const std::set<std::string> kNotKernelRules = {
     "box_rows_name_distinct_boxes", "box_rows_need_tma", "split_has_keys",
     "shared_memory_fits_device",    "wgmma_needs_sm90a", "tma_needs_sm90a"};
 
-fa::KernelConfig config_of(const Genome& g, const ProblemShape& p, int dtype) {
+fa::KernelConfig config_of(const Genome& g, const Problem& problem, int dtype) {
+  const attention::Shape p = attention::shape_of(problem);
   auto gene = [&](const char* name) { return static_cast<int>(g.get(name)); };
   return fa::KernelConfig{dtype,
                           p.causal ? 1 : 0,
@@ -49,7 +51,7 @@ struct Tally {
   std::map<std::string, uint64_t> kernel_only_by_rule;
 };
 
-void hold(const ProblemShape& p, int sm_arch, Tally& tally) {
+void hold(const Problem& p, int sm_arch, Tally& tally) {
   const SearchSpace& space = SearchSpace::for_template("fa_s512_v3");
   const int dtype = 0;
   for (uint64_t i = 0; i < space.size(); ++i) {
@@ -77,10 +79,10 @@ void hold(const ProblemShape& p, int sm_arch, Tally& tally) {
   }
 }
 
-ProblemShape problem(int d, bool causal) {
-  ProblemShape s;
+Problem problem(int d, bool causal) {
+  attention::Shape s;
   s.batch = 2, s.heads = 8, s.seq_q = s.seq_k = 512, s.head_dim = d, s.causal = causal;
-  return s;
+  return attention::to_problem(s);
 }
 
 TEST(KernelPlan, TheSpaceAndTheKernelAgreeOnEveryGenome) {

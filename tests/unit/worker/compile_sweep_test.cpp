@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "attention/problem.h"
 #include "covering_sample.h"
 #include "device_catalog.h"
 #include "kernel_compiler.h"
@@ -40,17 +41,17 @@ enum class Scope { kCoveringSample, kEveryGenome };
 constexpr uint64_t kSeed = 20240607;
 constexpr size_t kInvalidPerConstraint = 2;  // through gate 1, per problem, in the sample
 
-ProblemShape problem(int d, bool causal, DType dtype = DType::kF16) {
-  ProblemShape s;
+Problem problem(int d, bool causal, DType dtype = DType::kF16) {
+  attention::Shape s;
   s.batch = 1, s.heads = 8, s.seq_q = s.seq_k = 512, s.head_dim = d, s.causal = causal;
   s.dtype = dtype;
-  return s;
+  return attention::to_problem(s);
 }
 
 // The space's own problem first: CompileAll compiles every valid genome of that one. bf16 changes
 // the MMA instructions and the packing, so it gets a sample of its own.
-const std::vector<ProblemShape>& problems() {
-  static const std::vector<ProblemShape> all = {problem(64, false), problem(64, true),
+const std::vector<Problem>& problems() {
+  static const std::vector<Problem> all = {problem(64, false), problem(64, true),
                                                 problem(128, false),
                                                 problem(64, true, DType::kBF16)};
   return all;
@@ -63,7 +64,7 @@ int threads() {
 
 // Gate 1's verdicts on the whole space for one problem.
 struct ProblemSweep {
-  ProblemShape shape;
+  Problem shape;
   std::vector<Genome> valid;
   std::map<std::string, uint64_t> invalid_by_constraint;
   std::map<std::string, std::vector<Genome>> invalid_sample;  // kInvalidPerConstraint each
@@ -74,7 +75,7 @@ struct ProblemSweep {
 // constraint.
 std::vector<ProblemSweep> classify(
     const SearchSpace& space, int64_t smem_limit, int sm_arch,
-    const std::function<void(const Genome&, const ProblemShape&, const std::string&)>& on_invalid) {
+    const std::function<void(const Genome&, const Problem&, const std::string&)>& on_invalid) {
   std::vector<ProblemSweep> sweeps;
   for (const auto& p : problems()) sweeps.push_back({p, {}, {}, {}});
   std::mt19937_64 rng(kSeed);
@@ -98,7 +99,7 @@ std::vector<ProblemSweep> classify(
 
 // Gate 1 must reject g, naming the constraint, without compiling anything.
 void expect_rejected_before_compile(KernelCompiler& untouched, const Genome& g,
-                                    const ProblemShape& shape, int64_t smem_limit,
+                                    const Problem& shape, int64_t smem_limit,
                                     const std::string& constraint) {
   v1::Evaluation e;
   EXPECT_FALSE(run_pre_launch_gates(untouched, g, {shape}, smem_limit, e));
@@ -137,7 +138,7 @@ struct CompileCounts {
 
 // Gates 2-3: queue every compile on the pool, then collect in order.
 CompileCounts compile_all(const std::string& arch, int64_t smem_limit,
-                          const std::vector<std::pair<Genome, ProblemShape>>& jobs) {
+                          const std::vector<std::pair<Genome, Problem>>& jobs) {
   test::TempDir dir;
   KernelCompiler compiler(dir.path(), arch, threads());
   for (const auto& [g, shape] : jobs) compiler.compile_candidate_async(g, shape);
@@ -172,10 +173,10 @@ void sweep(const std::string& arch, Scope scope) {
   const auto log_level = spdlog::get_level();
   spdlog::set_level(spdlog::level::warn);
   // CompileAll checks every invalid genome of its first problem, else a sample per constraint.
-  auto every_one = [&](const ProblemShape& shape) { return every && shape == problems().front(); };
+  auto every_one = [&](const Problem& shape) { return every && shape == problems().front(); };
   const auto sweeps = classify(
       space, smem_limit, sm_arch_number(arch),
-      [&](const Genome& g, const ProblemShape& shape, const std::string& constraint) {
+      [&](const Genome& g, const Problem& shape, const std::string& constraint) {
         if (every_one(shape))
           expect_rejected_before_compile(untouched, g, shape, smem_limit, constraint);
       });
@@ -187,7 +188,7 @@ void sweep(const std::string& arch, Scope scope) {
   spdlog::set_level(log_level);
   EXPECT_TRUE(std::filesystem::is_empty(invalid_dir.path())) << "an invalid genome was compiled";
 
-  std::vector<std::pair<Genome, ProblemShape>> jobs;
+  std::vector<std::pair<Genome, Problem>> jobs;
   uint64_t seed = kSeed;
   for (const auto& s : sweeps) {
     uint64_t invalid = 0;

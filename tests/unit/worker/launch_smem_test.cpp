@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "attention/problem.h"
 #include "device_limits.h"
 #include "kernel_compiler.h"
 #include "search_space.h"
@@ -20,10 +21,10 @@ namespace {
 
 constexpr int kSampledPerHeadDim = 200;
 
-ProblemShape problem(int head_dim, bool causal) {
-  ProblemShape s;
+Problem problem(int head_dim, bool causal) {
+  attention::Shape s;
   s.batch = 1, s.heads = 8, s.seq_q = s.seq_k = 512, s.head_dim = head_dim, s.causal = causal;
-  return s;
+  return attention::to_problem(s);
 }
 
 // static_asserts that each valid genome's traits need exactly what the formula launches with.
@@ -37,7 +38,7 @@ std::string smem_checks(const SearchSpace& space, int* count) {
     for (int sampled = 0; sampled < kSampledPerHeadDim;) {
       const Genome g = space.at(pick(rng));
       // Causal half the time: CAUSAL_FOLD's second Q tile exists in causal calls only.
-      const ProblemShape p = problem(head_dim, sampled % 2 == 1);
+      const Problem p = problem(head_dim, sampled % 2 == 1);
       if (space.violated_constraint(g, p, kDefaultSmemLimit, 90)) continue;
       ++sampled;
       const std::string name = space.kernel_name(g, p);

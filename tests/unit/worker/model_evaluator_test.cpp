@@ -1,3 +1,4 @@
+#include "attention/problem.h"
 #include "model_evaluator.h"
 
 #include <gtest/gtest.h>
@@ -23,10 +24,11 @@ v1::ResourceReport resources(int registers) {
   return r;
 }
 
-ProblemShape shape(int batch, int heads, int seq, int d = 64, bool causal = false) {
-  ProblemShape s;
+Problem shape(int batch, int heads, int seq, int d = 64, bool causal = false, DType dtype = DType::kF16) {
+  attention::Shape s;
   s.batch = batch, s.heads = heads, s.seq_q = s.seq_k = seq, s.head_dim = d, s.causal = causal;
-  return s;
+  s.dtype = dtype;
+  return attention::to_problem(s);
 }
 
 TEST(ModelEstimate, MoreRegistersMeanLessOccupancyAndNoSpeedup) {
@@ -44,8 +46,7 @@ TEST(ModelEstimate, Bf16CostsWhatFp16Costs) {
   const Genome g = space().default_genome();
   for (bool causal : {false, true}) {
     const auto fp16 = shape(4, 16, 2048, 64, causal);
-    ProblemShape bf16 = fp16;
-    bf16.dtype = DType::kBF16;
+    const Problem bf16 = shape(4, 16, 2048, 64, causal, DType::kBF16);
     const auto a = estimate_kernel(h100(), space(), g, fp16, resources(96));
     const auto b = estimate_kernel(h100(), space(), g, bf16, resources(96));
     EXPECT_DOUBLE_EQ(a.us, b.us) << causal;
@@ -194,7 +195,7 @@ TEST(ModelEstimate, KeepsTheEstimatesOfTheModelAsFitted) {
     v1::ResourceReport r;
     r.set_registers(row->registers);
     r.set_static_smem_bytes(row->static_smem_bytes);
-    const auto est = estimate_kernel(*find_device_model(p.arch), space(), row->genome, parse_shape(p.shape), r);
+    const auto est = estimate_kernel(*find_device_model(p.arch), space(), row->genome, space().family().parse(p.shape, {}), r);
     EXPECT_EQ(est.us, p.us) << p.arch << " " << p.shape << " " << p.genome;
     EXPECT_EQ(est.blocks_per_sm, p.blocks_per_sm) << p.genome;
     EXPECT_EQ(est.waves, p.waves) << p.genome;

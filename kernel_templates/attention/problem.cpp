@@ -1,14 +1,15 @@
-#include "shape.h"
+#include "attention/problem.h"
 
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdint>
 #include <iterator>
+#include <stdexcept>
 
 #include "errors.h"
 
-namespace evo {
+namespace evo::attention {
 namespace {
 
 constexpr int64_t kMaxDim = int64_t{1} << 20;
@@ -72,7 +73,7 @@ std::string dtype_choices() {
 }
 
 // The suffixes after the dimensions, ":causal:bf16" without its first colon: sets what they name.
-void parse_suffixes(std::string_view whole, std::string_view suffixes, ProblemShape& shape) {
+void parse_suffixes(std::string_view whole, std::string_view suffixes, Shape& shape) {
   bool mask_named = false, dtype_named = false;
   while (true) {
     const size_t colon = suffixes.find(':');
@@ -99,6 +100,26 @@ void parse_suffixes(std::string_view whole, std::string_view suffixes, ProblemSh
 
 }  // namespace
 
+Problem to_problem(const Shape& s) {
+  return Problem(family(), {s.batch, s.heads, s.seq_q, s.seq_k, s.head_dim, s.causal ? 1 : 0,
+                            static_cast<int64_t>(s.dtype)});
+}
+
+Shape shape_of(const Problem& p) {
+  if (&p.family() != &family())
+    throw std::invalid_argument("a " + std::string(p.family().id) + " problem is not an attention shape");
+  const auto& v = p.values();  // in family.cpp's variable order
+  Shape s;
+  s.batch = static_cast<int>(v[0]);
+  s.heads = static_cast<int>(v[1]);
+  s.seq_q = static_cast<int>(v[2]);
+  s.seq_k = static_cast<int>(v[3]);
+  s.head_dim = static_cast<int>(v[4]);
+  s.causal = v[5] != 0;
+  s.dtype = static_cast<DType>(v[6]);
+  return s;
+}
+
 std::string_view dtype_name(DType d) {
   for (const auto& n : kDTypes)
     if (n.dtype == d) return n.name;
@@ -110,7 +131,7 @@ DType parse_dtype(std::string_view name) {
   throw InputError("unknown dtype '" + std::string(name) + "': expected " + dtype_choices());
 }
 
-std::string ProblemShape::text() const {
+std::string Shape::text() const {
   std::string t = std::to_string(batch) + "x" + std::to_string(heads) + "x" + std::to_string(seq_q);
   if (seq_k != seq_q) t += "x" + std::to_string(seq_k);
   t += "x" + std::to_string(head_dim);
@@ -119,15 +140,15 @@ std::string ProblemShape::text() const {
   return t;
 }
 
-double ProblemShape::flops() const {
+double Shape::flops() const {
   double f = 4.0 * batch * heads * static_cast<double>(seq_q) * seq_k * head_dim;
   return causal ? f / 2 : f;
 }
 
-ProblemShape parse_shape(std::string_view text, bool causal_default, DType dtype_default) {
+Shape parse_shape(std::string_view text, bool causal_default, DType dtype_default) {
   const std::string_view whole = text;
   text = trim(text);
-  ProblemShape shape;
+  Shape shape;
   shape.causal = causal_default;
   shape.dtype = dtype_default;
 
@@ -158,11 +179,52 @@ ProblemShape parse_shape(std::string_view text, bool causal_default, DType dtype
   return shape;
 }
 
-void require_square_if_causal(const ProblemShape& shape, std::string_view text) {
+void require_square_if_causal(const Shape& shape, std::string_view text) {
   if (shape.causal && shape.seq_q != shape.seq_k)
     throw InputError("shape '" + std::string(text) + "': causal needs seq_q == seq_k (" +
                      std::to_string(shape.seq_q) + " != " + std::to_string(shape.seq_k) +
                      "; the exported kernel refuses other causal calls)");
 }
 
-}  // namespace evo
+
+
+v1::Shape shape_to_proto(const Shape& p) {
+  v1::Shape s;
+  s.set_batch(p.batch);
+  s.set_heads(p.heads);
+  s.set_seq_q(p.seq_q);
+  s.set_seq_k(p.seq_k);
+  s.set_head_dim(p.head_dim);
+  s.set_causal(p.causal);
+  s.set_dtype(dtype_to_proto(p.dtype));
+  return s;
+}
+
+Shape shape_from_proto(const v1::Shape& s) {
+  Shape p;
+  p.batch = s.batch();
+  p.heads = s.heads();
+  p.seq_q = s.seq_q();
+  p.seq_k = s.seq_k();
+  p.head_dim = s.head_dim();
+  p.causal = s.causal();
+  p.dtype = dtype_from_proto(s.dtype());
+  return p;
+}
+
+v1::DType dtype_to_proto(DType d) { return d == DType::kBF16 ? v1::DTYPE_BF16 : v1::DTYPE_FP16; }
+
+DType dtype_from_proto(v1::DType d) {
+  switch (d) {
+    case v1::DTYPE_FP16:
+      return DType::kF16;
+    case v1::DTYPE_BF16:
+      return DType::kBF16;
+    default:
+      // An enum value from a newer peer: proto3 keeps it, and guessing fp16 would tune, time or
+      // export the wrong kernel.
+      throw InputError("unknown dtype " + std::to_string(static_cast<int>(d)) + ": expected fp16 or bf16");
+  }
+}
+
+}  // namespace evo::attention

@@ -1,13 +1,13 @@
 #include <gtest/gtest.h>
 
+#include "attention/problem.h"
 #include "errors.h"
-#include "shape.h"
 
-namespace evo {
+namespace evo::attention {
 namespace {
 
 TEST(ShapeTest, ParsesFourDimensionsWithEqualSequences) {
-  ProblemShape s = parse_shape("2x16x1000x128");
+  Shape s = parse_shape("2x16x1000x128");
   EXPECT_EQ(s.batch, 2);
   EXPECT_EQ(s.heads, 16);
   EXPECT_EQ(s.seq_q, 1000);
@@ -17,7 +17,7 @@ TEST(ShapeTest, ParsesFourDimensionsWithEqualSequences) {
 }
 
 TEST(ShapeTest, ParsesSeparateQueryAndKeyLengths) {
-  ProblemShape s = parse_shape("1x8x512x1024x64");
+  Shape s = parse_shape("1x8x512x1024x64");
   EXPECT_EQ(s.seq_q, 512);
   EXPECT_EQ(s.seq_k, 1024);
   EXPECT_EQ(s.head_dim, 64);
@@ -33,7 +33,7 @@ TEST(ShapeTest, CausalSuffixAndDefault) {
 
 // Parsed (stored runs keep loading), but refused where a shape is to be tuned or evaluated.
 TEST(ShapeTest, CausalWithUnequalLengthsIsRefusedForTuning) {
-  const ProblemShape s = parse_shape("1x8x512x256x64:causal");
+  const Shape s = parse_shape("1x8x512x256x64:causal");
   try {
     require_square_if_causal(s, "1x8x512x256x64:causal");
     ADD_FAILURE() << "accepted";
@@ -49,7 +49,7 @@ TEST(ShapeTest, CausalWithUnequalLengthsIsRefusedForTuning) {
 TEST(ShapeTest, TextRoundTrips) {
   for (const char* t : {"1x8x512x64", "1x8x512x1024x64:causal", "3x5x7x9:causal", "1x1x1x1", "1x8x512x64:bf16",
                         "2x16x4096x128:causal:bf16"}) {
-    ProblemShape s = parse_shape(t);
+    Shape s = parse_shape(t);
     EXPECT_EQ(s.text(), t);
     EXPECT_EQ(parse_shape(s.text()), s);
   }
@@ -59,7 +59,7 @@ TEST(ShapeTest, DtypeSuffixInEitherOrderAndDefault) {
   EXPECT_EQ(parse_shape("1x8x512x64").dtype, DType::kF16);
   EXPECT_EQ(parse_shape("1x8x512x64:bf16").dtype, DType::kBF16);
   for (const char* t : {"1x8x512x64:causal:bf16", "1x8x512x64:bf16:causal"}) {
-    const ProblemShape s = parse_shape(t);
+    const Shape s = parse_shape(t);
     EXPECT_TRUE(s.causal) << t;
     EXPECT_EQ(s.dtype, DType::kBF16) << t;
     EXPECT_EQ(s.text(), "1x8x512x64:causal:bf16") << "one canonical text for " << t;
@@ -150,4 +150,4 @@ TEST(ShapeTest, AcceptsTheLargestAllowedTensor) {
 }
 
 }  // namespace
-}  // namespace evo
+}  // namespace evo::attention

@@ -1,0 +1,69 @@
+// The attention family: the KernelFamily that template_registry.cpp's line names. Its texts are
+// the embedded files of this folder; its problem is attention::Shape (problem.h), whose variables
+// are, in this order, the names the search spaces' expressions read.
+#include "attention/export_entry.h"
+#include "attention/model_estimate.h"
+#include "attention/problem.h"
+#include "embedded_texts.h"
+#include "errors.h"
+
+namespace evo::attention {
+namespace {
+
+const std::vector<std::string>& variables() {
+  // DTYPE: the DType's value (0 fp16, 1 bf16); CAUSAL: 0 or 1. to_problem and shape_of follow
+  // this order.
+  static const std::vector<std::string> names = {"BATCH", "HEADS", "SEQ_Q", "SEQ_K", "HEAD_DIM", "CAUSAL", "DTYPE"};
+  return names;
+}
+
+Problem parse(std::string_view text, const ProblemDefaults& defaults) {
+  bool causal = false;
+  DType dtype = DType::kF16;
+  for (const auto& [name, value] : defaults) {
+    if (name == "CAUSAL") {
+      causal = value != 0;
+    } else if (name == "DTYPE") {
+      // The DType's value, which evo.v1.DType numbers alike; an unknown one is refused there.
+      dtype = dtype_from_proto(static_cast<v1::DType>(value));
+    } else {
+      throw InputError("shape '" + std::string(text) + "': the attention problem takes no default for " + name);
+    }
+  }
+  return to_problem(parse_shape(text, causal, dtype));
+}
+
+std::string text(const Problem& p) { return shape_of(p).text(); }
+double flops(const Problem& p) { return shape_of(p).flops(); }
+void require_tunable(const Problem& p, std::string_view as_given) {
+  require_square_if_causal(shape_of(p), as_given);
+}
+
+ProblemDefaults submit_defaults(const v1::SubmitRunRequest& r) {
+  return {{"CAUSAL", r.causal() ? 1 : 0}, {"DTYPE", static_cast<int64_t>(dtype_from_proto(r.dtype()))}};
+}
+
+v1::Problem to_proto(const Problem& p) {
+  v1::Problem m;
+  *m.mutable_attention() = shape_to_proto(shape_of(p));
+  return m;
+}
+
+Problem from_proto(const v1::Problem& m) { return to_problem(shape_from_proto(m.attention())); }
+
+}  // namespace
+
+const KernelFamily& family() {
+  static const KernelFamily f{
+      "attention",         kEmbedded_attention_reference, kEmbedded_attention_tensor_maps,
+      "1x8x512x64",        &variables,          &parse,
+      &text,               &flops,
+      &require_tunable,    &submit_defaults,
+      v1::Problem::kAttention, &to_proto,
+      &from_proto,
+      &export_entry,       &model_wave_seconds,
+  };
+  return f;
+}
+
+}  // namespace evo::attention

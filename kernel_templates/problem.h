@@ -1,0 +1,51 @@
+#pragma once
+// evo::Problem: what one call of a kernel family's kernels computes (for attention, one
+// [batch, heads, seq, head_dim] problem, causal or not, in one dtype), as code outside the family
+// holds it: the family and the values of its problem variables, in the family's order. The
+// variables are the names a search space's expressions read (attention: BATCH, HEADS, SEQ_Q,
+// SEQ_K, HEAD_DIM, CAUSAL, DTYPE). Only the family's own code (kernel_templates/<family>/) reads
+// them as typed fields; everyone else passes a Problem whole, prints it, and hands its variables
+// to the search space.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace evo {
+
+struct KernelFamily;
+
+class Problem {
+ public:
+  // No family and no values: only to be assigned (a default member, a resized vector).
+  Problem() = default;
+  // Throws std::invalid_argument unless `values` has one value per variable of the family.
+  Problem(const KernelFamily& family, std::vector<int64_t> values);
+
+  // Throws std::logic_error for a default-constructed Problem.
+  const KernelFamily& family() const;
+  bool empty() const { return family_ == nullptr; }
+  // In the order of the family's problem_variables().
+  const std::vector<int64_t>& values() const { return values_; }
+  // Throws std::out_of_range for a name that is not one of the family's variables.
+  int64_t value(std::string_view name) const;
+  // name -> value, as a search space's expressions read them.
+  std::map<std::string, int64_t> variables() const;
+
+  // The family's canonical text ("1x8x512x64:causal"): what the store keeps and people read.
+  std::string text() const;
+  // Floating-point operations of one call.
+  double flops() const;
+
+  friend bool operator==(const Problem& a, const Problem& b) {
+    return a.family_ == b.family_ && a.values_ == b.values_;
+  }
+  friend bool operator!=(const Problem& a, const Problem& b) { return !(a == b); }
+
+ private:
+  const KernelFamily* family_ = nullptr;
+  std::vector<int64_t> values_;
+};
+
+}  // namespace evo
