@@ -3,6 +3,8 @@
 // form, and the transition release's older fields.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <stdexcept>
 
 #include "attention/problem.h"
