@@ -202,8 +202,8 @@ std::string help_text(const std::string& command) {
            "sm_90a/model/estimated: a run waits, QUEUED, until a worker of that class leases).\n"
            "--causal applies to every shape given without :causal or :nc, --dtype (fp16, the default,\n"
            "or bf16: the element type of Q, K, V and O) to every shape given without :fp16 or :bf16;\n"
-           "a run may mix dtypes, as it may mix causal and not. A shape may name seq_q and seq_k\n"
-           "apart as BxHxSqxSkxD (causal only with seq_q == seq_k). --watch follows the run like\n"
+           "a run may mix dtypes, as it may mix causal and not. A shape may name the query and key\n"
+           "lengths apart as BxHxSqxSkxD (causal only where they are equal). --watch follows the run like\n"
            "status --watch.\n"
            "--start (repeatable) puts a known genome into generation 0 beside the default genome:\n"
            "GENOME as leaderboard prints it, with or without the TEMPLATE: prefix, e.g.\n"
@@ -257,10 +257,10 @@ std::string help_text(const std::string& command) {
            "programmatic dependent launch, evo_attention_forward_ex(..., 0) plainly) and, beside it,\n"
            "FILE.report.md with its evidence: resources, errors, sanitizer, timings, device, compile\n"
            "options. Several runs make one dispatch table: each run's winner serves that run's shapes;\n"
-           "a call of another shape gets the bucket of the nearest sequence length with its head_dim\n"
+           "a call of another shape gets the bucket of the nearest sequence length with its head size\n"
            "and causality. The runs must tune one template, share no shape, and each have an elite.\n"
            "Also writes FILE.dispatch.json, the shape buckets as bench/run_gpu_bench.sh reads them\n"
-           "(shapes with seq_q != seq_k are left out of it: the bench runs equal lengths only).\n";
+           "(shapes of unequal query and key lengths are left out of it: the bench runs equal ones).\n";
   return "usage: evoctl [--coordinator ADDR] [--token-file FILE] [--tls-ca CA] COMMAND [ARGS] [--help]\n"
          "Drives evod, the evo tuning coordinator (ADDR default 127.0.0.1:50051, or $EVO_COORDINATOR).\n"
          "--token-file sends evod's shared token on every call (default: $EVO_TOKEN, else none); a\n"

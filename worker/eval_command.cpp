@@ -123,7 +123,7 @@ void print_text(const Genome& g, const v1::Evaluation& e) {
     std::printf("compile   %.0f ms%s  options: %s\n", e.compile_ms(), e.cache_hit() ? " (cache hit)" : "",
                 e.compile_options().c_str());
   for (const auto& s : e.shapes()) {
-    // As people type it: BxHxSxD, with seq_k only where it differs.
+    // As people type it: the family's canonical text.
     std::printf("shape     %s: median %.2f us (p10 %.2f, p90 %.2f), %.1f TFLOP/s",
                 result_problem(s).text().c_str(), s.median_us(), s.p10_us(), s.p90_us(), s.tflops());
     if (s.resident_us() > 0) std::printf(", L2-resident inputs %.2f us", s.resident_us());
