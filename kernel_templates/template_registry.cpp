@@ -33,8 +33,6 @@ const std::vector<const KernelFamily*>& families() {
   return all;
 }
 
-std::string_view reference_attention_source() { return attention::family().reference_source; }
-
 const KernelTemplate* find_template(std::string_view id) {
   for (const auto& t : kTemplates)
     if (t.id == id) return &t;
@@ -47,8 +45,10 @@ std::vector<std::string> template_ids() {
   return ids;
 }
 
-std::string_view reference_attention_kernel(DType d) {
-  return d == DType::kBF16 ? "evo_reference_attention_bf16" : "evo_reference_attention_fp16";
+const KernelFamily* find_family(std::string_view id) {
+  for (const KernelFamily* f : families())
+    if (f->id == id) return f;
+  return nullptr;
 }
 
 namespace {

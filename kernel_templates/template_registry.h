@@ -8,7 +8,6 @@
 #include <string_view>
 #include <vector>
 
-#include "attention/dtype.h"
 #include "family.h"
 
 namespace evo {
@@ -20,16 +19,11 @@ struct KernelTemplate {
   std::string_view space_json;  // see attention/fa_s512_v3/space.json
 };
 
-// The attention family's float32 reference kernels, for the correctness gate.
-std::string_view reference_attention_source();
-
 // nullptr for an unknown id.
 const KernelTemplate* find_template(std::string_view id);
+// A family by its id ("attention"); nullptr for an unknown one.
+const KernelFamily* find_family(std::string_view id);
 std::vector<std::string> template_ids();
-
-// Its kernel for inputs of dtype d ("evo_reference_attention_bf16"), extern "C": one compile of
-// reference_attention_source() holds the kernels of every dtype.
-std::string_view reference_attention_kernel(DType d);
 
 // A stable 64-bit FNV-1a hash, hex; used for cache keys over template sources and genomes.
 std::string fnv1a_hex(std::string_view text);

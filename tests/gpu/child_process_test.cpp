@@ -273,8 +273,8 @@ TEST(SanitizerGate, SkippedWithoutComputeSanitizer) {
   const SanitizerVerdict v = run_sanitizer_gate("", self_executable(), EvalRequest{},
                                                 std::filesystem::temp_directory_path().string(), 1000);
   EXPECT_FALSE(v.failed);
-  EXPECT_EQ(v.gate.gate(), "sanitizer");
-  EXPECT_EQ(v.gate.verdict(), "skipped");
+  EXPECT_EQ(v.gate.kind(), v1::GATE_SANITIZER);
+  EXPECT_EQ(v.gate.outcome(), v1::VERDICT_SKIPPED);
 }
 
 // A stand-in for compute-sanitizer, no GPU needed: every tool "finds" an error, memcheck last of
@@ -320,7 +320,7 @@ class FakeSanitizer : public ::testing::Test {
 TEST_F(FakeSanitizer, ToolsRunAtOnceAndTheVerdictFollowsTheToolsOrder) {
   const SanitizerVerdict v = run();
   EXPECT_TRUE(v.failed);
-  EXPECT_EQ(v.gate.verdict(), "failed");
+  EXPECT_EQ(v.gate.outcome(), v1::VERDICT_FAILED);
   // memcheck finished last, and it is still the verdict: the first tool in order that failed.
   EXPECT_EQ(v.gate.detail(), "memcheck: fake error from memcheck");
   EXPECT_EQ(v.message, "sanitizer_error: memcheck: fake error from memcheck");

@@ -26,9 +26,10 @@ std::string gate_summary(const v1::Evaluation& e) {
 }
 
 void expect_gate_order(const v1::Evaluation& e) {
-  const char* order[] = {"valid", "compile", "tensor_cores", "correct", "timed", "sanitizer"};
+  const v1::Gate order[] = {v1::GATE_VALID,   v1::GATE_COMPILE, v1::GATE_TENSOR_CORES,
+                            v1::GATE_CORRECT, v1::GATE_TIMED,   v1::GATE_SANITIZER};
   ASSERT_EQ(e.gates_size(), 6) << gate_summary(e);
-  for (int i = 0; i < 6; ++i) EXPECT_EQ(e.gates(i).gate(), order[i]);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(e.gates(i).kind(), order[i]);
 }
 
 // Valid genomes spread over the space: a fixed stride through the mixed-radix index, so the
@@ -54,9 +55,9 @@ TEST(CudaEvaluator, DefaultGenomePassesEveryGateShape) {
   const v1::Evaluation e = shared_evaluator()->evaluate(space.default_genome(), gate_shapes(), false);
   ASSERT_EQ(e.status(), v1::OK) << gate_summary(e);
   expect_gate_order(e);
-  EXPECT_EQ(e.gates(3).verdict(), "passed");
-  EXPECT_EQ(e.gates(4).verdict(), "passed");
-  EXPECT_EQ(e.gates(5).verdict(), "not_run");
+  EXPECT_EQ(e.gates(3).outcome(), v1::VERDICT_PASSED);
+  EXPECT_EQ(e.gates(4).outcome(), v1::VERDICT_PASSED);
+  EXPECT_EQ(e.gates(5).outcome(), v1::VERDICT_NOT_RUN);
   // Each gate that ran says how long it took, and the evaluation's wall time covers them all.
   double gates_ms = 0;
   for (const auto& g : e.gates()) gates_ms += g.elapsed_ms();
@@ -263,7 +264,7 @@ TEST(CudaEvaluator, InvalidGenomeStopsBeforeAnyLaunch) {
   const v1::Evaluation e = shared_evaluator()->evaluate(g, gate_shapes(), false);
   EXPECT_EQ(e.status(), v1::INVALID) << gate_summary(e);
   expect_gate_order(e);
-  EXPECT_EQ(e.gates(3).verdict(), "not_run");
+  EXPECT_EQ(e.gates(3).outcome(), v1::VERDICT_NOT_RUN);
 }
 
 TEST(CudaEvaluator, ComputeSanitizerPassesTheDefaultGenome) {
@@ -273,7 +274,7 @@ TEST(CudaEvaluator, ComputeSanitizerPassesTheDefaultGenome) {
   const std::vector<Problem> shapes = {problem("1x8x512x64"), problem("1x8x512x64", true)};
   const v1::Evaluation e = shared_evaluator()->evaluate(space.default_genome(), shapes, true);
   ASSERT_EQ(e.status(), v1::OK) << gate_summary(e);
-  EXPECT_EQ(e.gates(5).verdict(), "passed") << e.gates(5).detail();
+  EXPECT_EQ(e.gates(5).outcome(), v1::VERDICT_PASSED) << e.gates(5).detail();
   EXPECT_NE(e.gates(5).detail().find("racecheck"), std::string::npos);
   EXPECT_GT(e.gates(5).elapsed_ms(), 0);
   std::printf("gate wall ms:");

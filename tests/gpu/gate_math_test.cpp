@@ -1,19 +1,26 @@
-// The gates' host arithmetic: poison and NaN counting, error figures, percentiles, rotation.
+// The gates' host arithmetic: poison and NaN counting, error figures, percentiles, rotation; and
+// the attention family's host side of them (element bits, outputs read as floats, tolerances).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 
-#include "attention/problem.h"
+#include "attention/element_bits.h"
+#include "attention/runtime.h"
+#include "attention/tolerances.h"
 #include "cuda_evaluator.h"
-#include "element_bits.h"
+#include "family_runtime.h"
 #include "gate_math.h"
-#include "gate_thresholds.h"
+#include "gpu_test_support.h"
 
 namespace evo::cuda {
 namespace {
 
-Problem problem(std::string_view text) { return attention::to_problem(attention::parse_shape(text)); }
+using namespace evo::attention;
+using testing_gpu::problem;
+
+// Attention's tolerance for a shape, as the gate asks for it.
+Tolerance tolerance_of(const Problem& s) { return runtime_for(s).tolerance(s); }
 
 TEST(Watchdog, BaseForSmallShapesAndAnAllowanceThatGrowsWithTheTensors) {
   const int small = watchdog_ms_for(10000, {problem("1x8x512x64")});
@@ -53,32 +60,63 @@ TEST(Bf16Host, RoundTripsExactValuesAndRoundsToNearestEven) {
   EXPECT_EQ(bits_to_float(DType::kBF16, 0x4040), 3.f);
 }
 
-// One poison for both element types: a NaN in each, so an unwritten element never reads as a value.
+// The poison, bytes of kPoisonByte, is a NaN in both element types, so an unwritten element never
+// reads as a value; and no element of either widens to the float that marks it unwritten.
 TEST(ElementBits, PoisonIsANaNInEveryDtype) {
-  EXPECT_TRUE(std::isnan(half_bits_to_float(kPoisonBits)));
-  EXPECT_TRUE(std::isnan(bf16_bits_to_float(kPoisonBits)));
-  EXPECT_EQ(kPoisonBits, (uint16_t(kPoisonByte) << 8) | kPoisonByte) << "cudaMemset writes bytes";
+  const uint16_t poison = static_cast<uint16_t>((kPoisonByte << 8) | kPoisonByte);  // cudaMemset writes bytes
+  EXPECT_TRUE(std::isnan(half_bits_to_float(poison)));
+  EXPECT_TRUE(std::isnan(bf16_bits_to_float(poison)));
+  EXPECT_TRUE(std::isnan(unwritten_output()));
+  EXPECT_TRUE(is_unwritten_output(unwritten_output()));
+  for (uint32_t b = 0; b <= 0xFFFF; ++b) {
+    ASSERT_FALSE(is_unwritten_output(half_bits_to_float(static_cast<uint16_t>(b)))) << b;
+    ASSERT_FALSE(is_unwritten_output(bf16_bits_to_float(static_cast<uint16_t>(b)))) << b;
+  }
+}
+
+// The output read back: the poison becomes the unwritten mark, anything else the value of the
+// problem's dtype (bf16 bits read as fp16 would be other numbers).
+TEST(AttentionOutput, ReadsTheProblemsDtypeAndMarksThePoison) {
+  const uint16_t poison = static_cast<uint16_t>((kPoisonByte << 8) | kPoisonByte);
+  const std::vector<uint16_t> bits = {float_to_bf16_bits(1.f), float_to_bf16_bits(-3.f), 0x7F80 /* +inf */, poison};
+  const std::vector<float> bf16 = output_as_floats(problem("1x1x2x2:bf16"), bits);
+  ASSERT_EQ(bf16.size(), 4u);
+  EXPECT_EQ(bf16[0], 1.f);
+  EXPECT_EQ(bf16[1], -3.f);
+  EXPECT_TRUE(std::isinf(bf16[2]));
+  EXPECT_TRUE(is_unwritten_output(bf16[3]));
+  const std::vector<float> fp16 = output_as_floats(problem("1x1x2x2"), bits);
+  EXPECT_NE(fp16[0], 1.f) << "the same bits read as fp16";
+  EXPECT_TRUE(is_unwritten_output(fp16[3]));
+  const ErrorFigures f = compare_with_reference(bf16, {1.f, -3.f, 0.5f, 2.f});
+  EXPECT_EQ(f.nonfinite, 1);
+  EXPECT_EQ(f.unwritten, 1);
+  EXPECT_DOUBLE_EQ(f.max_abs_error, 0.0);
 }
 
 TEST(CompareWithReference, CountsUnwrittenAndNonFiniteSeparately) {
   const std::vector<float> ref = {1.f, 2.f, 3.f, 4.f};
-  const std::vector<uint16_t> out = {float_to_half_bits(1.f), kPoisonBits, 0x7C00 /* +inf */,
-                                     float_to_half_bits(4.f)};
-  const ErrorFigures f = compare_with_reference(out, ref, DType::kF16);
+  const std::vector<float> out = {1.f, unwritten_output(), std::numeric_limits<float>::infinity(), 4.f};
+  const ErrorFigures f = compare_with_reference(out, ref);
   EXPECT_EQ(f.unwritten, 1);
   EXPECT_EQ(f.nonfinite, 1);
   EXPECT_DOUBLE_EQ(f.max_abs_error, 0.0);
-  ASSERT_TRUE(correctness_failure(f, attention::Shape{}, "on the first launch").has_value());
-  EXPECT_NE(correctness_failure(f, attention::Shape{}, "x")->find("never written"), std::string::npos);
+  ASSERT_TRUE(correctness_failure(f, "1x8x512x64", kFp16Tolerance, "on the first launch").has_value());
+  EXPECT_NE(correctness_failure(f, "1x8x512x64", kFp16Tolerance, "x")->find("never written"), std::string::npos);
+  // Any other NaN is a value the kernel wrote.
+  const ErrorFigures nan = compare_with_reference({std::nanf("")}, {1.f});
+  EXPECT_EQ(nan.nonfinite, 1);
+  EXPECT_EQ(nan.unwritten, 0);
 }
 
 TEST(CompareWithReference, RelativeL2AndMaxAbs) {
   const std::vector<float> ref = {3.f, 4.f};  // norm 5
-  const std::vector<uint16_t> out = {float_to_half_bits(3.f), float_to_half_bits(4.5f)};
-  const ErrorFigures f = compare_with_reference(out, ref, DType::kF16);
+  const std::vector<float> out = {3.f, 4.5f};
+  const ErrorFigures f = compare_with_reference(out, ref);
   EXPECT_NEAR(f.rel_l2_error, 0.1, 1e-9);
   EXPECT_NEAR(f.max_abs_error, 0.5, 1e-9);
-  const auto why = correctness_failure(f, attention::parse_shape("1x4x1000x64"), "after 64 back-to-back launches");
+  const auto why = correctness_failure(f, "1x4x1000x64", tolerance_of(problem("1x4x1000x64")),
+                                       "after 64 back-to-back launches");
   ASSERT_TRUE(why.has_value());
   EXPECT_NE(why->find("1x4x1000x64"), std::string::npos) << *why;
   EXPECT_NE(why->find("relative L2 error"), std::string::npos) << *why;
@@ -86,32 +124,19 @@ TEST(CompareWithReference, RelativeL2AndMaxAbs) {
 }
 
 TEST(CompareWithReference, ShortOutputCountsAsUnwritten) {
-  const ErrorFigures f = compare_with_reference({float_to_half_bits(1.f)}, {1.f, 1.f, 1.f}, DType::kF16);
+  const ErrorFigures f = compare_with_reference({1.f}, {1.f, 1.f, 1.f});
   EXPECT_EQ(f.unwritten, 2);
-}
-
-// The output is read as the shape's dtype: bf16 bits read as fp16 would be other numbers.
-TEST(CompareWithReference, ReadsBf16Outputs) {
-  const std::vector<float> ref = {1.f, -3.f, 0.5f};
-  const std::vector<uint16_t> out = {float_to_bf16_bits(1.f), float_to_bf16_bits(-3.f), 0x7F80 /* +inf */};
-  const ErrorFigures f = compare_with_reference(out, ref, DType::kBF16);
-  EXPECT_EQ(f.nonfinite, 1);
-  EXPECT_EQ(f.unwritten, 0);
-  EXPECT_DOUBLE_EQ(f.max_abs_error, 0.0);
-  EXPECT_GT(compare_with_reference(out, ref, DType::kF16).max_abs_error, 0.5) << "the same bits read as fp16";
-  const ErrorFigures unwritten = compare_with_reference({kPoisonBits}, {1.f}, DType::kBF16);
-  EXPECT_EQ(unwritten.unwritten, 1);
 }
 
 TEST(CorrectnessFailure, PassesWithinTolerance) {
   ErrorFigures f;
-  f.rel_l2_error = gates::kFp16Tolerance.max_rel_l2_error / 2;
-  f.max_abs_error = gates::kFp16Tolerance.max_abs_error / 2;
-  EXPECT_FALSE(correctness_failure(f, attention::Shape{}, "").has_value());
-  f.max_abs_error = gates::kFp16Tolerance.max_abs_error * 2;
-  EXPECT_TRUE(correctness_failure(f, attention::Shape{}, "").has_value());
+  f.rel_l2_error = kFp16Tolerance.max_rel_l2_error / 2;
+  f.max_abs_error = kFp16Tolerance.max_abs_error / 2;
+  EXPECT_FALSE(correctness_failure(f, "s", kFp16Tolerance, "").has_value());
+  f.max_abs_error = kFp16Tolerance.max_abs_error * 2;
+  EXPECT_TRUE(correctness_failure(f, "s", kFp16Tolerance, "").has_value());
   f.max_abs_error = std::numeric_limits<double>::quiet_NaN();  // a NaN figure never passes
-  EXPECT_TRUE(correctness_failure(f, attention::Shape{}, "").has_value());
+  EXPECT_TRUE(correctness_failure(f, "s", kFp16Tolerance, "").has_value());
 }
 
 TEST(SummariseTimes, PercentilesOfUnsortedInput) {
@@ -169,14 +194,17 @@ TEST(PlanTiming, ASlowKernelIsTrimmedToTheBudget) {
 // bf16 is held to its own, looser bounds: a figure that fails fp16 may pass bf16, and the message
 // names the shape with its dtype.
 TEST(CorrectnessFailure, Bf16HasItsOwnTolerance) {
-  EXPECT_GT(gates::kBf16Tolerance.max_rel_l2_error, gates::kFp16Tolerance.max_rel_l2_error);
-  EXPECT_GT(gates::kBf16Tolerance.max_abs_error, gates::kFp16Tolerance.max_abs_error);
+  EXPECT_GT(kBf16Tolerance.max_rel_l2_error, kFp16Tolerance.max_rel_l2_error);
+  EXPECT_GT(kBf16Tolerance.max_abs_error, kFp16Tolerance.max_abs_error);
+  const Problem fp16 = problem("1x4x1000x64"), bf16 = problem("1x4x1000x64:bf16");
+  EXPECT_EQ(tolerance_of(fp16).max_rel_l2_error, kFp16Tolerance.max_rel_l2_error);
+  EXPECT_EQ(tolerance_of(bf16).max_abs_error, kBf16Tolerance.max_abs_error);
   ErrorFigures f;
-  f.rel_l2_error = gates::kFp16Tolerance.max_rel_l2_error * 2;
-  EXPECT_TRUE(correctness_failure(f, attention::parse_shape("1x4x1000x64"), "").has_value());
-  EXPECT_FALSE(correctness_failure(f, attention::parse_shape("1x4x1000x64:bf16"), "").has_value());
-  f.rel_l2_error = gates::kBf16Tolerance.max_rel_l2_error * 2;
-  const auto why = correctness_failure(f, attention::parse_shape("1x4x1000x64:bf16"), "on the first launch");
+  f.rel_l2_error = kFp16Tolerance.max_rel_l2_error * 2;
+  EXPECT_TRUE(correctness_failure(f, fp16.text(), tolerance_of(fp16), "").has_value());
+  EXPECT_FALSE(correctness_failure(f, bf16.text(), tolerance_of(bf16), "").has_value());
+  f.rel_l2_error = kBf16Tolerance.max_rel_l2_error * 2;
+  const auto why = correctness_failure(f, bf16.text(), tolerance_of(bf16), "on the first launch");
   ASSERT_TRUE(why.has_value());
   EXPECT_NE(why->find("1x4x1000x64:bf16: relative L2 error"), std::string::npos) << *why;
 }

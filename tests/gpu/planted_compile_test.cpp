@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "device_limits.h"
+#include "family_runtime.h"
 #include "gpu_test_support.h"
 #include "kernel_compiler.h"
 #include "resource_gate.h"
@@ -69,11 +70,17 @@ TEST_F(PlantedCompile, SpillKernelFailsTheResourceGate) {
   ASSERT_TRUE(why.has_value()) << k.resources.ptxas_log();
 }
 
+// Each reference kernel the family names compiles from its family's reference source, by its C name.
 TEST_F(PlantedCompile, ReferenceKernelCompilesByItsCName) {
-  for (DType d : {DType::kF16, DType::kBF16}) {
-    const std::string name(reference_attention_kernel(d));
-    const CompiledKernel k = compiler_->compile("reference_attention", reference_attention_source(), name);
-    EXPECT_EQ(k.lowered_name, name);
+  for (const FamilyRuntime* family : family_runtimes()) {
+    const KernelFamily* host = find_family(family->family());
+    ASSERT_NE(host, nullptr) << family->family();
+    for (std::string_view kernel : family->reference_kernels()) {
+      const std::string name(kernel);
+      const CompiledKernel k =
+          compiler_->compile("reference_" + std::string(family->family()), host->reference_source, name);
+      EXPECT_EQ(k.lowered_name, name);
+    }
   }
 }
 

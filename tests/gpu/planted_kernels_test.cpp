@@ -4,8 +4,8 @@
 
 #include <chrono>
 
+#include "attention/tolerances.h"
 #include "device_probe.h"
-#include "gate_thresholds.h"
 #include "gpu_test_support.h"
 #include "sanitizer_gate.h"
 #include "search_space.h"
@@ -23,9 +23,9 @@ const std::vector<Problem>& planted_shapes() {
   return s;
 }
 
-const v1::GateVerdict& gate(const v1::Evaluation& e, const std::string& name) {
+const v1::GateVerdict& gate(const v1::Evaluation& e, v1::Gate kind) {
   for (const auto& g : e.gates())
-    if (g.gate() == name) return g;
+    if (g.kind() == kind) return g;
   static const v1::GateVerdict missing;
   return missing;
 }
@@ -42,7 +42,7 @@ TEST(PlantedKernels, CorrectControlPasses) {
   const v1::Evaluation e = shared_evaluator()->evaluate_source(
       planted_kernel("naive_correct.cu", "naive_correct"), planted_shapes(), false);
   EXPECT_EQ(e.status(), v1::OK) << e.message();
-  EXPECT_EQ(gate(e, "correct").verdict(), "passed");
+  EXPECT_EQ(gate(e, v1::GATE_CORRECT).outcome(), v1::VERDICT_PASSED);
 }
 
 // bf16 through the whole gate: bf16 inputs, the bf16 reference, bf16 outputs read back and held
@@ -58,7 +58,7 @@ TEST(PlantedKernels, Bf16ControlPassesAgainstTheBf16Reference) {
   ASSERT_EQ(e.shapes_size(), 3);
   for (const auto& s : e.shapes()) {
     EXPECT_EQ(s.shape().dtype(), v1::DTYPE_BF16);
-    EXPECT_LE(s.rel_l2_error(), gates::kBf16Tolerance.max_rel_l2_error);
+    EXPECT_LE(s.rel_l2_error(), attention::kBf16Tolerance.max_rel_l2_error);
     EXPECT_GT(s.rel_l2_error(), 0.0) << "bf16 outputs are rounded: exactly zero error means fp32 was compared";
   }
 }
@@ -79,8 +79,8 @@ TEST(PlantedKernels, WrongOutputIsIncorrect) {
   const v1::Evaluation e = shared_evaluator()->evaluate_source(
       planted_kernel("wrong_output.cu", "wrong_output"), planted_shapes(), false);
   EXPECT_EQ(e.status(), v1::INCORRECT) << e.message();
-  EXPECT_EQ(gate(e, "correct").verdict(), "failed");
-  EXPECT_EQ(gate(e, "timed").verdict(), "not_run");
+  EXPECT_EQ(gate(e, v1::GATE_CORRECT).outcome(), v1::VERDICT_FAILED);
+  EXPECT_EQ(gate(e, v1::GATE_TIMED).outcome(), v1::VERDICT_NOT_RUN);
   EXPECT_NE(e.message().find("1x8x512x64"), std::string::npos) << e.message();
   expect_default_genome_still_passes();
 }
@@ -132,8 +132,8 @@ TEST(PlantedKernels, OffByOneWriteIsASanitizerError) {
   // Without the sanitizer it may pass; with it, memcheck must name the write (a crash also counts).
   EXPECT_TRUE(e.status() == v1::SANITIZER_ERROR || e.status() == v1::CRASH) << e.message();
   if (e.status() == v1::SANITIZER_ERROR) {
-    EXPECT_NE(gate(e, "sanitizer").detail().find("memcheck"), std::string::npos)
-        << gate(e, "sanitizer").detail();
+    EXPECT_NE(gate(e, v1::GATE_SANITIZER).detail().find("memcheck"), std::string::npos)
+        << gate(e, v1::GATE_SANITIZER).detail();
   }
   expect_default_genome_still_passes();
 }
@@ -144,7 +144,7 @@ TEST(PlantedKernels, SpillIsAResourceReject) {
                                                                planted_shapes(), false);
   EXPECT_EQ(e.status(), v1::RESOURCE_REJECT) << e.message();
   EXPECT_GT(e.resources().stack_frame_bytes() + e.resources().spill_store_bytes(), 0);
-  EXPECT_EQ(gate(e, "correct").verdict(), "not_run");
+  EXPECT_EQ(gate(e, v1::GATE_CORRECT).outcome(), v1::VERDICT_NOT_RUN);
   expect_default_genome_still_passes();
 }
 
@@ -178,7 +178,7 @@ TEST(PlantedKernels, MoreSharedMemoryThanTheCardHasIsRefused) {
   };
   const v1::Evaluation e = shared_evaluator()->evaluate_source(k, {problem("1x8x512x64")}, false);
   EXPECT_TRUE(e.status() == v1::RESOURCE_REJECT || e.status() == v1::CRASH) << e.message();
-  EXPECT_EQ(gate(e, "timed").verdict(), "not_run");
+  EXPECT_EQ(gate(e, v1::GATE_TIMED).outcome(), v1::VERDICT_NOT_RUN);
   expect_default_genome_still_passes();
 }
 

@@ -9,15 +9,14 @@
 #include <sstream>
 #include <string>
 
-#include "attention/problem.h"
 #include "cuda_error.h"
 #include "eval_request.h"
 #include "evo/evo.pb.h"
 #include "family.h"
+#include "family_runtime.h"
 #include "gate_clock.h"
 #include "pre_launch_gates.h"
 #include "shape_gates.h"
-#include "template_registry.h"
 
 namespace evo {
 namespace {
@@ -42,7 +41,7 @@ bool write_result(const v1::Evaluation& e, const std::string& path) {
   return out && e.SerializeToOstream(&out) && out.flush();
 }
 
-// Cubins are per (DTYPE, CAUSAL, HEAD_DIM); load each once.
+// A run's shapes may need different cubins (and kernels of one): load each once.
 class KernelSet {
  public:
   const LoadedKernel& get(const cuda::ShapeJob& job) {
@@ -63,11 +62,11 @@ void run_gates(const EvalRequest& req, v1::Evaluation& e, std::string& stage) {
   int l2 = 0;
   EVO_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, req.device));
   KernelSet kernels;
-  // The float32 reference of each dtype the shapes have, loaded when first needed.
-  std::map<DType, std::unique_ptr<LoadedKernel>> references;
-  auto reference_for = [&](DType d) -> const LoadedKernel& {
-    auto& slot = references[d];
-    if (!slot) slot = std::make_unique<LoadedKernel>(req.reference_cubin, std::string(reference_attention_kernel(d)));
+  // The float32 reference kernels the shapes need, each loaded when first needed.
+  std::map<std::string, std::unique_ptr<LoadedKernel>> references;
+  auto reference_for = [&](const std::string& name) -> const LoadedKernel& {
+    auto& slot = references[name];
+    if (!slot) slot = std::make_unique<LoadedKernel>(req.reference_cubin, name);
     return *slot;
   };
 
@@ -77,9 +76,9 @@ void run_gates(const EvalRequest& req, v1::Evaluation& e, std::string& stage) {
     GateClock clock;
     for (size_t i = 0; i < req.shapes.size(); ++i) {
       const auto& job = req.shapes[i];
-      const DType dtype = attention::shape_of(job.shape).dtype;
-      stage = "loading the " + std::string(attention::dtype_name(dtype)) + " reference kernel";
-      const LoadedKernel& reference = reference_for(dtype);
+      const std::string reference_name(runtime_for(job.shape).reference_kernel(job.shape));
+      stage = "loading the reference kernel " + reference_name;
+      const LoadedKernel& reference = reference_for(reference_name);
       stage = "correctness check of " + job.shape.text();
       const auto r = cuda::check_correctness(kernels.get(job), reference, job, req.seed,
                                              req.repeated_launches);

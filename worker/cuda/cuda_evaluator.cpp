@@ -3,16 +3,16 @@
 #include <spdlog/spdlog.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
-#include <tuple>
 #include <utility>
 
-#include "attention/problem.h"
 #include "child_process.h"
 #include "device_probe.h"
 #include "evaluation_child.h"
+#include "family_runtime.h"
 #include "gate_clock.h"
 #include "gate_math.h"
 #include "gate_thresholds.h"
@@ -60,10 +60,7 @@ struct WorkDir {
 
 int watchdog_ms_for(int base_ms, const std::vector<Problem>& shapes) {
   double elements = 0;
-  for (const auto& problem : shapes) {
-    const attention::Shape s = attention::shape_of(problem);
-    elements += 2.0 * s.batch * s.heads * s.head_dim * (double(s.seq_q) + s.seq_k);
-  }
+  for (const auto& s : shapes) elements += runtime_for(s).elements(s);
   const double ms = base_ms + elements * gates::kWatchdogNsPerElement * 1e-6;
   return static_cast<int>(std::min(ms, 3600.0 * 1000));
 }
@@ -89,28 +86,18 @@ cuda::ShapeJob job_for(const Problem& shape, const CompiledKernel& k, const Laun
   return job;
 }
 
-// compute-sanitizer is slow: it gets small shapes, a round one and a ragged one, for each
-// (head_dim, causal, dtype) kernel the evaluation used. Small in batch and heads, not in keys: every
-// block steps through several K/V tiles (1152 keys are nine 128-key tiles, four and a half of
-// 256), so the loop's later steps, the stages' refills and LAZY_RESCALE's rescale run under the
-// tools too. With 128 keys a 128-key block ran its first tile alone, and synccheck never saw the
-// steps where a warp-uniform branch can split a warpgroup.
+// compute-sanitizer is slow: it gets its family's small problems (FamilyRuntime::
+// sanitizer_problems) for each kernel the evaluation used, run by that kernel.
 std::vector<cuda::ShapeJob> sanitizer_jobs(const std::vector<CompiledKernel>& kernels,
                                            const std::vector<Problem>& shapes,
                                            const std::function<LaunchConfig(const Problem&)>& launch_for) {
   std::vector<cuda::ShapeJob> jobs;
-  std::set<std::tuple<int, bool, DType>> seen;
+  std::vector<std::vector<Problem>> seen;
   for (size_t i = 0; i < shapes.size(); ++i) {
-    const attention::Shape shape = attention::shape_of(shapes[i]);
-    if (!seen.insert({shape.head_dim, shape.causal, shape.dtype}).second) continue;
-    for (int seq : {1152, 300}) {
-      attention::Shape small_shape = shape;
-      small_shape.batch = 1;
-      small_shape.heads = 2;
-      small_shape.seq_q = small_shape.seq_k = seq;
-      const Problem small = attention::to_problem(small_shape);
-      jobs.push_back(job_for(small, kernels[i], launch_for(small)));
-    }
+    const std::vector<Problem> small = runtime_for(shapes[i]).sanitizer_problems(shapes[i]);
+    if (std::find(seen.begin(), seen.end(), small) != seen.end()) continue;  // a kernel already seen
+    seen.push_back(small);
+    for (const auto& p : small) jobs.push_back(job_for(p, kernels[i], launch_for(p)));
   }
   return jobs;
 }
@@ -122,12 +109,19 @@ CudaEvaluator::CudaEvaluator(const EvaluatorOptions& options, v1::DeviceInfo dev
   if (options_.timeout_ms <= 0) options_.timeout_ms = gates::kDefaultWatchdogMs;
   const std::string arch = options_.arch.empty() ? device_.arch() : options_.arch;
   compiler_ = std::make_unique<KernelCompiler>(options_.cache_dir, arch, options_.compile_threads);
-  try {
-    // One cubin holds the reference kernel of every dtype; the child loads the one it needs.
-    reference_ = compiler_->compile("reference_attention", reference_attention_source(),
-                                    std::string(reference_attention_kernel(DType::kF16)));
-  } catch (const CompileError& e) {
-    throw std::runtime_error(std::string("the float32 reference kernel does not compile: ") + e.what());
+  // Each family's reference source, compiled once: the one cubin holds every reference kernel
+  // of the family, and the child loads the one a shape needs.
+  for (const FamilyRuntime* family : family_runtimes()) {
+    const KernelFamily* host = find_family(family->family());
+    if (!host) throw std::runtime_error("no kernel family '" + std::string(family->family()) + "' for its runtime");
+    try {
+      references_[std::string(family->family())] =
+          compiler_->compile("reference_" + std::string(family->family()), host->reference_source,
+                             std::string(family->reference_kernels().front()));
+    } catch (const CompileError& e) {
+      throw std::runtime_error("the float32 reference kernel of " + std::string(family->family()) +
+                               " does not compile: " + e.what());
+    }
   }
   child_exe_ = cuda::self_executable();
   sanitizer_ = cuda::find_compute_sanitizer();
@@ -245,7 +239,7 @@ void CudaEvaluator::run_launch_gates(const std::vector<CompiledKernel>& kernels,
   req.timed_launches = gates::kTimedLaunches;
   req.launches_per_sample = gates::kLaunchesPerTimingSample;
   req.rotation_bytes = gates::kRotationBytes;
-  req.reference_cubin = reference_.cubin_path;
+  if (!shapes.empty()) req.reference_cubin = references_.at(std::string(runtime_for(shapes[0]).family())).cubin_path;
   for (size_t i = 0; i < shapes.size(); ++i)
     req.shapes.push_back(job_for(shapes[i], kernels[i], launch_for(shapes[i])));
 

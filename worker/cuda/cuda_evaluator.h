@@ -3,6 +3,7 @@
 // fresh child process per evaluation under a watchdog, so that a hung or faulting candidate can
 // only take its child down. This process never creates a CUDA context for a candidate kernel.
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -14,9 +15,9 @@
 
 namespace evo {
 
-// Any kernel with the FaParams signature of fa_s512_v3, given as source: how the tests run
-// planted faults (wrong, hanging, out-of-bounds, spilling kernels) through the same compiler,
-// gates and child as a real candidate.
+// Any kernel that takes its family's parameter block (attention's FaParams), given as source: how
+// the tests run planted faults (wrong, hanging, out-of-bounds, spilling kernels) through the same
+// compiler, gates and child as a real candidate.
 struct SourceKernel {
   std::string source_id;  // names it in logs and NVRTC diagnostics
   std::string source;
@@ -25,13 +26,14 @@ struct SourceKernel {
 };
 
 // The child's watchdog for one evaluation: base_ms plus gates::kWatchdogNsPerElement for every
-// element of Q, K, V and O over the shapes (2x16x4096x128, causal and not: about 13 s more).
+// element of the shapes' tensors (FamilyRuntime::elements; attention's 2x16x4096x128, causal and
+// not: about 13 s more).
 int watchdog_ms_for(int base_ms, const std::vector<Problem>& shapes);
 
 class CudaEvaluator : public Evaluator {
  public:
-  // device: from cuda::probe_device. Compiles the float32 reference kernel for the device's arch
-  // up front; throws std::runtime_error (one line) when that fails.
+  // device: from cuda::probe_device. Compiles every family's float32 reference kernels for the
+  // device's arch up front; throws std::runtime_error (one line) when that fails.
   CudaEvaluator(const EvaluatorOptions& options, v1::DeviceInfo device);
   ~CudaEvaluator() override;
 
@@ -57,7 +59,7 @@ class CudaEvaluator : public Evaluator {
   EvaluatorOptions options_;
   v1::DeviceInfo device_;
   std::unique_ptr<KernelCompiler> compiler_;
-  CompiledKernel reference_;
+  std::map<std::string, CompiledKernel> references_;  // by family id
   std::string child_exe_;
   std::string sanitizer_;
   std::mutex eval_mutex_;  // one child on the GPU at a time: timings must not overlap

@@ -11,7 +11,7 @@
 
 namespace evo::cuda {
 
-// One shape to check and time, with the kernel that serves it (DTYPE, CAUSAL and HEAD_DIM are template
+// One shape to check and time, with the kernel that serves it (a problem's variables may be template
 // parameters, so a run's shapes may need different cubins) and the launch formulas' results.
 struct ShapeJob {
   Problem shape;
@@ -21,9 +21,9 @@ struct ShapeJob {
   std::array<int64_t, 3> grid{1, 1, 1};
   int64_t threads = 0;
   int64_t smem_bytes = 0;
-  int64_t workspace_bytes = 0;  // zeroed device scratch passed as FaParams::workspace; 0: none
-  // TMA: encode FaParams' tensor maps before each launch, k and v in boxes of
-  // tensor_map_box_rows rows and q and o in boxes of tensor_map_q_box_rows; 0: no tensor maps.
+  int64_t workspace_bytes = 0;  // zeroed device scratch passed in the kernel's parameter; 0: none
+  // TMA: the box heights of the tensor maps the family encodes into the kernel's parameter
+  // (LaunchValues); 0: no tensor maps.
   int tensor_map_box_rows = 0;
   int tensor_map_q_box_rows = 0;
 };
@@ -38,8 +38,8 @@ struct EvalRequest {
   int timed_launches = 0;
   int launches_per_sample = 1;    // the fewest launches in the graph one pair of events times
   int64_t rotation_bytes = 0;     // input sets are cycled until their total exceeds this
-  // The float32 reference kernels, compiled for the same arch: one per dtype, named by
-  // evo::reference_attention_kernel.
+  // The shapes' family's float32 reference kernels, compiled for the same arch: the child loads
+  // the one FamilyRuntime::reference_kernel names for each shape.
   std::string reference_cubin;
   std::vector<ShapeJob> shapes;
   std::string result_path;

@@ -4,22 +4,20 @@
 #include <cmath>
 #include <cstdio>
 
-#include "element_bits.h"
-#include "gate_thresholds.h"
+#include "family_runtime.h"
 
 namespace evo::cuda {
 
-ErrorFigures compare_with_reference(const std::vector<uint16_t>& out, const std::vector<float>& ref,
-                                    DType dtype) {
+ErrorFigures compare_with_reference(const std::vector<float>& out, const std::vector<float>& ref) {
   ErrorFigures f;
   double diff2 = 0, ref2 = 0;
   const size_t n = std::min(out.size(), ref.size());
   for (size_t i = 0; i < n; ++i) {
-    if (out[i] == kPoisonBits) {
+    if (is_unwritten_output(out[i])) {
       ++f.unwritten;
       continue;
     }
-    const float o = bits_to_float(dtype, out[i]);
+    const float o = out[i];
     if (!std::isfinite(o)) {
       ++f.nonfinite;
       continue;
@@ -35,11 +33,10 @@ ErrorFigures compare_with_reference(const std::vector<uint16_t>& out, const std:
   return f;
 }
 
-std::optional<std::string> correctness_failure(const ErrorFigures& f, const attention::Shape& s,
-                                               const std::string& stage) {
+std::optional<std::string> correctness_failure(const ErrorFigures& f, std::string_view where_text,
+                                               const Tolerance& tolerance, const std::string& stage) {
   char buf[256];
-  const std::string where = s.text();
-  const gates::Tolerance tolerance = gates::tolerance_for(s.dtype);
+  const std::string where(where_text);
   if (f.unwritten > 0) {
     std::snprintf(buf, sizeof buf, "%s: %lld output elements never written %s", where.c_str(),
                   static_cast<long long>(f.unwritten), stage.c_str());
@@ -90,6 +87,14 @@ TimingPlan plan_timing(double call_us, int launches_per_sample, int sets, int ti
   const int samples_fit = static_cast<int>(budget_us / (call_us * plan.launches_per_sample)) - 1;
   plan.samples = std::clamp(samples_fit, fewest, plan.samples);
   return plan;
+}
+
+uint64_t check_seed(uint64_t seed, const std::vector<int64_t>& problem_words, int check) {
+  uint64_t h = seed * 0x9E3779B97F4A7C15ull;
+  auto mix = [&](int64_t v) { h = (h ^ static_cast<uint64_t>(v)) * 0x100000001B3ull; };
+  for (int64_t v : problem_words) mix(v);
+  mix(check);
+  return h;
 }
 
 double geometric_mean(const std::vector<double>& v) {

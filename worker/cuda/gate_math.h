@@ -1,20 +1,17 @@
 #pragma once
 // The host-side arithmetic of gates 4 and 5, apart from any GPU so that it is tested everywhere:
-// comparing an fp16 or bf16 output with the float32 reference, and summarising launch times.
+// comparing an output, read back as floats by its family's runtime, with the float32 reference,
+// and summarising launch times. Knows no family.
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "attention/problem.h"
+#include <string_view>
+
+#include "tolerance.h"
 
 namespace evo::cuda {
-
-// The bit pattern the output is filled with before each launch (cudaMemset byte 0xFF): a NaN in
-// fp16 and in bf16 alike (all exponent bits set, mantissa not zero), and not the NaN arithmetic
-// produces, that a correct kernel overwrites everywhere. Still there afterwards = never written.
-inline constexpr uint16_t kPoisonBits = 0xFFFF;
-inline constexpr unsigned char kPoisonByte = 0xFF;
 
 struct ErrorFigures {
   double rel_l2_error = 0;  // ||out - ref|| / ||ref|| over the finite, written elements
@@ -23,15 +20,15 @@ struct ErrorFigures {
   int64_t unwritten = 0;    // still the poison pattern
 };
 
-// out_bits: the output's elements as the bits of `dtype` (fp16 or bf16).
-ErrorFigures compare_with_reference(const std::vector<uint16_t>& out_bits, const std::vector<float>& reference,
-                                    DType dtype);
+// out: the output as ProblemRuntime::read_output gives it (an element never written is
+// unwritten_output(), family_runtime.h).
+ErrorFigures compare_with_reference(const std::vector<float>& out, const std::vector<float>& reference);
 
-// nullopt when the figures pass gates::tolerance_for(s.dtype) with every element written and
-// finite; otherwise one line naming the shape, the figure and the stage
-// (e.g. "after 64 back-to-back launches").
-std::optional<std::string> correctness_failure(const ErrorFigures& f, const attention::Shape& s,
-                                               const std::string& stage);
+// nullopt when the figures pass `tolerance` with every element written and finite; otherwise one
+// line naming the problem (`where`, its text), the figure and the stage (e.g. "after 64
+// back-to-back launches").
+std::optional<std::string> correctness_failure(const ErrorFigures& f, std::string_view where,
+                                               const Tolerance& tolerance, const std::string& stage);
 
 struct TimingSummary {
   double median_us = 0, p10_us = 0, p90_us = 0;
@@ -54,6 +51,11 @@ struct TimingPlan {
 // `min_samples` fit, and the samples are as many as fit, at least `min_samples`.
 TimingPlan plan_timing(double call_us, int launches_per_sample, int sets, int timed,
                        double budget_us, int min_samples);
+
+// The seed of one check's inputs: the run's seed mixed with the problem's words
+// (FamilyRuntime::seed_words) and the check's number, so that checks never share inputs and a
+// rerun sees the same ones.
+uint64_t check_seed(uint64_t seed, const std::vector<int64_t>& problem_words, int check);
 
 // Geometric mean of positive values (the fitness over shapes); 0 for an empty list.
 double geometric_mean(const std::vector<double>& values);

@@ -1,11 +1,10 @@
 #include "loaded_kernel.h"
 
+#include <cstring>
+
 #include "cuda_error.h"
 
 namespace evo::cuda {
-namespace {
-constexpr int kReferenceThreads = 128;
-}
 
 LoadedKernel::LoadedKernel(const std::string& cubin_path, const std::string& lowered_name)
     : name_(lowered_name) {
@@ -33,9 +32,12 @@ void LoadedKernel::prepare(const LaunchDims& dims) {
   }
 }
 
-void LoadedKernel::launch(const FaParams& p, const LaunchDims& dims, cudaStream_t stream) const {
-  FaParams copy = p;
-  void* args[] = {&copy};
+void LoadedKernel::launch(const KernelParams& params, const LaunchDims& dims, cudaStream_t stream) const {
+  if (params.size > kMaxKernelParamBytes)
+    throw CudaFailure(cudaErrorInvalidValue, "a kernel parameter of " + std::to_string(params.size) + " bytes");
+  alignas(64) unsigned char copy[kMaxKernelParamBytes];
+  std::memcpy(copy, params.data, params.size);
+  void* args[] = {copy};
   // A cudaKernel_t from cudaLibraryGetKernel stands in for the function symbol here.
   const dim3 grid(static_cast<unsigned>(dims.grid[0]), static_cast<unsigned>(dims.grid[1]),
                   static_cast<unsigned>(dims.grid[2]));
@@ -52,20 +54,6 @@ void LoadedKernel::launch(const FaParams& p, const LaunchDims& dims, cudaStream_
   config.attrs = &overlap;
   config.numAttrs = 1;
   EVO_CUDA_CHECK(cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(kernel_), args));
-}
-
-void LoadedKernel::launch_reference(const FaParams& p, float* o, int head_dim, int causal,
-                                    cudaStream_t stream) const {
-  const void *q = p.q, *k = p.k, *v = p.v;
-  int batch = p.batch, heads = p.heads, seq_q = p.seq_q, seq_k = p.seq_k;
-  float scale = p.softmax_scale;
-  void* args[] = {&q, &k, &v, &o, &batch, &heads, &seq_q, &seq_k, &head_dim, &scale, &causal};
-  // The reference kernel gives each query row one warp.
-  constexpr int kRowsPerBlock = kReferenceThreads / 32;
-  const dim3 grid(static_cast<unsigned>((seq_q + kRowsPerBlock - 1) / kRowsPerBlock),
-                  static_cast<unsigned>(batch * heads));
-  EVO_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kernel_), grid,
-                                  dim3(kReferenceThreads), args, 0, stream));
 }
 
 }  // namespace evo::cuda

@@ -1,7 +1,8 @@
 #pragma once
 // A kernel loaded from a cubin with the CUDA runtime's library API (no driver API, so nothing
-// links libcuda), plus the two launch signatures the gates use: the candidate's FaParams and the
-// float32 reference kernel's argument list. Used only inside the evaluation child.
+// links libcuda), launched the way the gates launch a candidate: its one parameter block by value
+// (the family's, FamilyRuntime fills it), programmatic stream serialization allowed. Used only
+// inside the evaluation child.
 #include <cuda_runtime_api.h>
 
 #include <array>
@@ -9,19 +10,19 @@
 #include <cstdint>
 #include <string>
 
-#include "attention/params.h"
 #include "device_limits.h"
+#include "family_runtime.h"
 
 namespace evo::cuda {
-
-// The kernel's parameter, from the one definition the kernel text inlines.
-using evo::FaParams;
 
 struct LaunchDims {
   std::array<int64_t, 3> grid{1, 1, 1};
   int64_t threads = 0;
   int64_t smem_bytes = 0;
 };
+
+// The largest parameter block a launch takes: the classic limit of a kernel's parameters.
+inline constexpr size_t kMaxKernelParamBytes = 4096;
 
 class LoadedKernel {
  public:
@@ -33,11 +34,11 @@ class LoadedKernel {
 
   // Raises the dynamic shared memory limit when the launch needs more than kSmemPerBlockDefault.
   void prepare(const LaunchDims& dims);
-  // Asynchronous; throws CudaFailure if the launch itself is refused.
-  void launch(const FaParams& p, const LaunchDims& dims, cudaStream_t stream) const;
-  // The float32 reference over the candidate's inputs (p's q, k, v, shape and scale, of the
-  // reference kernel's element type) into o.
-  void launch_reference(const FaParams& p, float* o, int head_dim, int causal, cudaStream_t stream) const;
+  // Asynchronous; throws CudaFailure if the launch itself is refused (or the block is larger
+  // than kMaxKernelParamBytes).
+  void launch(const KernelParams& params, const LaunchDims& dims, cudaStream_t stream) const;
+  // For a launch of another shape (the family's reference: FamilyRuntime launches it).
+  cudaKernel_t handle() const { return kernel_; }
 
  private:
   cudaLibrary_t library_ = nullptr;

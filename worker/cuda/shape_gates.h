@@ -1,7 +1,8 @@
 #pragma once
-// Gates 4 (correct) and 5 (timed) for one shape, on the current CUDA device. Run only inside the
-// evaluation child: a candidate's fault must never reach the parent's process. CUDA errors are
-// thrown as CudaFailure.
+// Gates 4 (correct) and 5 (timed) for one shape, on the current CUDA device, through the shape's
+// family runtime (family_runtime.h: its inputs, parameter block, reference and tolerance). Run
+// only inside the evaluation child: a candidate's fault must never reach the parent's process.
+// CUDA errors are thrown as CudaFailure.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -17,8 +18,9 @@ struct CorrectnessResult {
   std::optional<std::string> failure;   // one line, or nullopt when it passed
 };
 
-// Fresh random inputs (seeded per check), NaN-poisoned output, reference comparison; then
-// `repeated_launches` back-to-back launches and a re-check on fresh inputs.
+// Fresh random inputs (seeded per check), NaN-poisoned output, reference comparison; the same on
+// each of the family's hard inputs; then `repeated_launches` back-to-back launches and a re-check
+// on fresh inputs. `reference` is the family's reference kernel for the shape.
 CorrectnessResult check_correctness(const LoadedKernel& candidate, const LoadedKernel& reference,
                                     const ShapeJob& job, uint64_t seed, int repeated_launches);
 

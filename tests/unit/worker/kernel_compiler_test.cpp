@@ -146,8 +146,10 @@ TEST(KernelCompiler, AsyncRequestsForOneKeyCompileOnce) {
 TEST(KernelCompiler, CompilesTheReferenceAttentionKernel) {
   test::TempDir dir;
   KernelCompiler compiler(dir.path(), "sm_90a", 1);
-  const std::string fp16(reference_attention_kernel(DType::kF16));
-  CompiledKernel k = compiler.compile("reference_attention", std::string(reference_attention_source()), fp16);
+  const KernelFamily* attention = find_family("attention");
+  ASSERT_NE(attention, nullptr);
+  const std::string fp16 = "evo_reference_attention_fp16";
+  CompiledKernel k = compiler.compile("reference_attention", std::string(attention->reference_source), fp16);
   EXPECT_EQ(k.lowered_name, "evo_reference_attention_fp16");
   EXPECT_GT(k.resources.registers(), 0);
   // The bf16 kernel is in the same cubin, under its C name (the ELF's symbol table names every
@@ -155,7 +157,7 @@ TEST(KernelCompiler, CompilesTheReferenceAttentionKernel) {
   std::ifstream cubin(k.cubin_path, std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(cubin)), std::istreambuf_iterator<char>());
   ASSERT_FALSE(bytes.empty()) << k.cubin_path;
-  EXPECT_NE(bytes.find(std::string(reference_attention_kernel(DType::kBF16)) + '\0'), std::string::npos);
+  EXPECT_NE(bytes.find(std::string("evo_reference_attention_bf16") + '\0'), std::string::npos);
   EXPECT_EQ(bytes.find(std::string("evo_reference_attention_fp32") + '\0'), std::string::npos);
 }
 

@@ -1,13 +1,13 @@
 #pragma once
-// The 16-bit element types of attention tensors <-> float on the host, so that host code needs no
-// CUDA compiler: IEEE binary16 (fp16) and bfloat16 (bf16). Round to nearest even; handles
-// subnormals, infinities and NaN.
+// The 16-bit element types of attention tensors <-> float on the host, for the worker's input
+// draws and output reads (runtime.cpp), so that host code needs no CUDA compiler: IEEE binary16
+// (fp16) and bfloat16 (bf16). Round to nearest even; handles subnormals, infinities and NaN.
 #include <cstdint>
 #include <cstring>
 
-#include "attention/dtype.h"
+#include "dtype.h"
 
-namespace evo::cuda {
+namespace evo::attention {
 
 inline uint16_t float_to_half_bits(float f) {
   uint32_t x;
@@ -81,4 +81,4 @@ inline float bits_to_float(DType d, uint16_t b) {
   return d == DType::kBF16 ? bf16_bits_to_float(b) : half_bits_to_float(b);
 }
 
-}  // namespace evo::cuda
+}  // namespace evo::attention
