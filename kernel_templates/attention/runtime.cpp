@@ -109,6 +109,7 @@ class AttentionProblem : public ProblemRuntime {
   KernelParams params(int set) const override { return {&params_.at(static_cast<size_t>(set)), sizeof(FaParams)}; }
 
   void launch_reference(cudaKernel_t reference, cudaStream_t stream) const override {
+    if (!reference_) throw std::logic_error("prepared without the reference's output");
     const FaParams& p = params_.front();
     const void *q = p.q, *k = p.k, *v = p.v;
     float* o = static_cast<float*>(reference_.get());
@@ -131,6 +132,7 @@ class AttentionProblem : public ProblemRuntime {
   }
 
   std::vector<float> read_reference() const override {
+    if (!reference_) throw std::logic_error("prepared without the reference's output");
     std::vector<float> out(nq_);
     EVO_CUDA_CHECK(cudaMemcpy(out.data(), reference_.get(), nq_ * sizeof(float), cudaMemcpyDeviceToHost));
     return out;
