@@ -15,7 +15,7 @@
 
 namespace evo {
 
-// Any kernel that takes its family's parameter block (attention's FaParams), given as source: how
+// Any kernel that takes its family's parameter block, given as source: how
 // the tests run planted faults (wrong, hanging, out-of-bounds, spilling kernels) through the same
 // compiler, gates and child as a real candidate.
 struct SourceKernel {

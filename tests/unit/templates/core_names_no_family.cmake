@@ -24,11 +24,6 @@ set(_patterns
 # Files still being moved into the family; each entry says why it may name attention for now. The
 # lead removes an entry when its move lands.
 set(_allowed
-    # The worker's CUDA side: inputs, FaParams, reference launch and comparison move into
-    # kernel_templates/attention/runtime behind kernel_templates/family_runtime.h (H-runtime).
-    "worker/cuda/.*"
-    # Per-dtype tolerances move to kernel_templates/attention/tolerances.h (H-runtime).
-    "worker/gate_thresholds\\.h"
     # The exported entry point's text, its dispatch table and serves() move to
     # kernel_templates/attention/export_entry (H-export-model).
     "server/exporter[a-z_]*\\.(cpp|h)"
