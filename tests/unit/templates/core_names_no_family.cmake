@@ -24,17 +24,14 @@ set(_patterns
 # Files still being moved into the family; each entry says why it may name attention for now. The
 # lead removes an entry when its move lands.
 set(_allowed
-    # The exported entry point's text, its dispatch table and serves() move to
-    # kernel_templates/attention/export_entry (H-export-model).
+    # The exporter reads the space's served head dims and dtypes (ExportSpace) for the family's
+    # entry text; they move into the family with search_space's, the next step.
     "server/exporter[a-z_]*\\.(cpp|h)"
-    # The analytical estimate's attention part moves to kernel_templates/attention/model_estimate
-    # (H-export-model).
-    "worker/model_evaluator\\.cpp"
-    # The dispatch file is the attention bench's format of the export's buckets; it goes with the
-    # export entry (H-export-model).
+    # The dispatch file is the attention bench's format of the export's buckets; it is the next to move
+    # behind the family's export entry.
     "cli/dispatch_file\\.(cpp|h)"
     # The space's served head dims and dtypes ("head_dims", "dtypes", require_serves) move into
-    # the family (KernelFamily::served_by_space, require_served; branch problem-step2, H-problem),
+    # the family (the next step of this design),
     # and the header's comments with them.
     "population/search_space\\.(cpp|h)")
 
