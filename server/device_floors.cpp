@@ -7,7 +7,8 @@
 #include <spdlog/fmt/fmt.h>
 
 #include "resident_time.h"
-#include "shape.h"
+#include "attention/problem.h"
+#include "run_lifecycle.h"
 
 namespace evo {
 
@@ -28,12 +29,13 @@ const DeviceFloor kFloors[] = {
 constexpr double kFloorMargin = 0.5;
 
 // Q, K and V read and O written once, two bytes an element (fp16 and bf16).
-double bytes_moved(const ProblemShape& p) {
+double bytes_moved(const Problem& problem) {
+  const attention::Shape p = attention::shape_of(problem);
   const double bh = double(p.batch) * p.heads;
   return 2.0 * bh * p.head_dim * (2.0 * p.seq_q + 2.0 * p.seq_k);
 }
 
-double floor_us(const DeviceFloor& d, const ProblemShape& p, bool resident) {
+double floor_us(const DeviceFloor& d, const Problem& p, bool resident) {
   const double compute_us = p.flops() / (d.peak_tflops * 1e12) * 1e6;
   const double memory_us = resident ? 0 : bytes_moved(p) / (d.memory_gbps * 1e9) * 1e6;
   return kFloorMargin * std::max({compute_us, memory_us, d.empty_call_us});
@@ -56,8 +58,7 @@ const DeviceFloor& device_floor(const v1::DeviceInfo& device) {
 std::string implausible_time(const v1::Evaluation& e, const RunRecord& run, const v1::DeviceInfo& device) {
   if (e.status() != v1::OK) return "";
   const DeviceFloor& d = device_floor(device);
-  std::vector<ProblemShape> shapes;
-  for (const auto& text : run.shapes) shapes.push_back(parse_shape(text));
+  const std::vector<Problem> shapes = shapes_of(run);
   // The fitness is a geometric mean over the run's shapes: so is its floor.
   auto geomean_floor = [&](bool resident) {
     double log_sum = 0;

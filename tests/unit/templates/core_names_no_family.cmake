@@ -30,6 +30,9 @@ set(_allowed
     # The dispatch file is the attention bench's format of the export's buckets; it is the next to move
     # behind the family's export entry.
     "cli/dispatch_file\\.(cpp|h)"
+    # The physical floor's bytes moved per problem (Q, K, V read, O written) is attention's; it
+    # becomes a family operation beside flops().
+    "server/device_floors\\.cpp"
     # The space's served head dims and dtypes ("head_dims", "dtypes", require_serves) move into
     # the family (the next step of this design),
     # and the header's comments with them.
