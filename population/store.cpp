@@ -516,6 +516,7 @@ void Store::transaction(const std::function<void()>& fn) {
   try {
     check_writable();
     const int64_t changes_before = db_->total_changes();
+    clock_changes_ = 0;
     db_->exec("BEGIN IMMEDIATE");
     try {
       fn();
@@ -529,8 +530,9 @@ void Store::transaction(const std::function<void()>& fn) {
       }
       throw;
     }
-    // Only a transaction that wrote proves the storage works again (reads succeed on a full disk).
-    if (db_->total_changes() != changes_before) note_storage_ok();
+    // Only a transaction that wrote proves the storage works again (reads succeed on a full disk),
+    // and not by rewriting the liveness clock in place, which a full disk still allows.
+    if (db_->total_changes() - changes_before > clock_changes_) note_storage_ok();
   } catch (const StoreError& e) {
     note_storage_fault(e);
     throw;
@@ -539,7 +541,9 @@ void Store::transaction(const std::function<void()>& fn) {
 
 std::string Store::dump() {
   std::lock_guard<std::mutex> lock(mutex_);
-  // Table names are fixed here, never input; each is dumped in a stable order, every column.
+  // Table names are fixed here, never input; each is dumped in a stable order, every column. The
+  // liveness row is left out: a running evod rewrites that clock every tick, so it is not data a
+  // refused request could have changed.
   static const char* const kQueries[] = {
       "SELECT * FROM schema_version ORDER BY version",
       "SELECT * FROM runs ORDER BY id",
@@ -548,7 +552,6 @@ std::string Store::dump() {
       "SELECT * FROM leases ORDER BY id",
       "SELECT * FROM evaluations ORDER BY id",
       "SELECT * FROM result_cache ORDER BY genome_hash, problem, device_class, toolkit",
-      "SELECT * FROM liveness",
   };
   std::string out;
   for (const char* q : kQueries) {
@@ -806,6 +809,7 @@ void Store::record_liveness_tick(int64_t now_ms) {
   db_->prepare("INSERT INTO liveness (id, last_tick_ms) VALUES (1, ?) "
                "ON CONFLICT(id) DO UPDATE SET last_tick_ms = excluded.last_tick_ms")
       .bind(1, now_ms).run();
+  ++clock_changes_;
 }
 
 // ---------------------------------------------------------------- evaluations

@@ -162,7 +162,8 @@ class Store {
   // first copied into the database file when that is still in place), and a damaged page.
   void transaction(const std::function<void()>& fn);
 
-  // A deterministic text dump of every table, for tests that prove a bad input changed nothing.
+  // A deterministic text dump of every table but evod's liveness clock, for tests that prove a bad
+  // input changed nothing.
   std::string dump();
 
   // ---- runs
@@ -262,6 +263,7 @@ class Store {
   std::mutex mutex_;  // one transaction at a time on the one connection
   std::unique_ptr<SqliteConnection> db_;
   bool storage_failing_ = false;         // guarded by mutex_
+  int64_t clock_changes_ = 0;            // liveness rows written by the open transaction
   std::unique_ptr<StoreError> stopped_;  // guarded by mutex_: why writes are stopped for good
 };
 
