@@ -4,36 +4,51 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attention/problem.h"
 #include "errors.h"
+#include "family.h"
+#include "search_space.h"
 
 namespace evo::cli {
+
+namespace {
+
+// The family of the bucket's kernel: its typed genome's, or the prefix of its text from an evod
+// that predates typed genomes.
+const KernelFamily& family_of(const v1::ExportBucket& bucket) {
+  std::string kernel = bucket.typed_genome().kernel();
+  if (kernel.empty()) kernel = bucket.genome().substr(0, bucket.genome().find(':'));
+  try {
+    return SearchSpace::for_template(kernel).family();
+  } catch (const InputError& e) {
+    throw std::invalid_argument(std::string("evod exported a kernel this evoctl does not know: ") + e.what());
+  }
+}
+
+}  // namespace
 
 DispatchFile dispatch_file(const v1::ExportResponse& response, const std::string& cu_name) {
   DispatchFile out;
   nlohmann::json entries = nlohmann::json::array();
   for (const auto& bucket : response.buckets()) {
+    const KernelFamily& family = family_of(bucket);
     for (const auto& text : bucket.shapes()) {
-      attention::Shape s;
+      std::string fields, why_not;
       try {
-        s = attention::parse_shape(text);
+        fields = family.export_entry().bench_fields(family.parse(text, {}), &why_not);
       } catch (const InputError& e) {
         throw std::invalid_argument(std::string("evod sent a malformed bucket shape: ") + e.what());
       }
-      if (s.seq_q != s.seq_k) {
-        // The bench builds q, k, v of one sequence length; such a bucket still serves calls.
-        out.skipped.push_back(text + " (seq_q != seq_k: the bench runs equal lengths only)");
+      if (fields.empty()) {
+        // The family's bench cannot run it; the exported table still serves such calls.
+        out.skipped.push_back(text + " (" + why_not + ")");
         continue;
       }
-      const std::string dims = std::to_string(s.batch) + "x" + std::to_string(s.heads) + "x" +
-                               std::to_string(s.seq_q) + "x" + std::to_string(s.head_dim);
-      entries.push_back({{"shape", dims},
-                         {"causal", s.causal},
-                         {"dtype", std::string(attention::dtype_name(s.dtype))},
-                         {"genome", bucket.genome()},
-                         {"run_id", bucket.run_id()},
-                         {"estimated", bucket.estimated()},
-                         {"cu", cu_name}});
+      nlohmann::json entry = nlohmann::json::parse(fields);
+      entry["genome"] = bucket.genome();
+      entry["run_id"] = bucket.run_id();
+      entry["estimated"] = bucket.estimated();
+      entry["cu"] = cu_name;
+      entries.push_back(std::move(entry));
     }
   }
   out.json = nlohmann::json{{"shapes", entries}}.dump(2) + "\n";

@@ -1,6 +1,7 @@
 #pragma once
 // The dispatch file evoctl export writes beside the .cu: the same shape buckets, in the format the
-// side-by-side bench reads (bench/bench_dispatch.py), every entry pointing at the exported .cu, so
+// family's side-by-side bench reads (attention: bench/bench_dispatch.py; each problem's fields are
+// the family's, FamilyExport::bench_fields), every entry pointing at the exported .cu, so
 // `bench/run_gpu_bench.sh FILE.dispatch.json OUT` measures exactly the exported table.
 #include <string>
 #include <vector>
@@ -10,13 +11,14 @@
 namespace evo::cli {
 
 struct DispatchFile {
-  // {"shapes": [{"shape", "causal", "dtype", "genome", "run_id", "estimated", "cu"}]}
+  // {"shapes": [{<the family's bench fields>, "genome", "run_id", "estimated", "cu"}]}
   std::string json;
-  std::vector<std::string> skipped;  // shapes the bench cannot run (seq_q != seq_k), with why
+  std::vector<std::string> skipped;  // shapes the bench cannot run, with why
 };
 
 // cu_name: the .cu as the dispatch file should name it (relative to the dispatch file's folder).
-// Throws std::invalid_argument for a bucket shape that parse_shape refuses.
+// Throws std::invalid_argument for a bucket of a kernel this build does not know, or a shape its
+// family's grammar refuses.
 DispatchFile dispatch_file(const v1::ExportResponse& response, const std::string& cu_name);
 
 // best.cu -> best.dispatch.json; anything else gets .dispatch.json appended.

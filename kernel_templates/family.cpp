@@ -1,9 +1,27 @@
 #include "family.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include "attention/problem.h"
 #include "errors.h"
 
 namespace evo {
+
+std::string unserved(const ServedValues& served, const Problem& p, std::string_view served_by) {
+  const KernelFamily& f = p.family();
+  for (const auto& [variable, values] : served) {
+    const int64_t value = p.value(variable);
+    if (std::find(values.begin(), values.end(), value) != values.end()) continue;
+    std::string listed;
+    for (int64_t v : values) listed += (listed.empty() ? "" : ", ") + f.value_text(variable, v);
+    std::string name = variable;
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    return name + " " + f.value_text(variable, value) + " is not served by " + std::string(served_by) +
+           " (it serves " + listed + ")";
+  }
+  return "";
+}
 
 v1::Problem problem_to_proto(const Problem& p) { return p.family().to_proto(p); }
 

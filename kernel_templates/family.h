@@ -40,6 +40,7 @@ struct KernelFamily {
   Problem (*parse)(std::string_view text, const ProblemDefaults& defaults);
   std::string (*text)(const Problem& p);  // canonical: parse(text(p), {}) == p
   double (*flops)(const Problem& p);
+  double (*bytes_moved)(const Problem& p);  // Problem::bytes_moved
   // For a problem to tune or evaluate (parse accepts more, so that stored runs still load):
   // throws InputError naming `text`, the problem as the user gave it.
   void (*require_tunable)(const Problem& p, std::string_view text);
@@ -51,6 +52,14 @@ struct KernelFamily {
   v1::Problem (*to_proto)(const Problem& p);
   Problem (*from_proto)(const v1::Problem& p);
 
+  // ---- What a kernel serves (its space.json's "serves": {"HEAD_DIM": [64, 128], ...}).
+  // The variables every kernel of the family must list there, with the values it is written for.
+  const std::vector<std::string>& (*served_variables)();
+  // A value as a space names it where the variable has labels (DTYPE "bf16"); throws InputError
+  // naming the variable and what it expects. value_text is its inverse, numbers for the rest.
+  int64_t (*value_of_label)(std::string_view variable, std::string_view label);
+  std::string (*value_text)(std::string_view variable, int64_t value);
+
   // ---- The export (kernel_templates/<family>/export_entry.cpp): its part of an exported .cu.
   const FamilyExport& (*export_entry)();
   // ---- The model evaluator's estimate (kernel_templates/<family>/model_estimate.cpp): how long
@@ -60,6 +69,10 @@ struct KernelFamily {
 
 // Every registered family, in template_registry.cpp's order.
 const std::vector<const KernelFamily*>& families();
+
+// Why `served_by` (a kernel's name) cannot serve p: "dtype bf16 is not served by fa_s512_v3 (it
+// serves fp16)"; empty when each variable `served` lists has one of its values in p.
+std::string unserved(const ServedValues& served, const Problem& p, std::string_view served_by);
 
 // The wire forms, through the family that the message's case names. problem_from_proto throws
 // InputError for a message that names no family of this build.

@@ -8,16 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "attention/dtype.h"
 #include "problem.h"
 
 namespace evo {
 
 // What the exporter read of the kernel's search space (SearchSpace) that the family's text needs.
 struct ExportSpace {
-  std::string id;               // "fa_s512_v3"
-  std::vector<int> head_dims;   // the space's "head_dims"
-  std::vector<DType> dtypes;    // the space's "dtypes": those its kernel serves
+  std::string id;       // "fa_s512_v3"
+  ServedValues served;  // the space's "serves": the values the kernel is written for
 };
 
 // The exported genomes, in order (variant i is genome i), and the problems each won: its bucket,
@@ -45,9 +43,10 @@ struct FamilyExport {
   std::vector<RuntimeVariable> runtime;
   // The report's paragraph on the entry points (markdown).
   std::string report_entry_points;
-  // Why a problem cannot be exported from this space ("dtype bf16 is not served by ..."); empty
-  // when it can.
-  std::string (*unserved)(const ExportSpace& space, const Problem& problem);
+  // A problem as the family's side-by-side bench names it in the dispatch file evoctl writes beside
+  // the export (cli/dispatch_file.h): a JSON object's text ({"shape": ..., "causal": ...}), or
+  // empty with `why_not` set for a problem that bench cannot run.
+  std::string (*bench_fields)(const Problem& problem, std::string* why_not);
   // The lines of a variant's launch() that make `args`, what the kernel is launched with, from `p`;
   // `launch` holds the space's launch formulas as C++, by name.
   std::string (*launch_arguments)(const std::map<std::string, std::string>& launch);

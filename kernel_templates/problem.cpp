@@ -37,4 +37,6 @@ std::string Problem::text() const { return family().text(*this); }
 
 double Problem::flops() const { return family().flops(*this); }
 
+double Problem::bytes_moved() const { return family().bytes_moved(*this); }
+
 }  // namespace evo

@@ -16,6 +16,11 @@ namespace evo {
 
 struct KernelFamily;
 
+// Values of some of a family's problem variables, by name: those a kernel serves (its space's
+// "serves", SearchSpace::served()). A problem is served when each listed variable's value is one
+// of its list's.
+using ServedValues = std::map<std::string, std::vector<int64_t>, std::less<>>;
+
 class Problem {
  public:
   // No family and no values: only to be assigned (a default member, a resized vector).
@@ -37,6 +42,9 @@ class Problem {
   std::string text() const;
   // Floating-point operations of one call.
   double flops() const;
+  // Bytes one call must move between the device's memory and the chip at the least (every input
+  // read and every output written once).
+  double bytes_moved() const;
 
   friend bool operator==(const Problem& a, const Problem& b) {
     return a.family_ == b.family_ && a.values_ == b.values_;

@@ -10,7 +10,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attention/problem.h"
 #include "errors.h"
 #include "expression.h"
 #include "template_registry.h"
@@ -80,6 +79,41 @@ std::string string_field(const json& obj, const char* key, const std::string& wh
 int64_t int_value(const json& v, const std::string& where) {
   if (!v.is_number_integer()) bad_space(where + " must be an integer");
   return v.get<int64_t>();
+}
+
+// "serves": {"HEAD_DIM": [64, 128], "DTYPE": ["fp16", "bf16"]}: for each variable the family
+// lists (KernelFamily::served_variables), the values the kernel is written for, as numbers or as
+// the family's labels.
+ServedValues read_serves(const json& doc, const KernelFamily& family) {
+  const std::vector<std::string>& required = family.served_variables();
+  std::string listed;
+  for (const auto& name : required) listed += (listed.empty() ? "" : ", ") + name;
+  const json& serves = field(doc, "serves", "space");
+  if (!serves.is_object()) bad_space("serves must be an object listing the values of " + listed);
+  const auto& variables = family.problem_variables();
+  ServedValues out;
+  for (const auto& [name, values] : serves.items()) {
+    if (std::find(variables.begin(), variables.end(), name) == variables.end())
+      bad_space("serves names '" + name + "', which is not a variable of the " + std::string(family.id) + " problem");
+    const std::string where = "serves." + name;
+    if (!values.is_array() || values.empty()) bad_space(where + " must be a non-empty array");
+    for (const auto& v : values) {
+      if (v.is_number_integer()) {
+        out[name].push_back(v.get<int64_t>());
+        continue;
+      }
+      if (!v.is_string()) bad_space(where + "[] must be numbers or labels such as \"fp16\"");
+      try {
+        out[name].push_back(family.value_of_label(name, v.get<std::string>()));
+      } catch (const InputError& e) {
+        bad_space(where + ": " + e.what());
+      }
+    }
+  }
+  for (const auto& name : required)
+    if (!out.count(name)) bad_space("serves must list " + name + " (the " + std::string(family.id) +
+                                    " family's kernels each name the values of " + listed + " they serve)");
+  return out;
 }
 
 bool is_identifier(std::string_view s) {
@@ -246,26 +280,7 @@ SearchSpace SearchSpace::from_json(std::string_view text, const KernelFamily& fa
   space.id_ = string_field(doc, "template", "space");
   if (!is_identifier(space.id_)) bad_space("template id '" + space.id_ + "' is not an identifier");
 
-  const json& dims = field(doc, "head_dims", "space");
-  if (!dims.is_array() || dims.empty()) bad_space("head_dims must be a non-empty array");
-  for (const auto& d : dims) {
-    int64_t v = int_value(d, "head_dims[]");
-    if (v < 1 || v > 1024) bad_space("head_dims value " + std::to_string(v) + " is not in 1..1024");
-    space.head_dims_.push_back(static_cast<int>(v));
-  }
-  space.dtypes_ = {DType::kF16};
-  if (auto it = doc.find("dtypes"); it != doc.end()) {
-    if (!it->is_array() || it->empty()) bad_space("dtypes must be a non-empty array");
-    space.dtypes_.clear();
-    for (const auto& d : *it) {
-      if (!d.is_string()) bad_space("dtypes[] must be strings such as \"fp16\"");
-      try {
-        space.dtypes_.push_back(attention::parse_dtype(d.get<std::string>()));
-      } catch (const InputError& e) {
-        bad_space(std::string("dtypes: ") + e.what());
-      }
-    }
-  }
+  space.served_ = read_serves(doc, family);
 
   const std::set<std::string> problem_names(family.problem_variables().begin(), family.problem_variables().end());
   std::set<std::string> known = problem_names;
@@ -334,9 +349,11 @@ SearchSpace SearchSpace::from_json(std::string_view text, const KernelFamily& fa
   for (const auto& name : named)
     if (!known.count(name))
       bad_space("kernel pattern reads unknown placeholder '{" + name + "}'");
-  // One kernel name for two dtypes would run one element type's code on the other's tensors.
-  if (space.dtypes_.size() > 1 && std::find(named.begin(), named.end(), "DTYPE") == named.end())
-    bad_space("a kernel of more than one dtype must name {DTYPE} in its kernel pattern");
+  // One kernel name for two served values would run one's code on the other's problems (one
+  // element type's on another's tensors).
+  for (const auto& [name, values] : space.served_)
+    if (values.size() > 1 && std::find(named.begin(), named.end(), name) == named.end())
+      bad_space("a kernel that serves more than one " + name + " must name {" + name + "} in its kernel pattern");
 
   const json& launch = field(doc, "launch", "space");
   auto launch_expr = [&](const char* key) {
@@ -524,21 +541,8 @@ std::vector<size_t> SearchSpace::unused_genes(const std::vector<Problem>& shapes
 }
 
 void SearchSpace::require_serves(const Problem& problem, std::string_view text) const {
-  const attention::Shape p = attention::shape_of(problem);
-  auto refuse = [&](const std::string& what, const std::string& served) {
-    throw InputError("shape '" + std::string(text) + "': " + what + " is not served by " + id_ +
-                     " (it serves " + served + ")");
-  };
-  if (std::find(head_dims_.begin(), head_dims_.end(), p.head_dim) == head_dims_.end()) {
-    std::string served;
-    for (int d : head_dims_) served += (served.empty() ? "" : ", ") + std::to_string(d);
-    refuse("head_dim " + std::to_string(p.head_dim), served);
-  }
-  if (std::find(dtypes_.begin(), dtypes_.end(), p.dtype) == dtypes_.end()) {
-    std::string served;
-    for (DType d : dtypes_) served += (served.empty() ? "" : ", ") + std::string(attention::dtype_name(d));
-    refuse("dtype " + std::string(attention::dtype_name(p.dtype)), served);
-  }
+  if (std::string why = unserved(served_, problem, id_); !why.empty())
+    throw InputError("shape '" + std::string(text) + "': " + why);
 }
 
 Genome SearchSpace::at_defaults(const Genome& g, const std::vector<size_t>& indices) const {

@@ -18,7 +18,6 @@
 
 #include "expression.h"
 #include "genome.h"
-#include "attention/dtype.h"
 #include "family.h"
 #include "problem.h"
 
@@ -46,11 +45,12 @@ struct LaunchConfig {
   int64_t threads = 0;
   int64_t smem_bytes = 0;
   // Zero-initialised device scratch the kernel needs (split-KV partials); 0 for none. The caller
-  // allocates and zeroes it once and passes it in FaParams::workspace.
+  // allocates and zeroes it once and passes it in the kernel's params (the family's runtime).
   int64_t workspace_bytes = 0;
-  // Nonzero: the kernel moves tiles through TMA, and the caller encodes CUtensorMaps of k and v
-  // with boxes of this many rows, and of q and o with boxes of tensor_map_q_box_rows, into
-  // FaParams before each launch (kernel_templates/attention/tensor_maps.h). 0: no tensor maps.
+  // Nonzero: the kernel moves tiles through TMA, and the caller encodes CUtensorMaps of its
+  // streamed inputs with boxes of this many rows, and of the rest with boxes of
+  // tensor_map_q_box_rows, into the kernel's params before each launch (the family's tensor
+  // maps). 0: no tensor maps.
   int64_t tensor_map_box_rows = 0;
   // The launch formula of that name, or the same rows as K and V where the space has none.
   int64_t tensor_map_q_box_rows = 0;
@@ -76,10 +76,10 @@ class SearchSpace {
   // The family of the kernel: its problems are what the space's expressions read.
   const KernelFamily& family() const { return *family_; }
   const std::vector<Gene>& genes() const { return genes_; }
-  const std::vector<int>& head_dims() const { return head_dims_; }
-  // The element types the kernel is written for: the space's "dtypes" (["fp16"] where it has none).
-  const std::vector<DType>& dtypes() const { return dtypes_; }
-  // Throws InputError when the kernel does not serve the shape's head_dim or dtype:
+  // The values of the family's served variables the kernel is written for: the space's "serves"
+  // (attention: {"HEAD_DIM": [64, 128], "DTYPE": [0, 1]}, DTYPE by value).
+  const ServedValues& served() const { return served_; }
+  // Throws InputError when the kernel does not serve the problem (unserved(), family.h):
   // "shape '1x8x512x64:bf16': dtype bf16 is not served by fa_s512_v3 (it serves fp16)". `text` is
   // the shape as the user gave it.
   void require_serves(const Problem& p, std::string_view text) const;
@@ -152,8 +152,7 @@ class SearchSpace {
   std::string id_;
   const KernelFamily* family_ = nullptr;
   std::vector<Gene> genes_;
-  std::vector<int> head_dims_;
-  std::vector<DType> dtypes_;
+  ServedValues served_;
   std::shared_ptr<const Impl> impl_;  // parsed expressions
 };
 

@@ -7,7 +7,6 @@
 #include <spdlog/fmt/fmt.h>
 
 #include "resident_time.h"
-#include "attention/problem.h"
 #include "run_lifecycle.h"
 
 namespace evo {
@@ -28,16 +27,9 @@ const DeviceFloor kFloors[] = {
 // The floor is this fraction of the data sheets' limit: far below any honest time.
 constexpr double kFloorMargin = 0.5;
 
-// Q, K and V read and O written once, two bytes an element (fp16 and bf16).
-double bytes_moved(const Problem& problem) {
-  const attention::Shape p = attention::shape_of(problem);
-  const double bh = double(p.batch) * p.heads;
-  return 2.0 * bh * p.head_dim * (2.0 * p.seq_q + 2.0 * p.seq_k);
-}
-
 double floor_us(const DeviceFloor& d, const Problem& p, bool resident) {
   const double compute_us = p.flops() / (d.peak_tflops * 1e12) * 1e6;
-  const double memory_us = resident ? 0 : bytes_moved(p) / (d.memory_gbps * 1e9) * 1e6;
+  const double memory_us = resident ? 0 : p.bytes_moved() / (d.memory_gbps * 1e9) * 1e6;
   return kFloorMargin * std::max({compute_us, memory_us, d.empty_call_us});
 }
 

@@ -35,7 +35,7 @@ struct CxxFormula {
 
 // The parts of a space the exporter emits, read by SearchSpace (the one reader of a space JSON).
 struct SpaceForExport {
-  ExportSpace served;  // id, head_dims, dtypes: what the family's text reads
+  ExportSpace served;  // id and served values: what the family's text reads
   const FamilyExport* family = nullptr;
   std::string id;
   std::vector<std::string> gene_names;
@@ -61,7 +61,7 @@ SpaceForExport read_space(const KernelTemplate& t) {
     return out;
   };
   for (const auto& g : space.genes()) s.gene_names.push_back(g.name);
-  s.served = ExportSpace{s.id, space.head_dims(), space.dtypes()};
+  s.served = ExportSpace{s.id, space.served()};
   for (const auto& d : space.derived()) {
     s.derived.push_back(emitted(d));
     if (s.derived.back().runtime) runtime.insert(d.name);
@@ -113,11 +113,10 @@ void check_genome(const SpaceForExport& s, const Genome& g) {
     if (!have.count(name)) throw InputError("genome lacks gene '" + name + "' of " + s.id);
 }
 
-// A bucket's problems must be ones the family can serve from this space (attention: of a dtype the
-// kernel serves): the table has no instantiation for others.
+// A bucket's problems must be ones the kernel serves: the table has no instantiation for others.
 void check_served(const SpaceForExport& s, const ExportVariant& v) {
   for (const auto& problem : v.shapes) {
-    const std::string why = s.family->unserved(s.served, problem);
+    const std::string why = unserved(s.served.served, problem, s.id);
     if (why.empty()) continue;
     throw InputError("cannot export shape '" + problem.text() + "'" + (v.run_id.empty() ? "" : " of " + v.run_id) +
                      ": " + why);

@@ -41,9 +41,9 @@ v1::ExportResponse export_standalone(const Genome& g, const std::vector<Problem>
                                      const v1::Evaluation& evidence,
                                      const ExportOptions& options = {});
 
-// Several winners behind one entry point (the response lists them as buckets, in order). A call picks the variant whose bucket holds its exact
-// shape; else the nearest seq_k among the buckets of the same head_dim and causality; else the
-// first variant that serves the head_dim. All variants must share one template.
+// Several winners behind one entry point (the response lists them as buckets, in order). Which
+// variant a call runs is the family's dispatch (attention: the bucket of its exact problem, else
+// the nearest one of its kind). All variants must share one template.
 v1::ExportResponse export_dispatch_table(const std::vector<ExportVariant>& variants,
                                          const ExportOptions& options = {});
 

@@ -3,18 +3,23 @@
 #include <algorithm>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "attention/problem.h"
 
 namespace evo::attention {
 namespace {
 
-std::string unserved(const ExportSpace& s, const Problem& problem) {
-  const Shape shape = shape_of(problem);
-  if (std::find(s.dtypes.begin(), s.dtypes.end(), shape.dtype) != s.dtypes.end()) return "";
-  std::string served;
-  for (DType d : s.dtypes) served += (served.empty() ? "" : ", ") + std::string(dtype_name(d));
-  return "dtype " + std::string(dtype_name(shape.dtype)) + " is not served by " + s.id + " (it serves " + served +
-         ")";
+// bench/bench_dispatch.py's entry: dims, causality and dtype apart, of equal sequence lengths.
+std::string bench_fields(const Problem& problem, std::string* why_not) {
+  const Shape s = shape_of(problem);
+  if (s.seq_q != s.seq_k) {
+    *why_not = "seq_q != seq_k: the bench runs equal lengths only";
+    return "";
+  }
+  const std::string dims = std::to_string(s.batch) + "x" + std::to_string(s.heads) + "x" + std::to_string(s.seq_q) +
+                           "x" + std::to_string(s.head_dim);
+  return nlohmann::json{{"shape", dims}, {"causal", s.causal}, {"dtype", std::string(dtype_name(s.dtype))}}.dump();
 }
 
 std::string launch_arguments(const std::map<std::string, std::string>& launch) {
@@ -65,7 +70,7 @@ std::vector<DType> tuned_dtypes(const std::vector<Problem>& problems) {
 void emit_instantiations(std::ostringstream& o, const ExportTable& t, const std::string& body) {
   for (size_t v = 0; v < t.problems.size(); ++v)
     for (DType d : tuned_dtypes(t.problems[v]))
-      for (int hd : t.space.head_dims)
+      for (int64_t hd : t.space.served.at("HEAD_DIM"))
         for (int causal = 0; causal < 2; ++causal) {
           const int dtype = static_cast<int>(d);
           o << "  if (variant == " << v << " && dtype == " << dtype << " && causal == " << causal
@@ -210,7 +215,7 @@ const FamilyExport& export_entry() {
       "non-positive dimensions); never synchronizes. It launches as a programmatic dependent launch, "
       "overlapping the previous kernel's tail; `evo_attention_forward_ex(..., programmatic_launch)` "
       "takes 0 for a plain launch.",
-      &unserved,
+      &bench_fields,
       &launch_arguments,
       &dispatch,
       &entry_points,

@@ -35,6 +35,7 @@ Problem parse(std::string_view text, const ProblemDefaults& defaults) {
 
 std::string text(const Problem& p) { return shape_of(p).text(); }
 double flops(const Problem& p) { return shape_of(p).flops(); }
+double bytes_moved(const Problem& p) { return shape_of(p).bytes_moved(); }
 void require_tunable(const Problem& p, std::string_view as_given) {
   require_square_if_causal(shape_of(p), as_given);
 }
@@ -51,16 +52,33 @@ v1::Problem to_proto(const Problem& p) {
 
 Problem from_proto(const v1::Problem& m) { return to_problem(shape_from_proto(m.attention())); }
 
+// A kernel is written for some head dims and some dtypes; every other variable is the call's.
+const std::vector<std::string>& served_variables() {
+  static const std::vector<std::string> names = {"HEAD_DIM", "DTYPE"};
+  return names;
+}
+
+int64_t value_of_label(std::string_view variable, std::string_view label) {
+  if (variable == "DTYPE") return static_cast<int64_t>(parse_dtype(label));
+  throw InputError(std::string(variable) + " takes numbers, not '" + std::string(label) + "'");
+}
+
+std::string value_text(std::string_view variable, int64_t value) {
+  if (variable == "DTYPE") return std::string(dtype_name(static_cast<DType>(value)));
+  return std::to_string(value);
+}
+
 }  // namespace
 
 const KernelFamily& family() {
   static const KernelFamily f{
       "attention",         kEmbedded_attention_reference, kEmbedded_attention_tensor_maps,
       "1x8x512x64",        &variables,          &parse,
-      &text,               &flops,
+      &text,               &flops,              &bytes_moved,
       &require_tunable,    &submit_defaults,
       v1::Problem::kAttention, &to_proto,
       &from_proto,
+      &served_variables,   &value_of_label,     &value_text,
       &export_entry,       &model_wave_seconds,
   };
   return f;

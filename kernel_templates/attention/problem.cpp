@@ -145,6 +145,11 @@ double Shape::flops() const {
   return causal ? f / 2 : f;
 }
 
+double Shape::bytes_moved() const {
+  const double element_bytes = 2;  // both dtypes are 16-bit
+  return element_bytes * batch * heads * head_dim * (2.0 * seq_q + 2.0 * seq_k);
+}
+
 Shape parse_shape(std::string_view text, bool causal_default, DType dtype_default) {
   const std::string_view whole = text;
   text = trim(text);

@@ -25,6 +25,8 @@ struct Shape {
   // ":bf16" if bf16: fp16 prints no suffix, so texts from before bf16 are still canonical.
   std::string text() const;
   double flops() const;  // 4*B*H*Sq*Sk*D, halved for causal
+  // Q, K and V read and O written once: 2*B*H*D*(Sq + Sk) elements of the dtype's size.
+  double bytes_moved() const;
   friend bool operator==(const Shape& a, const Shape& b) {
     return a.batch == b.batch && a.heads == b.heads && a.seq_q == b.seq_q && a.seq_k == b.seq_k &&
            a.head_dim == b.head_dim && a.causal == b.causal && a.dtype == b.dtype;

@@ -598,6 +598,9 @@ TEST(DispatchFile, EntriesPerShapeWithCausalityDtypeGenomeAndTheCu) {
     worse.mutable_buckets(0)->add_shapes(bad);
     EXPECT_THROW(dispatch_file(worse, "table.cu"), std::invalid_argument) << bad;
   }
+  v1::ExportResponse unknown = r;
+  unknown.mutable_buckets(0)->set_genome("no_such_kernel:BLOCK_M=16");
+  EXPECT_THROW(dispatch_file(unknown, "table.cu"), std::invalid_argument) << "a kernel this evoctl lacks";
   EXPECT_EQ(dispatch_path("out/table.cu"), "out/table.dispatch.json");
   EXPECT_EQ(dispatch_path("table"), "table.dispatch.json");
 }

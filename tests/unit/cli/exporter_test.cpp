@@ -313,7 +313,7 @@ TEST(Exporter, BucketsCarryTheFitnessTheirRunRankedBy) {
 KernelTemplate with_dtypes(const std::string& dtypes, std::string& space_storage) {
   KernelTemplate t = *find_template("fa_s512_v3");
   auto j = nlohmann::json::parse(t.space_json);
-  j["dtypes"] = nlohmann::json::parse(dtypes);
+  j["serves"]["DTYPE"] = nlohmann::json::parse(dtypes);
   std::string pattern = j.at("kernel").get<std::string>();
   if (pattern.find("{DTYPE}") == std::string::npos) pattern.replace(pattern.find('<') + 1, 0, "{DTYPE}, ");
   j["kernel"] = pattern;
@@ -369,9 +369,6 @@ const FamilyExport& toy_export() {
     t.params_type = "toy::Params";
     t.runtime = {{"BATCH", "p.rows"}, {"HEADS", "1"}, {"SEQ_Q", "p.rows"}, {"SEQ_K", "p.cols"}};
     t.report_entry_points = "Entry point: `toy_forward(...)`.";
-    t.unserved = [](const ExportSpace&, const Problem& p) {
-      return std::string(attention::shape_of(p).causal ? "causal is not a toy's" : "");
-    };
     t.launch_arguments = [](const std::map<std::string, std::string>&) {
       return std::string("      const toy::Params& args = p;\n");
     };
@@ -406,12 +403,6 @@ TEST(Exporter, TheFamilyWritesItsOwnPartOfTheFile) {
   EXPECT_EQ(r.source().find("struct Bucket"), std::string::npos);
   EXPECT_NE(r.report().find("Entry point: `toy_forward(...)`."), std::string::npos);
   EXPECT_EQ(r.report().find("evo_attention_forward"), std::string::npos);
-  try {
-    export_dispatch_table(t, {{default_genome(), {shape_1x8x512x64(true)}, measured_evaluation(false), "run-0005"}}, {});
-    ADD_FAILURE() << "the family's refusal was not asked for";
-  } catch (const InputError& e) {
-    EXPECT_STREQ(e.what(), "cannot export shape '1x8x512x64:causal' of run-0005: causal is not a toy's");
-  }
 }
 
 TEST(Exporter, DispatchTableOfMixedTemplatesIsRefused) {

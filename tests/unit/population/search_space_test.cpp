@@ -37,7 +37,8 @@ TEST(SearchSpaceTest, LoadsTheRealSpace) {
   EXPECT_EQ(s.genes()[0].values, (std::vector<int64_t>{16, 32, 64, 128}));
   EXPECT_EQ(s.genes()[0].default_value, 32);
   EXPECT_FALSE(s.genes()[0].doc.empty());
-  EXPECT_EQ(s.head_dims(), (std::vector<int>{64, 128}));
+  EXPECT_EQ(s.served().at("HEAD_DIM"), (std::vector<int64_t>{64, 128}));
+  EXPECT_EQ(s.served().at("DTYPE"), (std::vector<int64_t>{0, 1}));
   uint64_t product = 1;
   for (const auto& g : s.genes()) product *= g.values.size();
   EXPECT_EQ(s.size(), product);
@@ -349,7 +350,7 @@ TEST(SearchSpaceTest, GenomeOfAnotherShapeIsRejectedByQueries) {
 
 const char kSmallSpace[] = R"({
   "template": "tiny",
-  "head_dims": [64],
+  "serves": {"HEAD_DIM": [64], "DTYPE": ["fp16"]},
   "genes": [
     {"name": "A", "values": [1, 2, 4], "default": 2},
     {"name": "B", "values": [0, 1], "default": 0}
@@ -406,10 +407,11 @@ TEST(SearchSpaceJsonTest, DtypeIsBoundFromTheShape) {
   EXPECT_EQ(used.canonical(g, {problem("1x1x512x64:bf16")}).text(), "tiny:A=2,B=1");
 }
 
-// A space lists the dtypes its kernel is written for; one without the key serves fp16 alone.
+// A space lists the head dims and dtypes its kernel is written for; a problem of another is
+// refused in one line naming what it serves.
 TEST(SearchSpaceJsonTest, ServesItsHeadDimsAndDtypesOnly) {
   const SearchSpace fp16_only = SearchSpace::from_json(kSmallSpace);
-  EXPECT_EQ(fp16_only.dtypes(), (std::vector<DType>{DType::kF16}));
+  EXPECT_EQ(fp16_only.served().at("DTYPE"), (std::vector<int64_t>{0}));
   EXPECT_NO_THROW(fp16_only.require_serves(problem("1x1x512x64"), "1x1x512x64"));
   try {
     fp16_only.require_serves(problem("1x1x512x64:bf16"), "1x1x512x64:bf16");
@@ -423,10 +425,10 @@ TEST(SearchSpaceJsonTest, ServesItsHeadDimsAndDtypesOnly) {
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()), "shape '1x1x512x96': head_dim 96 is not served by tiny (it serves 64)");
   }
-  std::string two = with_replaced(R"("head_dims": [64],)", R"("head_dims": [64], "dtypes": ["bf16", "fp16"],)");
+  std::string two = with_replaced(R"("DTYPE": ["fp16"])", R"("DTYPE": ["bf16", "fp16"])");
   two.replace(two.find("k<{A}"), 5, "k<{DTYPE}, {A}");
   const SearchSpace both = SearchSpace::from_json(two);
-  EXPECT_EQ(both.dtypes(), (std::vector<DType>{DType::kBF16, DType::kF16}));
+  EXPECT_EQ(both.served().at("DTYPE"), (std::vector<int64_t>{1, 0}));
   EXPECT_NO_THROW(both.require_serves(problem("1x1x512x64:bf16"), "1x1x512x64:bf16"));
 }
 
@@ -436,15 +438,21 @@ TEST(SearchSpaceJsonTest, RejectsMalformedVariants) {
       {"[1, 2]", "must be a JSON object"},
       {with_replaced(R"("template": "tiny",)", ""), "lacks \"template\""},
       {with_replaced(R"("template": "tiny")", R"("template": 7)"), "template must be a non-empty string"},
-      {with_replaced(R"("head_dims": [64])", R"("head_dims": [])"), "head_dims must be a non-empty array"},
-      {with_replaced(R"("head_dims": [64])", R"("head_dims": [0])"), "head_dims value 0"},
-      {with_replaced(R"("head_dims": [64],)", R"("head_dims": [64], "dtypes": [],)"),
-       "dtypes must be a non-empty array"},
-      {with_replaced(R"("head_dims": [64],)", R"("head_dims": [64], "dtypes": [16],)"), "dtypes[] must be strings"},
-      {with_replaced(R"("head_dims": [64],)", R"("head_dims": [64], "dtypes": ["fp16", "fp8"],)"),
-       "bad search space: dtypes: unknown dtype 'fp8': expected fp16 or bf16"},
-      {with_replaced(R"("head_dims": [64],)", R"("head_dims": [64], "dtypes": ["fp16", "bf16"],)"),
-       "a kernel of more than one dtype must name {DTYPE} in its kernel pattern"},
+      {with_replaced(R"("serves": {"HEAD_DIM": [64], "DTYPE": ["fp16"]},)", ""), "lacks \"serves\""},
+      {with_replaced(R"("serves": {"HEAD_DIM": [64], "DTYPE": ["fp16"]})", R"("serves": [64])"),
+       "serves must be an object listing the values of HEAD_DIM, DTYPE"},
+      {with_replaced(R"("HEAD_DIM": [64])", R"("HEAD_DIM": [])"), "serves.HEAD_DIM must be a non-empty array"},
+      {with_replaced(R"("HEAD_DIM": [64], )", ""),
+       "serves must list HEAD_DIM (the attention family's kernels each name the values of HEAD_DIM, DTYPE they serve)"},
+      {with_replaced(R"("HEAD_DIM": [64])", R"("HEAD_DIM": [64], "WIDTH": [2])"),
+       "serves names 'WIDTH', which is not a variable of the attention problem"},
+      {with_replaced(R"("DTYPE": ["fp16"])", R"("DTYPE": [true])"), "serves.DTYPE[] must be numbers or labels"},
+      {with_replaced(R"("DTYPE": ["fp16"])", R"("DTYPE": ["fp16", "fp8"])"),
+       "bad search space: serves.DTYPE: unknown dtype 'fp8': expected fp16 or bf16"},
+      {with_replaced(R"("HEAD_DIM": [64])", R"("HEAD_DIM": ["wide"])"),
+       "bad search space: serves.HEAD_DIM: HEAD_DIM takes numbers, not 'wide'"},
+      {with_replaced(R"("DTYPE": ["fp16"])", R"("DTYPE": ["fp16", "bf16"])"),
+       "a kernel that serves more than one DTYPE must name {DTYPE} in its kernel pattern"},
       {with_replaced(R"({"name": "B", "values": [0, 1], "default": 0})", R"({"name": "A", "values": [0, 1], "default": 0})"),
        "gene name 'A' is defined twice"},
       {with_replaced(R"("default": 2})", R"("default": 3})"), "gene A default 3 is outside its domain {1, 2, 4}"},
@@ -487,7 +495,7 @@ TEST(SearchSpaceJsonTest, RejectsMalformedVariants) {
 // replaced six booleans.
 const char kLabelledSpace[] = R"({
   "template": "tiny",
-  "head_dims": [64],
+  "serves": {"HEAD_DIM": [64], "DTYPE": ["fp16"]},
   "genes": [
     {"name": "A", "values": [1, 2], "default": 1},
     {"name": "MODE", "labels": ["slow", "fast", "faster"], "default": "fast"}
@@ -564,7 +572,7 @@ TEST(SearchSpaceTest, WgmmaNeedsAnSm90aTargetOnceTheTargetIsKnown) {
 // A constraint that reads SM_ARCH through a derived value is still a device constraint.
 TEST(SearchSpaceTest, ArchConstraintThroughADerivedValueWaitsForTheTarget) {
   const SearchSpace s = SearchSpace::from_json(R"({
-    "template": "t", "head_dims": [64],
+    "template": "t", "serves": {"HEAD_DIM": [64], "DTYPE": ["fp16"]},
     "genes": [{"name": "A", "values": [0, 1], "default": 1}],
     "derived": [{"name": "HOPPER", "expr": "SM_ARCH == 90"}],
     "constraints": [{"name": "a_needs_hopper", "expr": "A == 0 || HOPPER"}],

@@ -322,7 +322,7 @@ SearchSpace three_gene_space(const std::string& id, int values, const std::strin
   std::string list;
   for (int i = 0; i < values; ++i) list += (i ? ", " : "") + std::to_string(i);
   const std::string gene = R"(", "values": [)" + list + R"(], "default": 0})";
-  return SearchSpace::from_json(R"({"template": ")" + id + R"(", "head_dims": [64], "genes": [
+  return SearchSpace::from_json(R"({"template": ")" + id + R"(", "serves": {"HEAD_DIM": [64], "DTYPE": ["fp16"]}, "genes": [
       {"name": "A)" + gene + R"(, {"name": "B)" + gene + R"(, {"name": "C)" + gene + R"(],
     "constraints": [{"name": "few", "expr": ")" + constraint + R"("}],
     "kernel": "k<{A}>",
@@ -392,7 +392,7 @@ TEST(StrategySparseSpaceTest, SpaceTooLargeToIndexIsRejected) {
              R"(], "default": 0})";
   }
   try {
-    SearchSpace::from_json(R"({"template": "huge", "head_dims": [64], "genes": [)" + genes +
+    SearchSpace::from_json(R"({"template": "huge", "serves": {"HEAD_DIM": [64], "DTYPE": ["fp16"]}, "genes": [)" + genes +
                            R"(], "constraints": [], "kernel": "k",
         "launch": {"threads": "32", "grid_x": "1", "grid_y": "1", "grid_z": "1", "smem_bytes": "0"}})");
     FAIL() << "accepted a space of 2^64 genomes";

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "attention/dtype.h"
 #include "coordinator.h"
 #include "genome_proto.h"
 #include "search_space.h"
@@ -361,8 +362,8 @@ TEST_F(CoordinatorTest, BadSubmissionsAreRefusedAndChangeNothing) {
 // The request's dtype applies to shapes without a suffix; each run shape is stored canonical. A
 // dtype the template's space does not list is one refusal naming it, and nothing is stored.
 TEST_F(CoordinatorTest, SubmitAppliesTheDtypeAndRefusesOneTheTemplateLacks) {
-  const auto& served = SearchSpace::for_template("fa_s512_v3").dtypes();
-  const bool bf16 = std::find(served.begin(), served.end(), DType::kBF16) != served.end();
+  const auto& served = SearchSpace::for_template("fa_s512_v3").served().at("DTYPE");
+  const bool bf16 = std::find(served.begin(), served.end(), static_cast<int64_t>(DType::kBF16)) != served.end();
   const std::string before = store_.dump();
   v1::SubmitRunRequest req;
   req.set_seed("fa_s512_v3");
@@ -786,8 +787,8 @@ TEST_F(CoordinatorTest, TheCacheNeverAnswersForAnotherProblem) {
 // The dtype rides in the shape text, and so in the cache's problem key: a genome timed on fp16 says
 // nothing about bf16. Runs until fa_s512_v3's space lists bf16 are refused at submit (above).
 TEST_F(CoordinatorTest, TheCacheNeverAnswersForAnotherDtype) {
-  const auto& served = SearchSpace::for_template("fa_s512_v3").dtypes();
-  if (std::find(served.begin(), served.end(), DType::kBF16) == served.end())
+  const auto& served = SearchSpace::for_template("fa_s512_v3").served().at("DTYPE");
+  if (std::find(served.begin(), served.end(), static_cast<int64_t>(DType::kBF16)) == served.end())
     GTEST_SKIP() << "fa_s512_v3 does not serve bf16 yet";
   auto w = add_worker("sm_90a/model/estimated", true), v = add_worker("sm_90a/model/estimated", true);
   submit(2, 6, 2, 42, "1x8x512x64");

@@ -1,11 +1,11 @@
 # The core (population/, server/, cli/, worker/) handles a genome plus an opaque evo::Problem and
 # never names a kernel family: no include of a family's folder, no family namespace, no attention
-# field or type. Fails naming each file and line that does, except the files of the allow-list below.
+# field or type. Fails naming each file and line that does.
 #
 #   cmake -DROOT=<source dir> -P core_names_no_family.cmake
 #   cmake -DPLANT=<path under a root> -DWORK_DIR=<dir> -P core_names_no_family.cmake
-# The second form scans a tree of one file, PLANT, that includes "attention/problem.h": it fails
-# unless PLANT is allow-listed (the tests of this scan).
+# The second form scans a tree of one file, PLANT, that includes "attention/problem.h": it must
+# fail (the test of this scan).
 cmake_minimum_required(VERSION 3.16)
 
 set(_core_folders population server cli worker)
@@ -20,23 +20,6 @@ set(_patterns
     "FaParams"
     "ProblemShape"
     "DType::k")
-
-# Files still being moved into the family; each entry says why it may name attention for now. The
-# lead removes an entry when its move lands.
-set(_allowed
-    # The exporter reads the space's served head dims and dtypes (ExportSpace) for the family's
-    # entry text; they move into the family with search_space's, the next step.
-    "server/exporter[a-z_]*\\.(cpp|h)"
-    # The dispatch file is the attention bench's format of the export's buckets; it is the next to move
-    # behind the family's export entry.
-    "cli/dispatch_file\\.(cpp|h)"
-    # The physical floor's bytes moved per problem (Q, K, V read, O written) is attention's; it
-    # becomes a family operation beside flops().
-    "server/device_floors\\.cpp"
-    # The space's served head dims and dtypes ("head_dims", "dtypes", require_serves) move into
-    # the family (the next step of this design),
-    # and the header's comments with them.
-    "population/search_space\\.(cpp|h)")
 
 if(DEFINED PLANT)
   set(ROOT ${WORK_DIR}/planted)
@@ -53,15 +36,6 @@ foreach(_folder ${_core_folders})
   file(GLOB_RECURSE _files RELATIVE ${ROOT} ${ROOT}/${_folder}/*.h ${ROOT}/${_folder}/*.cpp
        ${ROOT}/${_folder}/*.cu ${ROOT}/${_folder}/*.cuh)
   foreach(_file ${_files})
-    set(_skip FALSE)
-    foreach(_allow ${_allowed})
-      if(_file MATCHES "^${_allow}$")
-        set(_skip TRUE)
-      endif()
-    endforeach()
-    if(_skip)
-      continue()
-    endif()
     math(EXPR _scanned "${_scanned} + 1")
     # One list element a line: ';' and brackets, which a CMake list would read, are masked first.
     file(READ ${ROOT}/${_file} _text)

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "attention/dtype.h"
 #include "search_space.h"
 #include "template_registry.h"
 #include "test_support.h"
@@ -65,8 +66,8 @@ TEST(EvalCommand, UnknownDtype) {
 // --dtype applies to shapes without a dtype suffix; one the template does not serve is one line,
 // and one it serves is evaluated (the model evaluator prices bf16 as fp16).
 TEST(EvalCommand, DtypeOfTheShapesIsCheckedAgainstTheTemplate) {
-  const auto& served = SearchSpace::for_template("fa_s512_v3").dtypes();
-  if (std::find(served.begin(), served.end(), DType::kBF16) == served.end()) {
+  const auto& served = SearchSpace::for_template("fa_s512_v3").served().at("DTYPE");
+  if (std::find(served.begin(), served.end(), static_cast<int64_t>(DType::kBF16)) == served.end()) {
     expect_one_line_error("eval --seed fa_s512_v3 --genome '' --dtype bf16 --backend model",
                           "shape '1x8x512x64': dtype bf16 is not served by fa_s512_v3 (it serves fp16)");
     return;

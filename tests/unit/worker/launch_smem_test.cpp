@@ -34,7 +34,7 @@ std::string smem_checks(const SearchSpace& space, int* count) {
   *count = 0;
   std::mt19937_64 rng(20261126);
   std::uniform_int_distribution<uint64_t> pick(0, space.size() - 1);
-  for (int head_dim : space.head_dims())
+  for (int64_t head_dim : space.served().at("HEAD_DIM"))
     for (int sampled = 0; sampled < kSampledPerHeadDim;) {
       const Genome g = space.at(pick(rng));
       // Causal half the time: CAUSAL_FOLD's second Q tile exists in causal calls only.
