@@ -126,8 +126,7 @@ class ExportedKernelOnGpu : public ExportedKernel {
     int count = 0;
     return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
   }
-  // Without a GPU every test skips: the exports are not built for nothing (each test runs in a
-  // process of its own, so each would build all three).
+  // Without a GPU every test skips: the exports are not built for nothing.
   static void SetUpTestSuite() {
     if (has_gpu()) ExportedKernel::SetUpTestSuite();
   }
