@@ -1,7 +1,9 @@
 #include "strategy.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -53,13 +55,62 @@ bool valid_for(const SearchSpace& space, const std::vector<Problem>& shapes, int
 }
 
 // The indices of the space's genomes valid for these shapes and limit, in index order.
+// Stops early, with the list short, once *stop is set.
 std::shared_ptr<const std::vector<uint64_t>> list_valid(const SearchSpace& space,
                                                         const std::vector<Problem>& shapes,
-                                                        int64_t smem_limit) {
+                                                        int64_t smem_limit,
+                                                        const std::atomic<bool>* stop = nullptr) {
   auto list = std::make_shared<std::vector<uint64_t>>();
-  for (uint64_t i = 0, n = space.size(); i < n; ++i)
+  for (uint64_t i = 0, n = space.size(); i < n; ++i) {
+    if (stop && stop->load(std::memory_order_relaxed)) break;
     if (valid_for(space, shapes, smem_limit, space.at(i))) list->push_back(i);
+  }
   return list;
+}
+
+// The threads that build lists of valid genomes off the caller's thread. The process joins them
+// when it exits: a build still going then stops at its next genome (nobody reads its list), so
+// that no thread outlives the static objects it reads (the registered spaces, the log).
+class ListBuilders {
+ public:
+  ~ListBuilders() {
+    stopping_ = true;
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& b : builders_) b.thread.join();
+  }
+  // Runs build(stopping) on a thread of its own; stopping is set when the process exits.
+  void start(std::function<void(const std::atomic<bool>& stopping)> build) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // Builders that finished are joined here, so a long-lived evod keeps no thread per list.
+    for (auto it = builders_.begin(); it != builders_.end();) {
+      if (*it->done) {
+        it->thread.join();
+        it = builders_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    builders_.push_back({std::thread([this, build = std::move(build), done] {
+                           build(stopping_);
+                           *done = true;
+                         }),
+                         done});
+  }
+
+ private:
+  struct Builder {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::atomic<bool> stopping_{false};
+  std::mutex mutex_;
+  std::vector<Builder> builders_;
+};
+
+ListBuilders& list_builders() {
+  static ListBuilders builders;
+  return builders;
 }
 
 bool by_fitness_then_text(const ScoredCandidate& a, const ScoredCandidate& b) {
@@ -156,14 +207,16 @@ class StrategyBase : public Strategy {
         auto promise = std::make_shared<std::promise<List>>();
         it = lists.emplace(key, promise->get_future().share()).first;
         // The space is a registered template's: it lives as long as the process.
-        std::thread([promise, space = &space(), shapes = ctx_.shapes, smem = ctx_.smem_limit, key] {
+        list_builders().start([promise, space = &space(), shapes = ctx_.shapes, smem = ctx_.smem_limit,
+                               key](const std::atomic<bool>& stopping) {
           const auto began = std::chrono::steady_clock::now();
-          List built = list_valid(*space, shapes, smem);
-          spdlog::info("event=valid_genomes_listed key=\"{}\" valid={} ms={}", key, built->size(),
-                       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - began)
-                           .count());
+          List built = list_valid(*space, shapes, smem, &stopping);
+          if (!stopping)
+            spdlog::info("event=valid_genomes_listed key=\"{}\" valid={} ms={}", key, built->size(),
+                         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - began)
+                             .count());
           promise->set_value(std::move(built));
-        }).detach();
+        });
       }
       list = it->second;
     }
