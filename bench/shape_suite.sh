@@ -57,6 +57,14 @@
 #                     one genome serves both; 1: a run for S and another for S:causal, so the table
 #                     may hold a genome for each (causal calls gain from genes that non-causal ones
 #                     pay for, such as LAZY_RESCALE beside CAUSAL_FOLD: bench/NOTES.md)
+#   EVO_BUDGET        a wall time for the runs (`evoctl submit --budget`: 90s, 10m, 1h30m), each counted
+#                     from its first lease; the runs share the worker side by side, so each gets it
+#                     whole. A run ends DONE when it is spent. Unset: none
+#   EVO_MAX_EVALS     evaluations for the whole suite, shared by the runs by their buckets' weights
+#                     (`evoctl submit --max-evals`, at least 1 a run). Unset: none
+#   EVO_WEIGHTS       the buckets' weights for EVO_MAX_EVALS, "BxHxSxD=W ..." (default 1 each): a
+#                     bucket of weight 3 gets three times the evaluations of one of weight 1
+#   EVO_PATIENCE      generations without a better time after which a run ends (`--patience`)
 #   EVO_BENCH_ROUNDS  step 5 measures every kernel this many times in rotated orders and reports
 #                     the medians (default 1; see bench/bench_rounds.py)
 #
@@ -184,6 +192,36 @@ for s in "${suite[@]}"; do
   seen_shape[$s]=1
 done
 
+# Budgets: EVO_BUDGET and EVO_PATIENCE as given to every run, EVO_MAX_EVALS shared by weight.
+budget="${EVO_BUDGET:-}"
+patience="${EVO_PATIENCE:-}"
+max_evals="${EVO_MAX_EVALS:-}"
+[[ -z $budget || $budget =~ ^([0-9]+|([0-9]+h)?([0-9]+m)?([0-9]+s)?)$ ]] \
+  || die "EVO_BUDGET must be a duration such as 90s, 10m or 1h30m, got '$budget'"
+[[ -z $patience ]] || positive EVO_PATIENCE "$patience"
+[[ -z $max_evals ]] || positive EVO_MAX_EVALS "$max_evals"
+declare -A weight=()
+for w in ${EVO_WEIGHTS:-}; do
+  [[ $w =~ ^([1-9][0-9]*x[1-9][0-9]*x[1-9][0-9]*x[1-9][0-9]*)=([1-9][0-9]*)$ ]] \
+    || die "EVO_WEIGHTS: '$w' is not BxHxSxD=W (a positive integer weight)"
+  [[ -n ${seen_shape[${BASH_REMATCH[1]}]:-} ]] || die "EVO_WEIGHTS names '${BASH_REMATCH[1]}', which EVO_SUITE lacks"
+  weight[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}
+done
+[[ -z ${EVO_WEIGHTS:-} || -n $max_evals ]] || die "EVO_WEIGHTS shares EVO_MAX_EVALS: set that too"
+weight_sum=0
+for s in "${suite[@]}"; do weight_sum=$((weight_sum + ${weight[$s]:-1})); done
+# The submit options of each run of bucket $1.
+budget_flags() {
+  local flags=()
+  [[ -z $budget ]] || flags+=(--budget "$budget")
+  [[ -z $patience ]] || flags+=(--patience "$patience")
+  if [[ -n $max_evals ]]; then
+    local share=$((max_evals * ${weight[$1]:-1} / weight_sum / (1 + split_causal)))
+    flags+=(--max-evals $((share > 0 ? share : 1)))
+  fi
+  printf '%s\n' "${flags[*]}"
+}
+
 # The runs of bucket $1, one line each: its shapes, space-separated (checked above: no other
 # blanks, no glob characters).
 bucket_runs() {
@@ -215,8 +253,10 @@ if ((dry_run)); then
   fi
   for s in "${suite[@]}"; do
     while IFS= read -r shapes; do
+      budget_text="$(budget_flags "$s")"
       say "evoctl submit --seed $seed_genome --shape ${shapes// / --shape } --generations $generations" \
-          "--population $population --top-k $top_k --rng-seed $rng_seed --fitness-inputs $fitness_inputs${start_args[$s]:-}"
+          "--population $population --top-k $top_k --rng-seed $rng_seed" \
+          "--fitness-inputs $fitness_inputs${budget_text:+ $budget_text}${start_args[$s]:-}"
     done < <(bucket_runs "$s")
   done
   if ((${#suite[@]})); then
@@ -416,13 +456,14 @@ runs=()
 declare -A run_bucket=()
 for s in "${suite[@]}"; do
   read -r -a starts <<< "${start_args[$s]:-}"
+  read -r -a budgets <<< "$(budget_flags "$s")"
   while IFS= read -r shapes; do
     flags=()
     for sh in $shapes; do flags+=(--shape "$sh"); done
     name="${shapes// /+}"
     if run=$("$evoctl" submit --seed "$seed_genome" "${flags[@]}" --generations "$generations" \
                --population "$population" --top-k "$top_k" --rng-seed "$rng_seed" --fitness-inputs "$fitness_inputs" \
-               --dtype "$dtype" "${starts[@]}" 2> "$out/submit-$name.err"); then
+               --dtype "$dtype" "${budgets[@]}" "${starts[@]}" 2> "$out/submit-$name.err"); then
       say "run $run: ${shapes// / and }"
       runs+=("$run")
       run_bucket[$run]=$s

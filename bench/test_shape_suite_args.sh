@@ -94,5 +94,19 @@ else
   failures=$((failures + 1))
 fi
 
+# Budgets: the wall time and the patience go to every run, the evaluations are shared by weight.
+check "a budget that is no duration" 2 "EVO_BUDGET must be a duration" \
+  EVO_BUDGET=soon "$suite" --dry-run "$bundle" "$scratch/out"
+check "weights without evaluations to share" 2 "EVO_WEIGHTS shares EVO_MAX_EVALS" \
+  EVO_WEIGHTS="1x8x512x64=3" "$suite" --dry-run "$bundle" "$scratch/out"
+check "a weight for a bucket the suite lacks" 2 "EVO_WEIGHTS names '4x8x512x64'" \
+  EVO_MAX_EVALS=40 EVO_WEIGHTS="4x8x512x64=3" EVO_SUITE="1x8x512x64 2x8x512x64" "$suite" --dry-run "$bundle" "$scratch/out"
+check "the weighted share of the evaluations" 0 "--shape 1x8x512x64:causal --generations 3 --population 12 --top-k 3 --rng-seed 7 --fitness-inputs rotated --budget 10m --patience 2 --max-evals 30" \
+  EVO_BUDGET=10m EVO_PATIENCE=2 EVO_MAX_EVALS=40 EVO_WEIGHTS="1x8x512x64=3" EVO_SUITE="1x8x512x64 2x8x512x64" \
+  "$suite" --dry-run "$bundle" "$scratch/out"
+check "the other bucket's share" 0 "--shape 2x8x512x64:causal --generations 3 --population 12 --top-k 3 --rng-seed 7 --fitness-inputs rotated --budget 10m --patience 2 --max-evals 10" \
+  EVO_BUDGET=10m EVO_PATIENCE=2 EVO_MAX_EVALS=40 EVO_WEIGHTS="1x8x512x64=3" EVO_SUITE="1x8x512x64 2x8x512x64" \
+  "$suite" --dry-run "$bundle" "$scratch/out"
+
 ((failures == 0)) || { echo "$failures check(s) failed"; exit 1; }
 echo "all checks passed"

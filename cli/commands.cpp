@@ -189,6 +189,9 @@ int submit(Client& c, const Options& o, std::ostream& out, bool tty) {
   add_start_genomes(c, o.submit, req);
   req.set_fitness_from(o.submit.fitness_inputs);
   req.set_fitness_inputs(label(o.submit.fitness_inputs));
+  req.set_budget_ms(o.submit.budget_ms);
+  req.set_max_evals(o.submit.max_evals);
+  req.set_patience(o.submit.patience);
   v1::Run run;
   // One request id per invocation, sent again on a retry: evod returns the run the first try made
   // (whose answer was lost, or came after the deadline) instead of making a second one.

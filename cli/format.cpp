@@ -6,6 +6,7 @@
 #include <sstream>
 #include <vector>
 
+#include "duration_text.h"
 #include "errors.h"
 #include "genome_proto.h"
 #include "resident_time.h"
@@ -232,6 +233,21 @@ std::string progress_line(const v1::RunStatus& s, bool bar) {
   return out;
 }
 
+namespace {
+
+// "10m of wall time, 200 evaluations, patience 3": the submit's budgets; empty for none.
+std::string budgets_text(const v1::Run& r) {
+  std::vector<std::string> parts;
+  if (r.budget_ms() > 0) parts.push_back(duration_text(r.budget_ms()) + " of wall time");
+  if (r.max_evals() > 0) parts.push_back(std::to_string(r.max_evals()) + " evaluations");
+  if (r.patience() > 0) parts.push_back("patience " + std::to_string(r.patience()));
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
+
+}  // namespace
+
 std::string status_summary(const v1::RunStatus& s) {
   const v1::Run& r = s.run();
   std::ostringstream o;
@@ -242,6 +258,7 @@ std::string status_summary(const v1::RunStatus& s) {
     << r.top_k() << "\n"
     << "  device class " << (r.device_class().empty() ? "(not fixed yet)" : r.device_class()) << "\n"
     << "  fitness: " << fitness_inputs_text(r) << "\n";
+  if (const std::string budgets = budgets_text(r); !budgets.empty()) o << "  budgets: " << budgets << "\n";
   for (int i = 0; i < r.start_genomes_size(); ++i)
     o << "  start "
       << (i < r.typed_start_genomes_size() ? genome_text(r.typed_start_genomes(i), r.start_genomes(i))

@@ -1,7 +1,9 @@
 #include "options.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <iterator>
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -86,6 +88,31 @@ class Parser {
 
 }  // namespace
 
+int64_t parse_duration_ms(const std::string& flag, const std::string& text) {
+  const std::string why = flag + " expects a duration such as 90s, 10m, 2h or 1h30m (1s to 7d), got '" + text + "'";
+  // Units largest first, each at most once; a plain number is seconds.
+  static const std::pair<char, int64_t> kUnits[] = {{'h', 3600}, {'m', 60}, {'s', 1}};
+  const bool plain = !text.empty() && std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); });
+  int64_t seconds = 0;
+  size_t i = 0, unit = 0;
+  while (i < text.size()) {
+    size_t end = i;
+    while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
+    if (end == i || end - i > 7) throw UsageError(why);
+    const int64_t n = std::stoll(text.substr(i, end - i));
+    if (plain) {
+      seconds = n;
+      break;
+    }
+    while (unit < std::size(kUnits) && (end == text.size() || kUnits[unit].first != text[end])) ++unit;
+    if (unit == std::size(kUnits)) throw UsageError(why);
+    seconds += n * kUnits[unit++].second;
+    i = end + 1;
+  }
+  if (text.empty() || seconds < 1 || seconds > 7 * 24 * 3600) throw UsageError(why);
+  return seconds * 1000;
+}
+
 int64_t parse_integer(const std::string& flag, const std::string& text, int64_t min, int64_t max) {
   errno = 0;
   char* end = nullptr;
@@ -146,7 +173,10 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
       else if (a == "--start-from") o.submit.start_from_runs.push_back(p.value_of(a));
       else if (a == "--fitness-inputs") {
         o.submit.fitness_inputs = parse_choice<v1::FitnessInputs>(a, p.value_of(a));
-      } else throw UsageError("unknown option '" + a + "'");
+      } else if (a == "--budget") o.submit.budget_ms = parse_duration_ms(a, p.value_of(a));
+      else if (a == "--max-evals") o.submit.max_evals = static_cast<int32_t>(parse_integer(a, p.value_of(a), 1, 1000000));
+      else if (a == "--patience") o.submit.patience = static_cast<int32_t>(parse_integer(a, p.value_of(a), 1, server::kMaxGenerations));
+      else throw UsageError("unknown option '" + a + "'");
     } else if (o.command.empty()) {
       if (!is_command(a)) throw UsageError("unknown command '" + a + "' (commands: " + command_list() + ")");
       o.command = a;
@@ -160,7 +190,7 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
   static const std::map<std::string, std::set<std::string>> kAllowed = {
       {"submit", {"--seed", "--shape", "--causal", "--dtype", "--generations", "--population", "--top-k", "--strategy",
                   "--rng-seed", "--device-class", "--start", "--start-from", "--fitness-inputs",
-                  "--watch"}},
+                  "--budget", "--max-evals", "--patience", "--watch"}},
       {"status", {"--watch"}},
       {"leaderboard", {"--top", "--json"}},
       {"runs", {"--json"}},
@@ -195,7 +225,8 @@ std::string help_text(const std::string& command) {
            "                     [--generations N] [--population P] [--top-k K]\n"
            "                     [--strategy evolve|random|exhaustive] [--rng-seed S]\n"
            "                     [--device-class CLASS] [--start GENOME ...] [--start-from RUN ...]\n"
-           "                     [--fitness-inputs rotated|resident] [--watch]\n"
+           "                     [--fitness-inputs rotated|resident]\n"
+           "                     [--budget DURATION] [--max-evals N] [--patience G] [--watch]\n"
            "Starts a tuning run and prints its id. Defaults come from evod: shape 1x8x512x64,\n"
            "5 generations of 16, top-k 3, strategy evolve, rng seed 1, the device class of the first\n"
            "worker that leases (CLASS as status and runs print it, e.g. sm_90a/NVIDIA H200 or\n"
@@ -216,7 +247,12 @@ std::string help_text(const std::string& command) {
            "--fitness-inputs picks the per-call time that ranks candidates. rotated (the default)\n"
            "cycles input sets past L2, so the cache cannot flatter a small shape; resident replays one\n"
            "input set that stays in L2, as when attention follows the layer that wrote Q, K and V.\n"
-           "The leaderboard shows both.\n";
+           "The leaderboard shows both.\n"
+           "Budgets end the run DONE, with its elites, at the first one spent, and status says which:\n"
+           "--budget DURATION of wall time from its first lease (90s, 10m, 2h, 1h30m), --max-evals N\n"
+           "candidates evaluated (its last generation is cut to fit), --patience G generations in a row\n"
+           "without a better best time. --generations still bounds the run: raise it to let a budget\n"
+           "decide.\n";
   if (command == "status")
     return "usage: evoctl status RUN [--watch]\n"
            "Prints the run's state, generation, evaluations, best time and genome. --watch follows it\n"

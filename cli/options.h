@@ -33,6 +33,9 @@ struct SubmitOptions {
   std::vector<std::string> start_genomes;  // --start, as given; read once by the seed's space at submit
   std::vector<std::string> start_from_runs;  // --start-from: these runs' elites join start_genomes
   v1::FitnessInputs fitness_inputs = v1::FITNESS_INPUTS_UNSPECIFIED;  // --fitness-inputs; unset: evod's (rotated)
+  int64_t budget_ms = 0;            // --budget; 0: none
+  int32_t max_evals = 0;            // --max-evals; 0: none
+  int32_t patience = 0;             // --patience; 0: none
 };
 
 struct Options {
@@ -54,6 +57,8 @@ struct Options {
 };
 
 // `text` as an integer in min..max, or UsageError naming `flag` (an option or a variable).
+// --budget: "90s", "10m", "2h", "1h30m" or plain seconds, 1 s .. 7 days; in milliseconds.
+int64_t parse_duration_ms(const std::string& flag, const std::string& text);
 int64_t parse_integer(const std::string& flag, const std::string& text, int64_t min, int64_t max);
 
 // `coordinator_default` comes from $EVO_COORDINATOR when set.

@@ -187,6 +187,16 @@ ALTER TABLE candidates ADD COLUMN second_worker TEXT NOT NULL DEFAULT '';
 ALTER TABLE candidates ADD COLUMN self_confirmed INTEGER NOT NULL DEFAULT 0;
 DELETE FROM result_cache;
 )sql"},
+    // 7 -> 8: budgets. A run may stop at a wall time from its first lease, a count of
+    // evaluations or a number of generations without a better best time, and says why it
+    // stopped (the StopReason's label; empty for runs that ended before).
+    {R"sql(
+ALTER TABLE runs ADD COLUMN budget_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN max_evals INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN patience INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN started_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN stop_reason TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion, "one migration per schema version");
@@ -267,7 +277,8 @@ WorkerRecord read_worker(const SqliteStatement& s) {
 
 constexpr const char* kRunColumns =
     "id, seed, shapes, generations, population, top_k, strategy, rng_seed, device_class, state, "
-    "created_ms, message, current_generation, smem_limit, start_genomes, fitness_inputs, request_id";
+    "created_ms, message, current_generation, smem_limit, start_genomes, fitness_inputs, request_id, "
+    "budget_ms, max_evals, patience, started_ms, stop_reason";
 
 RunRecord read_run(const SqliteStatement& s) {
   RunRecord r;
@@ -288,6 +299,12 @@ RunRecord read_run(const SqliteStatement& s) {
   r.start_genomes = split(s.column_text(14), ';');
   r.fitness_inputs = stored_label<v1::FitnessInputs>(s.column_text(15), "fitness_inputs", r.id);
   r.request_id = s.column_text(16);
+  r.budget_ms = s.column_int(17);
+  r.max_evals = static_cast<int>(s.column_int(18));
+  r.patience = static_cast<int>(s.column_int(19));
+  r.started_ms = s.column_int(20);
+  // Empty for a run that ended before the column, or is still running.
+  r.stop_reason = parse_label<v1::StopReason>(s.column_text(21)).value_or(v1::STOP_REASON_UNSPECIFIED);
   return r;
 }
 
@@ -589,13 +606,15 @@ void Store::insert_run(const RunRecord& r) {
   auto s = db_->prepare(
       "INSERT INTO runs (id, seed, shapes, generations, population, top_k, strategy, rng_seed, "
       "device_class, state, created_ms, message, current_generation, smem_limit, start_genomes, "
-      "fitness_inputs, request_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      "fitness_inputs, request_id, budget_ms, max_evals, patience, started_ms, stop_reason) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   s.bind(1, r.id).bind(2, r.seed).bind(3, join(r.shapes, ',')).bind(4, r.generations)
       .bind(5, r.population).bind(6, r.top_k).bind(7, label(r.strategy))
       .bind(8, static_cast<int64_t>(r.rng_seed)).bind(9, r.device_class).bind(10, r.state)
       .bind(11, r.created_ms).bind(12, r.message).bind(13, r.current_generation)
       .bind(14, r.smem_limit).bind(15, join(r.start_genomes, ';')).bind(16, label(r.fitness_inputs))
-      .bind(17, r.request_id);
+      .bind(17, r.request_id).bind(18, r.budget_ms).bind(19, r.max_evals).bind(20, r.patience)
+      .bind(21, r.started_ms).bind(22, label(r.stop_reason));
   s.run();
 }
 
@@ -635,6 +654,16 @@ std::vector<RunRecord> Store::active_runs() {
 void Store::set_run_state(const std::string& id, int state, const std::string& message) {
   db_->prepare("UPDATE runs SET state = ?, message = ? WHERE id = ?")
       .bind(1, state).bind(2, message).bind(3, id).run();
+}
+
+void Store::set_run_started(const std::string& id, int64_t now_ms) {
+  db_->prepare("UPDATE runs SET state = ?, started_ms = ? WHERE id = ?")
+      .bind(1, static_cast<int>(v1::RUNNING)).bind(2, now_ms).bind(3, id).run();
+}
+
+void Store::end_run(const std::string& id, v1::RunState state, v1::StopReason why, const std::string& message) {
+  db_->prepare("UPDATE runs SET state = ?, stop_reason = ?, message = ? WHERE id = ?")
+      .bind(1, static_cast<int>(state)).bind(2, label(why)).bind(3, message).bind(4, id).run();
 }
 
 void Store::set_run_device_class(const std::string& id, const std::string& device_class) {

@@ -43,6 +43,13 @@ struct RunRecord {
   // The submitting client's id for this submit (empty: none given): a retried submit with the
   // same id returns this run instead of making another.
   std::string request_id;
+  // Budgets (0: none): wall time from the first lease, candidates evaluated, generations in a
+  // row without a better best time. The run ends DONE at the first one spent.
+  int64_t budget_ms = 0;
+  int max_evals = 0;
+  int patience = 0;
+  int64_t started_ms = 0;  // its first lease; 0 while QUEUED
+  v1::StopReason stop_reason = v1::STOP_REASON_UNSPECIFIED;  // why it ended
 };
 
 struct CandidateRecord {
@@ -143,7 +150,7 @@ struct StoreOptions {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 7;
+  static constexpr int kSchemaVersion = 8;
 
   // Opens or creates the database file, checks it (PRAGMA quick_check) and migrates it to
   // kSchemaVersion. Throws StoreError with one line for people when the directory does not exist,
@@ -177,6 +184,10 @@ class Store {
   // Runs that hand out work: queued or running.
   std::vector<RunRecord> active_runs();
   void set_run_state(const std::string& id, int state, const std::string& message);
+  // QUEUED -> RUNNING at its first lease, which starts its wall-time budget.
+  void set_run_started(const std::string& id, int64_t now_ms);
+  // DONE, CANCELLED or FAILED, with why (the reason's label is stored) and the words for people.
+  void end_run(const std::string& id, v1::RunState state, v1::StopReason why, const std::string& message);
   void set_run_device_class(const std::string& id, const std::string& device_class);
   void set_run_generation(const std::string& id, int generation);
 

@@ -93,6 +93,7 @@ EVO_WIRE_LABELS(v1::SearchStrategy)
 EVO_WIRE_LABELS(v1::FitnessInputs)
 EVO_WIRE_LABELS(v1::CandidateState)
 EVO_WIRE_LABELS(v1::ResultSource)
+EVO_WIRE_LABELS(v1::StopReason)
 #undef EVO_WIRE_LABELS
 
 }  // namespace evo

@@ -1,7 +1,7 @@
 #pragma once
 // The text labels of the wire's enums (evo.proto): a gate ("tensor_cores"), a verdict ("not_run"),
 // a search strategy ("evolve"), fitness inputs ("resident"), a candidate state ("queued"), a result
-// source ("cache"). People type and read the labels, the store keeps them in its text columns, and
+// source ("cache"), why a run stopped ("budget_spent"). People type and read the labels, the store keeps them in its text columns, and
 // peers from before the enum fields sent only them. A label is the value's name less its enum's
 // prefix, lowercased (GATE_TENSOR_CORES: "tensor_cores"), so evo.proto is their one home.
 //

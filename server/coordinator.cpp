@@ -54,6 +54,13 @@ int Coordinator::breed_waiting_generations() {
   return waiting;
 }
 
+int Coordinator::end_spent_budgets() {
+  int ended = 0;
+  store_.transaction([&] { ended = runs_.end_spent_budgets(); });
+  if (ended) notify_change();
+  return ended;
+}
+
 // ---------------------------------------------------------------- users
 
 v1::Run Coordinator::submit(const v1::SubmitRunRequest& req) {

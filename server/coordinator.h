@@ -64,6 +64,8 @@ class Coordinator {
   // RunLifecycle::breed_waiting_generations in a transaction of its own; evod's sweeper calls it
   // every period.
   int breed_waiting_generations();
+  // RunLifecycle::end_spent_budgets in a transaction of its own; evod's sweeper calls it too.
+  int end_spent_budgets();
 
   // For WatchRun: a counter bumped by every state change, and a wait for it to move.
   uint64_t change_count() const;

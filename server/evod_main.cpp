@@ -207,6 +207,7 @@ int main(int argc, char** argv) {
       try {
         coordinator.sweep_expired_leases();
         coordinator.breed_waiting_generations();
+        coordinator.end_spent_budgets();
       } catch (const evo::StoreError& e) {
         // A storage fault was logged once by the Store; a sweep every period need not repeat it.
         if (e.fault() == evo::StoreFault::kOther) spdlog::error("event=sweep_failed error=\"{}\"", e.what());

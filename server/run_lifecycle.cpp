@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <optional>
 
 #include <spdlog/spdlog.h>
 
 #include "device_limits.h"
+#include "duration_text.h"
 #include "errors.h"
 #include "genome_proto.h"
 #include "search_space.h"
@@ -87,6 +89,38 @@ std::vector<std::pair<std::string, Genome>> submitted_start_genomes(const v1::Su
   return out;
 }
 
+// Why the run's wall-time budget is spent at `now`; nullopt while it is not (or it has none, or
+// it has not started).
+std::optional<std::string> spent_time(const RunRecord& run, int64_t now) {
+  if (run.budget_ms <= 0 || run.started_ms <= 0 || now - run.started_ms < run.budget_ms) return std::nullopt;
+  return "budget of " + duration_text(run.budget_ms) + " spent";
+}
+
+// Generations in a row, up to `last`, whose best time is no better than the best before them
+// (generation 0 improves on nothing when it has a time at all).
+int generations_without_improvement(const std::vector<CandidateRecord>& candidates, int last) {
+  std::vector<double> best(static_cast<size_t>(last) + 1, std::numeric_limits<double>::infinity());
+  for (const auto& c : candidates)
+    if (c.generation <= last && c.fitness_us) best[c.generation] = std::min(best[c.generation], *c.fitness_us);
+  double so_far = std::numeric_limits<double>::infinity();
+  int stale = 0;
+  for (double b : best) {
+    if (b < so_far) {
+      so_far = b;
+      stale = 0;
+    } else {
+      ++stale;
+    }
+  }
+  return stale;
+}
+
+// How many candidates the next generation may hold: the population, or fewer where max_evals
+// leaves fewer evaluations (`evaluated` of them spent).
+int generation_size(const RunRecord& run, int evaluated) {
+  return run.max_evals > 0 ? std::max(0, std::min(run.population, run.max_evals - evaluated)) : run.population;
+}
+
 // The canonical texts of a submit's start genomes (genes that none of the run's shapes uses at
 // their defaults, as the strategy proposes them), each checked as the strategy will check it, so
 // that a genome the strategy would drop is refused now instead. Constraints that read SM_ARCH are
@@ -113,12 +147,13 @@ std::vector<std::string> check_start_genomes(const v1::SubmitRunRequest& req, co
   // Generation 0 must hold them all beside the default genome.
   const std::string seed_genome = space.default_genome().text();
   const int needed = static_cast<int>(out.size()) + (std::find(out.begin(), out.end(), seed_genome) == out.end());
-  if (!out.empty() && needed > run.population) {
+  const int first = generation_size(run, 0);
+  if (!out.empty() && needed > first) {
     const bool seed_among = needed == static_cast<int>(out.size());
     throw InputError(std::to_string(out.size()) + " distinct start genomes" +
                      (seed_among ? " (the default genome among them)" : " and the default genome") +
-                     " need a population of " + std::to_string(needed) + ", got " +
-                     std::to_string(run.population));
+                     " need a population of " + std::to_string(needed) + ", got " + std::to_string(first) +
+                     (first < run.population ? " (max_evals)" : ""));
   }
   return out;
 }
@@ -150,6 +185,12 @@ RunRecord run_of_request(const v1::SubmitRunRequest& req, const SearchSpace& spa
   if (run.top_k <= 0 || run.top_k > run.population)
     throw InputError("top_k must be in 1..population (" + std::to_string(run.population) + "), got " +
                      std::to_string(run.top_k) + (req.has_top_k() ? "" : " (the default)"));
+  if (req.budget_ms() < 0) throw InputError("budget must be positive (0: none), got " + std::to_string(req.budget_ms()) + " ms");
+  if (req.max_evals() < 0) throw InputError("max_evals must be positive (0: none), got " + std::to_string(req.max_evals()));
+  if (req.patience() < 0) throw InputError("patience must be positive (0: none), got " + std::to_string(req.patience()));
+  run.budget_ms = req.budget_ms();
+  run.max_evals = req.max_evals();
+  run.patience = req.patience();
   run.strategy = submitted_choice(req.search_strategy(), req.strategy(), server::kDefaultStrategy, "strategy");
   run.rng_seed = req.rng_seed() == 0 ? server::kDefaultRngSeed : req.rng_seed();
   run.device_class = req.device_class();
@@ -214,7 +255,7 @@ RunRecord RunLifecycle::submit(const v1::SubmitRunRequest& req) {
     run = run_of_request(req, space, clock_());
     // make_strategy rejects an unknown strategy name; generation 0 is computed before any write.
     run.id = "pending";
-    generation0 = strategy_for(run, space)->next_generation(0, {}, run.population);
+    generation0 = strategy_for(run, space)->next_generation(0, {}, generation_size(run, 0));
   } catch (const InputError& e) {
     throw CoordinatorError(Code::kInvalidArgument, e.what());
   } catch (const GenerationNotReady&) {
@@ -234,10 +275,11 @@ RunRecord RunLifecycle::submit(const v1::SubmitRunRequest& req) {
   if (repeated) return *repeated;
   spdlog::info("event=run_submitted run_id={} seed={} shapes={} generations={} population={} top_k={} "
                "strategy={} rng_seed={} device_class=\"{}\" start_genomes={} fitness_inputs={} candidates={} "
-               "request_id=\"{}\"{}",
+               "request_id=\"{}\" budget_ms={} max_evals={} patience={}{}",
                run.id, run.seed, run.shapes.size(), run.generations, run.population, run.top_k,
                label(run.strategy), run.rng_seed, run.device_class, run.start_genomes.size(),
-               label(run.fitness_inputs), generation0.size(), run.request_id,
+               label(run.fitness_inputs), generation0.size(), run.request_id, run.budget_ms, run.max_evals,
+               run.patience,
                waits_for_list ? " generation0=pending" : "");
   return run;
 }
@@ -255,12 +297,9 @@ RunRecord RunLifecycle::cancel(const std::string& run_id) {
   store_.transaction([&] {
     run = require_run(store_, run_id);
     if (!is_terminal(run.state)) {
-      store_.set_run_state(run_id, v1::CANCELLED, "cancelled by request");
-      run.state = v1::CANCELLED;
-      run.message = "cancelled by request";
+      end(run, v1::CANCELLED, v1::STOP_REASON_CANCELLED, "cancelled by request");
     }
   });
-  spdlog::info("event=run_cancelled run_id={}", run_id);
   return run;
 }
 
@@ -271,8 +310,51 @@ void RunLifecycle::fix_device_class(RunRecord& run, const std::string& device_cl
 
 void RunLifecycle::mark_running(RunRecord& run) {
   if (run.state != v1::QUEUED) return;
-  store_.set_run_state(run.id, v1::RUNNING, "");
+  run.started_ms = clock_();
+  store_.set_run_started(run.id, run.started_ms);
   run.state = v1::RUNNING;
+}
+
+void RunLifecycle::end(RunRecord& run, v1::RunState state, v1::StopReason why, const std::string& message) {
+  store_.end_run(run.id, state, why, message);
+  run.state = state;
+  run.stop_reason = why;
+  run.message = message;
+  const auto level = state == v1::FAILED ? spdlog::level::err : spdlog::level::info;
+  spdlog::log(level, "event=run_{} run_id={} generation={} reason={} message=\"{}\"",
+              state == v1::DONE ? "done" : state == v1::CANCELLED ? "cancelled" : "failed", run.id,
+              run.current_generation, label(why), message);
+}
+
+std::optional<std::pair<v1::StopReason, std::string>> RunLifecycle::spent_budget(const RunRecord& run,
+                                                                               int completed) {
+  if (completed + 1 >= run.generations) return std::make_pair(v1::STOP_REASON_GENERATIONS_DONE, std::string());
+  if (run.max_evals > 0) {
+    const int evaluated = store_.count_candidates_of_run(run.id).done;
+    if (generation_size(run, evaluated) == 0)
+      return std::make_pair(v1::STOP_REASON_MAX_EVALS, "max_evals " + std::to_string(run.max_evals) + " reached");
+  }
+  if (run.patience > 0) {
+    const int stale = generations_without_improvement(store_.candidates_of_run(run.id), completed);
+    if (stale >= run.patience)
+      return std::make_pair(v1::STOP_REASON_NO_IMPROVEMENT,
+                            "no better time in the last " + std::to_string(stale) + " generations (patience " +
+                                std::to_string(run.patience) + ")");
+  }
+  if (auto spent = spent_time(run, clock_())) return std::make_pair(v1::STOP_REASON_BUDGET_SPENT, *spent);
+  return std::nullopt;
+}
+
+int RunLifecycle::end_spent_budgets() {
+  int ended = 0;
+  const int64_t now = clock_();
+  for (auto& run : store_.active_runs()) {
+    if (auto spent = spent_time(run, now)) {
+      end(run, v1::DONE, v1::STOP_REASON_BUDGET_SPENT, *spent);
+      ++ended;
+    }
+  }
+  return ended;
 }
 
 void RunLifecycle::advance_if_generation_complete(const std::string& run_id) {
@@ -283,11 +365,7 @@ void RunLifecycle::advance_if_generation_complete(const std::string& run_id) {
   // A generation with no candidate waits to be bred (its strategy was not ready).
   if (proposed == 0) return breed(run, g);
   if (store_.count_candidates(run_id, g, true) < proposed) return;
-  if (g + 1 >= run.generations) {
-    store_.set_run_state(run_id, v1::DONE, "");
-    spdlog::info("event=run_done run_id={} generations={}", run_id, g + 1);
-    return;
-  }
+  if (auto spent = spent_budget(run, g)) return end(run, v1::DONE, spent->first, spent->second);
   breed(run, g + 1);
 }
 
@@ -301,34 +379,27 @@ int RunLifecycle::breed_waiting_generations() {
   return waiting;
 }
 
-void RunLifecycle::breed(const RunRecord& run, int generation) {
+void RunLifecycle::breed(RunRecord& run, int generation) {
   const SearchSpace& space = SearchSpace::for_template(run.seed);
   auto candidates = store_.candidates_of_run(run.id);
   std::vector<ScoredCandidate> history;
   for (const auto& c : candidates) history.push_back({space.parse(c.genome), c.fitness_us});
+  int evaluated = 0;
+  for (const auto& c : candidates) evaluated += c.state == v1::CANDIDATE_STATE_DONE;
   std::vector<Offspring> next;
   try {
-    next = strategy_for(run, space)->next_generation(generation, history, run.population);
+    next = strategy_for(run, space)->next_generation(generation, history, generation_size(run, evaluated));
   } catch (const GenerationNotReady& e) {
     // Asked again by the sweeper (breed_waiting_generations) until the strategy is ready.
     spdlog::debug("event=generation_waiting run_id={} generation={} reason=\"{}\"", run.id, generation, e.what());
     if (generation != run.current_generation) store_.set_run_generation(run.id, generation);
     return;
   } catch (const std::exception& e) {
-    store_.set_run_state(run.id, v1::FAILED, std::string("strategy failed: ") + e.what());
-    spdlog::error("event=run_failed run_id={} error=\"{}\"", run.id, e.what());
-    return;
+    return end(run, v1::FAILED, v1::STOP_REASON_FAILED, std::string("strategy failed: ") + e.what());
   }
-  if (next.empty() && generation == 0) {
-    store_.set_run_state(run.id, v1::FAILED, "no valid genome of " + run.seed + " serves these shapes");
-    spdlog::error("event=run_failed run_id={} error=\"no valid genome serves the run's shapes\"", run.id);
-    return;
-  }
-  if (next.empty()) {
-    store_.set_run_state(run.id, v1::DONE, "search space exhausted");
-    spdlog::info("event=run_done run_id={} generations={} reason=exhausted", run.id, generation);
-    return;
-  }
+  if (next.empty() && generation == 0)
+    return end(run, v1::FAILED, v1::STOP_REASON_FAILED, "no valid genome of " + run.seed + " serves these shapes");
+  if (next.empty()) return end(run, v1::DONE, v1::STOP_REASON_SPACE_EXHAUSTED, "search space exhausted");
   insert_generation(store_, run, generation, next, static_cast<int>(candidates.size()));
   if (generation != run.current_generation) store_.set_run_generation(run.id, generation);
   spdlog::info("event=generation_bred run_id={} generation={} candidates={}", run.id, generation, next.size());

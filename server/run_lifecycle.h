@@ -2,7 +2,8 @@
 // The run lifecycle: a run is submitted (checked whole, then stored with its generation 0 in one
 // transaction), fixes its device class and starts running at its first lease, breeds each next
 // generation once the current one is complete, and ends DONE (its last generation complete, or
-// the search space exhausted), FAILED (the strategy threw) or CANCELLED. Over the runs and
+// the search space exhausted, or a budget of the submit's spent: wall time, evaluations, patience),
+// FAILED (the strategy threw) or CANCELLED. Run.stop_reason says which. Over the runs and
 // candidates tables of the Store; which candidate is leased, and when one is complete, is the
 // lease scheduler's business (lease_scheduler.h).
 #include <optional>
@@ -47,12 +48,20 @@ class RunLifecycle {
   // For evod's sweeper, every period: breeds the generations left waiting; returns how many runs
   // were waiting. Also after a restart, for those that waited when evod stopped.
   int breed_waiting_generations();
+  // For evod's sweeper, every period: ends DONE (budget spent) each running run whose wall-time
+  // budget has passed since its first lease; returns how many.
+  int end_spent_budgets();
 
  private:
   // A submit whose request id made a run already: that run (nullopt otherwise), in its own read.
   std::optional<RunRecord> repeated_submit(const v1::SubmitRunRequest& request);
   // Proposes `generation` (the current one when it waits, or the next) and stores it.
-  void breed(const RunRecord& run, int generation);
+  void breed(RunRecord& run, int generation);
+  // Why the run stops after its generation `completed` (its last one, max_evals, patience or the
+  // wall-time budget); nullopt when it goes on.
+  std::optional<std::pair<v1::StopReason, std::string>> spent_budget(const RunRecord& run, int completed);
+  // Ends the run with why, in the store and in `run`, and logs it.
+  void end(RunRecord& run, v1::RunState state, v1::StopReason why, const std::string& message);
 
   Store& store_;
   Clock clock_;

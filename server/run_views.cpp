@@ -76,6 +76,11 @@ v1::Run to_proto(const RunRecord& r) {
   for (const auto& g : r.start_genomes) put_genome(g, run.add_start_genomes(), run.add_typed_start_genomes());
   run.set_fitness_from(r.fitness_inputs);
   run.set_fitness_inputs(label(r.fitness_inputs));
+  run.set_budget_ms(r.budget_ms);
+  run.set_max_evals(r.max_evals);
+  run.set_patience(r.patience);
+  run.set_stop_reason(r.stop_reason);
+  run.set_started_unix_ms(r.started_ms);
   return run;
 }
 
@@ -91,6 +96,7 @@ v1::RunStatus RunViews::build_status(const RunRecord& run) {
   const int done = counts.done;
   st.set_evaluations_done(done);
   int planned = run.generations * run.population;
+  if (run.max_evals > 0) planned = std::min(planned, run.max_evals);
   // A finished run (or an exhausted space) planned exactly what it did.
   st.set_evaluations_total(run.state == v1::DONE ? done : std::max(planned, counts.total));
   st.set_failed(counts.refused);

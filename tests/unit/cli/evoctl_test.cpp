@@ -10,6 +10,7 @@
 #include "evoctl.h"
 #include "fake_coordinator.h"
 #include "genome_proto.h"
+#include "options.h"
 #include "search_space.h"
 
 namespace evo::cli {
@@ -68,6 +69,27 @@ TEST_F(Evoctl, SubmitSendsTheDtype) {
   EXPECT_EQ(req.shapes(0), "1x8x512x64:bf16:causal");
   ASSERT_EQ(run({"submit", "--seed", "fa_s512_v3"}).exit_status, 0);
   EXPECT_EQ(server_.service.last_submit.dtype(), v1::DTYPE_FP16) << "fp16 unless asked";
+}
+
+TEST_F(Evoctl, SubmitSendsTheBudgets) {
+  const auto r = run({"submit", "--seed", "fa_s512_v3", "--budget", "1h30m", "--max-evals", "200", "--patience", "3"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  const auto& req = server_.service.last_submit;
+  EXPECT_EQ(req.budget_ms(), 5'400'000);
+  EXPECT_EQ(req.max_evals(), 200);
+  EXPECT_EQ(req.patience(), 3);
+  ASSERT_EQ(run({"submit", "--seed", "fa_s512_v3"}).exit_status, 0);
+  EXPECT_EQ(server_.service.last_submit.budget_ms(), 0) << "no budget unless asked";
+}
+
+TEST(EvoctlDuration, ReadsUnitsLargestFirstAndPlainSeconds) {
+  EXPECT_EQ(cli::parse_duration_ms("--budget", "90s"), 90'000);
+  EXPECT_EQ(cli::parse_duration_ms("--budget", "90"), 90'000);
+  EXPECT_EQ(cli::parse_duration_ms("--budget", "10m"), 600'000);
+  EXPECT_EQ(cli::parse_duration_ms("--budget", "2h"), 7'200'000);
+  EXPECT_EQ(cli::parse_duration_ms("--budget", "1h30m15s"), 5'415'000);
+  for (const char* bad : {"", "m", "10x", "1h30", "30m1h", "1m1m", "0s", "8d", "169h", "-5m", "1.5h", "10 m"})
+    EXPECT_THROW(cli::parse_duration_ms("--budget", bad), UsageError) << bad;
 }
 
 TEST_F(Evoctl, ABadDtypeIsOneUsageErrorNamingTheChoices) {
@@ -247,7 +269,9 @@ TEST_F(Evoctl, UsageErrorsExitTwoWithOneLine) {
            // 0 would reach evod as "not set" and run seed 1
            {"submit", "--seed", "x", "--rng-seed", "0"},
            // evod's own limits
-           {"submit", "--seed", "x", "--generations", "10001"}, {"submit", "--seed", "x", "--population", "4097"}}) {
+           {"submit", "--seed", "x", "--generations", "10001"}, {"submit", "--seed", "x", "--population", "4097"},
+           {"submit", "--seed", "x", "--budget", "soon"}, {"submit", "--seed", "x", "--max-evals", "0"},
+           {"submit", "--seed", "x", "--patience", "-1"}, {"status", "r1", "--budget", "1m"}}) {
     const auto r = run(args);
     EXPECT_EQ(r.exit_status, 2) << ::testing::PrintToString(args);
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;

@@ -46,6 +46,21 @@ TEST(Format, StatusSummaryListsTheStartGenomes) {
       << out;
 }
 
+TEST(Format, StatusSummaryNamesTheBudgetsAndWhichEndedTheRun) {
+  v1::RunStatus s;
+  s.mutable_run()->set_run_id("r1");
+  EXPECT_EQ(status_summary(s).find("budgets"), std::string::npos) << "no budgets, no line";
+  s.mutable_run()->set_budget_ms(5'400'000);
+  s.mutable_run()->set_max_evals(200);
+  s.mutable_run()->set_patience(3);
+  s.mutable_run()->set_state(v1::DONE);
+  s.mutable_run()->set_stop_reason(v1::STOP_REASON_BUDGET_SPENT);
+  s.mutable_run()->set_message("budget of 1h30m spent");
+  const std::string out = status_summary(s);
+  EXPECT_EQ(out.rfind("run r1: DONE (budget of 1h30m spent)\n", 0), 0u) << out;
+  EXPECT_NE(out.find("\n  budgets: 1h30m of wall time, 200 evaluations, patience 3\n"), std::string::npos) << out;
+}
+
 TEST(Format, StatusSummarySaysWhatAQueuedRunWaitsFor) {
   v1::RunStatus s;
   s.mutable_run()->set_run_id("r1");

@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <thread>
+#include <tuple>
+#include <vector>
 
 #include "device_limits.h"
 #include "manager_fixture.h"
@@ -91,6 +93,119 @@ TEST_F(RunLifecycleTest, CancellingAnEndedRunLeavesItAsItEnded) {
   const RunRecord queued = submit(1, 1, 1);
   EXPECT_EQ(runs_.cancel(queued.id).state, v1::CANCELLED);
   EXPECT_EQ(store_.get_run(queued.id)->message, "cancelled by request");
+}
+
+// --- budgets: the run ends DONE at the first one spent, with its elites, and says which.
+
+class BudgetTest : public RunLifecycleTest {
+ protected:
+  RunRecord submit_with(int generations, int population, int64_t budget_ms, int max_evals, int patience) {
+    v1::SubmitRunRequest req;
+    req.set_seed("fa_s512_v3");
+    req.set_generations(generations);
+    req.set_population(population);
+    req.set_top_k(1);
+    req.set_rng_seed(7);
+    req.set_budget_ms(budget_ms);
+    req.set_max_evals(max_evals);
+    req.set_patience(patience);
+    return runs_.submit(req);
+  }
+  // Finishes every candidate of the run's current generation at `fitness_us`, then advances.
+  void finish_generation(const std::string& run_id, double fitness_us) {
+    for (const auto& c : of_generation(run_id, store_.get_run(run_id)->current_generation))
+      if (c.state != v1::CANDIDATE_STATE_DONE) finish(c, fitness_us);
+    advance(run_id);
+  }
+  void start(RunRecord& run) {
+    store_.transaction([&] { runs_.mark_running(run); });
+  }
+};
+
+TEST_F(BudgetTest, AnUntouchedRunEndsAfterItsGenerationsAndSaysSo) {
+  const RunRecord run = submit_with(2, 2, 0, 0, 0);
+  finish_generation(run.id, 50);
+  finish_generation(run.id, 40);
+  const RunRecord after = *store_.get_run(run.id);
+  EXPECT_EQ(after.state, v1::DONE);
+  EXPECT_EQ(after.stop_reason, v1::STOP_REASON_GENERATIONS_DONE);
+}
+
+TEST_F(BudgetTest, MaxEvalsCutsTheLastGenerationToFitAndEndsTheRun) {
+  const RunRecord run = submit_with(10, 4, 0, 6, 0);
+  EXPECT_EQ(of_generation(run.id, 0).size(), 4u);
+  finish_generation(run.id, 50);
+  ASSERT_EQ(of_generation(run.id, 1).size(), 2u) << "six evaluations in all: four, then two";
+  finish_generation(run.id, 40);
+  const RunRecord after = *store_.get_run(run.id);
+  EXPECT_EQ(after.state, v1::DONE);
+  EXPECT_EQ(after.stop_reason, v1::STOP_REASON_MAX_EVALS);
+  EXPECT_EQ(after.message, "max_evals 6 reached");
+  EXPECT_EQ(store_.candidates_of_run(run.id).size(), 6u);
+  // Fewer than one generation: generation 0 is cut too.
+  EXPECT_EQ(of_generation(submit_with(10, 4, 0, 3, 0).id, 0).size(), 3u);
+}
+
+TEST_F(BudgetTest, PatienceEndsTheRunAfterGenerationsWithoutABetterTime) {
+  const RunRecord run = submit_with(20, 2, 0, 0, 2);
+  finish_generation(run.id, 50);
+  finish_generation(run.id, 40);  // better
+  finish_generation(run.id, 45);  // not better: 1
+  EXPECT_EQ(store_.get_run(run.id)->state, v1::QUEUED);
+  finish_generation(run.id, 40);  // equal is not better: 2
+  const RunRecord after = *store_.get_run(run.id);
+  EXPECT_EQ(after.state, v1::DONE);
+  EXPECT_EQ(after.stop_reason, v1::STOP_REASON_NO_IMPROVEMENT);
+  EXPECT_EQ(after.current_generation, 3);
+  EXPECT_EQ(after.message, "no better time in the last 2 generations (patience 2)");
+}
+
+TEST_F(BudgetTest, TheWallTimeBudgetCountsFromTheFirstLeaseAndEndsTheRunMidGeneration) {
+  RunRecord run = submit_with(20, 4, 60'000, 0, 0);
+  now_ += 3'600'000;  // queued for an hour: no budget spent
+  EXPECT_EQ(in_transaction([&] { return runs_.end_spent_budgets(); }), 0);
+  start(run);
+  EXPECT_EQ(store_.get_run(run.id)->started_ms, now_);
+  finish(of_generation(run.id, 0)[0], 50);
+  now_ += 59'999;
+  EXPECT_EQ(in_transaction([&] { return runs_.end_spent_budgets(); }), 0);
+  now_ += 1;
+  EXPECT_EQ(in_transaction([&] { return runs_.end_spent_budgets(); }), 1);
+  const RunRecord after = *store_.get_run(run.id);
+  EXPECT_EQ(after.state, v1::DONE);
+  EXPECT_EQ(after.stop_reason, v1::STOP_REASON_BUDGET_SPENT);
+  EXPECT_EQ(after.message, "budget of 1m spent");
+  EXPECT_EQ(in_transaction([&] { return runs_.end_spent_budgets(); }), 0) << "an ended run is not ended twice";
+  // A generation that completes after the budget passed breeds no next one.
+  RunRecord late = submit_with(20, 2, 1'000, 0, 0);
+  start(late);
+  now_ += 1'000;
+  finish_generation(late.id, 50);
+  EXPECT_EQ(store_.get_run(late.id)->stop_reason, v1::STOP_REASON_BUDGET_SPENT);
+  EXPECT_TRUE(of_generation(late.id, 1).empty());
+}
+
+TEST_F(BudgetTest, NegativeBudgetsAreRefusedAndStoreNothing) {
+  const std::string before = store_.dump();
+  for (auto [budget, evals, patience, why] :
+       std::vector<std::tuple<int64_t, int, int, std::string>>{{-1, 0, 0, "budget must be positive (0: none), got -1 ms"},
+                                                               {0, -2, 0, "max_evals must be positive (0: none), got -2"},
+                                                               {0, 0, -3, "patience must be positive (0: none), got -3"}}) {
+    try {
+      submit_with(3, 4, budget, evals, patience);
+      ADD_FAILURE() << why;
+    } catch (const CoordinatorError& e) {
+      EXPECT_EQ(e.code(), CoordinatorError::Code::kInvalidArgument);
+      EXPECT_EQ(std::string(e.what()), why);
+    }
+  }
+  EXPECT_EQ(store_.dump(), before);
+}
+
+TEST_F(BudgetTest, CancelAndExhaustionSayWhy) {
+  EXPECT_EQ(runs_.cancel(submit_with(3, 2, 0, 0, 0).id).stop_reason, v1::STOP_REASON_CANCELLED);
+  EXPECT_EQ(store_.get_run(submit_with(3, 2, 0, 0, 0).id)->stop_reason, v1::STOP_REASON_UNSPECIFIED)
+      << "a running run has no stop reason";
 }
 
 }  // namespace

@@ -23,8 +23,17 @@ TEST(Store, MigratesAnEmptyDatabaseToTheCurrentSchema) {
   EXPECT_EQ(again.schema_version(), Store::kSchemaVersion);
   std::string dump = again.dump();
   std::string versions = dump.substr(0, dump.find("SELECT * FROM runs"));
-  EXPECT_EQ(versions, "SELECT * FROM schema_version ORDER BY version\n1\n2\n3\n4\n5\n6\n7\n");
+  EXPECT_EQ(versions, "SELECT * FROM schema_version ORDER BY version\n1\n2\n3\n4\n5\n6\n7\n8\n");
 }
+
+// Version 8 taken back: the schema of version 7.
+constexpr const char* kBeforeVersion8 =
+    "DELETE FROM schema_version WHERE version >= 8;"
+    "ALTER TABLE runs DROP COLUMN budget_ms;"
+    "ALTER TABLE runs DROP COLUMN max_evals;"
+    "ALTER TABLE runs DROP COLUMN patience;"
+    "ALTER TABLE runs DROP COLUMN started_ms;"
+    "ALTER TABLE runs DROP COLUMN stop_reason;";
 
 // Version 7 taken back: the schema of version 6.
 constexpr const char* kBeforeVersion7 =
@@ -48,9 +57,36 @@ constexpr const char* kBeforeVersion6 =
 void write_older_database(const test::TempDir& dir, const char* sql) {
   { Store fresh(dir.file("evo.db")); }
   SqliteConnection db(dir.file("evo.db"));
+  db.exec(kBeforeVersion8);
   db.exec(kBeforeVersion7);
   db.exec(kBeforeVersion6);
   db.exec(sql);
+}
+
+// A version-7 run, done or still running, migrates with no budget and no stop reason: it runs on
+// (or stays ended) as before.
+TEST(Store, MigrationToVersionEightGivesOlderRunsNoBudget) {
+  test::TempDir dir;
+  { Store fresh(dir.file("evo.db")); }
+  {
+    SqliteConnection db(dir.file("evo.db"));
+    db.exec(kBeforeVersion8);
+    db.exec("INSERT INTO runs (id, seed, shapes, generations, population, top_k, strategy, rng_seed, device_class,"
+            " state, created_ms, message, smem_limit) VALUES ('run-0001', 'fa_s512_v3', '1x8x512x64', 1, 1, 1,"
+            " 'evolve', 1, '', 3, 0, '', 1);");
+  }
+  Store migrated(dir.file("evo.db"));
+  EXPECT_EQ(migrated.schema_version(), Store::kSchemaVersion);
+  migrated.transaction([&] {
+    const auto run = migrated.get_run("run-0001");
+    ASSERT_TRUE(run);
+    EXPECT_EQ(run->state, v1::DONE);
+    EXPECT_EQ(run->budget_ms, 0);
+    EXPECT_EQ(run->max_evals, 0);
+    EXPECT_EQ(run->patience, 0);
+    EXPECT_EQ(run->started_ms, 0);
+    EXPECT_EQ(run->stop_reason, v1::STOP_REASON_UNSPECIFIED);
+  });
 }
 
 // Version 6 cached a time on one worker's word (or its "estimated" flag), and its workers had no
