@@ -268,6 +268,9 @@ std::string status_summary(const v1::RunStatus& s) {
   // say what it waits for.
   if (const std::string waiting = waiting_text(s); !waiting.empty()) o << "  " << waiting << "\n";
   o << "  " << progress_line(s, false) << "\n";
+  if (s.has_evaluations_per_minute())
+    o << "  throughput: " << fixed(s.evaluations_per_minute(), 1) << " evaluations a minute, the GPU measuring "
+      << fixed(100 * s.gpu_share(), 0) << "% of the wall time (correctness, sanitizer, timing)\n";
   const std::string best = genome_text(s.typed_best_genome(), s.best_genome());
   if (!best.empty())
     o << "  best " << best

@@ -189,13 +189,16 @@ DELETE FROM result_cache;
 )sql"},
     // 7 -> 8: budgets. A run may stop at a wall time from its first lease, a count of
     // evaluations or a number of generations without a better best time, and says why it
-    // stopped (the StopReason's label; empty for runs that ended before).
+    // stopped (the StopReason's label; empty for runs that ended before) and when. Its GPU
+    // gates' time, summed as reports arrive, gives its throughput (0 for what came before).
     {R"sql(
 ALTER TABLE runs ADD COLUMN budget_ms INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN max_evals INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN patience INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN started_ms INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN stop_reason TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN ended_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN gpu_ms REAL NOT NULL DEFAULT 0;
 )sql"},
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
@@ -278,7 +281,7 @@ WorkerRecord read_worker(const SqliteStatement& s) {
 constexpr const char* kRunColumns =
     "id, seed, shapes, generations, population, top_k, strategy, rng_seed, device_class, state, "
     "created_ms, message, current_generation, smem_limit, start_genomes, fitness_inputs, request_id, "
-    "budget_ms, max_evals, patience, started_ms, stop_reason";
+    "budget_ms, max_evals, patience, started_ms, stop_reason, ended_ms, gpu_ms";
 
 RunRecord read_run(const SqliteStatement& s) {
   RunRecord r;
@@ -305,6 +308,8 @@ RunRecord read_run(const SqliteStatement& s) {
   r.started_ms = s.column_int(20);
   // Empty for a run that ended before the column, or is still running.
   r.stop_reason = parse_label<v1::StopReason>(s.column_text(21)).value_or(v1::STOP_REASON_UNSPECIFIED);
+  r.ended_ms = s.column_int(22);
+  r.gpu_ms = s.column_double(23);
   return r;
 }
 
@@ -661,9 +666,14 @@ void Store::set_run_started(const std::string& id, int64_t now_ms) {
       .bind(1, static_cast<int>(v1::RUNNING)).bind(2, now_ms).bind(3, id).run();
 }
 
-void Store::end_run(const std::string& id, v1::RunState state, v1::StopReason why, const std::string& message) {
-  db_->prepare("UPDATE runs SET state = ?, stop_reason = ?, message = ? WHERE id = ?")
-      .bind(1, static_cast<int>(state)).bind(2, label(why)).bind(3, message).bind(4, id).run();
+void Store::end_run(const std::string& id, v1::RunState state, v1::StopReason why, const std::string& message,
+                    int64_t now_ms) {
+  db_->prepare("UPDATE runs SET state = ?, stop_reason = ?, message = ?, ended_ms = ? WHERE id = ?")
+      .bind(1, static_cast<int>(state)).bind(2, label(why)).bind(3, message).bind(4, now_ms).bind(5, id).run();
+}
+
+void Store::add_run_gpu_ms(const std::string& id, double ms) {
+  db_->prepare("UPDATE runs SET gpu_ms = gpu_ms + ? WHERE id = ?").bind(1, ms).bind(2, id).run();
 }
 
 void Store::set_run_device_class(const std::string& id, const std::string& device_class) {

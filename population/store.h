@@ -49,6 +49,8 @@ struct RunRecord {
   int max_evals = 0;
   int patience = 0;
   int64_t started_ms = 0;  // its first lease; 0 while QUEUED
+  int64_t ended_ms = 0;    // when it ended; 0 while it runs
+  double gpu_ms = 0;       // its evaluations' GPU gates (correctness, sanitizer, timing), summed
   v1::StopReason stop_reason = v1::STOP_REASON_UNSPECIFIED;  // why it ended
 };
 
@@ -187,7 +189,10 @@ class Store {
   // QUEUED -> RUNNING at its first lease, which starts its wall-time budget.
   void set_run_started(const std::string& id, int64_t now_ms);
   // DONE, CANCELLED or FAILED, with why (the reason's label is stored) and the words for people.
-  void end_run(const std::string& id, v1::RunState state, v1::StopReason why, const std::string& message);
+  void end_run(const std::string& id, v1::RunState state, v1::StopReason why, const std::string& message,
+               int64_t now_ms);
+  // Adds an evaluation's GPU gates' time to its run's.
+  void add_run_gpu_ms(const std::string& id, double ms);
   void set_run_device_class(const std::string& id, const std::string& device_class);
   void set_run_generation(const std::string& id, int generation);
 

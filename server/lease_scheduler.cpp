@@ -12,6 +12,7 @@
 #include "resident_time.h"
 #include "run_views.h"
 #include "server_config.h"
+#include "wire_labels.h"
 #include "family.h"
 #include "template_registry.h"
 
@@ -20,6 +21,16 @@ namespace evo {
 namespace {
 
 using Code = CoordinatorError::Code;
+
+// The time an evaluation held the GPU: its correctness, sanitizer and timing gates.
+double gpu_gates_ms(const v1::Evaluation& e) {
+  double ms = 0;
+  for (const auto& g : e.gates()) {
+    const v1::Gate kind = gate_of(g);
+    if (kind == v1::GATE_CORRECT || kind == v1::GATE_SANITIZER || kind == v1::GATE_TIMED) ms += g.elapsed_ms();
+  }
+  return ms;
+}
 
 }  // namespace
 
@@ -304,6 +315,7 @@ v1::ReportResponse LeaseScheduler::report(const v1::ReportRequest& req) {
     EvaluationRecord rec = checked_evaluation(req, worker, *lease, c, run);
     const v1::Evaluation& e = rec.evaluation;
     const int64_t eval_id = rec.id = store_.insert_evaluation(rec);
+    store_.add_run_gpu_ms(run.id, gpu_gates_ms(e));
     store_.set_lease_outcome(lease->id, LeaseOutcome::kReported);
     workers_.touch(worker.id, rec.created_ms);
     resp.set_accepted(true);

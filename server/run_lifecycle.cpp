@@ -316,7 +316,8 @@ void RunLifecycle::mark_running(RunRecord& run) {
 }
 
 void RunLifecycle::end(RunRecord& run, v1::RunState state, v1::StopReason why, const std::string& message) {
-  store_.end_run(run.id, state, why, message);
+  run.ended_ms = clock_();
+  store_.end_run(run.id, state, why, message, run.ended_ms);
   run.state = state;
   run.stop_reason = why;
   run.message = message;

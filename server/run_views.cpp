@@ -81,6 +81,7 @@ v1::Run to_proto(const RunRecord& r) {
   run.set_patience(r.patience);
   run.set_stop_reason(r.stop_reason);
   run.set_started_unix_ms(r.started_ms);
+  run.set_ended_unix_ms(r.ended_ms);
   return run;
 }
 
@@ -112,6 +113,11 @@ v1::RunStatus RunViews::build_status(const RunRecord& run) {
   st.set_elapsed_ms(elapsed);
   if (done > 0 && st.evaluations_total() > done)
     st.set_eta_ms(static_cast<int64_t>(double(elapsed) / done * (st.evaluations_total() - done)));
+  if (run.started_ms > 0) {
+    const int64_t wall_ms = std::max<int64_t>(1, (run.ended_ms > 0 ? run.ended_ms : now) - run.started_ms);
+    st.set_evaluations_per_minute(done * 60'000.0 / double(wall_ms));
+    st.set_gpu_share(run.gpu_ms / double(wall_ms));
+  }
   // A run no worker can serve waits without end; people should see that, not a still clock.
   if (run.state == v1::QUEUED || run.state == v1::RUNNING) st.set_live_workers(workers_.live_workers_for(run, now));
   return st;

@@ -59,6 +59,13 @@ TEST(Format, StatusSummaryNamesTheBudgetsAndWhichEndedTheRun) {
   const std::string out = status_summary(s);
   EXPECT_EQ(out.rfind("run r1: DONE (budget of 1h30m spent)\n", 0), 0u) << out;
   EXPECT_NE(out.find("\n  budgets: 1h30m of wall time, 200 evaluations, patience 3\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find("throughput"), std::string::npos) << "no figures from an evod that sends none";
+  s.set_evaluations_per_minute(11.04);
+  s.set_gpu_share(0.627);
+  EXPECT_NE(status_summary(s).find("\n  throughput: 11.0 evaluations a minute, the GPU measuring 63% of the wall "
+                                   "time (correctness, sanitizer, timing)\n"),
+            std::string::npos)
+      << status_summary(s);
 }
 
 TEST(Format, StatusSummarySaysWhatAQueuedRunWaitsFor) {

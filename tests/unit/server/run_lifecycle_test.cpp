@@ -10,6 +10,8 @@
 
 #include "device_limits.h"
 #include "manager_fixture.h"
+#include "run_views.h"
+#include "wire_labels.h"
 #include "search_space.h"
 
 namespace evo {
@@ -183,6 +185,46 @@ TEST_F(BudgetTest, TheWallTimeBudgetCountsFromTheFirstLeaseAndEndsTheRunMidGener
   finish_generation(late.id, 50);
   EXPECT_EQ(store_.get_run(late.id)->stop_reason, v1::STOP_REASON_BUDGET_SPENT);
   EXPECT_TRUE(of_generation(late.id, 1).empty());
+}
+
+// Throughput counts from the first lease: candidates done per minute, and the GPU gates' time
+// (correctness, sanitizer, timing; not the compile) over the wall time; it stops at the run's end.
+TEST_F(BudgetTest, StatusCountsEvaluationsPerMinuteAndTheGpuShareFromTheFirstLease) {
+  const std::string w = add_worker("sm_90a/model/estimated", true);
+  const RunRecord run = submit_with(1, 1, 0, 0, 0);
+  RunViews views(store_, workers_, clock());
+  EXPECT_FALSE(views.status(run.id).has_evaluations_per_minute()) << "queued: nothing to count yet";
+  // The measurement and its confirmation, each through the correctness, sanitizer and timing gates.
+  auto report_with_gates = [&](const v1::Lease& l) {
+    v1::ReportRequest req;
+    req.set_worker_id(w);
+    req.set_credential(credentials_[w]);
+    req.set_lease_id(l.lease_id());
+    v1::Evaluation& e = *req.mutable_evaluation();
+    e.set_status(v1::OK);
+    e.set_fitness_us(50);
+    e.set_estimated(true);
+    *e.mutable_device() = test::fake_device("sm_90a/model/estimated", true);
+    for (auto [kind, ms] : std::vector<std::pair<v1::Gate, double>>{
+             {v1::GATE_COMPILE, 5000}, {v1::GATE_CORRECT, 300}, {v1::GATE_SANITIZER, 1000}, {v1::GATE_TIMED, 200}}) {
+      auto* g = e.add_gates();
+      set_gate_forms(*g, kind, v1::VERDICT_PASSED);
+      g->set_elapsed_ms(ms);
+    }
+    ASSERT_TRUE(leases_.report(req).accepted());
+  };
+  auto first = lease(w);
+  ASSERT_EQ(first.leases_size(), 1);
+  now_ += 60'000;
+  report_with_gates(first.leases(0));
+  auto confirmation = lease(w);
+  ASSERT_EQ(confirmation.leases_size(), 1);
+  report_with_gates(confirmation.leases(0));
+  ASSERT_EQ(store_.get_run(run.id)->state, v1::DONE);
+  now_ += 3'600'000;  // an hour after the end: the figures stay those of the run's own time
+  const v1::RunStatus st = views.status(run.id);
+  EXPECT_DOUBLE_EQ(st.evaluations_per_minute(), 1.0);
+  EXPECT_DOUBLE_EQ(st.gpu_share(), 2 * 1500.0 / 60'000);
 }
 
 TEST_F(BudgetTest, NegativeBudgetsAreRefusedAndStoreNothing) {

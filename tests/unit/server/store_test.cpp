@@ -33,7 +33,9 @@ constexpr const char* kBeforeVersion8 =
     "ALTER TABLE runs DROP COLUMN max_evals;"
     "ALTER TABLE runs DROP COLUMN patience;"
     "ALTER TABLE runs DROP COLUMN started_ms;"
-    "ALTER TABLE runs DROP COLUMN stop_reason;";
+    "ALTER TABLE runs DROP COLUMN stop_reason;"
+    "ALTER TABLE runs DROP COLUMN ended_ms;"
+    "ALTER TABLE runs DROP COLUMN gpu_ms;";
 
 // Version 7 taken back: the schema of version 6.
 constexpr const char* kBeforeVersion7 =
@@ -86,6 +88,8 @@ TEST(Store, MigrationToVersionEightGivesOlderRunsNoBudget) {
     EXPECT_EQ(run->patience, 0);
     EXPECT_EQ(run->started_ms, 0);
     EXPECT_EQ(run->stop_reason, v1::STOP_REASON_UNSPECIFIED);
+    EXPECT_EQ(run->ended_ms, 0);
+    EXPECT_EQ(run->gpu_ms, 0);
   });
 }
 
