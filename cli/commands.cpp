@@ -12,6 +12,8 @@
 #include <random>
 #include <thread>
 
+#include <unistd.h>
+
 #include "build_command.h"
 #include "client_security.h"
 #include "dispatch_file.h"
@@ -21,6 +23,8 @@
 #include "format.h"
 #include "genome_proto.h"
 #include "options.h"
+#include "report_html.h"
+#include "request_limits.h"
 #include "search_space.h"
 #include "template_registry.h"
 #include "token.h"
@@ -276,6 +280,25 @@ void write_file(const std::string& path, const std::string& text) {
   if (!f || !f.flush()) throw Failure{"cannot write " + path + ": " + std::strerror(errno)};
 }
 
+// Replaces `path` whole or not at all: the text goes to a file beside it, which is renamed over
+// it once written; on any failure the temporary file is removed and `path` left as it was.
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string temporary = path + ".tmp-" + std::to_string(::getpid());
+  std::ofstream f(temporary, std::ios::binary | std::ios::trunc);
+  if (f) f << text;
+  if (!f || !f.flush()) {
+    const std::string why = std::strerror(errno);
+    std::remove(temporary.c_str());
+    throw Failure{"cannot write " + path + ": " + why};
+  }
+  f.close();
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(temporary.c_str());
+    throw Failure{"cannot write " + path + ": " + why};
+  }
+}
+
 // The file name as the dispatch file beside it should name it.
 std::string base_name(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -337,6 +360,31 @@ int export_best(Client& c, const Options& o, std::ostream& out) {
   return 0;
 }
 
+// One page from three answers of evod: the run's status, all its elites and its latest candidates
+// (as many as evod lists). A refusal of any of them writes nothing.
+int report(Client& c, const Options& o, std::ostream& out) {
+  v1::RunRef ref;
+  ref.set_run_id(o.run_id);
+  v1::RunStatus status;
+  check(c.stub.GetRun(c.context().get(), ref, &status));
+  v1::LeaderboardRequest board_req;
+  board_req.set_run_id(o.run_id);
+  board_req.set_top(1000);  // all of them: a run keeps its top-k, far fewer
+  v1::LeaderboardResponse board;
+  check(c.stub.Leaderboard(c.context().get(), board_req, &board));
+  v1::ListCandidatesRequest candidates_req;
+  candidates_req.set_run_id(o.run_id);
+  candidates_req.set_limit(limits::kMaxListedCandidates);
+  v1::ListCandidatesResponse candidates;
+  check(c.stub.ListCandidates(c.context().get(), candidates_req, &candidates));
+  write_file_atomically(o.html, report_html(status, board, candidates));
+  out << "wrote " << o.html << " (run " << status.run().run_id() << ", " << candidates.candidates_size() << " of "
+      << std::max(candidates.matched(), candidates.candidates_size()) << " candidates, " << board.elites_size()
+      << (board.elites_size() == 1 ? " elite" : " elites") << ")" << (status.estimated() ? " ESTIMATED" : "")
+      << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int run_evoctl(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
@@ -384,6 +432,7 @@ int run_evoctl(const std::vector<std::string>& args, std::ostream& out, std::ost
     if (o.command == "candidates") return candidates(c, o, out);
     if (o.command == "cancel") return cancel(c, o, out);
     if (o.command == "export") return export_best(c, o, out);
+    if (o.command == "report") return report(c, o, out);
   } catch (const Failure& f) {
     out << std::flush;
     err << "evoctl: " << f.line << "\n";

@@ -53,10 +53,9 @@ std::vector<std::string> gene_items(const std::string& genome) {
   return items;
 }
 
-// The genes of a genome whose values differ from the default genome's, which reads back as the
-// same genome (genes not named take their defaults): "BLOCK_N=256,WARPS=8,SCHEDULE=tma". From the
-// messages where evod sent both; else from the texts, and without a default genome (an older
-// evod), every gene.
+}  // namespace
+
+// From the messages where evod sent both; else from the texts.
 std::string genes_unlike_default(const v1::Genome& typed_genome, const std::string& genome,
                                  const v1::Genome& typed_default, const std::string& default_genome) {
   const auto g = typed(typed_genome), d = typed(typed_default);
@@ -82,6 +81,8 @@ std::string shapes_text(const v1::Run& run) {
   }
   return out;
 }
+
+namespace {
 
 // The fitness's counterpart with inputs left in L2, or "-" where a shape lacks it.
 std::string resident_text(const v1::Evaluation& e) {
@@ -142,9 +143,8 @@ int shown_generation(const v1::RunStatus& s) {
 
 // The first gate that refused the evaluation, or "-".
 std::string failed_gate(const v1::Evaluation& e) {
-  for (const auto& g : e.gates())
-    if (verdict_of(g) == v1::VERDICT_FAILED) return label(gate_of(g));
-  return "-";
+  const v1::Gate gate = first_failed_gate(e);
+  return gate == v1::GATE_UNSPECIFIED ? "-" : label(gate);
 }
 
 // At most `width` code points of the text's first line, with "..." where it was cut.
@@ -393,6 +393,12 @@ std::string workers_table(const v1::ListWorkersResponse& r, bool all) {
                                          w.quarantined() + "\n";
   }
   return render(rows) + why;
+}
+
+v1::Gate first_failed_gate(const v1::Evaluation& e) {
+  for (const auto& g : e.gates())
+    if (verdict_of(g) == v1::VERDICT_FAILED) return gate_of(g);
+  return v1::GATE_UNSPECIFIED;
 }
 
 std::string genome_text(const v1::Genome& typed_genome, const std::string& text) {

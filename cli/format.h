@@ -35,6 +35,16 @@ std::string candidates_table(const v1::ListCandidatesResponse& r);
 // The table of `evoctl workers`; all: the gone ones were asked for too.
 std::string workers_table(const v1::ListWorkersResponse& r, bool all);
 
+// The run's shapes as people type them, comma-separated: "1x8x512x64,2x8x512x64:causal".
+std::string shapes_text(const v1::Run& run);
+// The genes of a genome whose values differ from the default genome's (which reads back as the
+// same genome: genes not named take their defaults), "BLOCK_N=256,WARPS=8"; "(the default
+// genome)" for the default itself. Every gene where evod named no default genome (an older evod).
+std::string genes_unlike_default(const v1::Genome& typed_genome, const std::string& genome,
+                                 const v1::Genome& typed_default, const std::string& default_genome);
+// The first gate that refused the evaluation; GATE_UNSPECIFIED when none did.
+v1::Gate first_failed_gate(const v1::Evaluation& e);
+
 // A genome's canonical text, printed through its kernel's space from the message evod sent; the
 // text evod sent beside it where there is no message (an evod from before typed genomes) or this
 // evoctl does not know the kernel.

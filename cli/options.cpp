@@ -17,8 +17,8 @@ namespace evo::cli {
 namespace {
 
 // In the order the overview lists them.
-const std::vector<std::string> kCommands = {"submit", "status",  "leaderboard", "candidates",
-                                            "runs",   "workers", "cancel",      "export"};
+const std::vector<std::string> kCommands = {"submit", "status",  "leaderboard", "candidates", "runs",
+                                            "workers", "cancel", "export",      "report"};
 
 bool is_command(const std::string& word) {
   return std::find(kCommands.begin(), kCommands.end(), word) != kCommands.end();
@@ -153,6 +153,7 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
       }
       else if (a == "--top") o.top = static_cast<int32_t>(parse_integer(a, p.value_of(a), 1, 1000));
       else if (a == "--out") o.out = p.value_of(a);
+      else if (a == "--html") o.html = p.value_of(a);
       else if (a == "--seed") o.submit.seed = p.value_of(a);
       else if (a == "--shape") o.submit.shapes.push_back(checked_shape_syntax(p.value_of(a)));
       else if (a == "--generations")
@@ -198,12 +199,13 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
       {"candidates", {"--failed", "--limit", "--json"}},
       {"cancel", {}},
       {"export", {"--out"}},
+      {"report", {"--html"}},
   };
   for (const auto& [flag, _] : flags_seen)
     if (!kAllowed.at(o.command).count(flag)) throw UsageError(o.command + " does not take " + flag);
 
-  const bool needs_run =
-      o.command == "status" || o.command == "cancel" || o.command == "export" || o.command == "candidates";
+  const bool needs_run = o.command == "status" || o.command == "cancel" || o.command == "export" ||
+                         o.command == "candidates" || o.command == "report";
   // export takes any number of runs (evod bounds them); submit, runs and workers none; the others
   // at most one.
   const bool takes_no_run = o.command == "submit" || o.command == "runs" || o.command == "workers";
@@ -215,6 +217,7 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
   if (needs_run && o.run_id.empty()) throw UsageError(o.command + " needs a run id (see evoctl runs)");
   if (o.command == "submit" && o.submit.seed.empty()) throw UsageError("submit needs --seed (e.g. --seed fa_s512_v3)");
   if (o.command == "export" && o.out.empty()) throw UsageError("export needs --out FILE.cu");
+  if (o.command == "report" && o.html.empty()) throw UsageError("report needs --html FILE");
   return o;
 }
 
@@ -297,6 +300,17 @@ std::string help_text(const std::string& command) {
            "and causality. The runs must tune one template, share no shape, and each have an elite.\n"
            "Also writes FILE.dispatch.json, the shape buckets as bench/run_gpu_bench.sh reads them\n"
            "(shapes of unequal query and key lengths are left out of it: the bench runs equal ones).\n";
+  if (command == "report")
+    return "usage: evoctl report RUN --html FILE\n"
+           "Writes one self-contained HTML page about the run (inline SVG; nothing fetched, no\n"
+           "scripts): its settings and state, the device that measured it (ESTIMATED in a banner\n"
+           "when the model evaluator did), the best confirmed time so far against candidates\n"
+           "proposed and against wall time since the first candidate done, with every candidate a\n"
+           "dot coloured by the gate that refused it, the elites' genes unlike the default genome's,\n"
+           "and how many candidates each gate refused. evod lists at most the latest 1000\n"
+           "candidates: the page says when the run has more. The file is replaced whole or not at\n"
+           "all; a run evod refuses writes nothing. An evod from before finish times draws no\n"
+           "wall-time plot.\n";
   return "usage: evoctl [--coordinator ADDR] [--token-file FILE] [--tls-ca CA] COMMAND [ARGS] [--help]\n"
          "Drives evod, the evo tuning coordinator (ADDR default 127.0.0.1:50051, or $EVO_COORDINATOR).\n"
          "--token-file sends evod's shared token on every call (default: $EVO_TOKEN, else none); a\n"
@@ -315,6 +329,8 @@ std::string help_text(const std::string& command) {
          "  export RUN [RUN ...] --out FILE.cu\n"
          "                                 the winner as a standalone kernel (several runs: a\n"
          "                                 dispatch table) + FILE.report.md + FILE.dispatch.json\n"
+         "  report RUN --html FILE         the run as an HTML page: convergence plots, elites,\n"
+         "                                 gate failures, device\n"
          "Exit status: 0 ok, 1 evod refused or failed (or cannot be reached), 2 usage error.\n"
          "evoctl COMMAND --help tells more.\n";
 }

@@ -42,7 +42,7 @@ struct Options {
   std::string coordinator = kDefaultCoordinator;
   std::string token_file;           // --token-file: evod's shared token (else $EVO_TOKEN)
   std::string tls_ca;               // --tls-ca: connect over TLS trusting this CA (PEM)
-  std::string command;              // submit, status, leaderboard, candidates, runs, workers, cancel, export
+  std::string command;              // submit, status, leaderboard, candidates, runs, workers, cancel, export, report
   bool help = false;                // print the help of `command` (or the overview) and exit 0
   std::string run_id;               // the first run named
   std::vector<std::string> run_ids; // export: every run named (several: one dispatch table)
@@ -53,6 +53,7 @@ struct Options {
   int32_t limit = 0;                // candidates --limit; 0: evod's default (50)
   int32_t top = 10;
   std::string out;                  // export --out
+  std::string html;                 // report --html
   SubmitOptions submit;
 };
 

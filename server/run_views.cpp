@@ -228,6 +228,7 @@ v1::ListCandidatesResponse RunViews::list_candidates(const v1::ListCandidatesReq
       out->set_result_source(label(c.result_source));
       if (c.final_evaluation_id) {
         if (auto ev = store_.get_evaluation(*c.final_evaluation_id)) {
+          out->set_done_unix_ms(ev->created_ms);
           *out->mutable_evaluation() = std::move(ev->evaluation);
           out->mutable_evaluation()->mutable_resources()->clear_ptxas_log();  // kilobytes each
         }

@@ -1,6 +1,7 @@
 // evoctl end to end against an in-process fake evod: what it prints, its exit status, its errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -271,7 +272,10 @@ TEST_F(Evoctl, UsageErrorsExitTwoWithOneLine) {
            // evod's own limits
            {"submit", "--seed", "x", "--generations", "10001"}, {"submit", "--seed", "x", "--population", "4097"},
            {"submit", "--seed", "x", "--budget", "soon"}, {"submit", "--seed", "x", "--max-evals", "0"},
-           {"submit", "--seed", "x", "--patience", "-1"}, {"status", "r1", "--budget", "1m"}}) {
+           {"submit", "--seed", "x", "--patience", "-1"}, {"status", "r1", "--budget", "1m"},
+           // report wants a run and a file, and nothing else
+           {"report", "r1"}, {"report", "--html", "r1.html"}, {"report", "r1", "--html"},
+           {"report", "r1", "--html", "a.html", "--out", "b.cu"}, {"report", "r1", "r2", "--html", "a.html"}}) {
     const auto r = run(args);
     EXPECT_EQ(r.exit_status, 2) << ::testing::PrintToString(args);
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
@@ -283,15 +287,16 @@ TEST_F(Evoctl, AnUnknownCommandIsToldEveryCommand) {
   const auto r = run({"frobnicate"});
   EXPECT_EQ(r.exit_status, 2);
   EXPECT_NE(r.err.find("unknown command 'frobnicate' (commands: submit, status, leaderboard, candidates, runs, "
-                       "workers, cancel, export)"),
+                       "workers, cancel, export, report)"),
             std::string::npos)
       << r.err;
-  for (const char* cmd : {"candidates", "workers"})
+  for (const char* cmd : {"candidates", "workers", "report"})
     EXPECT_NE(run({"--help"}).out.find(std::string("\n  ") + cmd + " "), std::string::npos) << cmd;
 }
 
 TEST_F(Evoctl, HelpEverywhereExitsZero) {
-  for (const char* cmd : {"submit", "status", "leaderboard", "candidates", "runs", "workers", "cancel", "export"}) {
+  for (const char* cmd :
+       {"submit", "status", "leaderboard", "candidates", "runs", "workers", "cancel", "export", "report"}) {
     const auto r = run({cmd, "--help"});
     EXPECT_EQ(r.exit_status, 0);
     EXPECT_NE(r.out.find(std::string("usage: evoctl ") + cmd), std::string::npos) << r.out;
@@ -516,6 +521,70 @@ TEST_F(Evoctl, ExportWritesTheKernelAndTheReportBesideIt) {
   EXPECT_EQ(server_.service.last_export.run_id(), "r1") << "one run goes as run_id, which every evod knows";
   EXPECT_EQ(server_.service.last_export.run_ids_size(), 0);
   fs::remove_all(dir);
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream f(path);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+// The names in `dir`, to see that nothing but the page (no temporary file) is left there.
+std::vector<std::string> names_in(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// One page from the run's status, all its elites and as many candidates as evod lists.
+TEST_F(Evoctl, ReportWritesThePageFromEvodsAnswers) {
+  const fs::path dir = fs::temp_directory_path() / ("evoctl_report_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path html = dir / "run.html";
+  const auto r = run({"report", "r1", "--html", html.string()});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_EQ(r.out, "wrote " + html.string() + " (run r1, 3 of 3 candidates, 2 elites)\n");
+  EXPECT_EQ(server_.service.last_candidates.limit(), 1000) << "as many as evod lists";
+  EXPECT_FALSE(server_.service.last_candidates.failed_only());
+  const std::string page = read_text(html);
+  EXPECT_EQ(page.rfind("<!DOCTYPE html>", 0), 0u) << page;
+  EXPECT_NE(page.find("<svg id=\"by-evaluation\""), std::string::npos) << page;
+  EXPECT_NE(page.find("<svg id=\"by-time\""), std::string::npos) << "the fake sends finish times";
+  EXPECT_NE(page.find("data-candidate=\"r1-c0002\""), std::string::npos) << page;
+  EXPECT_NE(page.find("<td>BLOCK_M=16</td>"), std::string::npos) << "the first elite's gene unlike the default";
+  EXPECT_EQ(page.find("ESTIMATED"), std::string::npos);
+  EXPECT_EQ(names_in(dir), std::vector<std::string>{"run.html"}) << "no temporary file left";
+
+  server_.service.estimated = true;
+  const auto estimated = run({"report", "r1", "--html", html.string()});
+  ASSERT_EQ(estimated.exit_status, 0) << estimated.err;
+  EXPECT_NE(estimated.out.find(" ESTIMATED\n"), std::string::npos) << estimated.out;
+  EXPECT_NE(read_text(html).find("<p class=\"estimated\">ESTIMATED"), std::string::npos) << "replaced whole";
+  fs::remove_all(dir);
+}
+
+// A run evod refuses is one line and exit 1; the file is not written, nor one there replaced.
+TEST_F(Evoctl, ReportOfAnUnknownRunWritesNothing) {
+  const fs::path dir = fs::temp_directory_path() / ("evoctl_report_unknown_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto r = run({"report", "r7", "--html", (dir / "new.html").string()});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_EQ(r.err, "evoctl: NOT_FOUND: unknown run 'r7'\n");
+  EXPECT_EQ(r.out, "");
+  EXPECT_FALSE(fs::exists(dir / "new.html"));
+  std::ofstream(dir / "old.html") << "the page before";
+  EXPECT_EQ(run({"report", "r7", "--html", (dir / "old.html").string()}).exit_status, 1);
+  EXPECT_EQ(read_text(dir / "old.html"), "the page before");
+  EXPECT_EQ(names_in(dir), std::vector<std::string>{"old.html"});
+  fs::remove_all(dir);
+}
+
+TEST_F(Evoctl, ReportIntoAFolderThatIsNotThereIsOneLine) {
+  const fs::path dir = fs::temp_directory_path() / ("evoctl_report_nodir_" + std::to_string(::getpid()));
+  const auto r = run({"report", "r1", "--html", (dir / "run.html").string()});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_EQ(r.err, "evoctl: cannot write " + (dir / "run.html").string() + ": No such file or directory\n");
+  EXPECT_FALSE(fs::exists(dir));
 }
 
 // The printed build line is pasted into a shell: a file name with shell syntax stays one word.

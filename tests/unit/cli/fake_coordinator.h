@@ -80,6 +80,8 @@ class FakeCoordinator final : public v1::Coordinator::Service {
       ok->set_phase(v1::CANDIDATE_STATE_DONE);
       ok->set_state("done");
       ok->set_fitness_us(10.0);
+      ok->set_elite_eligible(true);
+      ok->set_done_unix_ms(1'700'000'000'000);
       ok->mutable_evaluation()->set_status(v1::OK);
     }
     auto* spill = r->add_candidates();
@@ -87,6 +89,7 @@ class FakeCoordinator final : public v1::Coordinator::Service {
     spill->set_genome("fa_s512_v3:BLOCK_M=128,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1");
     spill->set_phase(v1::CANDIDATE_STATE_DONE);
     spill->set_failed(true);
+    spill->set_done_unix_ms(1'700'000'004'000);
     auto* e = spill->mutable_evaluation();
     e->set_status(v1::RESOURCE_REJECT);
     e->set_message("register spills 16 bytes stored / 20 bytes loaded > limit 0 bytes, and a long tail to be cut");

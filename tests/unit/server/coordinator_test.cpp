@@ -15,6 +15,7 @@
 #include "store_sqlite.h"
 #include "template_registry.h"
 #include "test_db.h"
+#include "wire_labels.h"
 
 namespace evo {
 namespace {
@@ -719,6 +720,41 @@ TEST_F(CoordinatorTest, ListCandidatesSaysWhichGateRefusedWhichCandidate) {
   EXPECT_EQ(latest.candidates(0).candidate_id(), all.candidates(1).candidate_id()) << "the latest three";
   req.set_run_id("run-9999");
   EXPECT_EQ(code_of([&] { coord_->list_candidates(req); }), Code::kNotFound);
+}
+
+// When each candidate finished (evoctl report's wall-time plot): the time its final evaluation was
+// stored; 0 until it is done. A would-be elite is done at its confirmation, not its first report.
+TEST_F(CoordinatorTest, ListCandidatesSaysWhenEachCandidateFinished) {
+  auto w = add_worker("sm_90a/model/estimated", true);
+  auto run = submit(1, 2, 1);
+  auto granted = lease(w, 2);
+  ASSERT_EQ(granted.leases_size(), 2);
+  auto refused = evaluation(granted.leases(0), "sm_90a/model/estimated", 1.0, true);
+  refused.set_status(v1::RESOURCE_REJECT);
+  refused.set_message("register spills");
+  refused.clear_fitness_us();
+  set_gate_forms(*refused.add_gates(), v1::GATE_COMPILE, v1::VERDICT_FAILED);
+  now_ += 500;
+  report(w, granted.leases(0), refused);
+  const int64_t refused_at = now_;
+  now_ += 500;
+  report(w, granted.leases(1), evaluation(granted.leases(1), "sm_90a/model/estimated", 1.0, true));
+  const int64_t first_report_at = now_;
+  v1::ListCandidatesRequest req;
+  req.set_run_id(run.run_id());
+  auto listed = coord_->list_candidates(req);
+  ASSERT_EQ(listed.candidates_size(), 2);
+  EXPECT_EQ(listed.candidates(0).done_unix_ms(), refused_at);
+  EXPECT_EQ(listed.candidates(1).done_unix_ms(), 0) << "awaiting its confirmation: not done";
+  now_ += 1000;
+  const int64_t confirming_from = now_;
+  drive({w}, "sm_90a/model/estimated", [](const v1::Lease&) { return 1.0; }, true);
+  listed = coord_->list_candidates(req);
+  ASSERT_EQ(listed.candidates_size(), 2);
+  EXPECT_EQ(listed.candidates(1).phase(), v1::CANDIDATE_STATE_DONE);
+  EXPECT_GE(listed.candidates(1).done_unix_ms(), confirming_from) << "first reported at " << first_report_at;
+  EXPECT_LE(listed.candidates(1).done_unix_ms(), now_);
+  EXPECT_EQ(listed.candidates(0).done_unix_ms(), refused_at) << "unchanged";
 }
 
 TEST_F(CoordinatorTest, ListWorkersShowsTheLiveOnesWithTheirLeasesAndTheGoneOnesWhenAsked) {
