@@ -555,11 +555,15 @@ TEST_F(Evoctl, ReportWritesThePageFromEvodsAnswers) {
   EXPECT_EQ(page.find("ESTIMATED"), std::string::npos);
   EXPECT_EQ(names_in(dir), std::vector<std::string>{"run.html"}) << "no temporary file left";
 
+  // A new page replaces the file whole: one who had the old one open still reads the old one.
   server_.service.estimated = true;
+  std::ifstream reader(html);
   const auto estimated = run({"report", "r1", "--html", html.string()});
   ASSERT_EQ(estimated.exit_status, 0) << estimated.err;
   EXPECT_NE(estimated.out.find(" ESTIMATED\n"), std::string::npos) << estimated.out;
-  EXPECT_NE(read_text(html).find("<p class=\"estimated\">ESTIMATED"), std::string::npos) << "replaced whole";
+  EXPECT_NE(read_text(html).find("<p class=\"estimated\">ESTIMATED"), std::string::npos);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(reader), {}), page) << "not rewritten in place";
+  EXPECT_EQ(names_in(dir), std::vector<std::string>{"run.html"});
   fs::remove_all(dir);
 }
 
