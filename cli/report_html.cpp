@@ -310,7 +310,9 @@ std::string convergence_section(const v1::ListCandidatesResponse& r) {
   const int untimed = listed - static_cast<int>(by_time.size());
   o << "<figure>\n" << plot_svg("by-time", by_time, true, "wall time since the first candidate done")
     << "<figcaption>The same against wall time since the first listed candidate was done";
-  if (untimed > 0) o << "; the " << untimed << " not done (or without a finish time) are left out";
+  if (untimed > 0)
+    o << "; " << (untimed == 1 ? "the one listed candidate" : "the " + std::to_string(untimed) + " listed candidates")
+      << " without a finish time (not done yet) " << (untimed == 1 ? "is" : "are") << " left out";
   o << ".</figcaption>\n</figure>\n";
   return o.str();
 }
