@@ -15,13 +15,14 @@
 #include "wire_labels.h"
 
 namespace evo::cli {
-namespace {
 
 std::string fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
 }
+
+namespace {
 
 // A genome evod sent as a message, read by its kernel's space; nullopt where it sent none (an
 // evod from before typed genomes) or names a kernel this evoctl does not know: the caller prints

@@ -7,6 +7,8 @@
 
 namespace evo::cli {
 
+// v with `digits` decimals ("8.71").
+std::string fixed(double v, int digits);
 // "0:07", "12:30", "1:02:03"; "--:--" when unknown (negative).
 std::string format_duration(int64_t ms);
 // "DONE", "RUNNING", ...

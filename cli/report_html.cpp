@@ -14,12 +14,6 @@
 namespace evo::cli {
 namespace {
 
-std::string number(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
-
 // What stopped a candidate, which colours its dot: it passed every gate (OK), a gate refused it,
 // it ended without a gate's verdict (a lost lease is a CRASH: its status names it), or it is not
 // done yet. `order` is the legend's: OK, the gates in the order a candidate meets them, the rest.
@@ -89,8 +83,8 @@ Ticks ticks(double lo, double hi, double min_step = 0) {
 
 // A tick of the x axis: a candidate's number, or seconds as m:ss (as "0.5 s" below a second).
 std::string x_tick_text(double v, const Ticks& t, bool x_is_time) {
-  if (!x_is_time) return number(v, t.decimals);
-  return t.step >= 1 ? format_duration(std::llround(v * 1000)) : number(v, t.decimals) + " s";
+  if (!x_is_time) return fixed(v, t.decimals);
+  return t.step >= 1 ? format_duration(std::llround(v * 1000)) : fixed(v, t.decimals) + " s";
 }
 
 // lo..hi widened by `pad` of its span each way, and to a span of 1 when it has none.
@@ -133,16 +127,16 @@ std::string axes_svg(const Frame& f, bool x_is_time, const std::string& x_title)
     << kBottom - kTop << "\" class=\"frame\"/>\n";
   const Ticks xt = ticks(f.x_lo, f.x_hi, x_is_time ? 0 : 1), yt = ticks(f.y_lo, f.y_hi);
   for (double v : xt.values) {
-    const std::string x = number(f.px(v), 1);
+    const std::string x = fixed(f.px(v), 1);
     o << "<line x1=\"" << x << "\" y1=\"" << kTop << "\" x2=\"" << x << "\" y2=\"" << kBottom << "\" class=\"grid\"/>"
       << "<text x=\"" << x << "\" y=\"" << kBottom + 16 << "\" text-anchor=\"middle\">"
       << x_tick_text(v, xt, x_is_time) << "</text>\n";
   }
   for (double v : yt.values) {
-    const std::string y = number(f.py(v), 1);
+    const std::string y = fixed(f.py(v), 1);
     o << "<line x1=\"" << kLeft << "\" y1=\"" << y << "\" x2=\"" << kRight << "\" y2=\"" << y << "\" class=\"grid\"/>"
       << "<text x=\"" << kLeft - 6 << "\" y=\"" << y << "\" text-anchor=\"end\" dominant-baseline=\"middle\">"
-      << number(v, yt.decimals) << "</text>\n";
+      << fixed(v, yt.decimals) << "</text>\n";
   }
   o << "<text x=\"" << kLeft - 6 << "\" y=\"" << kBand << "\" text-anchor=\"end\" dominant-baseline=\"middle\">"
     << "no time</text>\n"
@@ -159,22 +153,22 @@ std::string best_line_svg(const Frame& f, const std::vector<Dot>& dots) {
   std::optional<double> best;
   for (const auto& d : dots) {
     if (!d.ranks || (best && *d.us >= *best)) continue;
-    if (best) path += " L" + number(f.px(d.x), 1) + "," + number(f.py(*best), 1);
-    path += (best ? " L" : "M") + number(f.px(d.x), 1) + "," + number(f.py(*d.us), 1);
+    if (best) path += " L" + fixed(f.px(d.x), 1) + "," + fixed(f.py(*best), 1);
+    path += (best ? " L" : "M") + fixed(f.px(d.x), 1) + "," + fixed(f.py(*d.us), 1);
     best = d.us;
   }
   if (!best) return "";
-  path += " L" + number(f.px(dots.back().x), 1) + "," + number(f.py(*best), 1);
+  path += " L" + fixed(f.px(dots.back().x), 1) + "," + fixed(f.py(*best), 1);
   return "<path d=\"" + path + "\" class=\"best\"/>\n";
 }
 
 // A dot with its tooltip: the candidate, its generation, and its time or what stopped it.
 std::string dot_svg(const Frame& f, const Dot& d) {
   const v1::CandidateSummary& c = *d.candidate;
-  std::string why = d.us ? number(*d.us, 2) + " µs" : d.outcome.label;
+  std::string why = d.us ? fixed(*d.us, 2) + " µs" : d.outcome.label;
   if (!d.us && !c.evaluation().message().empty()) why += ": " + c.evaluation().message();
   std::ostringstream o;
-  o << "<circle cx=\"" << number(f.px(d.x), 1) << "\" cy=\"" << number(d.us ? f.py(*d.us) : kBand, 1)
+  o << "<circle cx=\"" << fixed(f.px(d.x), 1) << "\" cy=\"" << fixed(d.us ? f.py(*d.us) : kBand, 1)
     << "\" r=\"3.5\" fill=\"" << d.outcome.colour << "\" data-candidate=\"" << html_escape(c.candidate_id())
     << "\"><title>" << html_escape(c.candidate_id() + " (generation " + std::to_string(c.generation()) + "): " + why)
     << "</title></circle>\n";
@@ -265,7 +259,7 @@ std::string run_section(const v1::RunStatus& s) {
                                    std::to_string(s.evaluations_total()) + ", " + std::to_string(s.failed()) +
                                    " refused by a gate");
   const std::string best = genome_text(s.typed_best_genome(), s.best_genome());
-  o << fact_row("best", s.best_us() > 0 ? number(s.best_us(), 2) + " µs  " + best : "none yet") << "</table>\n";
+  o << fact_row("best", s.best_us() > 0 ? fixed(s.best_us(), 2) + " µs  " + best : "none yet") << "</table>\n";
   return o.str();
 }
 
@@ -323,14 +317,14 @@ std::string elites_section(const v1::LeaderboardResponse& b) {
   const std::string seed = genome_text(b.typed_seed_genome(), b.seed_genome());
   if (!seed.empty())
     o << "<p>Default genome " << html_escape(seed) << ": "
-      << (b.seed_us() > 0 ? number(b.seed_us(), 2) + " µs" : std::string("not measured")) << ".</p>\n";
+      << (b.seed_us() > 0 ? fixed(b.seed_us(), 2) + " µs" : std::string("not measured")) << ".</p>\n";
   if (b.elites().empty()) return o.str() + "<p>No elites yet.</p>\n";
   o << "<table>\n<tr><th>rank</th><th>candidate</th><th>generation</th><th>µs</th><th>speedup</th>"
     << "<th>genes unlike the default genome's</th></tr>\n";
   for (const auto& e : b.elites())
     o << "<tr><td>" << e.rank() << "</td><td>" << html_escape(e.candidate_id()) << "</td><td>" << e.generation()
-      << "</td><td>" << number(e.fitness_us(), 2) << "</td><td>"
-      << (e.speedup_vs_seed() > 0 ? number(e.speedup_vs_seed(), 2) + "x" : "-") << "</td><td>"
+      << "</td><td>" << fixed(e.fitness_us(), 2) << "</td><td>"
+      << (e.speedup_vs_seed() > 0 ? fixed(e.speedup_vs_seed(), 2) + "x" : "-") << "</td><td>"
       << html_escape(genes_unlike_default(e.typed_genome(), e.genome(), b.typed_seed_genome(), b.seed_genome()))
       << "</td></tr>\n";
   o << "</table>\n";
