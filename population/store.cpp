@@ -656,11 +656,6 @@ std::vector<RunRecord> Store::active_runs() {
   return all_rows(s, read_run);
 }
 
-void Store::set_run_state(const std::string& id, int state, const std::string& message) {
-  db_->prepare("UPDATE runs SET state = ?, message = ? WHERE id = ?")
-      .bind(1, state).bind(2, message).bind(3, id).run();
-}
-
 void Store::set_run_started(const std::string& id, int64_t now_ms) {
   db_->prepare("UPDATE runs SET state = ?, started_ms = ? WHERE id = ?")
       .bind(1, static_cast<int>(v1::RUNNING)).bind(2, now_ms).bind(3, id).run();

@@ -185,7 +185,6 @@ class Store {
   std::vector<RunRecord> list_runs();
   // Runs that hand out work: queued or running.
   std::vector<RunRecord> active_runs();
-  void set_run_state(const std::string& id, int state, const std::string& message);
   // QUEUED -> RUNNING at its first lease, which starts its wall-time budget.
   void set_run_started(const std::string& id, int64_t now_ms);
   // DONE, CANCELLED or FAILED, with why (the reason's label is stored) and the words for people.
