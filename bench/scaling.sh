@@ -51,17 +51,8 @@
 # and the script exits 1 at the end; the daemons it started are always stopped.
 set -uo pipefail
 
-usage() { echo "usage: bench/scaling.sh [--dry-run] BUNDLE_DIR OUT_DIR" >&2; exit 2; }
-die() { echo "scaling: $*" >&2; exit 2; }
-
-dry_run=0
-if [[ ${1:-} == --dry-run ]]; then dry_run=1; shift; fi
-[[ $# -eq 2 ]] || usage
-[[ -d $1 ]] || die "bundle directory '$1' does not exist"
-bundle="$(cd "$1" && pwd)"
-for bin in evod evo-worker evoctl; do
-  [[ -x $bundle/bin/$bin ]] || die "bundle '$bundle' has no executable bin/$bin (build it with deploy/bundle.sh)"
-done
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_args scaling "$@"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 backend="${EVO_WORKER_BACKEND:-cuda}"
@@ -73,9 +64,6 @@ read -r -a steps <<< "${EVO_SCALING_STEPS-scaling isolation kill}"
 for s in "${steps[@]}"; do
   [[ $s == scaling || $s == isolation || $s == kill ]] || die "EVO_SCALING_STEPS: unknown step '$s' (scaling, isolation, kill)"
 done
-positive() {  # $1: name, $2: value
-  [[ $2 =~ ^[1-9][0-9]*$ ]] || die "$1 must be a positive integer, got '$2'"
-}
 if ((model)); then
   generations="${EVO_GENERATIONS:-1}" population="${EVO_POPULATION:-3}"
   kill_generations="${EVO_KILL_GENERATIONS:-1}" kill_population="${EVO_KILL_POPULATION:-4}"
@@ -139,7 +127,7 @@ failed=()
 fail() { failed+=("$1"); printf '!! %s failed: %s\n' "$1" "$2"; }
 
 if ((dry_run)); then
-  out="$2"
+  out="$out_arg"
   say "dry run: nothing is started (backend $backend$( ((model)) && echo ": MODEL workers, plumbing only, no GPU figure"))" \
       "${planned_for:-}"
   for s in "${steps[@]}"; do
@@ -165,8 +153,8 @@ if ((dry_run)); then
   exit 0
 fi
 
-mkdir -p "$2" || die "cannot create OUT_DIR '$2'"
-out="$(cd "$2" && pwd)"
+mkdir -p "$out_arg" || die "cannot create OUT_DIR '$out_arg'"
+out="$(cd "$out_arg" && pwd)"
 export PYTHONUNBUFFERED=1
 evoctl="$bundle/bin/evoctl"
 report="$root/bench/scaling_report.py"

@@ -103,21 +103,9 @@
 # stops the daemons it started, and exits non-zero. Bad arguments or environment: one line, exit 2.
 set -uo pipefail
 
-usage() { echo "usage: bench/shape_suite.sh [--dry-run] BUNDLE_DIR OUT_DIR" >&2; exit 2; }
-die() { echo "shape_suite: $*" >&2; exit 2; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_args shape_suite "$@"
 
-dry_run=0
-if [[ ${1:-} == --dry-run ]]; then dry_run=1; shift; fi
-[[ $# -eq 2 ]] || usage
-[[ -d $1 ]] || die "bundle directory '$1' does not exist"
-bundle="$(cd "$1" && pwd)"
-for bin in evod evo-worker evoctl; do
-  [[ -x $bundle/bin/$bin ]] || die "bundle '$bundle' has no executable bin/$bin (build it with deploy/bundle.sh)"
-done
-
-positive() {  # $1: name, $2: value
-  [[ $2 =~ ^[1-9][0-9]*$ ]] || die "$1 must be a positive integer, got '$2'"
-}
 generations="${EVO_GENERATIONS:-3}"
 population="${EVO_POPULATION:-12}"
 top_k="${EVO_TOP_K:-3}"
@@ -231,10 +219,10 @@ planned_runs=$((${#suite[@]} * (1 + split_causal)))
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if ((dry_run)); then
-  out="$2"
+  out="$out_arg"
 else
-  mkdir -p "$2" || die "cannot create OUT_DIR '$2'"
-  out="$(cd "$2" && pwd)"
+  mkdir -p "$out_arg" || die "cannot create OUT_DIR '$out_arg'"
+  out="$(cd "$out_arg" && pwd)"
 fi
 
 say() { printf '== %s\n' "$*"; }

@@ -3,11 +3,7 @@
 # one line and exit 2. Needs no GPU and no build (the bundle is a folder of stand-in executables).
 set -uo pipefail
 script="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/scaling.sh"
-scratch="$(mktemp -d)"
-trap 'rm -rf "$scratch"' EXIT
-bundle="$scratch/bundle"
-mkdir -p "$bundle/bin"
-for bin in evod evo-worker evoctl; do printf '#!/bin/sh\nexit 1\n' > "$bundle/bin/$bin"; chmod +x "$bundle/bin/$bin"; done
+source "$(dirname "${BASH_SOURCE[0]}")/test_lib.sh"
 # The plan for the 8-GPU host, wherever this runs: no nvidia-smi on PATH.
 path_without_smi="$scratch/path"
 mkdir -p "$path_without_smi"
@@ -15,20 +11,7 @@ for tool in bash sh env seq awk sed grep cat mktemp rm mkdir dirname python3 chm
   ln -sf "$(command -v "$tool")" "$path_without_smi/$tool"
 done
 
-failures=0
-check() {  # $1: what, $2: expected exit status, $3: text the output must hold; the rest: env and args
-  local what=$1 want_rc=$2 want_text=$3
-  shift 3
-  local output rc
-  output=$(env -u CUDA_VISIBLE_DEVICES PATH="$path_without_smi" "$@" 2>&1)
-  rc=$?
-  if [[ $rc != "$want_rc" || $output != *"$want_text"* ]]; then
-    printf 'FAIL %s: exit %s (want %s), output:\n%s\n' "$what" "$rc" "$want_rc" "$output"
-    failures=$((failures + 1))
-  else
-    printf 'ok   %s\n' "$what"
-  fi
-}
+check_env=(env -u CUDA_VISIBLE_DEVICES PATH="$path_without_smi")
 
 check "no bundle" 2 "does not exist" "$script" --dry-run "$scratch/none" "$scratch/out"
 check "bad backend" 2 "EVO_WORKER_BACKEND must be cuda or model, got 'gpu'" \

@@ -4,31 +4,7 @@
 # (the bundle is a folder of stand-in executables).
 set -uo pipefail
 suite="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/shape_suite.sh"
-scratch="$(mktemp -d)"
-trap 'rm -rf "$scratch"' EXIT
-bundle="$scratch/bundle"
-mkdir -p "$bundle/bin"
-for bin in evod evo-worker evoctl; do printf '#!/bin/sh\nexit 1\n' > "$bundle/bin/$bin"; chmod +x "$bundle/bin/$bin"; done
-
-failures=0
-check() {  # $1: what, $2: expected exit status, $3: text the output must hold; the rest: env and args
-  local what=$1 want_rc=$2 want_text=$3
-  shift 3
-  local output rc
-  output=$(env "$@" 2>&1)
-  rc=$?
-  if [[ $rc != "$want_rc" || $output != *"$want_text"* ]]; then
-    printf 'FAIL %s: exit %s (want %s), output:\n%s\n' "$what" "$rc" "$want_rc" "$output"
-    failures=$((failures + 1))
-  else
-    printf 'ok   %s\n' "$what"
-  fi
-}
-count() {  # how many lines of $2's output (env and args) hold $1
-  local pattern=$1
-  shift
-  env "$@" 2>&1 | grep -cF -- "$pattern"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/test_lib.sh"
 
 check "no bundle" 2 "does not exist" "$suite" --dry-run "$scratch/none" "$scratch/out"
 check "bad EVO_SPLIT_CAUSAL" 2 "EVO_SPLIT_CAUSAL must be 0 or 1, got '2'" \
