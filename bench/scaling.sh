@@ -162,21 +162,11 @@ scratch="$(mktemp -d -t evo-scaling.XXXXXX)"
 
 # Daemons this script started (evod, evo-worker parents), stopped however it ends.
 pids=()
-stop_pids() {
-  local pid
-  for pid in "$@"; do kill -TERM "$pid" 2>/dev/null; done
-  for _ in $(seq 60); do
-    local alive=0
-    for pid in "$@"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-    ((alive)) || break
-    sleep 0.25
-  done
-  for pid in "$@"; do kill -KILL "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
-}
+stop_tries=60  # quarter-seconds a daemon gets to exit on SIGTERM
 # shellcheck disable=SC2317  # reached through the EXIT trap
 cleanup() {
   local status=$?
-  ((${#pids[@]})) && stop_pids "${pids[@]}"
+  ((${#pids[@]})) && stop_pids "$stop_tries" "${pids[@]}"
   rm -rf "$scratch"
   exit "$status"
 }
@@ -302,7 +292,7 @@ step_isolation() {
     sed 's/^/    /' "$dir/workers-before.txt" "$dir/workers-after.txt"
     "$evoctl" cancel "$run" > /dev/null 2>&1
   fi
-  stop_pids "$workers_pid" "$evod_pid"
+  stop_pids "$stop_tries" "$workers_pid" "$evod_pid"
   for i in $(seq "$repeats"); do eval_once "$dir/alone2-$i.json" || true; done
   unset EVO_CACHE_DIR
   ((model)) && say "  MODEL: an estimate does not depend on load; these lines test the plumbing, not isolation"
@@ -365,7 +355,7 @@ step_kill() {
   else
     fail kill "evo-worker exited $rc without naming $victim (see $dir/workers.log)"
   fi
-  stop_pids "$evod_pid"
+  stop_pids "$stop_tries" "$evod_pid"
   unset EVO_CACHE_DIR
   python3 "$report" once "$dir/evo.db" "$run" "$victim" | sed "s/^/  $label/"
   [[ ${PIPESTATUS[0]} == 0 ]] || fail kill "a candidate was lost or counted twice"

@@ -336,14 +336,7 @@ cleanup() {
   fi
   if ((${#pids[@]})); then
     say "stopping evod and the worker"
-    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null; done
-    for _ in $(seq 20); do
-      local alive=0
-      for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-      ((alive)) || break
-      sleep 0.25
-    done
-    for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
+    stop_pids 20 "${pids[@]}"
   fi
   save_db
   rm -rf "$scratch"
