@@ -82,15 +82,20 @@ class ManagerTest : public ::testing::Test {
 
   v1::ReportResponse report(const std::string& worker, const v1::Lease& lease, const std::string& device_class,
                             double fitness_us, bool estimated = false) {
-    v1::ReportRequest req;
-    req.set_worker_id(worker);
-    req.set_credential(credentials_[worker]);
-    req.set_lease_id(lease.lease_id());
-    v1::Evaluation& e = *req.mutable_evaluation();
+    v1::Evaluation e;
     e.set_status(v1::OK);
     e.set_fitness_us(fitness_us);
     e.set_estimated(estimated);
     *e.mutable_device() = fake_device(device_class, estimated);
+    return report_evaluation(worker, lease, std::move(e));
+  }
+  // The worker's report of `e` on its lease, with its credential.
+  v1::ReportResponse report_evaluation(const std::string& worker, const v1::Lease& lease, v1::Evaluation e) {
+    v1::ReportRequest req;
+    req.set_worker_id(worker);
+    req.set_credential(credentials_[worker]);
+    req.set_lease_id(lease.lease_id());
+    *req.mutable_evaluation() = std::move(e);
     return leases_.report(req);
   }
 

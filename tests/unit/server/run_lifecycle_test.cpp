@@ -196,11 +196,7 @@ TEST_F(BudgetTest, StatusCountsEvaluationsPerMinuteAndTheGpuShareFromTheFirstLea
   EXPECT_FALSE(views.status(run.id).has_evaluations_per_minute()) << "queued: nothing to count yet";
   // The measurement and its confirmation, each through the correctness, sanitizer and timing gates.
   auto report_with_gates = [&](const v1::Lease& l) {
-    v1::ReportRequest req;
-    req.set_worker_id(w);
-    req.set_credential(credentials_[w]);
-    req.set_lease_id(l.lease_id());
-    v1::Evaluation& e = *req.mutable_evaluation();
+    v1::Evaluation e;
     e.set_status(v1::OK);
     e.set_fitness_us(50);
     e.set_estimated(true);
@@ -211,7 +207,7 @@ TEST_F(BudgetTest, StatusCountsEvaluationsPerMinuteAndTheGpuShareFromTheFirstLea
       set_gate_forms(*g, kind, v1::VERDICT_PASSED);
       g->set_elapsed_ms(ms);
     }
-    ASSERT_TRUE(leases_.report(req).accepted());
+    ASSERT_TRUE(report_evaluation(w, l, std::move(e)).accepted());
   };
   auto first = lease(w);
   ASSERT_EQ(first.leases_size(), 1);
