@@ -382,12 +382,13 @@ std::string workers_table(const v1::ListWorkersResponse& r, bool all) {
     return all ? "no worker has registered with this evod\n"
                : "no live worker (evoctl workers --all lists the gone ones too)\n";
   std::vector<std::vector<std::string>> rows = {
-      {"worker", "name", "device class", "backend", "state", "last seen", "leases", "peers agreed/not"}};
+      {"worker", "name", "enrolment", "device class", "backend", "state", "last seen", "leases", "peers agreed/not"}};
   std::string why;
   for (const auto& w : r.workers()) {
     const std::string state = w.quarantined().empty() ? (w.live() ? "live" : "gone")
                                                       : (w.live() ? "QUARANTINED" : "QUARANTINED, gone");
-    rows.push_back({w.worker_id(), w.name(), w.device_class(), w.backend(), state,
+    rows.push_back({w.worker_id(), w.name(), w.enrolment().empty() ? "-" : w.enrolment(), w.device_class(),
+                    w.backend(), state,
                     ago(r.now_unix_ms() - w.last_seen_unix_ms()), std::to_string(w.active_leases()),
                     std::to_string(w.agreements()) + "/" + std::to_string(w.disagreements())});
     if (!w.quarantined().empty()) why += w.worker_id() + " is quarantined (no leases, reports refused): " +

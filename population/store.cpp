@@ -200,6 +200,20 @@ ALTER TABLE runs ADD COLUMN stop_reason TEXT NOT NULL DEFAULT '';
 ALTER TABLE runs ADD COLUMN ended_ms INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN gpu_ms REAL NOT NULL DEFAULT 0;
 )sql"},
+    // 8 -> 9: enrolments. The operator of evod's host enrols a worker (or a host's workers) under
+    // a name and a key (kept hashed); a worker that registers with the key belongs to the
+    // enrolment, whose refusal (a quarantine, or a revocation) holds for every registration under
+    // it. Workers registered before have none: each is a party of its own, as it was.
+    {R"sql(
+CREATE TABLE enrolments (
+  name TEXT PRIMARY KEY,
+  key_hash TEXT NOT NULL UNIQUE,
+  created_ms INTEGER NOT NULL,
+  refused TEXT NOT NULL DEFAULT ''
+);
+ALTER TABLE workers ADD COLUMN enrolment TEXT NOT NULL DEFAULT '';
+CREATE INDEX workers_by_enrolment ON workers(enrolment) WHERE enrolment <> '';
+)sql"},
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion, "one migration per schema version");
@@ -262,7 +276,8 @@ int count_of(SqliteStatement& s) {
 }
 
 constexpr const char* kWorkerColumns =
-    "id, name, device, registered_ms, last_seen_ms, credential_hash, quarantined, agreements, disagreements";
+    "id, name, device, registered_ms, last_seen_ms, credential_hash, quarantined, agreements, disagreements, "
+    "enrolment";
 
 WorkerRecord read_worker(const SqliteStatement& s) {
   WorkerRecord w;
@@ -275,7 +290,12 @@ WorkerRecord read_worker(const SqliteStatement& s) {
   w.quarantined = s.column_text(6);
   w.agreements = static_cast<int>(s.column_int(7));
   w.disagreements = static_cast<int>(s.column_int(8));
+  w.enrolment = s.column_text(9);
   return w;
+}
+
+EnrolmentRecord read_enrolment(const SqliteStatement& s) {
+  return {s.column_text(0), s.column_text(1), s.column_int(2), s.column_text(3)};
 }
 
 constexpr const char* kRunColumns =
@@ -574,6 +594,7 @@ std::string Store::dump() {
       "SELECT * FROM leases ORDER BY id",
       "SELECT * FROM evaluations ORDER BY id",
       "SELECT * FROM result_cache ORDER BY genome_hash, problem, device_class, toolkit",
+      "SELECT * FROM enrolments ORDER BY name",
   };
   std::string out;
   for (const char* q : kQueries) {
@@ -892,11 +913,13 @@ void Store::upsert_worker(const WorkerRecord& w) {
   std::string blob;
   w.device.SerializeToString(&blob);
   db_->prepare(
-         "INSERT INTO workers (id, name, device_class, device, registered_ms, last_seen_ms, credential_hash) "
-         "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET name = excluded.name, "
-         "device_class = excluded.device_class, device = excluded.device, last_seen_ms = excluded.last_seen_ms")
+         "INSERT INTO workers (id, name, device_class, device, registered_ms, last_seen_ms, credential_hash, "
+         "enrolment, quarantined) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
+         "name = excluded.name, device_class = excluded.device_class, device = excluded.device, "
+         "last_seen_ms = excluded.last_seen_ms")
       .bind(1, w.id).bind(2, w.name).bind(3, w.device.device_class()).bind_blob(4, blob)
-      .bind(5, w.registered_ms).bind(6, w.last_seen_ms).bind(7, w.credential_hash).run();
+      .bind(5, w.registered_ms).bind(6, w.last_seen_ms).bind(7, w.credential_hash).bind(8, w.enrolment)
+      .bind(9, w.quarantined).run();
 }
 
 std::optional<WorkerRecord> Store::get_worker(const std::string& id) {
@@ -923,19 +946,60 @@ void Store::quarantine_worker(const std::string& id, const std::string& reason) 
   db_->prepare("UPDATE workers SET quarantined = ? WHERE id = ?").bind(1, reason).bind(2, id).run();
 }
 
+void Store::quarantine_enrolment(const std::string& name, const std::string& reason) {
+  db_->prepare("UPDATE enrolments SET refused = ? WHERE name = ?").bind(1, reason).bind(2, name).run();
+  db_->prepare("UPDATE workers SET quarantined = ? WHERE enrolment = ? AND quarantined = ''")
+      .bind(1, reason).bind(2, name).run();
+}
+
+void Store::put_enrolment(const EnrolmentRecord& e) {
+  db_->prepare("INSERT INTO enrolments (name, key_hash, created_ms, refused) VALUES (?, ?, ?, ?) "
+               "ON CONFLICT(name) DO UPDATE SET key_hash = excluded.key_hash, created_ms = excluded.created_ms")
+      .bind(1, e.name).bind(2, e.key_hash).bind(3, e.created_ms).bind(4, e.refused).run();
+}
+
+std::optional<EnrolmentRecord> Store::enrolment_with_key(const std::string& key_hash) {
+  auto s = db_->prepare("SELECT name, key_hash, created_ms, refused FROM enrolments WHERE key_hash = ?");
+  s.bind(1, key_hash);
+  if (!s.step()) return std::nullopt;
+  return read_enrolment(s);
+}
+
+std::optional<EnrolmentRecord> Store::get_enrolment(const std::string& name) {
+  auto s = db_->prepare("SELECT name, key_hash, created_ms, refused FROM enrolments WHERE name = ?");
+  s.bind(1, name);
+  if (!s.step()) return std::nullopt;
+  return read_enrolment(s);
+}
+
+std::vector<EnrolmentRecord> Store::enrolments() {
+  auto s = db_->prepare("SELECT name, key_hash, created_ms, refused FROM enrolments ORDER BY name");
+  return all_rows(s, read_enrolment);
+}
+
+void Store::release_enrolment(const std::string& name) {
+  const auto e = get_enrolment(name);
+  db_->prepare("UPDATE enrolments SET refused = '' WHERE name = ?").bind(1, name).run();
+  // Its workers' own quarantines came from the enrolment's (or led to it): they go with it.
+  if (e && !e->refused.empty())
+    db_->prepare("UPDATE workers SET quarantined = '' WHERE enrolment = ?").bind(1, name).run();
+}
+
 void Store::touch_worker(const std::string& id, int64_t now_ms) {
   db_->prepare("UPDATE workers SET last_seen_ms = ? WHERE id = ?").bind(1, now_ms).bind(2, id).run();
 }
 
 int Store::count_live_workers(const std::string& device_class, int64_t since_ms,
-                              const std::vector<std::string>& except_workers) {
-  // At most three ids are ever excluded (the measurers of one candidate): one placeholder each.
+                              const std::vector<std::string>& except_parties) {
+  // A worker's party is its enrolment, or the worker itself when it has none. At most three
+  // parties are ever excluded (the measurers of one candidate): one placeholder each.
   std::string sql =
       "SELECT COUNT(*) FROM workers WHERE device_class = ? AND last_seen_ms >= ? AND quarantined = ''";
-  for (size_t i = 0; i < except_workers.size(); ++i) sql += " AND id != ?";
+  for (size_t i = 0; i < except_parties.size(); ++i)
+    sql += " AND (CASE WHEN enrolment <> '' THEN 'enrolment:' || enrolment ELSE id END) != ?";
   auto s = db_->prepare(sql);
   s.bind(1, device_class).bind(2, since_ms);
-  for (size_t i = 0; i < except_workers.size(); ++i) s.bind(static_cast<int>(i) + 3, except_workers[i]);
+  for (size_t i = 0; i < except_parties.size(); ++i) s.bind(static_cast<int>(i) + 3, except_parties[i]);
   return count_of(s);
 }
 

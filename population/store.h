@@ -118,6 +118,16 @@ struct WorkerRecord {
   std::string quarantined;          // why it is no longer trusted; empty while it is
   int agreements = 0;               // its measurements that a peer's agreed with
   int disagreements = 0;            // outvoted by two agreeing peers, or refused as implausible
+  std::string enrolment;            // the enrolment it registered under; empty for none
+};
+
+// An enrolment: a worker (or a host's workers) the operator of evod's host admitted under a name
+// (`evod enrol NAME`), with the hash of the key its registrations present.
+struct EnrolmentRecord {
+  std::string name;
+  std::string key_hash;             // hex SHA-256 of the key
+  int64_t created_ms = 0;           // when the key was made (a new key for the name replaces it)
+  std::string refused;              // why its registrations are refused (quarantine, revocation); empty while admitted
 };
 
 struct CacheEntry {
@@ -152,7 +162,7 @@ struct StoreOptions {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 8;
+  static constexpr int kSchemaVersion = 9;
 
   // Opens or creates the database file, checks it (PRAGMA quick_check) and migrates it to
   // kSchemaVersion. Throws StoreError with one line for people when the directory does not exist,
@@ -248,10 +258,20 @@ class Store {
   // One more measurement of the worker's that a peer agreed with (agreed) or outvoted.
   void count_worker_verdict(const std::string& id, bool agreed);
   void quarantine_worker(const std::string& id, const std::string& reason);
-  // Trusted (not quarantined) workers of a device class seen since since_ms, less except_workers
-  // (for confirmation placement).
+  // ---- enrolments
+  // A new enrolment, or a new key for one (its refusal, if any, stays).
+  void put_enrolment(const EnrolmentRecord& e);
+  std::optional<EnrolmentRecord> enrolment_with_key(const std::string& key_hash);
+  std::optional<EnrolmentRecord> get_enrolment(const std::string& name);
+  std::vector<EnrolmentRecord> enrolments();
+  // Refuses the enrolment (its later registrations) and quarantines its workers, for reason.
+  void quarantine_enrolment(const std::string& name, const std::string& reason);
+  // Admits it again, and lifts its workers' quarantines.
+  void release_enrolment(const std::string& name);
+  // Trusted (not quarantined) workers of a device class seen since since_ms, less those of the
+  // parties named (a party: "enrolment:NAME" for an enrolled worker, else the worker id).
   int count_live_workers(const std::string& device_class, int64_t since_ms,
-                         const std::vector<std::string>& except_workers);
+                         const std::vector<std::string>& except_parties);
   // Trusted workers of any class seen since since_ms (what a run whose class is not fixed yet can get).
   int count_live_workers_of_any_class(int64_t since_ms);
   // Every worker seen since since_ms, most recently seen first.

@@ -25,13 +25,15 @@ std::string validate_token(std::string_view token, const std::string& origin) {
   return std::string(token);
 }
 
-std::string read_token_file(const std::string& path) {
+std::string read_token_file(const std::string& path) { return read_secret_file(path, "token file"); }
+
+std::string read_secret_file(const std::string& path, const std::string& what) {
   struct stat st {};
   // A directory opens like a file and reads as nothing: say what it is, not that it is empty.
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    throw SecurityError("token file '" + path + "' is a directory, not a file holding the token");
+    throw SecurityError(what + " '" + path + "' is a directory, not a file holding the secret");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw SecurityError("cannot read token file '" + path + "': " + std::strerror(errno));
+  if (!in) throw SecurityError("cannot read " + what + " '" + path + "': " + std::strerror(errno));
   // Read at most a little more than the longest valid token: a wrong path (a device, a huge file)
   // must not be slurped whole.
   char buf[kMaxTokenBytes + 64];
@@ -39,16 +41,21 @@ std::string read_token_file(const std::string& path) {
   std::string text(buf, static_cast<size_t>(in.gcount()));
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ' || text.back() == '\t'))
     text.pop_back();
-  return validate_token(text, "token file '" + path + "'");
+  return validate_token(text, what + " '" + path + "'");
 }
 
 std::optional<std::string> token_file_warning(const std::string& path) {
+  return secret_file_warning(path, "token file", "can act as any worker or admin");
+}
+
+std::optional<std::string> secret_file_warning(const std::string& path, const std::string& what,
+                                               const std::string& reader_can) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || (st.st_mode & (S_IRWXG | S_IRWXO)) == 0) return std::nullopt;
   char mode[8];
   std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-  return "token file '" + path + "' is open to other users (mode " + mode +
-         "): whoever reads it can act as any worker or admin; chmod 600 it";
+  return what + " '" + path + "' is open to other users (mode " + mode + "): whoever reads it " + reader_can +
+         "; chmod 600 it";
 }
 
 std::string resolve_token(const std::string& token_file, const char* env_value) {

@@ -28,9 +28,15 @@ std::string validate_token(std::string_view token, const std::string& origin);
 // valid token.
 std::string read_token_file(const std::string& path);
 
+// The same for any secret kept in a file (an enrolment key: what = "enrolment key file").
+std::string read_secret_file(const std::string& path, const std::string& what);
+
 // One line of warning when other users may read the token file (group or other permission bits
 // set: anyone who reads it can drive evod), else nullopt. Called once the file was read.
 std::optional<std::string> token_file_warning(const std::string& path);
+// The same for any secret file; reader_can says what whoever reads it can do.
+std::optional<std::string> secret_file_warning(const std::string& path, const std::string& what,
+                                               const std::string& reader_can);
 
 // The token to use: the file's when token_file is non-empty, else env_value's (the value of
 // $EVO_TOKEN, nullptr when unset), else "" (no authentication).

@@ -7,7 +7,7 @@ namespace evo {
 Coordinator::Coordinator(Store& store, CoordinatorOptions options)
     : store_(store),
       clock_(options.clock),
-      workers_(store, options.lease_ttl_ms, options.clock),
+      workers_(store, options.lease_ttl_ms, options.clock, options.enrolled_only),
       runs_(store, options.clock),
       leases_(store, workers_, runs_, options.lease_ttl_ms, options.clock),
       views_(store, workers_, options.clock) {}

@@ -30,6 +30,8 @@ namespace evo {
 
 struct CoordinatorOptions {
   int lease_ttl_ms = server::kDefaultLeaseTtlMs;
+  // Registrations need an enrolment key (evod --enrolled-workers-only; worker_registry.h).
+  bool enrolled_only = false;
   Clock clock = now_unix_ms;  // injectable for tests
 };
 

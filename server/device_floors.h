@@ -18,7 +18,7 @@ struct DeviceFloor {
   const char* gpu;         // a substring of DeviceInfo.gpu_name; "" for any other device
   double peak_tflops;      // dense fp16/bf16 tensor-core rate, fp32 accumulate, whole chip
   double memory_gbps;      // device memory bandwidth
-  double empty_call_us;    // one call of an empty kernel, back to back by graph replay
+  double empty_call_us;    // one call of an empty kernel, back to back by graph replay, where measured
   const char* source;
 };
 

@@ -1,5 +1,7 @@
 // evod: the coordinator daemon. `evod serve [--db evo.db] [--init] [--listen 127.0.0.1:50051]
-// [--lease-ttl-ms N] [--token-file F] [--tls-cert C --tls-key K] [--insecure] [-v]`. All state lives in the SQLite database: SIGKILL loses nothing, and
+// [--lease-ttl-ms N] [--token-file F] [--tls-cert C --tls-key K] [--insecure]
+// [--enrolled-workers-only] [-v]`, and `evod enrol` (enrol_command.h). All state lives in the
+// SQLite database: SIGKILL loses nothing, and
 // SIGTERM/SIGINT stop it gracefully (in-flight RPCs finish, watch streams end).
 #include <csignal>
 #include <cstdio>
@@ -14,6 +16,7 @@
 
 #include "coordinator.h"
 #include "coordinator_service.h"
+#include "enrol_command.h"
 #include "client_security.h"
 #include "grpc_server.h"
 #include "listen_policy.h"
@@ -26,6 +29,8 @@ namespace {
 const char* const kUsage =
     "usage: evod serve [--db PATH] [--init] [--listen HOST:PORT] [--lease-ttl-ms N] [--max-db-mb N] [-v]\n"
     "                  [--token-file FILE] [--tls-cert CERT --tls-key KEY] [--insecure]\n"
+    "                  [--enrolled-workers-only]\n"
+    "       evod enrol NAME | --list | --revoke NAME | --release NAME [--db PATH]   (evod enrol --help)\n"
     "\n"
     "Runs the evo coordinator: keeps runs, candidates, leases and results in a SQLite database and\n"
     "hands candidate kernels to evo-worker daemons over gRPC.\n"
@@ -47,6 +52,9 @@ const char* const kUsage =
     "  --tls-key KEY       then need --tls-ca CA. Default: plaintext\n"
     "  --insecure          allow a non-loopback --listen without a token (anyone who can reach\n"
     "                      the port may submit, cancel and report); refused otherwise\n"
+    "  --enrolled-workers-only\n"
+    "                      refuse a worker that presents no enrolment key (`evod enrol`): a\n"
+    "                      holder of the token alone then cannot measure for a run\n"
     "  -v, --verbose       debug logging\n"
     "  -h, --help          this text\n";
 
@@ -60,6 +68,7 @@ struct Options {
   std::string listen = "127.0.0.1:50051";
   int lease_ttl_ms = evo::server::kDefaultLeaseTtlMs;
   int64_t max_db_mb = 0;
+  bool enrolled_only = false;
   bool verbose = false;
 };
 
@@ -78,7 +87,8 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  if (command != "serve") return usage_error("unknown command '" + command + "'");
+  if (command == "enrol") return evo::enrol_command(argc, argv);
+  if (command != "serve") return usage_error("unknown command '" + command + "' (serve or enrol)");
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const char* name) -> const char* {
@@ -103,6 +113,8 @@ int main(int argc, char** argv) {
       opt.init = true;
     } else if (a == "--insecure") {
       opt.insecure = true;
+    } else if (a == "--enrolled-workers-only") {
+      opt.enrolled_only = true;
     } else if (a == "--listen") {
       const char* v = value("--listen");
       if (!v) return usage_error("--listen needs HOST:PORT");
@@ -169,6 +181,7 @@ int main(int argc, char** argv) {
   }
   evo::CoordinatorOptions copt;
   copt.lease_ttl_ms = opt.lease_ttl_ms;
+  copt.enrolled_only = opt.enrolled_only;
   evo::Coordinator coordinator(*store, copt);
   evo::CoordinatorService service(coordinator, evo::security::TokenGate(token));
   try {
@@ -190,7 +203,8 @@ int main(int argc, char** argv) {
 
   const bool loopback = evo::security::is_loopback_listen(opt.listen);
   const bool tls = !grpc_config.tls_cert_pem.empty();
-  spdlog::info("event=security auth={} tls={} loopback={}", token.empty() ? "none" : "token", tls, loopback);
+  spdlog::info("event=security auth={} tls={} loopback={} workers={}", token.empty() ? "none" : "token", tls, loopback,
+               opt.enrolled_only ? "enrolled-only" : "any-token-holder");
   if (!loopback && token.empty())
     spdlog::warn("event=insecure_listen listen={} anyone who can reach this port can drive evod (--insecure)",
                  opt.listen);

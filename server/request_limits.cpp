@@ -124,6 +124,7 @@ void check_evaluation(const v1::Evaluation& e) {
 
 void check_request(const v1::RegisterWorkerRequest& r) {
   check_text(r.name(), "name", kMaxTextBytes, false);
+  check_id(r.enrolment_key(), "enrolment_key", false);  // missing: the registry decides
   check_device(r.device());
 }
 

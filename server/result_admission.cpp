@@ -63,14 +63,16 @@ ResultAdmission::Placement ResultAdmission::placement(const CandidateRecord& c, 
   if (!c.confirmation) return Placement::kLease;
   const std::string& device_class = worker.device.device_class();
   if (!c.second_evaluation_id) {
-    // The first measurer confirms its own result only when no other worker of the class is live.
-    if (worker.id != c.first_worker) return Placement::kLease;
-    return workers_.another_live_worker(device_class, {worker.id}, now_ms) ? Placement::kLeaveForAnother
-                                                                            : Placement::kLease;
+    // The first measurer's party confirms its own result only when no other party of the class
+    // is live.
+    if (!workers_.same_party(worker.id, c.first_worker)) return Placement::kLease;
+    return workers_.another_live_party(device_class, {c.first_worker}, now_ms) ? Placement::kLeaveForAnother
+                                                                               : Placement::kLease;
   }
-  // A third measurement is never one of the two that disagreed.
-  if (worker.id != c.first_worker && worker.id != c.second_worker) return Placement::kLease;
-  return workers_.another_live_worker(device_class, {c.first_worker, c.second_worker}, now_ms)
+  // A third measurement comes from neither party of the two that disagreed.
+  if (!workers_.same_party(worker.id, c.first_worker) && !workers_.same_party(worker.id, c.second_worker))
+    return Placement::kLease;
+  return workers_.another_live_party(device_class, {c.first_worker, c.second_worker}, now_ms)
              ? Placement::kLeaveForAnother
              : Placement::kSettle;
 }
@@ -104,7 +106,7 @@ void ResultAdmission::confirming_measurement(const RunRecord& run, const Candida
     spdlog::warn("event=confirmation_disagreed run_id={} candidate_id={} first=\"{}\" first_worker={} second=\"{}\" "
                  "second_worker={}",
                  run.id, c.id, text(m1), first->worker_id, text(latest), ev.worker_id);
-    if (!workers_.another_live_worker(run.device_class, {first->worker_id, ev.worker_id}, now_ms))
+    if (!workers_.another_live_party(run.device_class, {first->worker_id, ev.worker_id}, now_ms))
       return settle(run, c, {&*first, &ev}, ev.id);
     store_.await_third_measurement(c.id, ev.id, ev.worker_id);
     spdlog::info("event=third_measurement_queued run_id={} candidate_id={}", run.id, c.id);
@@ -161,7 +163,8 @@ void ResultAdmission::admit(const RunRecord& run, const CandidateRecord& c, cons
                             const EvaluationRecord& b, int64_t final_evaluation_id) {
   const Measurement ma = measurement(run, a), mb = measurement(run, b);
   const double mean = (ma.us + mb.us) / 2, spread_pct = spread(ma.us, mb.us) * 100;
-  const bool self = a.worker_id == b.worker_id;
+  // Two identities of one enrolment are one party: their agreement is no peer's.
+  const bool self = workers_.same_party(a.worker_id, b.worker_id);
   store_.finish_candidate(c.id, final_evaluation_id, v1::OK, mean, spread_pct, true, v1::RESULT_SOURCE_MEASURED);
   if (self) {
     store_.set_self_confirmed(c.id);
@@ -177,15 +180,15 @@ void ResultAdmission::admit(const RunRecord& run, const CandidateRecord& c, cons
 }
 
 void ResultAdmission::count_verdict(const std::string& worker_id, bool agreed, const std::string& why) {
-  if (!workers_.count_verdict(worker_id, agreed, why)) return;
-  // Quarantined: what it holds goes back to the queue, no attempt charged to the candidates.
-  for (const auto& l : store_.active_leases_of(worker_id)) {
-    store_.set_lease_outcome(l.id, LeaseOutcome::kExpired);
-    const auto c = store_.get_candidate(l.candidate_id);
-    if (c && c->lease_id == l.id) store_.requeue_candidate(c->id, false);
-    spdlog::warn("event=lease_returned lease_id={} candidate_id={} worker_id={} reason=quarantined", l.id,
-                 l.candidate_id, worker_id);
-  }
+  // Quarantined: what they hold goes back to the queue, no attempt charged to the candidates.
+  for (const auto& quarantined : workers_.count_verdict(worker_id, agreed, why))
+    for (const auto& l : store_.active_leases_of(quarantined)) {
+      store_.set_lease_outcome(l.id, LeaseOutcome::kExpired);
+      const auto c = store_.get_candidate(l.candidate_id);
+      if (c && c->lease_id == l.id) store_.requeue_candidate(c->id, false);
+      spdlog::warn("event=lease_returned lease_id={} candidate_id={} worker_id={} reason=quarantined", l.id,
+                   l.candidate_id, quarantined);
+    }
 }
 
 }  // namespace evo

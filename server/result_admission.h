@@ -2,16 +2,17 @@
 // Result admission: which measurements a run believes, and which the result cache keeps.
 //
 // A would-be elite (an OK result that would enter its run's top k) is measured a second time,
-// by another live, trusted worker of the class when there is one, else by the same worker (then
-// the elite is labelled self-confirmed). Two measurements agree when both are OK and within
+// by a live, trusted worker of the class of another party (worker_registry.h: another
+// enrolment, or another unenrolled worker) when there is one, else by the same party (then the
+// elite is labelled self-confirmed). Two measurements agree when both are OK and within
 // kConfirmationTolerance of their mean, or both fail. Agreeing, the candidate is admitted at the
-// mean; disagreeing, a third worker (neither of the two) measures it and the two that agree
+// mean; disagreeing, a third worker (of neither party) measures it and the two that agree
 // decide, the third being counted against the worker they outvoted (worker_registry.h
-// quarantines a worker that keeps disagreeing). With no third worker live, or when all three
+// quarantines a worker that keeps disagreeing, and its enrolment with it). With no third worker live, or when all three
 // disagree, the candidate is settled out of the elites at the slowest time it was given.
 //
-// The result cache takes only times two different workers agreed on: a time one worker gave, a
-// failure one worker reported, or a self-confirmed elite never answers a later run.
+// The result cache takes only times two parties agreed on: a time one worker gave, a failure one
+// worker reported, or a self-confirmed elite never answers a later run.
 #include <cstdint>
 #include <string>
 #include <vector>

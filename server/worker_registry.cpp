@@ -62,27 +62,35 @@ std::string hex(const unsigned char* bytes, size_t n) {
   return out;
 }
 
-// 256 random bits from OpenSSL's CSPRNG, in hex: the secret a registration returns.
-std::string new_credential() {
-  unsigned char bytes[32];
-  if (RAND_bytes(bytes, sizeof bytes) != 1) throw std::runtime_error("register: no random bytes for a credential");
-  return hex(bytes, sizeof bytes);
-}
-
-// What the store keeps of a credential. Comparing hashes in variable time leaks at most how much of
-// SHA-256(guess) matches the stored hash, which says nothing about the secret.
-std::string credential_hash(const std::string& credential) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(credential.data()), credential.size(), digest);
-  return hex(digest, sizeof digest);
+CoordinatorError refused(const std::string& why) {
+  spdlog::warn("event=worker_refused reason=\"{}\"", why);
+  return CoordinatorError(Code::kPermissionDenied, "register: " + why);
 }
 
 }  // namespace
 
 bool estimates(const WorkerRecord& worker) { return worker.device.backend() == "model"; }
 
-WorkerRegistry::WorkerRegistry(Store& store, int lease_ttl_ms, Clock clock)
-    : store_(store), lease_ttl_ms_(lease_ttl_ms), clock_(std::move(clock)) {
+std::string party_of(const WorkerRecord& worker) {
+  return worker.enrolment.empty() ? worker.id : "enrolment:" + worker.enrolment;
+}
+
+std::string new_secret() {
+  unsigned char bytes[32];
+  if (RAND_bytes(bytes, sizeof bytes) != 1) throw std::runtime_error("no random bytes for a secret");
+  return hex(bytes, sizeof bytes);
+}
+
+// Comparing hashes in variable time leaks at most how much of SHA-256(guess) matches the stored
+// hash, which says nothing about the secret.
+std::string secret_hash(const std::string& secret) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(secret.data()), secret.size(), digest);
+  return hex(digest, sizeof digest);
+}
+
+WorkerRegistry::WorkerRegistry(Store& store, int lease_ttl_ms, Clock clock, bool enrolled_only)
+    : store_(store), lease_ttl_ms_(lease_ttl_ms), clock_(std::move(clock)), enrolled_only_(enrolled_only) {
   if (lease_ttl_ms_ <= 0) throw InputError("lease TTL must be positive");
 }
 
@@ -99,14 +107,30 @@ v1::RegisterWorkerResponse WorkerRegistry::register_worker(const v1::RegisterWor
   w.name = req.name().empty() ? "unnamed" : req.name();
   w.device = req.device();
   w.registered_ms = w.last_seen_ms = clock_();
-  const std::string credential = new_credential();
-  w.credential_hash = credential_hash(credential);
+  const std::string credential = new_secret();
+  w.credential_hash = secret_hash(credential);
+  const std::string key_hash = req.enrolment_key().empty() ? "" : secret_hash(req.enrolment_key());
   store_.transaction([&] {
+    if (!key_hash.empty()) {
+      const auto e = store_.enrolment_with_key(key_hash);
+      if (!e)
+        throw refused("the enrolment key is not one evod knows (a newer key for its name replaces the "
+                      "old): ask the operator of evod's host for the key `evod enrol NAME` printed");
+      if (!e->refused.empty())
+        throw refused("enrolment '" + e->name + "' is refused: " + e->refused +
+                      " (the operator of evod's host lifts it with `evod enrol --release " + e->name + "`)");
+      w.enrolment = e->name;
+    } else if (enrolled_only_) {
+      throw refused("this evod takes only enrolled workers (--enrolled-workers-only): give evo-worker "
+                    "--enrolment-key-file FILE, with a key `evod enrol NAME` made on evod's host");
+    }
     w.id = ids_.next("w-");
     store_.upsert_worker(w);
   });
-  spdlog::info("event=worker_registered worker_id={} name={} device_class=\"{}\" backend={} measurement=\"{}\"",
-               w.id, w.name, w.device.device_class(), w.device.backend(), measurement_key_of(w.device));
+  spdlog::info("event=worker_registered worker_id={} name={} enrolment={} device_class=\"{}\" backend={} "
+               "measurement=\"{}\"",
+               w.id, w.name, w.enrolment.empty() ? "-" : w.enrolment, w.device.device_class(), w.device.backend(),
+               measurement_key_of(w.device));
   v1::RegisterWorkerResponse resp;
   resp.set_worker_id(w.id);
   resp.set_credential(credential);
@@ -142,6 +166,7 @@ v1::ListWorkersResponse WorkerRegistry::list_workers(const v1::ListWorkersReques
       out->set_quarantined(w.quarantined);
       out->set_agreements(w.agreements);
       out->set_disagreements(w.disagreements);
+      out->set_enrolment(w.enrolment);
     }
   });
   return resp;
@@ -150,7 +175,7 @@ v1::ListWorkersResponse WorkerRegistry::list_workers(const v1::ListWorkersReques
 WorkerRecord WorkerRegistry::authenticate(const std::string& worker_id, const std::string& credential) {
   WorkerRecord w = require(worker_id);
   // A worker registered before credentials existed has none: it must register again.
-  if (w.credential_hash.empty() || credential_hash(credential) != w.credential_hash)
+  if (w.credential_hash.empty() || secret_hash(credential) != w.credential_hash)
     throw CoordinatorError(Code::kPermissionDenied,
                            "worker '" + worker_id + "': " +
                                (credential.empty() ? "the call carries no credential"
@@ -173,23 +198,45 @@ std::optional<WorkerRecord> WorkerRegistry::find(const std::string& worker_id) {
 
 void WorkerRegistry::touch(const std::string& worker_id, int64_t now_ms) { store_.touch_worker(worker_id, now_ms); }
 
-bool WorkerRegistry::another_live_worker(const std::string& device_class, const std::vector<std::string>& except,
-                                         int64_t now_ms) {
-  return store_.count_live_workers(device_class, live_since(now_ms), except) > 0;
+bool WorkerRegistry::another_live_party(const std::string& device_class, const std::vector<std::string>& except_workers,
+                                        int64_t now_ms) {
+  std::vector<std::string> parties;
+  for (const auto& id : except_workers) {
+    const auto w = store_.get_worker(id);
+    parties.push_back(w ? party_of(*w) : id);
+  }
+  return store_.count_live_workers(device_class, live_since(now_ms), parties) > 0;
 }
 
-bool WorkerRegistry::count_verdict(const std::string& worker_id, bool agreed, const std::string& why) {
+bool WorkerRegistry::same_party(const std::string& worker_a, const std::string& worker_b) {
+  if (worker_a == worker_b) return true;
+  const auto a = store_.get_worker(worker_a), b = store_.get_worker(worker_b);
+  return a && b && party_of(*a) == party_of(*b);
+}
+
+std::vector<std::string> WorkerRegistry::count_verdict(const std::string& worker_id, bool agreed,
+                                                       const std::string& why) {
   store_.count_worker_verdict(worker_id, agreed);
   const auto w = store_.get_worker(worker_id);
-  if (!w || !w->quarantined.empty() || agreed) return false;
+  if (!w || !w->quarantined.empty() || agreed) return {};
   spdlog::warn("event=worker_disagreed worker_id={} disagreements={} agreements={} why=\"{}\"", w->id,
                w->disagreements, w->agreements, why);
-  if (w->disagreements < server::kQuarantineDisagreements || w->disagreements <= w->agreements) return false;
+  if (w->disagreements < server::kQuarantineDisagreements || w->disagreements <= w->agreements) return {};
   const std::string reason = std::to_string(w->disagreements) + " of its results disagreed with its peers' (" +
                              std::to_string(w->agreements) + " agreed); the last: " + why;
+  std::vector<std::string> quarantined{w->id};
   store_.quarantine_worker(w->id, reason);
   spdlog::error("event=worker_quarantined worker_id={} name={} reason=\"{}\"", w->id, w->name, reason);
-  return true;
+  if (!w->enrolment.empty()) {
+    // Every identity of the enrolment goes with it, and it registers no new one.
+    for (const auto& other : store_.workers_seen_since(0))
+      if (other.enrolment == w->enrolment && other.id != w->id && other.quarantined.empty())
+        quarantined.push_back(other.id);
+    store_.quarantine_enrolment(w->enrolment, "worker " + w->id + " was quarantined: " + reason);
+    spdlog::error("event=enrolment_quarantined enrolment={} workers={} cause={}", w->enrolment, quarantined.size(),
+                  w->id);
+  }
+  return quarantined;
 }
 
 int WorkerRegistry::live_workers_for(const RunRecord& run, int64_t now_ms) {

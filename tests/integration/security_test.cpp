@@ -232,5 +232,58 @@ TEST(Security, EvoctlWithTheWrongCaSaysTheHandshakeFailed) {
   EXPECT_EQ(c.evoctl({"--tls-ca", c.dir() + "/a.pem", "--token-file", c.token_file(), "runs"}, &out), 0) << out;
 }
 
+// Enrolments end to end: the operator enrols a host on evod's database (`evod enrol`), evod
+// serves --enrolled-workers-only, a worker with only the token is refused at registration in one
+// line, the key holder's worker finishes a run and is listed under its enrolment, and a revocation
+// made while evod serves stops that worker at its next call.
+TEST(Security, EnrolledWorkersOnlyTakesTheKeyHoldersWorkerAndRefusesTheRest) {
+  SecuredCluster c;
+  const std::string db = c.dir() + "/evo.db", key = c.dir() + "/host-a.key";
+  auto evod_enrol = [&](std::vector<std::string> args, std::string* out) {
+    std::vector<std::string> argv = {EVOD_BIN, "enrol", "--db", db};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Process& p = c.start("enrol-" + std::to_string(std::rand()) + ".log", argv);
+    const int rc = p.wait(20000);
+    *out = p.log();
+    return rc;
+  };
+  std::string out;
+  ASSERT_EQ(evod_enrol({"host-a", "--key-file", key}, &out), 0) << out;
+  struct stat st {};
+  ASSERT_EQ(stat(key.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(evod_enrol({"host-a", "--key-file", key}, &out), 2) << "a key file is never overwritten";
+  EXPECT_NE(out.find("exists"), std::string::npos) << out;
+  EXPECT_EQ(evod_enrol({"--revoke", "nobody"}, &out), 1);
+  EXPECT_NE(out.find("there is no enrolment 'nobody'"), std::string::npos) << out;
+
+  Process& evod = c.start_evod({"--listen", c.address(), "--token-file", c.token_file(), "--enrolled-workers-only"});
+  ASSERT_TRUE(c.wait_listening()) << evod.log();
+  EXPECT_NE(evod.log().find("workers=enrolled-only"), std::string::npos) << evod.log();
+  Process& stranger = c.start("stranger.log", {EVO_WORKER_BIN, "--coordinator", c.address(), "--backend", "model",
+                                               "--token-file", c.token_file()});
+  EXPECT_EQ(stranger.wait(60000), 1) << stranger.log();
+  EXPECT_NE(stranger.log().find("takes only enrolled workers"), std::string::npos) << stranger.log();
+
+  Process& enrolled = c.start("enrolled.log", {EVO_WORKER_BIN, "--coordinator", c.address(), "--backend", "model",
+                                               "--name", "host-a:model", "--token-file", c.token_file(),
+                                               "--enrolment-key-file", key});
+  int rc = c.evoctl({"--token-file", c.token_file(), "submit", "--seed", "fa_s512_v3", "--generations", "1",
+                     "--population", "3", "--top-k", "1", "--watch"},
+                    &out);
+  EXPECT_EQ(rc, 0) << out << enrolled.log();
+  EXPECT_NE(out.find(" DONE"), std::string::npos) << out;
+  EXPECT_EQ(c.evoctl({"--token-file", c.token_file(), "workers"}, &out), 0) << out;
+  EXPECT_NE(out.find("host-a:model  host-a "), std::string::npos) << out;
+
+  ASSERT_EQ(evod_enrol({"--revoke", "host-a"}, &out), 0) << out;
+  EXPECT_EQ(enrolled.wait(60000), 1) << enrolled.log();
+  EXPECT_NE(enrolled.log().find("revoked by the operator"), std::string::npos) << enrolled.log();
+  EXPECT_EQ(evod_enrol({"--list"}, &out), 0) << out;
+  EXPECT_NE(out.find("host-a  key made "), std::string::npos) << out;
+  EXPECT_NE(out.find("REFUSED: revoked by the operator"), std::string::npos) << out;
+  EXPECT_TRUE(evod.running()) << evod.log();
+}
+
 }  // namespace
 }  // namespace evo::it

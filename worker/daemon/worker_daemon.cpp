@@ -43,7 +43,8 @@ std::string gate_times_text(const v1::Evaluation& e) {
 
 const char* const kUsage =
     "usage: evo-worker [--coordinator HOST:PORT] [--gpu N] [--backend cuda|model] [--name NAME]\n"
-    "                  [--max-inflight N] [--compile-threads N] [--token-file FILE] [--tls-ca CA] [-v]\n"
+    "                  [--max-inflight N] [--compile-threads N] [--token-file FILE] [--tls-ca CA]\n"
+    "                  [--enrolment-key-file FILE] [-v]\n"
     "       evo-worker --all-gpus [options]                   one worker per visible GPU\n"
     "       evo-worker --backend model --workers N [options]  N model workers\n"
     "       evo-worker eval [options]                         evaluate one genome once (eval --help)\n"
@@ -51,7 +52,8 @@ const char* const kUsage =
     "Runs the worker daemon: registers with evod, leases candidate kernels, compiles the next ones\n"
     "while the current one is evaluated, and reports each result. Each registration gets a\n"
     "credential from evod that every later call carries. Exits 1 when evod refuses it\n"
-    "(PERMISSION_DENIED: quarantined, its results having kept disagreeing with its peers').\n"
+    "(PERMISSION_DENIED: quarantined, its results having kept disagreeing with its peers', or an\n"
+    "enrolment key that is missing, unknown or refused).\n"
     "\n"
     "  --coordinator HOST:PORT  evod's address (default: $EVO_COORDINATOR, else 127.0.0.1:50051)\n"
     "  --gpu N                  CUDA device index (default: 0)\n"
@@ -68,6 +70,9 @@ const char* const kUsage =
     "  --token-file FILE        evod's shared token, sent on every call (default: $EVO_TOKEN, else\n"
     "                           none); a file keeps it out of `ps`\n"
     "  --tls-ca CA              connect over TLS, trusting evod's certificate if CA (PEM) signed it\n"
+    "  --enrolment-key-file FILE\n"
+    "                           register under the enrolment whose key FILE holds (`evod enrol NAME`\n"
+    "                           on evod's host): needed where evod runs --enrolled-workers-only\n"
     "  -v, --verbose            debug logging\n"
     "  -h, --help               this text\n"
     "The compile cache is $EVO_CACHE_DIR (else $XDG_CACHE_HOME/evo, else ~/.cache/evo).\n";
@@ -83,6 +88,8 @@ struct DaemonOptions {
   std::string token_file;
   std::string tls_ca;
   security::ClientSecurity security;  // loaded from token_file / $EVO_TOKEN / tls_ca
+  std::string enrolment_key_file;
+  std::string enrolment_key;          // read from enrolment_key_file
 };
 
 int usage_error(const std::string& line) {
@@ -124,9 +131,9 @@ int parse_args(int argc, char** argv, DaemonOptions* opt) {
     } else if (a == "--name") {
       if (!next || !*next) return usage_error("--name needs a name");
       opt->name = argv[++i];
-    } else if (a == "--token-file" || a == "--tls-ca") {
+    } else if (a == "--token-file" || a == "--tls-ca" || a == "--enrolment-key-file") {
       if (!next || !*next) return usage_error(a + " needs a file");
-      (a == "--token-file" ? opt->token_file : opt->tls_ca) = argv[++i];
+      (a == "--token-file" ? opt->token_file : a == "--tls-ca" ? opt->tls_ca : opt->enrolment_key_file) = argv[++i];
     } else if (a == "--max-inflight") {
       if (!parse_int(next, 1, 64, &opt->max_inflight)) return usage_error("--max-inflight needs a number in 1..64");
       ++i;
@@ -140,6 +147,8 @@ int parse_args(int argc, char** argv, DaemonOptions* opt) {
   }
   try {
     opt->security = security::load_client_security(opt->token_file, std::getenv(security::kTokenEnv), opt->tls_ca);
+    if (!opt->enrolment_key_file.empty())
+      opt->enrolment_key = security::read_secret_file(opt->enrolment_key_file, "enrolment key file");
   } catch (const security::SecurityError& e) {
     std::fprintf(stderr, "evo-worker: %s\n", e.what());
     return 2;
@@ -250,6 +259,7 @@ class WorkerDaemon {
   bool register_self() {
     v1::RegisterWorkerRequest req;
     req.set_name(opt_.name);
+    req.set_enrolment_key(opt_.enrolment_key);
     *req.mutable_device() = evaluator_.device();
     // evod registers only workers built from its own kernel templates.
     for (auto& f : template_fingerprints()) req.mutable_device()->add_template_fingerprints(std::move(f));
@@ -417,6 +427,10 @@ int run_worker_daemon(int argc, char** argv) {
   if (!opt.token_file.empty())
     if (auto warning = security::token_file_warning(opt.token_file))
       spdlog::warn("event=token_file_readable {}", *warning);
+  if (!opt.enrolment_key_file.empty())
+    if (auto warning = security::secret_file_warning(opt.enrolment_key_file, "enrolment key file",
+                                                     "can register workers as this enrolment"))
+      spdlog::warn("event=enrolment_key_file_readable {}", *warning);
 
   // Block the stop signals before any thread starts; one thread waits for them.
   sigset_t stop_signals;
@@ -449,11 +463,12 @@ int run_worker_daemon(int argc, char** argv) {
     return 1;
   }
 
-  std::atomic<bool> stop{false};
+  std::atomic<bool> stop{false}, signalled{false};
   WorkerDaemon daemon(opt, *evaluator, stop);
   std::thread signal_waiter([&] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
+    if (signalled.exchange(true)) return;  // the daemon ended on its own and released us
     if (sig == SIGTERM || sig == SIGINT) {
       spdlog::info("event=stopping signal={} (finishing the current evaluation)", sig == SIGTERM ? "SIGTERM" : "SIGINT");
       stop = true;
@@ -461,11 +476,9 @@ int run_worker_daemon(int argc, char** argv) {
     }
   });
   int rc = daemon.run();
-  if (!stop) {
-    // run() returned on its own (registration refused): release the waiter thread.
-    stop = true;
-    pthread_kill(signal_waiter.native_handle(), SIGTERM);
-  }
+  // run() returned on its own (registration refused, or evod refused a later call, which sets
+  // stop too): release the waiter thread, which no signal reached.
+  if (!signalled.exchange(true)) pthread_kill(signal_waiter.native_handle(), SIGTERM);
   signal_waiter.join();
   return rc;
 }

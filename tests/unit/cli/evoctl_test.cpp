@@ -461,15 +461,18 @@ TEST_F(Evoctl, CandidatesSaysWhichGateRefusedEachAndWhy) {
 TEST_F(Evoctl, WorkersListsTheLiveOnesAndTheGoneOnesWhenAsked) {
   auto r = run({"workers"});
   ASSERT_EQ(r.exit_status, 0) << r.err;
-  EXPECT_NE(r.out.find("worker  name           device class        backend  state  last seen  leases  peers agreed/not\n"),
+  EXPECT_NE(r.out.find("worker  name           enrolment  device class        backend  state  last seen  leases  "
+                       "peers agreed/not\n"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("w-1     gpu-host:gpu0  sm_90a/NVIDIA H200  cuda     live   4 s ago    2       0/0\n"), std::string::npos)
+  EXPECT_NE(r.out.find("w-1     gpu-host:gpu0  gpu-host   sm_90a/NVIDIA H200  cuda     live   4 s ago    2       0/0\n"),
+            std::string::npos)
       << r.out;
   EXPECT_EQ(r.out.find("w-0"), std::string::npos) << r.out;
   r = run({"workers", "--all"});
   ASSERT_EQ(r.exit_status, 0) << r.err;
-  EXPECT_NE(r.out.find("w-0     gpu-host:gpu0  sm_90a/NVIDIA H200  cuda     gone   3 h ago    0       0/0\n"), std::string::npos)
+  EXPECT_NE(r.out.find("w-0     gpu-host:gpu0  -          sm_90a/NVIDIA H200  cuda     gone   3 h ago    0       0/0\n"),
+            std::string::npos)
       << r.out;
   r = run({"workers", "--json"});
   EXPECT_NE(r.out.find("\"activeLeases\": 2"), std::string::npos) << r.out;

@@ -115,6 +115,7 @@ class FakeCoordinator final : public v1::Coordinator::Service {
     live->set_last_seen_unix_ms(1'000'000 - 4'000);
     live->set_live(true);
     live->set_active_leases(2);
+    live->set_enrolment("gpu-host");
     if (req->include_gone()) {
       auto* gone = r->add_workers();
       gone->set_worker_id("w-0");

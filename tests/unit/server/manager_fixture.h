@@ -52,9 +52,11 @@ class ManagerTest : public ::testing::Test {
     return out;
   }
 
-  std::string add_worker(const std::string& device_class, bool estimated = false) {
+  std::string add_worker(const std::string& device_class, bool estimated = false,
+                         const std::string& enrolment_key = "") {
     v1::RegisterWorkerRequest req;
     req.set_name("w");
+    req.set_enrolment_key(enrolment_key);
     *req.mutable_device() = fake_device(device_class, estimated);
     const auto registered = workers_.register_worker(req);
     credentials_[registered.worker_id()] = registered.credential();

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "device_floors.h"
+#include "enrolments.h"
 #include "errors.h"
 #include "manager_fixture.h"
 #include "run_views.h"
@@ -165,6 +166,11 @@ TEST_F(ResultAdmissionTest, TheFloorOfADeviceComesFromItsRowOfTheTable) {
   v1::DeviceInfo unknown;
   unknown.set_gpu_name("Some Future GPU");
   EXPECT_STREQ(device_floor(unknown).gpu, "") << "the fastest card listed";
+  // Each card's empty call is its own where it was measured; a card never measured gets less than
+  // any measured one, never the H200's.
+  EXPECT_DOUBLE_EQ(device_floor(h100).empty_call_us, 1.1);
+  EXPECT_LT(device_floor(unknown).empty_call_us, device_floor(model).empty_call_us);
+  EXPECT_LT(device_floor(unknown).empty_call_us, device_floor(h100).empty_call_us);
   RunRecord run;
   run.seed = "fa_s512_v3";  // its family reads the shapes
   run.shapes = {"2x16x4096x128"};
@@ -257,6 +263,58 @@ TEST_F(ResultAdmissionTest, ALiarIsOutvotedByItsPeersAndQuarantined) {
       EXPECT_GT(*hit->fitness_us, honest_us(c.genome) * 0.99) << c.id;
     }
   }
+}
+
+// Two identities colluding (issue 38, "also seen"): one holder of an enrolment key registers two
+// workers that agree on the same lie. Unenrolled, each would confirm the other's time. As one
+// party they confirm nothing of each other's: the honest parties measure again, outvote them, and
+// the quarantine takes the enrolment whole, its next registration included.
+TEST_F(ResultAdmissionTest, TwoIdentitiesOfOneEnrolmentCannotConfirmEachOthersLie) {
+  const std::string key = enrol(store_, "mallory", now_);
+  const std::string l1 = add_worker(kClass, false, key), l2 = add_worker(kClass, false, key);
+  const std::string a = add_worker(kClass), b = add_worker(kClass);
+  const RunRecord run = submit(4, 8, 3, 11);
+  drive({l1, l2, a, b}, [&](const std::string& w, const v1::Lease& l) {
+    const double us = honest_us(l.genome());
+    return w == l1 || w == l2 ? us / 2 : (w == a ? us : us * 1.01);
+  });
+  EXPECT_EQ(store_.get_run(run.id)->state, v1::DONE);
+  const auto elites = board(run.id);
+  ASSERT_EQ(elites.elites_size(), 3);
+  for (const auto& e : elites.elites()) {
+    EXPECT_GT(e.fitness_us(), honest_us(e.genome()) * 0.99) << e.genome();
+    EXPECT_FALSE(e.self_confirmed()) << e.genome();
+  }
+  EXPECT_FALSE(store_.get_worker(l1)->quarantined.empty());
+  EXPECT_FALSE(store_.get_worker(l2)->quarantined.empty());
+  EXPECT_TRUE(store_.get_worker(a)->quarantined.empty());
+  EXPECT_TRUE(store_.get_worker(b)->quarantined.empty());
+  EXPECT_FALSE(store_.get_enrolment("mallory")->refused.empty());
+  EXPECT_EQ(code_of([&] { add_worker(kClass, false, key); }), Code::kPermissionDenied)
+      << "the quarantined party cannot come back under a new identity";
+  for (const auto& c : store_.candidates_of_run(run.id)) {
+    const auto hit = store_.cache_get(c.genome_hash, "1x8x512x64", kClass,
+                                      cache_measurement_key(test::fake_device(kClass), *store_.get_run(run.id)));
+    if (hit && hit->fitness_us) EXPECT_GT(*hit->fitness_us, honest_us(c.genome) * 0.99) << c.id;
+  }
+}
+
+// Alone in the class, an enrolment's two identities confirm each other only as the one party they
+// are: self-confirmed, labelled so, kept out of the cache.
+TEST_F(ResultAdmissionTest, AnEnrolmentAloneInItsClassIsSelfConfirmedWhicheverIdentityMeasures) {
+  const std::string key = enrol(store_, "host-a", now_);
+  const std::string a1 = add_worker(kClass, false, key), a2 = add_worker(kClass, false, key);
+  const RunRecord run = submit(1, 1, 1);
+  const v1::Lease first = lease(a1).leases(0);
+  report(a1, first, kClass, 60.0);
+  const v1::Lease second = lease(a2).leases(0);
+  ASSERT_TRUE(second.confirmation());
+  report(a2, second, kClass, 60.5);
+  const auto elites = board(run.id);
+  ASSERT_EQ(elites.elites_size(), 1);
+  EXPECT_TRUE(elites.elites(0).self_confirmed());
+  EXPECT_EQ(cache_rows(), 0);
+  EXPECT_EQ(store_.get_worker(a1)->agreements + store_.get_worker(a2)->agreements, 0) << "no peer agreed";
 }
 
 }  // namespace

@@ -23,8 +23,15 @@ TEST(Store, MigratesAnEmptyDatabaseToTheCurrentSchema) {
   EXPECT_EQ(again.schema_version(), Store::kSchemaVersion);
   std::string dump = again.dump();
   std::string versions = dump.substr(0, dump.find("SELECT * FROM runs"));
-  EXPECT_EQ(versions, "SELECT * FROM schema_version ORDER BY version\n1\n2\n3\n4\n5\n6\n7\n8\n");
+  EXPECT_EQ(versions, "SELECT * FROM schema_version ORDER BY version\n1\n2\n3\n4\n5\n6\n7\n8\n9\n");
 }
+
+// Version 9 taken back: the schema of version 8.
+constexpr const char* kBeforeVersion9 =
+    "DELETE FROM schema_version WHERE version >= 9;"
+    "DROP INDEX workers_by_enrolment;"
+    "ALTER TABLE workers DROP COLUMN enrolment;"
+    "DROP TABLE enrolments;";
 
 // Version 8 taken back: the schema of version 7.
 constexpr const char* kBeforeVersion8 =
@@ -59,6 +66,7 @@ constexpr const char* kBeforeVersion6 =
 void write_older_database(const test::TempDir& dir, const char* sql) {
   { Store fresh(dir.file("evo.db")); }
   SqliteConnection db(dir.file("evo.db"));
+  db.exec(kBeforeVersion9);
   db.exec(kBeforeVersion8);
   db.exec(kBeforeVersion7);
   db.exec(kBeforeVersion6);
@@ -72,6 +80,7 @@ TEST(Store, MigrationToVersionEightGivesOlderRunsNoBudget) {
   { Store fresh(dir.file("evo.db")); }
   {
     SqliteConnection db(dir.file("evo.db"));
+    db.exec(kBeforeVersion9);
     db.exec(kBeforeVersion8);
     db.exec("INSERT INTO runs (id, seed, shapes, generations, population, top_k, strategy, rng_seed, device_class,"
             " state, created_ms, message, smem_limit) VALUES ('run-0001', 'fa_s512_v3', '1x8x512x64', 1, 1, 1,"
@@ -90,6 +99,31 @@ TEST(Store, MigrationToVersionEightGivesOlderRunsNoBudget) {
     EXPECT_EQ(run->stop_reason, v1::STOP_REASON_UNSPECIFIED);
     EXPECT_EQ(run->ended_ms, 0);
     EXPECT_EQ(run->gpu_ms, 0);
+  });
+}
+
+// A version-8 worker registered without an enrolment: it migrates as a party of its own, trusted
+// as before, and the database has no enrolment until the operator makes one.
+TEST(Store, MigrationToVersionNineLeavesOlderWorkersUnenrolled) {
+  test::TempDir dir;
+  { Store fresh(dir.file("evo.db")); }
+  {
+    SqliteConnection db(dir.file("evo.db"));
+    db.exec(kBeforeVersion9);
+    db.exec("INSERT INTO workers (id, name, device_class, device, registered_ms, last_seen_ms, credential_hash)"
+            " VALUES ('w-1', 'gpu0', 'sm_90a/H100', x'', 1, 2, 'abc');");
+  }
+  Store migrated(dir.file("evo.db"));
+  EXPECT_EQ(migrated.schema_version(), Store::kSchemaVersion);
+  migrated.transaction([&] {
+    const auto w = migrated.get_worker("w-1");
+    ASSERT_TRUE(w);
+    EXPECT_EQ(w->enrolment, "");
+    EXPECT_EQ(w->credential_hash, "abc");
+    EXPECT_TRUE(w->quarantined.empty());
+    EXPECT_TRUE(migrated.enrolments().empty());
+    EXPECT_EQ(migrated.count_live_workers("sm_90a/H100", 0, {"w-1"}), 0) << "its party is its id";
+    EXPECT_EQ(migrated.count_live_workers("sm_90a/H100", 0, {"enrolment:w-1"}), 1);
   });
 }
 
