@@ -75,7 +75,7 @@ binary_path() {
   find "$BUILD/tests" -type f -name "$1" -perm -u+x 2>/dev/null | head -n 1
 }
 
-safe() { echo "$1" | tr -c 'A-Za-z0-9_.-' '_'; }
+safe() { printf '%s' "$1" | tr -c 'A-Za-z0-9_.-' '_'; }
 
 build() {  # build LOG TARGET...
   local log=$1
