@@ -15,6 +15,7 @@
 
 #include "evod_client.h"
 #include "process_harness.h"
+#include "test_db.h"
 #include "store.h"
 
 namespace evo::fault {
@@ -255,12 +256,9 @@ TEST(StorageFault, CorruptDatabaseIsRefusedAtStartInOneLineAndLeftAsItWas) {
     evod.process().kill(SIGTERM);
     ASSERT_EQ(evod.process().wait(), 0);
   }
-  {
-    std::fstream f(db, std::ios::binary | std::ios::in | std::ios::out);
-    f.seekp(4096);  // page 2, the runs table's first page
-    const std::string garbage(4096, '\xff');
-    f.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
-  }
+  // The runs table: a start without quick_check would read past it (only the schema and the
+  // liveness clock are read at start) and write into the damaged file.
+  test::damage_table(db, "runs");
   const std::string before = file_bytes(db);
   EXPECT_EQ(refused_start(db, root + "/evod.log"), 1);
   const std::string log = file_bytes(root + "/evod.log");

@@ -332,22 +332,6 @@ std::string file_bytes(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-// Overwrites the first page of `table` (4096-byte pages) in the file with garbage.
-void damage_table(const std::string& path, const char* table) {
-  int64_t page = 0;
-  {
-    SqliteConnection db(path);
-    auto s = db.prepare("SELECT rootpage FROM sqlite_master WHERE name = ?");
-    s.bind(1, table);
-    ASSERT_TRUE(s.step()) << table;
-    page = s.column_int(0);
-  }
-  std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
-  f.seekp(static_cast<std::streamoff>(page - 1) * 4096);
-  const std::string garbage(4096, '\xff');
-  f.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
-}
-
 StoreFault fault_of_opening(const std::string& path, const StoreOptions& options, std::string* message) {
   try {
     Store store(path, options);
@@ -377,7 +361,7 @@ TEST(Store, CorruptFileIsRefusedAtOpenAndLeftAsItWas) {
   test::TempDir dir;
   const std::string path = dir.file("evo.db");
   write_one_run(path);
-  damage_table(path, "runs");
+  test::damage_table(path, "runs");
   const std::string before = file_bytes(path);
   std::string message;
   EXPECT_EQ(fault_of_opening(path, {}, &message), StoreFault::kCorrupt) << message;
@@ -452,7 +436,7 @@ TEST(Store, CorruptionFoundWhileRunningStopsEveryLaterWrite) {
   const std::string path = dir.file("evo.db");
   write_one_run(path);
   Store store(path);
-  damage_table(path, "runs");
+  test::damage_table(path, "runs");
   // Another connection's commit makes this one drop its page cache and read page 2 again.
   SqliteConnection(path).exec("PRAGMA user_version = 7");
   try {
