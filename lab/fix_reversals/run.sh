@@ -59,6 +59,7 @@ MANIFEST='
 12 | 12a-no-quick-check-at-start | storage_fault_test:StorageFault.CorruptDatabaseIsRefusedAtStartInOneLineAndLeftAsItWas server_tests:Store.CorruptFileIsRefusedAtOpenAndLeftAsItWas
 12 | 12b-empty-file-starts-fresh | storage_fault_test:StorageFault.EmptyDatabaseFileIsRefusedUnlessInit server_tests:Store.EmptyFileIsRefusedUnlessInit
 13 | 13-build-line-unquoted | exporter_tests:Exporter.ReportBuildLineQuotesTheFileNameForTheShell evoctl_tests:Evoctl.ExportBuildLineQuotesTheFileNameForTheShell
+also | 14-every-identity-its-own-party | server_tests:ResultAdmissionTest.TwoIdentitiesOfOneEnrolmentCannotConfirmEachOthersLie server_tests:WorkerRegistryTest.TheWorkersOfOneEnrolmentAreOnePartyNotEachOthersPeers server_tests:ResultAdmissionTest.AnEnrolmentAloneInItsClassIsSelfConfirmedWhicheverIdentityMeasures
 '
 
 # The targets a test binary needs: itself, and the daemons its tests start.
