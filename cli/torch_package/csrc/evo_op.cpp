@@ -18,6 +18,7 @@
 #include <string>
 
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
@@ -94,7 +95,7 @@ at::Tensor attention_cuda(const at::Tensor& query, const at::Tensor& key, const 
   const int64_t head_dim = query.size(3);
   const double softmax_scale = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
   const c10::cuda::CUDAGuard guard(query.device());
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
   const int err = entry(query.data_ptr(), key.data_ptr(), value.data_ptr(), out.data_ptr(),
                         static_cast<int>(query.size(0)), static_cast<int>(query.size(1)),
                         static_cast<int>(query.size(2)), static_cast<int>(key.size(2)), static_cast<int>(head_dim),
