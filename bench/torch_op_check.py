@@ -118,12 +118,14 @@ def _graph():
     q, k, v = inputs()
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
+    # Warm-up on the stream that captures: a genome with a workspace allocates it per stream at its
+    # first call there, which must not happen inside the capture (docs/exported-kernel.md).
     with torch.no_grad(), torch.cuda.stream(side):
-        for _ in range(3):  # warm-up on the capture stream: first launches, workspace
+        for _ in range(3):
             torch.ops.evo.attention(q, k, v, None, True)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.no_grad(), torch.cuda.graph(graph):
+    with torch.no_grad(), torch.cuda.graph(graph, stream=side):
         out = torch.ops.evo.attention(q, k, v, None, True)
     for _ in range(3):
         for t in (q, k, v):
