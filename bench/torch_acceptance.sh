@@ -19,7 +19,8 @@
 # llama.log), the run's leaderboard.txt, and logs.tgz (evod, worker, the package's manifest and
 # report). Exit status: 0 when every step passed, 1 otherwise (the failed ones are named last).
 # Environment: EVO_BUDGET (the run's wall budget, default 60s), EVO_POPULATION (default 8),
-# PYTHON (default python3), EVO_DEADLINE_S.
+# PYTHON (default python3), EVO_DEADLINE_S, EVO_WORKER_BACKEND (default cuda; model tries the
+# script's own steps on a machine without a GPU, where the torch steps then fail).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/bench/lib.sh"
@@ -29,6 +30,7 @@ python="${PYTHON:-python3}"
 deadline="${EVO_DEADLINE_S:-450}"
 budget="${EVO_BUDGET:-60s}"
 population="${EVO_POPULATION:-8}"
+backend="${EVO_WORKER_BACKEND:-cuda}"
 positive EVO_DEADLINE_S "$deadline"
 positive EVO_POPULATION "$population"
 if ((dry_run)); then
@@ -69,13 +71,13 @@ nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader
 nvcc --version | tail -n 1
 set +x
 
-step "run: evod + evo-worker (cuda), 1x8x512x64 fp16 causal and not, budget $budget"
+step "run: evod + evo-worker ($backend), 1x8x512x64 fp16 causal and not, budget $budget"
 port=$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 export EVO_COORDINATOR="127.0.0.1:$port"
 evod serve --db "$scratch/evo.db" --listen "$EVO_COORDINATOR" > "$scratch/evod.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do evoctl runs > /dev/null 2>&1 && break; sleep 0.2; done
-evo-worker --backend cuda > "$scratch/worker.log" 2>&1 &
+evo-worker --backend "$backend" > "$scratch/worker.log" 2>&1 &
 pids+=($!)
 set -x
 run=$(evoctl submit --seed fa_s512_v3 --shape 1x8x512x64 --shape 1x8x512x64:causal --generations 4 \
@@ -103,8 +105,18 @@ if [[ -f $pkg/setup.py ]]; then
     > "$out/pip_install.log" 2>&1
   rc=$?
   set +x
+  if [[ $rc -ne 0 ]] && grep -q externally-managed-environment "$out/pip_install.log"; then
+    # A system Python that pip may not write to (PEP 668): the same install into a folder of ours.
+    echo "pip may not install into this Python: installing with --target $scratch/site instead"
+    export PYTHONPATH="$scratch/site${PYTHONPATH:+:$PYTHONPATH}"
+    set -x
+    (cd "$scratch" && MAX_JOBS=16 timeout "$(left 200)" "$python" -m pip install -v --no-build-isolation --no-index \
+       --target "$scratch/site" "$pkg") >> "$out/pip_install.log" 2>&1
+    rc=$?
+    set +x
+  fi
   tail -n 5 "$out/pip_install.log"
-  grep -E 'evo_kernels: .*nvcc|error' "$out/pip_install.log" | head -n 20
+  grep -iE 'evo_kernels: |error' "$out/pip_install.log" | head -n 20
   if [[ $rc -eq 0 ]]; then
     (cd "$scratch" && "$python" -c 'import evo_kernels, torch; print(evo_kernels.__file__); print(evo_kernels.CHOICE_BY_DEVICE); print(torch.ops.evo.attention)')
     rc=$?
