@@ -136,7 +136,7 @@ TORCH_LIBRARY_IMPL(evo, CUDA, m) { m.impl("attention", &attention_cuda); }
 TORCH_LIBRARY_IMPL(evo, Autograd, m) { m.impl("attention", &attention_autograd); }
 
 // `import evo_kernels._C` loads this library, which registers the ops above; the module is empty.
-extern "C" PyObject* PyInit__C(void) {
+PyMODINIT_FUNC PyInit__C(void) {
   static PyModuleDef module = {PyModuleDef_HEAD_INIT, "_C", "evo's torch ops (torch.ops.evo)", -1, nullptr};
   return PyModule_Create(&module);
 }
