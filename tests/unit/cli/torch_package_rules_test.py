@@ -1,4 +1,5 @@
-"""The evo_kernels package's pure rules (cli/torch_package/evo_kernels/routing.py), without torch.
+"""The evo_kernels package's pure rules (kernel_templates/attention/torch_package/evo_kernels/
+routing.py), without torch.
 
 Each check runs on the rules as written and must pass; then each planted failure (one rule broken
 by a one-line edit of the source) must make its check fail, so no check passes by accident.
@@ -10,7 +11,8 @@ import sys
 import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROUTING = os.path.join(HERE, "..", "..", "..", "cli", "torch_package", "evo_kernels", "routing.py")
+ROUTING = os.path.join(HERE, "..", "..", "..", "kernel_templates", "attention", "torch_package", "evo_kernels",
+                       "routing.py")
 FP16_NC, FP16_CAUSAL = ("fp16", 64, False), ("fp16", 64, True)
 SERVED = (FP16_NC, FP16_CAUSAL)
 

@@ -15,7 +15,7 @@ import tempfile
 import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PACKAGE = os.path.join(HERE, "..", "..", "..", "cli", "torch_package", "evo_kernels")
+PACKAGE = os.path.join(HERE, "..", "..", "..", "kernel_templates", "attention", "torch_package", "evo_kernels")
 
 
 class Device:
