@@ -15,15 +15,18 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from setuptools import setup
-from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CUDAExtension
+from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "evo_kernels"))
 import routing  # noqa: E402  the package's pure rules, without importing the package (it needs _C)
 
 
+TOOLKIT = CUDA_HOME or "/usr/local/cuda"
+
+
 def nvcc_path():
-    nvcc = os.path.join(CUDA_HOME or "/usr/local/cuda", "bin", "nvcc")
+    nvcc = os.path.join(TOOLKIT, "bin", "nvcc")
     if not os.path.exists(nvcc):
         sys.exit("evo_kernels: nvcc not found at %s (set CUDA_HOME to the CUDA toolkit)" % nvcc)
     return nvcc
@@ -65,8 +68,10 @@ setup(
     description="evo's tuned attention kernels as torch.ops.evo.attention",
     packages=["evo_kernels"],
     package_data={"evo_kernels": ["manifest.json", "kernels/*/*"]},
-    ext_modules=[CUDAExtension("evo_kernels._C", ["csrc/evo_op.cpp"], extra_compile_args={"cxx": ["-O2"]},
-                               libraries=["dl"])],
+    # The op is plain C++: it takes the CUDA headers for its types and links PyTorch's c10_cuda for
+    # streams, but no CUDA runtime of the toolkit's, whose version may differ from PyTorch's.
+    ext_modules=[CppExtension("evo_kernels._C", ["csrc/evo_op.cpp"], include_dirs=[os.path.join(TOOLKIT, "include")],
+                              libraries=["c10_cuda", "dl"], extra_compile_args={"cxx": ["-O2"]})],
     cmdclass={"build_ext": BuildOpAndKernels},
     zip_safe=False,
 )

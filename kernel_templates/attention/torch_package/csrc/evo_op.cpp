@@ -100,11 +100,13 @@ at::Tensor attention_cuda(const at::Tensor& query, const at::Tensor& key, const 
                         static_cast<int>(query.size(0)), static_cast<int>(query.size(1)),
                         static_cast<int>(query.size(2)), static_cast<int>(key.size(2)), static_cast<int>(head_dim),
                         static_cast<float>(softmax_scale), is_causal ? 1 : 0, dtype, stream, 1);
+  // The error's number only: naming it would need the CUDA runtime, which this library does not link
+  // (the toolkit's may not be the one PyTorch was built with).
   TORCH_CHECK(err == 0, "evo::attention: the exported kernel refused ", query.sizes(), " x key ", key.sizes(), " ",
-              query.scalar_type(), is_causal ? " causal" : " non-causal", ": ",
-              cudaGetErrorName(static_cast<cudaError_t>(err)),
-              " (no exported genome serves this dtype/head_dim, the shape breaks one's constraints, or the device "
-              "cannot launch it)");
+              query.scalar_type(), is_causal ? " causal" : " non-causal", ": CUDA error ", err,
+              err == cudaErrorInvalidValue ? " (cudaErrorInvalidValue: no exported genome serves this dtype and "
+                                             "head_dim, or the shape breaks one's constraints)"
+                                           : " (the device could not launch it)");
   return out;
 }
 
