@@ -1,9 +1,10 @@
 #pragma once
 // The Python package `evoctl export RUN... --python DIR` writes: evo_kernels, which pip builds on
-// the machine that installs it into torch.ops.evo.attention and evo_kernels.scaled_dot_product_attention
-// (docs/exported-kernel.md, "From PyTorch"). Its fixed files are the attention family's
-// (kernel_templates/attention/torch_package/), embedded into evoctl at build time; the export adds one table per GPU architecture (the .cu,
-// its report and dispatch file) and a manifest naming them.
+// the machine that installs it into torch.ops.evo.attention and
+// evo_kernels.scaled_dot_product_attention (docs/exported-kernel.md, "From PyTorch"). Its fixed
+// files are the attention family's (kernel_templates/attention/torch_package/), embedded into
+// evoctl at build time; the export adds one table per GPU architecture (the .cu, its report and
+// dispatch file) and a manifest naming them.
 #include <string>
 #include <utility>
 #include <vector>
