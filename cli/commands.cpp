@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -28,6 +29,7 @@
 #include "search_space.h"
 #include "template_registry.h"
 #include "token.h"
+#include "torch_package.h"
 #include "wire_labels.h"
 
 namespace evo::cli {
@@ -308,14 +310,8 @@ std::string base_name(const std::string& path) {
 // best.cu -> libbest.so, as the report's build line names it.
 std::string shared_library_name(const std::string& cu_name) { return "lib" + cu_stem(cu_name) + ".so"; }
 
-// The build line for the target evod names, and which winners the model evaluator chose: both
-// read from the response's fields (ExportResponse.arch, ExportBucket.estimated), never its report.
-void print_build_and_estimates(const v1::ExportResponse& r, const std::string& cu_path, const std::string& report,
-                               std::ostream& out) {
-  if (r.arch().empty())  // an evod that predates the field: only its report names the target
-    out << "build: as " << report << " says\n";
-  else
-    out << "build: " << exported_build_command(cu_path, shared_library_name(base_name(cu_path)), r.arch()) << "\n";
+// Which winners the model evaluator chose (ExportBucket.estimated), if any.
+void print_estimates(const v1::ExportResponse& r, std::ostream& out) {
   const auto estimated = std::count_if(r.buckets().begin(), r.buckets().end(),
                                        [](const v1::ExportBucket& b) { return b.estimated(); });
   if (estimated == 0) return;
@@ -325,15 +321,33 @@ void print_build_and_estimates(const v1::ExportResponse& r, const std::string& c
   out << " chosen by the model evaluator, not measured on a GPU\n";
 }
 
-int export_best(Client& c, const Options& o, std::ostream& out) {
+// The build line for the target evod names, and which winners the model evaluator chose: both
+// read from the response's fields (ExportResponse.arch, ExportBucket.estimated), never its report.
+void print_build_and_estimates(const v1::ExportResponse& r, const std::string& cu_path, const std::string& report,
+                               std::ostream& out) {
+  if (r.arch().empty())  // an evod that predates the field: only its report names the target
+    out << "build: as " << report << " says\n";
+  else
+    out << "build: " << exported_build_command(cu_path, shared_library_name(base_name(cu_path)), r.arch()) << "\n";
+  print_estimates(r, out);
+}
+
+// The export of `run_ids`, its report's build line naming `source_name`.
+v1::ExportResponse export_of(Client& c, const std::vector<std::string>& run_ids, const std::string& source_name) {
   v1::ExportRequest req;
   // One run goes as run_id, which every evod understands; several as run_ids only, so that an
   // evod that predates dispatch tables refuses them instead of exporting the first run alone.
-  if (o.run_ids.size() == 1) req.set_run_id(o.run_ids[0]);
-  else for (const auto& id : o.run_ids) req.add_run_ids(id);
-  req.set_source_name(base_name(o.out));  // the report's build line names the file written
+  if (run_ids.size() == 1) req.set_run_id(run_ids[0]);
+  else for (const auto& id : run_ids) req.add_run_ids(id);
+  req.set_source_name(source_name);
   v1::ExportResponse r;
   check(c.stub.ExportBest(c.context().get(), req, &r));
+  return r;
+}
+
+// --out: the .cu, its report and its dispatch file.
+void export_source(Client& c, const Options& o, std::ostream& out) {
+  const v1::ExportResponse r = export_of(c, o.run_ids, base_name(o.out));  // the build line names the file written
   DispatchFile dispatch;
   try {
     dispatch = dispatch_file(r, base_name(o.out));
@@ -357,6 +371,62 @@ int export_best(Client& c, const Options& o, std::ostream& out) {
           << b.shapes_size() << " shape(s)"
           << (b.estimated() ? " (ESTIMATED)" : "") << "\n";
   print_build_and_estimates(r, o.out, report, out);
+}
+
+// A folder the package may be written to: new, or empty.
+void check_package_folder(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec)) return;
+  if (!std::filesystem::is_directory(dir, ec)) throw Failure{"--python " + dir + ": not a folder"};
+  if (!std::filesystem::is_empty(dir, ec))
+    throw Failure{"--python " + dir + ": the folder is not empty (give a new or empty one)"};
+}
+
+// --python: the runs grouped by the architecture that measured them, one export per group, written
+// as the evo_kernels package (cli/torch_package.h).
+void export_python_package(Client& c, const Options& o, std::ostream& out) {
+  check_package_folder(o.python);
+  std::vector<std::pair<std::string, std::string>> run_classes;
+  for (const auto& id : o.run_ids) {
+    v1::RunRef ref;
+    ref.set_run_id(id);
+    v1::RunStatus status;
+    check(c.stub.GetRun(c.context().get(), ref, &status));
+    run_classes.emplace_back(id, status.run().device_class());
+  }
+  std::vector<PackageTable> tables;
+  std::vector<std::pair<std::string, std::string>> files;
+  try {
+    for (const ArchGroup& group : group_runs_by_arch(run_classes)) {
+      PackageTable t{group, export_of(c, group.run_ids, kPackageSourceName), ""};
+      t.dispatch_json = dispatch_file(t.response, kPackageSourceName).json;
+      tables.push_back(std::move(t));
+    }
+    files = torch_package_files(tables);
+  } catch (const std::invalid_argument& e) {
+    throw Failure{e.what()};
+  }
+  for (const auto& [path, text] : files) {
+    const std::filesystem::path target = std::filesystem::path(o.python) / path;
+    std::error_code ec;
+    std::filesystem::create_directories(target.parent_path(), ec);
+    if (ec) throw Failure{"cannot create " + target.parent_path().string() + ": " + ec.message()};
+    write_file(target.string(), text);
+  }
+  out << "wrote " << o.python << " (the evo_kernels package, " << files.size() << " files)\n";
+  for (const auto& t : tables) {
+    out << "  " << (t.response.arch().empty() ? t.group.arch : t.response.arch()) << ": runs";
+    for (const auto& id : t.group.run_ids) out << " " << id;
+    out << " (" << t.response.buckets_size() << (t.response.buckets_size() == 1 ? " bucket" : " buckets") << ")\n";
+    print_estimates(t.response, out);
+  }
+  out << "install (PyTorch and nvcc on that machine, no network): pip install --no-build-isolation --no-index "
+      << shell_quote(o.python) << "\n";
+}
+
+int export_best(Client& c, const Options& o, std::ostream& out) {
+  if (!o.out.empty()) export_source(c, o, out);
+  if (!o.python.empty()) export_python_package(c, o, out);
   return 0;
 }
 

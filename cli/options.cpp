@@ -153,6 +153,7 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
       }
       else if (a == "--top") o.top = static_cast<int32_t>(parse_integer(a, p.value_of(a), 1, 1000));
       else if (a == "--out") o.out = p.value_of(a);
+      else if (a == "--python") o.python = p.value_of(a);
       else if (a == "--html") o.html = p.value_of(a);
       else if (a == "--seed") o.submit.seed = p.value_of(a);
       else if (a == "--shape") o.submit.shapes.push_back(checked_shape_syntax(p.value_of(a)));
@@ -198,7 +199,7 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
       {"workers", {"--all", "--json"}},
       {"candidates", {"--failed", "--limit", "--json"}},
       {"cancel", {}},
-      {"export", {"--out"}},
+      {"export", {"--out", "--python"}},
       {"report", {"--html"}},
   };
   for (const auto& [flag, _] : flags_seen)
@@ -216,7 +217,8 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
   if (o.command == "export") o.run_ids = positional;
   if (needs_run && o.run_id.empty()) throw UsageError(o.command + " needs a run id (see evoctl runs)");
   if (o.command == "submit" && o.submit.seed.empty()) throw UsageError("submit needs --seed (e.g. --seed fa_s512_v3)");
-  if (o.command == "export" && o.out.empty()) throw UsageError("export needs --out FILE.cu");
+  if (o.command == "export" && o.out.empty() && o.python.empty())
+    throw UsageError("export needs --out FILE.cu or --python DIR");
   if (o.command == "report" && o.html.empty()) throw UsageError("report needs --html FILE");
   return o;
 }
@@ -290,7 +292,7 @@ std::string help_text(const std::string& command) {
   if (command == "cancel")
     return "usage: evoctl cancel RUN\nCancels a queued or running run; its results so far are kept.\n";
   if (command == "export")
-    return "usage: evoctl export RUN [RUN ...] --out FILE.cu\n"
+    return "usage: evoctl export RUN [RUN ...] [--out FILE.cu] [--python DIR]\n"
            "Writes the run's winner (its top elite) as one self-contained CUDA file exposing\n"
            "evo_attention_forward (build: nvcc -shared -Xcompiler -fPIC -arch=sm_90a; it launches as a\n"
            "programmatic dependent launch, evo_attention_forward_ex(..., 0) plainly) and, beside it,\n"
@@ -299,7 +301,11 @@ std::string help_text(const std::string& command) {
            "a call of another shape gets the bucket of the nearest sequence length with its head size\n"
            "and causality. The runs must tune one template, share no shape, and each have an elite.\n"
            "Also writes FILE.dispatch.json, the shape buckets as bench/run_gpu_bench.sh reads them\n"
-           "(shapes of unequal query and key lengths are left out of it: the bench runs equal ones).\n";
+           "(shapes of unequal query and key lengths are left out of it: the bench runs equal ones).\n"
+           "--python DIR (a new or empty folder) writes the evo_kernels Python package instead or as\n"
+           "well: torch.ops.evo.attention and evo_kernels.scaled_dot_product_attention, one table per\n"
+           "GPU architecture the runs were measured on, built for each on the machine that installs it:\n"
+           "  pip install --no-build-isolation --no-index DIR\n";
   if (command == "report")
     return "usage: evoctl report RUN --html FILE\n"
            "Writes one self-contained HTML page about the run (inline SVG; nothing fetched, no\n"
@@ -326,7 +332,7 @@ std::string help_text(const std::string& command) {
          "                                 the run's candidates: status, gate, why\n"
          "  workers [--all] [--json]       the workers evod hears from\n"
          "  cancel RUN                     stop a run\n"
-         "  export RUN [RUN ...] --out FILE.cu\n"
+         "  export RUN [RUN ...] --out FILE.cu | --python DIR\n"
          "                                 the winner as a standalone kernel (several runs: a\n"
          "                                 dispatch table) + FILE.report.md + FILE.dispatch.json\n"
          "  report RUN --html FILE         the run as an HTML page: convergence plots, elites,\n"

@@ -53,6 +53,7 @@ struct Options {
   int32_t limit = 0;                // candidates --limit; 0: evod's default (50)
   int32_t top = 10;
   std::string out;                  // export --out
+  std::string python;               // export --python: the evo_kernels package's folder
   std::string html;                 // report --html
   SubmitOptions submit;
 };

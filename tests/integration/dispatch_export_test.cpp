@@ -119,5 +119,37 @@ TEST(DispatchExport, TwoRunsForTwoShapesExportAsOneTableThatNvccBuilds) {
   dlclose(lib);
 }
 
+// `evoctl export RUN --python DIR`: the evo_kernels package, whose manifest and files the package's
+// own rules check (tests/unit/cli/torch_package_rules_test.py --package DIR); a folder not empty is
+// refused. Building it needs PyTorch and nvcc: the GPU suite does that (docs/exported-kernel.md).
+TEST(DispatchExport, APythonPackageHoldsTheTableAndAManifestItsRulesRead) {
+  Cluster c;
+  c.start_evod();
+  c.start_worker("a");
+  v1::Run run;
+  ASSERT_TRUE(c.submit(small_run({"1x8x512x64", "1x8x512x64:causal"}), &run).ok());
+  ASSERT_TRUE(c.wait_done(run.run_id(), 480)) << c.evod().log();
+
+  const fs::path dir = fs::path(c.dir()) / "pkg";
+  std::string log;
+  ASSERT_EQ(evoctl(c, {"export", run.run_id(), "--python", dir.string()}, "export_python", &log), 0) << log;
+  EXPECT_NE(log.find("sm_90a: runs " + run.run_id() + " (1 bucket)"), std::string::npos) << log;
+  EXPECT_NE(log.find("ESTIMATED: this winner was chosen by the model evaluator"), std::string::npos) << log;
+  EXPECT_NE(log.find("pip install --no-build-isolation --no-index " + dir.string()), std::string::npos) << log;
+  const std::string source = slurp(dir / "evo_kernels/kernels/sm_90a/kernel.cu");
+  EXPECT_NE(source.find("evo_attention_forward_dtype"), std::string::npos);
+  EXPECT_NE(slurp(dir / "evo_kernels/kernels/sm_90a/kernel.report.md").find("kernel.cu"), std::string::npos);
+  EXPECT_EQ(count_of(slurp(dir / "evo_kernels/kernels/sm_90a/kernel.dispatch.json"), R"("cu": "kernel.cu")"), 2u);
+
+  if (std::system("python3 -c 'pass' >/dev/null 2>&1") == 0) {
+    const std::string check = "python3 '" EVO_SOURCE_DIR "/tests/unit/cli/torch_package_rules_test.py' --package '" +
+                              dir.string() + "' > '" + c.dir() + "/rules.log' 2>&1";
+    EXPECT_EQ(std::system(check.c_str()), 0) << slurp(fs::path(c.dir()) / "rules.log");
+  }
+
+  EXPECT_EQ(evoctl(c, {"export", run.run_id(), "--python", dir.string()}, "export_again", &log), 1);
+  EXPECT_NE(log.find("the folder is not empty"), std::string::npos) << log;
+}
+
 }  // namespace
 }  // namespace evo::it

@@ -1,5 +1,6 @@
 // evoctl end to end against an in-process fake evod: what it prints, its exit status, its errors.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -257,7 +258,8 @@ TEST_F(Evoctl, UnreachableEvodIsNamed) {
 
 TEST_F(Evoctl, UsageErrorsExitTwoWithOneLine) {
   for (const auto& args : std::vector<std::vector<std::string>>{
-           {}, {"frobnicate"}, {"submit"}, {"status"}, {"export", "r1"}, {"export", "--out", "t.cu"}, {"submit", "--seed", "x", "--population", "0"},
+           {}, {"frobnicate"}, {"submit"}, {"status"}, {"export", "r1"}, {"export", "--out", "t.cu"}, {"export", "--python", "pkg"}, {"export", "r1", "--python"},
+           {"report", "r1", "--html", "a.html", "--python", "pkg"}, {"submit", "--seed", "x", "--population", "0"},
            {"submit", "--seed", "x", "--strategy", "greedy"}, {"leaderboard", "--top", "-3"}, {"cancel", "r1", "r2"},
            {"status", "r1", "--json"}, {"runs", "--bogus"}, {"submit", "--seed"},
            {"submit", "--seed", "x", "--start"}, {"status", "r1", "--start", "BLOCK_M=64"},
@@ -281,6 +283,48 @@ TEST_F(Evoctl, UsageErrorsExitTwoWithOneLine) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_EQ(r.err.rfind("evoctl: ", 0), 0u) << r.err;
   }
+}
+
+// export --python: runs of one architecture export as one table; the package lands in DIR.
+TEST_F(Evoctl, ExportPythonWritesOneTablePerArchitecture) {
+  server_.service.device_classes = {{"r1", "sm_90a/NVIDIA H200"}, {"r2", "sm_90a/NVIDIA H100"}};
+  const auto dir = std::filesystem::temp_directory_path() / ("evoctl-python-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const auto r = run({"export", "r1", "r2", "--python", dir.string()});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  ASSERT_EQ(server_.service.exports.size(), 1u);
+  const auto& req = server_.service.exports[0];
+  EXPECT_EQ(std::vector<std::string>(req.run_ids().begin(), req.run_ids().end()),
+            (std::vector<std::string>{"r1", "r2"}));
+  EXPECT_EQ(req.source_name(), "kernel.cu");
+  std::ifstream cu(dir / "evo_kernels/kernels/sm_100a/kernel.cu");  // the response's arch names the folder
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(cu)), {}), "// dispatch table source\n");
+  std::ifstream manifest(dir / "evo_kernels/manifest.json");
+  const std::string text((std::istreambuf_iterator<char>(manifest)), {});
+  EXPECT_NE(text.find(R"("sm_90a/NVIDIA H100")"), std::string::npos) << text;
+  EXPECT_NE(r.out.find("sm_100a: runs r1 r2 (2 buckets)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ESTIMATED: 1 of 2 winners was chosen"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("pip install --no-build-isolation --no-index " + dir.string()), std::string::npos) << r.out;
+
+  const auto again = run({"export", "r1", "--python", dir.string()});
+  EXPECT_EQ(again.exit_status, 1);
+  EXPECT_NE(again.err.find("the folder is not empty"), std::string::npos) << again.err;
+  EXPECT_EQ(server_.service.exports.size(), 1u) << "a folder in use is refused before evod is asked";
+  std::filesystem::remove_all(dir);
+}
+
+// Runs of two architectures are two exports; one refused writes nothing.
+TEST_F(Evoctl, ExportPythonAsksOneExportPerArchitectureAndWritesNothingOnARefusal) {
+  server_.service.device_classes = {{"r1", "sm_90a/NVIDIA H200"}, {"r2", "sm_80/NVIDIA A100"}};
+  const auto dir = std::filesystem::temp_directory_path() / ("evoctl-python2-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const auto r = run({"export", "r1", "r2", "--python", dir.string()});
+  EXPECT_EQ(r.exit_status, 1);
+  ASSERT_EQ(server_.service.exports.size(), 2u);
+  EXPECT_EQ(server_.service.exports[0].run_id(), "r1");
+  EXPECT_EQ(server_.service.exports[1].run_id(), "r2");
+  EXPECT_NE(r.err.find("NOT_FOUND: unknown run 'r2'"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir));
 }
 
 TEST_F(Evoctl, AnUnknownCommandIsToldEveryCommand) {

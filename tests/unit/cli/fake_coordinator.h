@@ -3,8 +3,10 @@
 // that the CLI tests see real gRPC status codes and streams without evod.
 #include <grpcpp/grpcpp.h>
 
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "evo/evo.grpc.pb.h"
 #include "genome_proto.h"
@@ -26,6 +28,9 @@ class FakeCoordinator final : public v1::Coordinator::Service {
   bool export_predates_buckets = false;  // ExportBest answers as an evod before buckets and arch
   bool cancel_finds_it_done = false;  // CancelRun answers with a run that had already ended         // Leaderboard answers with the run and no elite (nothing done yet)
   std::string required_token;     // non-empty: ListRuns wants "authorization: Bearer <token>"
+  // GetRun answers for these runs too, each with its device class (export --python groups by it).
+  std::map<std::string, std::string> device_classes;
+  std::vector<v1::ExportRequest> exports;  // every ExportBest request, in order
 
   grpc::Status SubmitRun(grpc::ServerContext*, const v1::SubmitRunRequest* req, v1::Run* run) override {
     if (req->seed() != "fa_s512_v3") return {grpc::StatusCode::INVALID_ARGUMENT, "unknown seed '" + req->seed() + "'"};
@@ -34,6 +39,12 @@ class FakeCoordinator final : public v1::Coordinator::Service {
     return grpc::Status::OK;
   }
   grpc::Status GetRun(grpc::ServerContext*, const v1::RunRef* ref, v1::RunStatus* s) override {
+    if (const auto it = device_classes.find(ref->run_id()); it != device_classes.end()) {
+      *s = make_status(2, 48, v1::DONE);
+      s->mutable_run()->set_run_id(it->first);
+      s->mutable_run()->set_device_class(it->second);
+      return grpc::Status::OK;
+    }
     if (ref->run_id() != "r1") return {grpc::StatusCode::NOT_FOUND, "unknown run '" + ref->run_id() + "'"};
     *s = make_status(2, 40, v1::RUNNING);
     return grpc::Status::OK;
@@ -176,6 +187,7 @@ class FakeCoordinator final : public v1::Coordinator::Service {
   }
   grpc::Status ExportBest(grpc::ServerContext*, const v1::ExportRequest* req, v1::ExportResponse* r) override {
     last_export = *req;
+    exports.push_back(*req);
     if (req->run_ids_size() > 0) {  // a dispatch table: runs r1 and r2, one bucket each
       for (const auto& id : req->run_ids())
         if (id != "r1" && id != "r2") return {grpc::StatusCode::NOT_FOUND, "unknown run '" + id + "'"};

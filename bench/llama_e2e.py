@@ -1,0 +1,241 @@
+"""A Llama-style model end to end with torch's SDPA and with evo's kernel, eager and compiled.
+
+A random-weight LlamaForCausalLM from a LlamaConfig (grouped-query heads; nothing downloaded),
+attn_implementation="sdpa", fp16, run four ways: eager and torch.compile(fullgraph=True), each
+with torch's SDPA and with evo_kernels.sdpa_routing() (the model unedited). It checks that evo's
+logits agree with SDPA's (relative L2 error and max abs difference, limits below), and prints
+the prefill time and the decode-step time of each way (CUDA events, median of rounds) and how
+many attention calls evo served and how many fell back to SDPA, and why.
+
+Under torch.compile, transformers builds an explicit causal mask instead of passing
+is_causal=True (whether it may skip the mask depends on tensor values, which a trace cannot
+read), and evo takes no mask. With no padding mask given the skip depends on shapes alone, so
+this script lets the trace skip it as eager does (compiled_causal_skip below), for both SDPA and
+evo, and says whether it could.
+
+Usage: python bench/llama_e2e.py [--seq 512] [--decode-steps 16] [--rounds 10] [--skip-compiled-decode]
+Exits 1 when logits disagree beyond the limits or a fullgraph compile fails.
+"""
+import argparse
+import contextlib
+import statistics
+import sys
+import traceback
+
+import torch
+import transformers
+
+import evo_kernels
+
+# evo's fp16 kernel against SDPA's over 4 layers of a random model: both round differently.
+MAX_REL_L2 = 1e-2
+MAX_ABS = 5e-2
+
+
+def build_model(layers, vocab):
+    """Random weights, grouped-query attention (8 query heads, 2 key/value heads, head dim 64)."""
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=vocab, hidden_size=512, intermediate_size=1408,
+                                      num_hidden_layers=layers, num_attention_heads=8, num_key_value_heads=2,
+                                      max_position_embeddings=4096)
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
+    model = model.to(device="cuda", dtype=torch.float16).eval()
+    assert model.config._attn_implementation == "sdpa", model.config._attn_implementation
+    return model
+
+
+@contextlib.contextmanager
+def compiled_causal_skip():
+    """Lets a traced forward skip transformers' causal mask when no padding mask was given and
+    query and key lengths are equal (or the query is one token), as its eager forward does.
+    Yields whether transformers' skip rule was found (newer masking_utils, or older
+    AttentionMaskConverter)."""
+    try:
+        from transformers import masking_utils
+    except ImportError:
+        masking_utils = None
+    if masking_utils is not None and hasattr(masking_utils, "_ignore_causal_mask_sdpa"):
+        original = masking_utils._ignore_causal_mask_sdpa
+
+        def skip(padding_mask, query_length, kv_length, kv_offset, local_attention_size=None):
+            if padding_mask is None and (local_attention_size is None or kv_length < local_attention_size) and (
+                    query_length == 1 or kv_length == query_length):
+                return True
+            return original(padding_mask, query_length, kv_length, kv_offset, local_attention_size)
+
+        masking_utils._ignore_causal_mask_sdpa = skip
+        try:
+            yield True
+        finally:
+            masking_utils._ignore_causal_mask_sdpa = original
+        return
+    from transformers.modeling_attn_mask_utils import AttentionMaskConverter
+    if not hasattr(AttentionMaskConverter, "_ignore_causal_mask_sdpa"):
+        yield False
+        return
+    original = AttentionMaskConverter._ignore_causal_mask_sdpa
+
+    def skip_older(attention_mask, inputs_embeds, past_key_values_length, sliding_window=None, is_training=False):
+        query_length = inputs_embeds.shape[1]
+        kv_length = query_length + past_key_values_length
+        if attention_mask is None and (sliding_window is None or kv_length < sliding_window) and (
+                query_length == 1 or kv_length == query_length):
+            return True
+        return original(attention_mask, inputs_embeds, past_key_values_length, sliding_window, is_training)
+
+    AttentionMaskConverter._ignore_causal_mask_sdpa = staticmethod(skip_older)
+    try:
+        yield True
+    finally:
+        AttentionMaskConverter._ignore_causal_mask_sdpa = staticmethod(original)
+
+
+def timed_ms(fn, rounds, warmup=3):
+    """Median milliseconds of fn over `rounds`, each between CUDA events."""
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(rounds):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end))
+    return statistics.median(samples)
+
+
+def compare(name, got, want):
+    """(ok, line): relative L2 error and max abs difference of logits against the baseline's."""
+    got, want = got.float(), want.float()
+    rel = ((got - want).norm() / want.norm()).item()
+    mx = (got - want).abs().max().item()
+    ok = rel <= MAX_REL_L2 and mx <= MAX_ABS
+    return ok, "  %-22s rel L2 %.2e (limit %.0e), max abs %.2e (limit %.0e): %s" % (
+        name, rel, MAX_REL_L2, mx, MAX_ABS, "ok" if ok else "DISAGREE")
+
+
+class EvoNodeCount:
+    """A torch.compile backend that counts evo.attention nodes in what dynamo traced, then hands
+    the graph to inductor."""
+
+    def __init__(self):
+        self.nodes = 0
+
+    def __call__(self, gm, example_inputs):
+        self.nodes += sum(1 for n in gm.graph.nodes if "evo.attention" in str(n.target))
+        from torch._inductor.compile_fx import compile_fx
+        return compile_fx(gm, example_inputs)
+
+
+def run_way(model, ids, steps, rounds, routed, compiled, skip_compiled_decode):
+    """One way (SDPA or evo, eager or compiled): prefill logits, decode logits, their times."""
+    result = {"evo_graph_nodes": None, "decode_ms": None, "decode_note": ""}
+    routing = evo_kernels.sdpa_routing() if routed else contextlib.nullcontext()
+    torch._dynamo.reset()
+    evo_kernels.reset_stats()
+    with torch.no_grad(), routing:
+        forward = model
+        if compiled:
+            counter = EvoNodeCount()
+            forward = torch.compile(model, fullgraph=True, backend=counter)
+        result["prefill_logits"] = forward(input_ids=ids, use_cache=False).logits
+        if compiled:
+            result["evo_graph_nodes"] = counter.nodes
+        result["prefill_ms"] = timed_ms(lambda: forward(input_ids=ids, use_cache=False), rounds)
+        if compiled and skip_compiled_decode:
+            result["decode_note"] = "skipped (--skip-compiled-decode)"
+        else:
+            try:
+                result.update(decode(forward, model, ids, steps))
+            except Exception as e:
+                result["decode_note"] = "failed: %s" % str(e).splitlines()[0]
+                traceback.print_exc()
+        if not compiled:
+            result["stats"] = evo_kernels.stats()
+    return result
+
+
+def decode(forward, model, ids, steps):
+    """A prefill with a cache, then `steps` one-token steps (fixed tokens, so every way decodes
+    the same sequence); the median step time and the last step's logits."""
+    tokens = torch.randint(0, model.config.vocab_size, (steps + 3, 1), device="cuda",
+                           generator=torch.Generator(device="cuda").manual_seed(1))
+    cache = model(input_ids=ids, use_cache=True).past_key_values
+    samples, logits = [], None
+    for i in range(steps + 3):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        out = forward(input_ids=tokens[i:i + 1].view(1, 1), past_key_values=cache, use_cache=True)
+        end.record()
+        end.synchronize()
+        cache, logits = out.past_key_values, out.logits
+        if i >= 3:  # the first steps compile or warm up
+            samples.append(start.elapsed_time(end))
+    return {"decode_ms": statistics.median(samples), "decode_logits": logits}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seq", type=int, default=512)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--vocab", type=int, default=8192)
+    parser.add_argument("--decode-steps", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--skip-compiled-decode", action="store_true")
+    args = parser.parse_args()
+
+    print("torch %s, transformers %s, %s; evo: %s" % (torch.__version__, transformers.__version__,
+                                                       torch.cuda.get_device_name(), evo_kernels.CHOICE_BY_DEVICE))
+    model = build_model(args.layers, args.vocab)
+    ids = torch.randint(0, args.vocab, (1, args.seq), device="cuda", generator=torch.Generator(device="cuda").manual_seed(0))
+    ways = {}
+    failures = []
+    for compiled in (False, True):
+        skip = compiled_causal_skip() if compiled else contextlib.nullcontext(None)
+        with skip as skip_found:
+            if compiled:
+                print("compiled: transformers' causal-mask skip %s" % ("applied" if skip_found else
+                      "NOT found: compiled calls carry a mask, so evo falls back in them"))
+            for routed in (False, True):
+                name = "%s %s" % ("compiled" if compiled else "eager", "evo" if routed else "SDPA")
+                print("running: %s" % name, flush=True)
+                try:
+                    ways[name] = run_way(model, ids, args.decode_steps, args.rounds, routed, compiled,
+                                         args.skip_compiled_decode)
+                except Exception as e:
+                    failures.append("%s: %s" % (name, str(e).splitlines()[0] if str(e) else type(e).__name__))
+                    traceback.print_exc()
+
+    print("\nLlama (%d layers, hidden 512, 8 heads / 2 kv heads, head dim 64) fp16, prefill 1x%d:" % (
+        args.layers, args.seq))
+    print("  %-14s %12s %16s  %s" % ("way", "prefill ms", "decode step ms", "notes"))
+    for name, r in ways.items():
+        decode_ms = "%.3f" % r["decode_ms"] if r["decode_ms"] is not None else "-"
+        notes = [r["decode_note"]] if r["decode_note"] else []
+        if r["evo_graph_nodes"] is not None:
+            notes.append("evo.attention nodes in the traced graph: %d" % r["evo_graph_nodes"])
+        print("  %-14s %12.3f %16s  %s" % (name, r["prefill_ms"], decode_ms, "; ".join(notes)))
+    if "eager evo" in ways:
+        s = ways["eager evo"]["stats"]
+        print("attention calls in the eager evo run (prefill timing rounds and decode steps included): evo served %d,"
+              " SDPA served %d %s" % (s["served"], s["fell_back_total"], s["fell_back"] or ""))
+
+    baseline = ways.get("eager SDPA")
+    print("logits against eager SDPA:")
+    for name, r in ways.items():
+        if baseline is None or r is baseline:
+            continue
+        ok, line = compare(name + " prefill", r["prefill_logits"], baseline["prefill_logits"])
+        print(line)
+        failures += [] if ok else [name + " prefill logits"]
+        if r.get("decode_logits") is not None and baseline.get("decode_logits") is not None:
+            ok, line = compare(name + " decode", r["decode_logits"], baseline["decode_logits"])
+            print(line)
+            failures += [] if ok else [name + " decode logits"]
+    print("llama_e2e: %s" % ("PASS" if not failures and baseline else "FAIL: " + "; ".join(failures or ["no baseline"])))
+    return 0 if not failures and baseline else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""torch.ops.evo.attention on a GPU: results, refusals, torch.compile and CUDA graphs.
+
+Each check prints one PASS/FAIL line; the script exits 1 if any failed. The checks:
+  results    the op and evo_kernels.scaled_dot_product_attention against float32 SDPA at
+             1,8,512,64 fp16, causal and not, and a grouped-query call (2 key/value heads)
+  refusals   requires_grad, non-contiguous, unequal heads, a wrong dtype: one clear error each
+  compile    torch.compile(fullgraph=True) of a function calling torch.nn.functional.
+             scaled_dot_product_attention inside sdpa_routing(): the graph dynamo traced holds
+             evo.attention (the patched function is what it traced), and the result matches
+  graph      the op captured in a CUDA graph, replayed on new inputs
+  reduce     torch.compile(mode="reduce-overhead", fullgraph=True): inductor's CUDA graphs
+
+Usage: python bench/torch_op_check.py
+"""
+import sys
+import traceback
+
+import torch
+import torch.nn.functional as F
+
+import evo_kernels
+
+SHAPE = (1, 8, 512, 64)
+CHECKS = []
+
+
+def check(name):
+    """Registers a check under `name`; main runs them in order."""
+    def register(fn):
+        CHECKS.append((name, fn))
+        return fn
+    return register
+
+
+def run_check(name, fn):
+    """True when it passed; one PASS/FAIL line either way, the trace after a failure."""
+    try:
+        fn()
+    except Exception as e:
+        print("FAIL %s: %s" % (name, str(e).splitlines()[0] if str(e) else type(e).__name__), flush=True)
+        traceback.print_exc()
+        return False
+    print("PASS %s" % name, flush=True)
+    return True
+
+
+def inputs(heads_kv=SHAPE[1], dtype=torch.float16):
+    q = torch.randn(SHAPE, device="cuda", dtype=dtype)
+    k, v = (torch.randn(SHAPE[0], heads_kv, SHAPE[2], SHAPE[3], device="cuda", dtype=dtype) for _ in range(2))
+    return q, k, v
+
+
+def reference(q, k, v, is_causal, enable_gqa=False):
+    if enable_gqa:
+        k, v = (t.repeat_interleave(q.shape[1] // k.shape[1], dim=1) for t in (k, v))
+    return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=is_causal).to(q.dtype)
+
+
+def expect_error(fn, words):
+    try:
+        fn()
+    except RuntimeError as e:
+        if not all(w in str(e) for w in words):
+            raise AssertionError("error lacks %s: %s" % (words, str(e).splitlines()[0]))
+        print("     refused: %s" % str(e).splitlines()[0])
+        return
+    raise AssertionError("no error (expected one naming %s)" % (words,))
+
+
+@check("results")
+def _results():
+    with torch.no_grad():
+        for causal in (False, True):
+            q, k, v = inputs()
+            torch.testing.assert_close(torch.ops.evo.attention(q, k, v, None, causal), reference(q, k, v, causal),
+                                       atol=1e-2, rtol=1e-2)
+        q, k, v = inputs(heads_kv=2)
+        evo_kernels.reset_stats()
+        out = evo_kernels.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        torch.testing.assert_close(out, reference(q, k, v, True, enable_gqa=True), atol=1e-2, rtol=1e-2)
+        assert evo_kernels.stats()["served"] == 1, evo_kernels.stats()
+
+
+@check("refusals")
+def _refusals():
+    q, k, v = inputs()
+    op = torch.ops.evo.attention
+    expect_error(lambda: op(q.requires_grad_(), k, v, None, False), ["backward"])
+    q.requires_grad_(False)
+    expect_error(lambda: op(q.transpose(1, 2), k, v, None, False), ["contiguous"])
+    expect_error(lambda: op(q, k[:, :2].contiguous(), v[:, :2].contiguous(), None, False), ["equal heads"])
+    expect_error(lambda: op(q.float(), k.float(), v.float(), None, False), ["float16"])
+    expect_error(lambda: op(q[:, :, :10].contiguous(), k, v, None, True), ["seq_q == seq_k"])
+
+
+@check("compile")
+def _compile():
+    traced = []
+
+    def recording_backend(gm, example_inputs):
+        traced.append(str(gm.graph))
+        from torch._inductor.compile_fx import compile_fx
+        return compile_fx(gm, example_inputs)
+
+    def attend(q, k, v):
+        return F.scaled_dot_product_attention(q * 1.0, k, v, is_causal=True)
+
+    torch._dynamo.reset()
+    q, k, v = inputs()
+    with torch.no_grad(), evo_kernels.sdpa_routing():
+        out = torch.compile(attend, fullgraph=True, backend=recording_backend)(q, k, v)
+    assert traced and "evo.attention" in traced[-1], "dynamo's graph holds no evo.attention:\n" + traced[-1]
+    torch.testing.assert_close(out, reference(q, k, v, True), atol=1e-2, rtol=1e-2)
+
+
+@check("graph")
+def _graph():
+    q, k, v = inputs()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    # Warm-up on the stream that captures: a genome with a workspace allocates it per stream at its
+    # first call there, which must not happen inside the capture (docs/exported-kernel.md).
+    with torch.no_grad(), torch.cuda.stream(side):
+        for _ in range(3):
+            torch.ops.evo.attention(q, k, v, None, True)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.no_grad(), torch.cuda.graph(graph, stream=side):
+        out = torch.ops.evo.attention(q, k, v, None, True)
+    for _ in range(3):
+        for t in (q, k, v):
+            t.copy_(torch.randn_like(t))
+        graph.replay()
+        torch.testing.assert_close(out, reference(q, k, v, True), atol=1e-2, rtol=1e-2)
+
+
+@check("reduce")
+def _reduce():
+    torch._dynamo.reset()
+
+    def attend(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    with torch.no_grad(), evo_kernels.sdpa_routing():
+        compiled = torch.compile(attend, mode="reduce-overhead", fullgraph=True)
+        for _ in range(4):
+            q, k, v = inputs()
+            out = compiled(q, k, v).clone()
+            torch.testing.assert_close(out, reference(q, k, v, True), atol=1e-2, rtol=1e-2)
+
+
+def main():
+    print("device: %s; library: %s" % (torch.cuda.get_device_name(), evo_kernels.CHOICE_BY_DEVICE))
+    failed = [name for name, fn in CHECKS if not run_check(name, fn)]
+    print("torch_op_check: %d of %d checks passed%s" % (len(CHECKS) - len(failed), len(CHECKS),
+                                                        "; failed: " + ", ".join(failed) if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+// torch.ops.evo.attention: evo's exported attention kernel as a PyTorch operator.
+//
+// The op's CUDA kernel checks its tensors in PyTorch's terms, allocates the output and calls the
+// exported C entry point (evo_attention_forward_dtype) of the library bound to the tensors' device,
+// on the current stream; it never synchronizes, so CUDA graphs capture it. Its Autograd kernel
+// refuses inputs that need a gradient (there is no backward pass). The libraries are separate
+// shared objects, one per architecture, each built from its own export (their symbols are the
+// same), so they are loaded with dlopen and bound per device by evo_kernels at import
+// (torch.ops.evo._bind_library).
+#include <Python.h>
+#include <dlfcn.h>
+
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+#include <torch/library.h>
+
+namespace {
+
+// The exported entry point (docs/exported-kernel.md): q, k, v, o, batch, heads, seq_q, seq_k,
+// head_dim, softmax_scale, causal, dtype, stream, programmatic_launch.
+using EntryPoint = int (*)(const void*, const void*, const void*, void*, int, int, int, int, int, float, int, int,
+                           cudaStream_t, int);
+
+constexpr int64_t kMaxDevices = 64;
+std::array<std::atomic<EntryPoint>, kMaxDevices> g_entry_by_device{};  // static: all null at start
+
+void bind_library(int64_t device, std::string path) {
+  TORCH_CHECK(device >= 0 && device < kMaxDevices, "evo: device index ", device, " is out of range");
+  // Never closed: a call may be in flight on any stream, and a graph may hold its kernel.
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  TORCH_CHECK(handle != nullptr, "evo: cannot load ", path, ": ", dlerror());
+  auto entry = reinterpret_cast<EntryPoint>(dlsym(handle, "evo_attention_forward_dtype"));
+  TORCH_CHECK(entry != nullptr, "evo: ", path, " has no evo_attention_forward_dtype (not an evo export?)");
+  g_entry_by_device[device].store(entry, std::memory_order_release);
+}
+
+// evo::DType's values: 0 fp16, 1 bf16.
+int dtype_code(const at::Tensor& query) {
+  if (query.scalar_type() == at::kHalf) return 0;
+  TORCH_CHECK(query.scalar_type() == at::kBFloat16, "evo::attention: query is ", query.scalar_type(),
+              "; evo serves float16 and bfloat16");
+  return 1;
+}
+
+void check_tensor(const at::Tensor& t, const char* name, const at::Tensor& query) {
+  TORCH_CHECK(t.dim() == 4, "evo::attention: ", name, " must be 4-D [batch, heads, seq, head_dim], got sizes ",
+              t.sizes());
+  TORCH_CHECK(t.is_cuda(), "evo::attention: ", name, " is on ", t.device(), "; evo's kernel runs on CUDA tensors");
+  TORCH_CHECK(t.device() == query.device(), "evo::attention: ", name, " is on ", t.device(), ", query on ",
+              query.device());
+  TORCH_CHECK(t.scalar_type() == query.scalar_type(), "evo::attention: ", name, " is ", t.scalar_type(),
+              ", query ", query.scalar_type(), "; all three must share a dtype");
+  TORCH_CHECK(t.is_contiguous(), "evo::attention: ", name, " must be contiguous (sizes ", t.sizes(), ", strides ",
+              t.strides(), "); call .contiguous() on it, or use evo_kernels.scaled_dot_product_attention, which does");
+  TORCH_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, "evo::attention: ", name,
+              "'s data must be 16-byte aligned (a view at an odd storage offset?); call .clone() on it");
+}
+
+void check_shapes(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal) {
+  TORCH_CHECK(k.sizes() == v.sizes(), "evo::attention: key ", k.sizes(), " and value ", v.sizes(),
+              " must have one shape");
+  TORCH_CHECK(k.size(0) == q.size(0) && k.size(3) == q.size(3), "evo::attention: key ", k.sizes(),
+              " must match query ", q.sizes(), " in batch and head_dim");
+  TORCH_CHECK(k.size(1) == q.size(1), "evo::attention: ", k.size(1), " key/value heads for ", q.size(1),
+              " query heads; evo's kernel needs equal heads (repeat_interleave key and value on dim 1, or call "
+              "evo_kernels.scaled_dot_product_attention(..., enable_gqa=True), which does)");
+  TORCH_CHECK(!is_causal || q.size(2) == k.size(2), "evo::attention: is_causal needs seq_q == seq_k, got ",
+              q.size(2), " and ", k.size(2), " (evo's causal mask aligns query i with key i)");
+  TORCH_CHECK(k.size(2) > 0 || q.numel() == 0, "evo::attention: key and value have no positions");
+}
+
+at::Tensor attention_cuda(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                          std::optional<double> scale, bool is_causal) {
+  check_tensor(query, "query", query);
+  check_tensor(key, "key", query);
+  check_tensor(value, "value", query);
+  check_shapes(query, key, value, is_causal);
+  const int dtype = dtype_code(query);
+  at::Tensor out = at::empty_like(query);
+  if (query.numel() == 0) return out;
+  const int64_t device = query.get_device();
+  const EntryPoint entry = device < kMaxDevices ? g_entry_by_device[device].load(std::memory_order_acquire) : nullptr;
+  TORCH_CHECK(entry != nullptr, "evo::attention: no evo library is bound to ", query.device(),
+              " (import evo_kernels first; evo_kernels.CHOICE_BY_DEVICE says why a device has none)");
+  const int64_t head_dim = query.size(3);
+  const double softmax_scale = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
+  const c10::cuda::CUDAGuard guard(query.device());
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
+  const int err = entry(query.data_ptr(), key.data_ptr(), value.data_ptr(), out.data_ptr(),
+                        static_cast<int>(query.size(0)), static_cast<int>(query.size(1)),
+                        static_cast<int>(query.size(2)), static_cast<int>(key.size(2)), static_cast<int>(head_dim),
+                        static_cast<float>(softmax_scale), is_causal ? 1 : 0, dtype, stream, 1);
+  // The error's number only: naming it would need the CUDA runtime, which this library does not link
+  // (the toolkit's may not be the one PyTorch was built with).
+  TORCH_CHECK(err == 0, "evo::attention: the exported kernel refused ", query.sizes(), " x key ", key.sizes(), " ",
+              query.scalar_type(), is_causal ? " causal" : " non-causal", ": CUDA error ", err,
+              err == cudaErrorInvalidValue ? " (cudaErrorInvalidValue: no exported genome serves this dtype and "
+                                             "head_dim, or the shape breaks one's constraints)"
+                                           : " (the device could not launch it)");
+  return out;
+}
+
+// Autograd: forward only. A call that would need a gradient is refused before any work.
+at::Tensor attention_autograd(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                              std::optional<double> scale, bool is_causal) {
+  TORCH_CHECK(!(at::GradMode::is_enabled() && (query.requires_grad() || key.requires_grad() || value.requires_grad())),
+              "evo::attention: inputs require grad, but evo provides no backward pass (forward only); run under "
+              "torch.no_grad() or torch.inference_mode(), or use evo_kernels.scaled_dot_product_attention, which "
+              "falls back to torch's SDPA for such calls");
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("evo::attention", "")
+                             .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                               std::optional<double>, bool)>();
+  return op.call(query, key, value, scale, is_causal);
+}
+
+}  // namespace
+
+TORCH_LIBRARY(evo, m) {
+  m.def("attention(Tensor query, Tensor key, Tensor value, float? scale=None, bool is_causal=False) -> Tensor");
+  m.def("_bind_library(int device, str path) -> ()");
+  m.impl("_bind_library", &bind_library);
+}
+
+TORCH_LIBRARY_IMPL(evo, CUDA, m) { m.impl("attention", &attention_cuda); }
+
+TORCH_LIBRARY_IMPL(evo, Autograd, m) { m.impl("attention", &attention_autograd); }
+
+// `import evo_kernels._C` loads this library, which registers the ops above; the module is empty.
+PyMODINIT_FUNC PyInit__C(void) {
+  static PyModuleDef module = {PyModuleDef_HEAD_INIT, "_C", "evo's torch ops (torch.ops.evo)", -1, nullptr};
+  return PyModule_Create(&module);
+}

@@ -1,0 +1,200 @@
+"""The evo_kernels package's pure rules (kernel_templates/attention/torch_package/evo_kernels/
+routing.py), without torch.
+
+Each check runs on the rules as written and must pass; then each planted failure (one rule broken
+by a one-line edit of the source) must make its check fail, so no check passes by accident.
+Usage: torch_package_rules_test.py [--package DIR]  (DIR: a package evoctl export --python wrote,
+whose manifest is checked too; the integration test passes it).
+"""
+import os
+import sys
+import types
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROUTING = os.path.join(HERE, "..", "..", "..", "kernel_templates", "attention", "torch_package", "evo_kernels",
+                       "routing.py")
+FP16_NC, FP16_CAUSAL = ("fp16", 64, False), ("fp16", 64, True)
+SERVED = (FP16_NC, FP16_CAUSAL)
+
+
+def load_rules(source=None):
+    """routing.py as a module, from its file or from an edited text of it."""
+    with open(ROUTING) as f:
+        text = f.read() if source is None else source
+    module = types.ModuleType("routing_under_test")
+    exec(compile(text, ROUTING, "exec"), module.__dict__)
+    return module
+
+
+def call(r, q=(1, 8, 512, 64), k=(1, 8, 512, 64), dtype="fp16", **kw):
+    """route() for a plain call, any argument overridden."""
+    args = dict(dtypes=(dtype, dtype, dtype), q_shape=q, k_shape=k, v_shape=k, is_cuda=True, has_mask=False,
+                dropout_p=0.0, is_causal=False, enable_gqa=False, needs_grad=False, served=SERVED)
+    args.update(kw)
+    return r.route(**args)
+
+
+def check_shapes(r):
+    assert r.parse_shape("1x8x512x64") == (1, 8, 512, 512, 64, False, "fp16")
+    assert r.parse_shape("2x4x1x512x128:bf16:causal") == (2, 4, 1, 512, 128, True, "bf16")
+    assert r.served_kinds(["1x8x512x64", "1x8x512x64:causal", "2x8x1024x64"]) == SERVED
+    for bad in ("1x8x512", "1x8x512x64:fp8"):
+        try:
+            r.parse_shape(bad)
+        except ValueError:
+            continue
+        raise AssertionError("parse_shape accepted " + bad)
+
+
+def check_route_serves(r):
+    assert call(r) == (None, 1)
+    assert call(r, is_causal=True) == (None, 1)
+    assert call(r, q=(1, 8, 1, 64), k=(1, 8, 700, 64)) == (None, 1), "decode: one query over any number of keys"
+
+
+def check_route_falls_back(r):
+    assert call(r, is_cuda=False)[0] == r.NOT_CUDA
+    assert call(r, served=None)[0] == r.NO_LIBRARY
+    assert call(r, has_mask=True)[0] == r.MASK
+    assert call(r, dropout_p=0.1)[0] == r.DROPOUT
+    assert call(r, needs_grad=True)[0] == r.GRAD
+    assert call(r, q=(8, 512, 64))[0] == r.NOT_4D
+    assert call(r, dtypes=("fp16", "bf16", "fp16"))[0] == r.MIXED_DTYPES
+    assert call(r, dtype="torch.float32")[0] == r.DTYPE
+    assert call(r, k=(1, 8, 512, 128))[0] == r.SHAPES
+    assert call(r, k=(1, 8, 0, 64))[0] == r.EMPTY
+    assert call(r, is_causal=True, q=(1, 8, 1, 64), k=(1, 8, 512, 64))[0] == r.CAUSAL_LENGTHS
+    assert call(r, dtype="bf16")[0] == r.NO_BUCKET
+    assert call(r, q=(1, 8, 512, 128), k=(1, 8, 512, 128))[0] == r.NO_BUCKET
+    assert call(r, served=(FP16_NC,), is_causal=True)[0] == r.NO_BUCKET
+    assert call(r, q=(64, 64, 8192, 64), k=(64, 64, 8192, 64))[0] == r.TOO_LARGE
+
+
+def check_route_gqa(r):
+    assert call(r, q=(1, 8, 512, 64), k=(1, 2, 512, 64), enable_gqa=True) == (None, 4)
+    assert call(r, q=(1, 8, 512, 64), k=(1, 2, 512, 64))[0] == r.HEADS_NO_GQA
+    assert call(r, q=(1, 8, 512, 64), k=(1, 3, 512, 64), enable_gqa=True)[0] == r.HEADS
+
+
+def check_call_log(r):
+    log = r.CallLog()
+    decode = r.shape_class("fp16", (1, 8, 1, 64), (1, 2, 700, 64), False)
+    assert decode == r.shape_class("fp16", (1, 8, 1, 64), (1, 2, 701, 64), False), "seq_k must not split a class"
+    assert decode != r.shape_class("fp16", (1, 8, 300, 64), (1, 2, 300, 64), False)
+    assert log.note_fallback(r.MASK, decode) is True
+    assert log.note_fallback(r.MASK, decode) is False, "the second call of a class is not logged again"
+    assert log.note_fallback(r.GRAD, decode) is True
+    log.note_served()
+    assert log.snapshot() == {"served": 1, "fell_back": {r.MASK: 2, r.GRAD: 1}, "fell_back_total": 3}
+
+
+def check_arch(r):
+    assert r.parse_arch("sm_90a") == (9, 0, True) and r.parse_arch("sm_80") == (8, 0, False)
+    assert r.can_run("sm_90a", (9, 0)) and not r.can_run("sm_90a", (10, 0))
+    assert r.can_run("sm_80", (8, 6)) and r.can_run("sm_80", (9, 0)) and not r.can_run("sm_86", (8, 0))
+    assert r.pick_library(["sm_80", "sm_90a"], (9, 0))[0] == "sm_90a"
+    assert r.pick_library(["sm_90a", "sm_80"], (8, 9))[0] == "sm_80"
+    assert r.pick_library(["sm_80", "sm_86"], (8, 9))[0] == "sm_86", "the nearest earlier architecture"
+    assert r.pick_library(["sm_90a", "sm_90"], (9, 0))[0] == "sm_90a", "the specific build first"
+    arch, note = r.pick_library(["sm_90a"], (8, 0))
+    assert arch is None and "SDPA" in note, note
+    assert "nearest" in r.pick_library(["sm_80"], (9, 0))[1]
+
+
+def check_build(r):
+    assert r.nvcc_arch_flags("sm_90a") == ["-gencode", "arch=compute_90a,code=sm_90a"]
+    assert r.nvcc_arch_flags("sm_80") == ["-gencode", "arch=compute_80,code=sm_80",
+                                          "-gencode", "arch=compute_80,code=compute_80"]
+    assert r.archs_to_build(["sm_90a", "sm_80"], "") == ["sm_90a", "sm_80"]
+    assert r.archs_to_build(["sm_90a", "sm_80"], "sm_80") == ["sm_80"]
+    try:
+        r.archs_to_build(["sm_90a"], "sm_75")
+    except ValueError as e:
+        assert "sm_75" in str(e)
+    else:
+        raise AssertionError("archs_to_build accepted an architecture the package lacks")
+
+
+CHECKS = [check_shapes, check_route_serves, check_route_falls_back, check_route_gqa, check_call_log, check_arch,
+          check_build]
+
+# (what is broken, the source text, its broken form, the check that must catch it)
+PLANTED = [
+    ("the causal suffix is ignored", 'causal = suffix == "causal"', "causal = False", check_shapes),
+    ("a mask is served", "if has_mask:\n        return MASK, 1", "if False:\n        return MASK, 1",
+     check_route_falls_back),
+    ("dropout is served", "if dropout_p > 0.0:", "if dropout_p > 1.0:", check_route_falls_back),
+    ("grad is served", "if needs_grad:", "if False:", check_route_falls_back),
+    ("causal with unequal lengths is served", "if is_causal and seq_q != seq_k:", "if False:",
+     check_route_falls_back),
+    ("any bucket serves", "not in served:", "in ():", check_route_falls_back),
+    ("no device library is ignored", "if served is None:\n        return NO_LIBRARY, 1", "",
+     check_route_falls_back),
+    ("GQA is not expanded", "return None, q_heads // kv_heads", "return None, 1", check_route_gqa),
+    ("GQA without enable_gqa is served", "if q_heads != kv_heads and not enable_gqa:", "if False:",
+     check_route_gqa),
+    ("every fallback is logged", "if key in self._seen:\n            return False", "", check_call_log),
+    ("the shape class names seq_k", '"decode (seq_q=1)" if q_shape[2] == 1 else "prefill (seq_q>1)")',
+     '"seq_k=%d" % k_shape[2])', check_call_log),
+    ("an 'a' build runs anywhere later", "return (major, minor) == tuple(capability)",
+     "return (major, minor) <= tuple(capability)", check_arch),
+    ("the farthest architecture is picked", "best = max(runnable, key=parse_arch)",
+     "best = min(runnable, key=parse_arch)", check_arch),
+    ("PTX is left out of generic builds", "if not specific:\n        flags +=", "if False:\n        flags +=",
+     check_build),
+    ("EVO_KERNELS_ARCHS names are not checked", "    if missing:\n        raise", "    if False:\n        raise",
+     check_build),
+]
+
+
+def check_package(package_dir, r):
+    """A package evoctl wrote: its manifest's libraries each with an arch, a source beside it, and
+    buckets whose shapes give the served kinds the integration test tuned."""
+    manifest = r.load_manifest(os.path.join(package_dir, "evo_kernels"))
+    libraries = manifest["libraries"]
+    assert [lib["arch"] for lib in libraries] == ["sm_90a"], libraries
+    lib = libraries[0]
+    assert os.path.exists(os.path.join(package_dir, "evo_kernels", lib["source"])), lib["source"]
+    assert lib["estimated"] is True and lib["device_classes"] == ["sm_90a/model/estimated"], lib
+    assert r.library_served(lib) == SERVED, r.library_served(lib)
+    arch, _ = r.pick_library([x["arch"] for x in libraries], (9, 0))
+    assert arch == "sm_90a"
+    for name in ("setup.py", "pyproject.toml", "csrc/evo_op.cpp", "evo_kernels/__init__.py", "evo_kernels/sdpa.py",
+                 "evo_kernels/_ops.py", "evo_kernels/routing.py"):
+        assert os.path.exists(os.path.join(package_dir, name)), name
+    with open(os.path.join(package_dir, "evo_kernels", "routing.py")) as f, open(ROUTING) as g:
+        assert f.read() == g.read(), "the package's routing.py is not this tree's"
+
+
+def main(argv):
+    rules = load_rules()
+    for check in CHECKS:
+        check(rules)
+        print("ok   %s" % check.__name__)
+    with open(ROUTING) as f:
+        source = f.read()
+    failures = 0
+    for what, old, new, check in PLANTED:
+        if source.count(old) != 1:
+            print("FAIL planted '%s': its text is not in routing.py exactly once" % what)
+            failures += 1
+            continue
+        try:
+            check(load_rules(source.replace(old, new)))
+        except (AssertionError, ValueError, TypeError, KeyError):
+            print("ok   planted '%s': %s fails" % (what, check.__name__))
+            continue
+        print("FAIL planted '%s': %s still passes" % (what, check.__name__))
+        failures += 1
+    if len(argv) == 3 and argv[1] == "--package":
+        check_package(argv[2], rules)
+        print("ok   the package in %s" % argv[2])
+    if failures:
+        print("%d planted failure(s) went unseen" % failures)
+        return 1
+    print("all checks passed; all %d planted failures caught" % len(PLANTED))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
