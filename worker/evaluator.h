@@ -20,6 +20,9 @@ struct EvaluatorOptions {
   int timeout_ms = 10000;            // watchdog per child evaluation
   bool sanitize = false;             // run the compute-sanitizer gate
   int compile_threads = 0;           // 0: hardware concurrency
+  // cuda: a fresh gate process per evaluation instead of one serving child that keeps its CUDA
+  // context between evaluations (cuda_evaluator.h); slower, for comparison and diagnosis.
+  bool child_per_evaluation = false;
 };
 
 class Evaluator {

@@ -1,6 +1,6 @@
 // evo-worker: the GPU worker daemon (default), several of them under one parent (--all-gpus,
-// --workers N: host_workers.h), the one-shot `eval` command, and the hidden `__child` entry the
-// cuda evaluator re-executes itself as for process isolation.
+// --workers N: host_workers.h), the one-shot `eval` command, and the hidden `__child` and
+// `__child_server` entries the cuda evaluator re-executes itself as for process isolation.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -32,9 +32,9 @@ int main(int argc, char** argv) {
   using namespace evo;  // the entry points live in evo::
   const std::string command = argc > 1 ? argv[1] : "";
   if (command == "eval") return run_eval_command(argc - 1, argv + 1);
-  if (command == "__child") {
+  if (command == "__child" || command == "__child_server") {
 #ifdef EVO_HAVE_CUDA_EVALUATOR
-    return run_eval_child(argc - 1, argv + 1);
+    return command == "__child" ? run_eval_child(argc - 1, argv + 1) : run_eval_child_server();
 #else
     std::fprintf(stderr, "evo-worker: this build has no cuda evaluator\n");
     return 2;

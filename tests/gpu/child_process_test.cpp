@@ -15,6 +15,7 @@
 #include "child_process.h"
 #include "eval_request.h"
 #include "evaluation_child.h"
+#include "evaluation_server.h"
 #include "sanitizer_gate.h"
 
 namespace evo::cuda {
@@ -98,6 +99,69 @@ TEST_F(ChildFault, ChildEntryTakesTheRequestAsLastArgumentShiftedOrNot) {
   EXPECT_EQ(run_eval_child(3, whole.data()), 2);
   std::vector<char*> no_request = {prog.data(), child.data()};
   EXPECT_EQ(run_eval_child(2, no_request.data()), 2);
+}
+
+// The serving child (evaluation_server.h), without a GPU: this binary serves as it (see
+// gpu_test_main.cpp), answering OK or INCORRECT, hanging or dying as EVO_GPU_TESTS_CHILD_FAULT says.
+class ServingChild : public ChildFault {
+ protected:
+  ChildOutcome evaluate(EvaluationServer& server, int timeout_ms = 10000) {
+    ChildLaunch how;
+    how.exe = self_executable();
+    how.timeout_ms = timeout_ms;
+    how.work_dir = dir_;
+    how.tag = "r" + std::to_string(++requests_);
+    return server.evaluate(EvalRequest{}, how);
+  }
+  int requests_ = 0;
+};
+
+TEST_F(ServingChild, AnswersRequestAfterRequestFromOneProcess) {
+  setenv("EVO_GPU_TESTS_CHILD_FAULT", "ok", 1);
+  EvaluationServer server(self_executable(), dir_);
+  for (int i = 0; i < 3; ++i) {
+    const ChildOutcome o = evaluate(server);
+    EXPECT_EQ(o.evaluation.status(), v1::OK) << o.evaluation.message();
+    EXPECT_TRUE(o.result_written);
+  }
+  EXPECT_EQ(server.starts(), 1);
+}
+
+TEST_F(ServingChild, AnAnswerThatIsNotOkEndsTheProcessAndTheNextRequestStartsAnother) {
+  setenv("EVO_GPU_TESTS_CHILD_FAULT", "incorrect", 1);
+  EvaluationServer server(self_executable(), dir_);
+  EXPECT_EQ(evaluate(server).evaluation.status(), v1::INCORRECT);
+  EXPECT_EQ(server.starts(), 1);
+  setenv("EVO_GPU_TESTS_CHILD_FAULT", "ok", 1);
+  EXPECT_EQ(evaluate(server).evaluation.status(), v1::OK);
+  EXPECT_EQ(server.starts(), 2) << "a process that answered INCORRECT serves nothing more";
+  EXPECT_EQ(evaluate(server).evaluation.status(), v1::OK);
+  EXPECT_EQ(server.starts(), 2);
+}
+
+TEST_F(ServingChild, AHungProcessIsKilledAsATimeoutAndReplaced) {
+  setenv("EVO_GPU_TESTS_CHILD_FAULT", "sleep", 1);
+  EvaluationServer server(self_executable(), dir_);
+  const auto start = std::chrono::steady_clock::now();
+  const ChildOutcome o = evaluate(server, 300);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(o.evaluation.status(), v1::TIMEOUT);
+  EXPECT_EQ(o.evaluation.message(), "timeout: no result after 300 ms");
+  EXPECT_GE(ms, 300);
+  EXPECT_LT(ms, 5000);
+  setenv("EVO_GPU_TESTS_CHILD_FAULT", "ok", 1);
+  EXPECT_EQ(evaluate(server).evaluation.status(), v1::OK);
+  EXPECT_EQ(server.starts(), 2);
+}
+
+TEST_F(ServingChild, AProcessThatDiesIsACrashNamingItsSignal) {
+  setenv("EVO_GPU_TESTS_CHILD_FAULT", "segv", 1);
+  EvaluationServer server(self_executable(), dir_);
+  const ChildOutcome o = evaluate(server);
+  EXPECT_EQ(o.evaluation.status(), v1::CRASH);
+  EXPECT_NE(o.evaluation.message().find("SIGSEGV"), std::string::npos) << o.evaluation.message();
+  setenv("EVO_GPU_TESTS_CHILD_FAULT", "ok", 1);
+  EXPECT_EQ(evaluate(server).evaluation.status(), v1::OK) << "the worker's side lives on";
 }
 
 TEST(RunChild, WatchdogKillsTheWholeProcessGroup) {

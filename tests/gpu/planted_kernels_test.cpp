@@ -124,6 +124,28 @@ TEST(PlantedKernels, FarOutOfBoundsWriteIsACrash) {
   expect_default_genome_still_passes();
 }
 
+// One gate process serves evaluation after evaluation; a candidate that poisons its CUDA context
+// ends it, and the next evaluation gets a new one that passes.
+TEST(PlantedKernels, OneGateProcessServesManyEvaluationsUntilACrashEndsIt) {
+  EVO_REQUIRE_GPU();
+  CudaEvaluator ev(EvaluatorOptions(), cuda::probe_device(0));
+  const auto& space = SearchSpace::for_template("fa_s512_v3");
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(ev.evaluate(space.default_genome(), {problem("1x8x512x64")}, false).status(), v1::OK);
+  EXPECT_EQ(ev.gate_process_starts(), 1);
+  const v1::Evaluation crash =
+      ev.evaluate_source(planted_kernel("far_out_of_bounds.cu", "far_out_of_bounds"), planted_shapes(), false);
+  EXPECT_EQ(crash.status(), v1::CRASH) << crash.message();
+  const v1::Evaluation after = ev.evaluate(space.default_genome(), {problem("1x8x512x64")}, false);
+  EXPECT_EQ(after.status(), v1::OK) << after.message();
+  EXPECT_EQ(ev.gate_process_starts(), 2);
+  EvaluatorOptions fresh;
+  fresh.child_per_evaluation = true;
+  CudaEvaluator per_evaluation(fresh, cuda::probe_device(0));
+  EXPECT_EQ(per_evaluation.evaluate(space.default_genome(), {problem("1x8x512x64")}, false).status(), v1::OK);
+  EXPECT_EQ(per_evaluation.gate_process_starts(), -1);
+}
+
 TEST(PlantedKernels, OffByOneWriteIsASanitizerError) {
   EVO_REQUIRE_GPU();
   if (cuda::find_compute_sanitizer().empty()) GTEST_SKIP() << "compute-sanitizer not found";

@@ -2,8 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -11,6 +14,7 @@
 
 #include "cuda_error.h"
 #include "eval_request.h"
+#include "evaluation_server.h"
 #include "evo/evo.pb.h"
 #include "family.h"
 #include "family_runtime.h"
@@ -55,19 +59,29 @@ class KernelSet {
   std::map<std::string, std::unique_ptr<LoadedKernel>> loaded_;
 };
 
+// The float32 reference kernels, each loaded when first needed and kept for the process's life:
+// a serving child (run_eval_child_server) loads each once for all its evaluations.
+class ReferenceKernels {
+ public:
+  const LoadedKernel& get(const std::string& cubin, const std::string& name) {
+    auto& slot = loaded_[cubin + "\n" + name];
+    if (!slot) slot = std::make_unique<LoadedKernel>(cubin, name);
+    return *slot;
+  }
+
+ private:
+  std::map<std::string, std::unique_ptr<LoadedKernel>> loaded_;
+};
+
 // Runs the gates; CUDA failures propagate as CudaFailure with `stage` saying where.
-void run_gates(const EvalRequest& req, v1::Evaluation& e, std::string& stage) {
+void run_gates(const EvalRequest& req, ReferenceKernels& references, v1::Evaluation& e, std::string& stage) {
   stage = "device setup";
   EVO_CUDA_CHECK(cudaSetDevice(req.device));
   int l2 = 0;
   EVO_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, req.device));
   KernelSet kernels;
-  // The float32 reference kernels the shapes need, each loaded when first needed.
-  std::map<std::string, std::unique_ptr<LoadedKernel>> references;
   auto reference_for = [&](const std::string& name) -> const LoadedKernel& {
-    auto& slot = references[name];
-    if (!slot) slot = std::make_unique<LoadedKernel>(req.reference_cubin, name);
-    return *slot;
+    return references.get(req.reference_cubin, name);
   };
 
   for (const auto& job : req.shapes) set_result_problem(job.shape, e.add_shapes());
@@ -135,14 +149,9 @@ void run_gates(const EvalRequest& req, v1::Evaluation& e, std::string& stage) {
   e.set_status(v1::OK);
 }
 
-}  // namespace
-
-int run_eval_child(int argc, char** argv) {
-  if (argc < 2 || std::string(argv[argc - 1]) == "__child") {
-    std::fprintf(stderr, "evaluation child: usage: evo-worker __child <request.json>\n");
-    return kExitBadRequest;
-  }
-  const std::string request_path = argv[argc - 1];
+// Answers one request file: runs its gates and writes its result. Returns the exit code
+// run_eval_child documents, and sets *status to the result's.
+int answer_request(const std::string& request_path, ReferenceKernels& references, v1::EvalStatus* status) {
   EvalRequest req;
   try {
     req = cuda::request_from_json(read_file(request_path));
@@ -155,10 +164,10 @@ int run_eval_child(int argc, char** argv) {
   std::string stage;
   int code = 0;
   try {
-    run_gates(req, e, stage);
+    run_gates(req, references, e, stage);
   } catch (const CudaFailure& f) {
     // An illegal address or launch failure poisons the context (sticky); nothing more can run in
-    // this process, which is why every evaluation has its own.
+    // this process, which must end (a serving child too).
     e.set_status(v1::CRASH);
     e.set_message(std::string("crash: ") + cudaGetErrorName(f.error()) + " (" +
                   cudaGetErrorString(f.error()) + ") during " + stage);
@@ -171,12 +180,41 @@ int run_eval_child(int argc, char** argv) {
     e.set_message(std::string("crash: ") + ex.what() + " during " + stage);
     code = kExitCudaFailure;
   }
+  *status = e.status();
   std::fprintf(stderr, "evaluation child: %s\n", e.message().empty() ? "ok" : e.message().c_str());
   if (!write_result(e, req.result_path)) {
     std::fprintf(stderr, "evaluation child: cannot write result '%s'\n", req.result_path.c_str());
     return kExitBadRequest;
   }
   return code;
+}
+
+}  // namespace
+
+int run_eval_child(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[argc - 1]) == "__child") {
+    std::fprintf(stderr, "evaluation child: usage: evo-worker __child <request.json>\n");
+    return kExitBadRequest;
+  }
+  ReferenceKernels references;
+  v1::EvalStatus status = v1::CRASH;
+  return answer_request(argv[argc - 1], references, &status);
+}
+
+int run_eval_child_server() {
+  ReferenceKernels references;
+  std::string request_path;
+  while (std::getline(std::cin, request_path)) {
+    v1::EvalStatus status = v1::CRASH;
+    const int code = answer_request(request_path, references, &status);
+    const std::string answer = "done " + std::to_string(code) + "\n";
+    if (::write(cuda::kServerAnswerFd, answer.data(), answer.size()) != static_cast<ssize_t>(answer.size()))
+      return kExitBadRequest;
+    // Only a process whose last candidate passed stays: after a CUDA failure its context is
+    // poisoned, and a kernel that computed wrong values may have written where it should not.
+    if (code != 0 || status != v1::OK) return code;
+  }
+  return 0;  // the parent closed the requests' pipe
 }
 
 }  // namespace evo

@@ -10,4 +10,11 @@ namespace evo {
 // program name shifted off (argv[0] == "__child") both work.
 int run_eval_child(int argc, char** argv);
 
+// The serving child: `<evo-worker> __child_server` (evaluation_server.h). Reads request paths, one
+// a line, from standard input and answers each as run_eval_child would, then writes
+// "done <exit code>" on kServerAnswerFd. It keeps its CUDA context and reference kernels between
+// requests, and ends after any answer but an OK result with exit code 0 (the parent then starts a
+// new one), or when standard input closes.
+int run_eval_child_server();
+
 }  // namespace evo

@@ -12,6 +12,7 @@
 #include "child_process.h"
 #include "device_probe.h"
 #include "evaluation_child.h"
+#include "evaluation_server.h"
 #include "family_runtime.h"
 #include "gate_clock.h"
 #include "gate_math.h"
@@ -124,14 +125,28 @@ CudaEvaluator::CudaEvaluator(const EvaluatorOptions& options, v1::DeviceInfo dev
     }
   }
   child_exe_ = cuda::self_executable();
+  if (!options_.child_per_evaluation) {
+    server_dir_ = make_work_dir();
+    server_ = std::make_unique<cuda::EvaluationServer>(child_exe_, server_dir_);
+  }
   sanitizer_ = cuda::find_compute_sanitizer();
   const int sanitizer_jobs = cuda::sanitizer_jobs();  // a bad EVO_SANITIZER_JOBS stops the start
-  spdlog::info("event=cuda_evaluator gpu=\"{}\" arch={} sms={} watchdog_ms={} compute_sanitizer=\"{}\" sanitizer_jobs={}",
+  spdlog::info("event=cuda_evaluator gpu=\"{}\" arch={} sms={} watchdog_ms={} compute_sanitizer=\"{}\" sanitizer_jobs={} "
+               "gate_process={}",
                device_.gpu_name(), arch, device_.sm_count(), options_.timeout_ms,
-               sanitizer_.empty() ? "not found" : sanitizer_, sanitizer_jobs);
+               sanitizer_.empty() ? "not found" : sanitizer_, sanitizer_jobs,
+               options_.child_per_evaluation ? "per-evaluation" : "serving");
 }
 
-CudaEvaluator::~CudaEvaluator() = default;
+CudaEvaluator::~CudaEvaluator() {
+  server_.reset();  // its process ends before its log's directory goes
+  if (!server_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(server_dir_, ec);
+  }
+}
+
+int CudaEvaluator::gate_process_starts() const { return server_ ? server_->starts() : -1; }
 
 void CudaEvaluator::prefetch(const Genome& g, const std::vector<Problem>& shapes) {
   try {
@@ -256,7 +271,7 @@ void CudaEvaluator::run_launch_gates(const std::vector<CompiledKernel>& kernels,
   how.timeout_ms = watchdog_ms_for(options_.timeout_ms, shapes);
   how.work_dir = dir->path;
   how.tag = "gates";
-  const cuda::ChildOutcome outcome = cuda::run_evaluation_child(req, how);
+  const cuda::ChildOutcome outcome = server_ ? server_->evaluate(req, how) : cuda::run_evaluation_child(req, how);
   const v1::Evaluation& child = outcome.evaluation;
   spdlog::debug("event=child_exited {}genome_hash={} exit_code={} wall_ms={:.0f} log=\"{}\"", log_ids(), candidate,
                 outcome.exit_code, outcome.wall_ms, outcome.log);

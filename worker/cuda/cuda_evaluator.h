@@ -1,7 +1,10 @@
 #pragma once
-// The `cuda` evaluator: gates 1-3 in this process (NVRTC needs no GPU context), gates 4-6 in a
-// fresh child process per evaluation under a watchdog, so that a hung or faulting candidate can
-// only take its child down. This process never creates a CUDA context for a candidate kernel.
+// The `cuda` evaluator: gates 1-3 in this process (NVRTC needs no GPU context), gates 4-5 in a
+// child process under a watchdog, so that a hung or faulting candidate can only take its child
+// down: a serving child that answers evaluation after evaluation until one fails
+// (evaluation_server.h), or with EvaluatorOptions::child_per_evaluation a fresh one each time.
+// Gate 6, the sanitizer, wraps a process of its own. This process never creates a CUDA context
+// for a candidate kernel.
 #include <functional>
 #include <map>
 #include <memory>
@@ -14,6 +17,10 @@
 #include "search_space.h"
 
 namespace evo {
+
+namespace cuda {
+class EvaluationServer;
+}
 
 // Any kernel that takes its family's parameter block, given as source: how
 // the tests run planted faults (wrong, hanging, out-of-bounds, spilling kernels) through the same
@@ -48,6 +55,8 @@ class CudaEvaluator : public Evaluator {
                                  bool run_sanitizer);
 
   KernelCompiler& compiler() { return *compiler_; }
+  // Gate processes the serving child started so far; -1 with a child per evaluation.
+  int gate_process_starts() const;
 
  private:
   using LaunchFor = std::function<LaunchConfig(const Problem&)>;
@@ -61,6 +70,8 @@ class CudaEvaluator : public Evaluator {
   std::unique_ptr<KernelCompiler> compiler_;
   std::map<std::string, CompiledKernel> references_;  // by family id
   std::string child_exe_;
+  std::string server_dir_;                          // the serving child's log
+  std::unique_ptr<cuda::EvaluationServer> server_;  // null: a child per evaluation
   std::string sanitizer_;
   std::mutex eval_mutex_;  // one child on the GPU at a time: timings must not overlap
   uint64_t evaluations_ = 0;

@@ -6,8 +6,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "child_process.h"
-
 namespace evo::cuda {
 namespace {
 
@@ -22,45 +20,29 @@ std::string last_line(const std::string& log) {
 
 }  // namespace
 
-ChildOutcome run_evaluation_child(EvalRequest req, const ChildLaunch& how) {
-  ChildOutcome out;
+std::string write_request(EvalRequest& req, const ChildLaunch& how, std::string* request_path) {
   const std::string base = how.work_dir + "/" + how.tag;
   req.result_path = base + ".result.pb";
-  const std::string request_path = base + ".request.json";
+  *request_path = base + ".request.json";
   std::remove(req.result_path.c_str());
-  {
-    std::ofstream f(request_path, std::ios::trunc);
-    f << to_json(req);
-    if (!f.flush()) {
-      out.evaluation.set_status(v1::CRASH);
-      out.evaluation.set_message("cannot write the evaluation request '" + request_path + "'");
-      return out;
-    }
-  }
-  std::vector<std::string> argv = how.wrapper;
-  argv.push_back(how.exe);
-  argv.push_back("__child");
-  argv.push_back(request_path);
+  std::ofstream f(*request_path, std::ios::trunc);
+  f << to_json(req);
+  return f.flush() ? "" : "cannot write the evaluation request '" + *request_path + "'";
+}
 
-  ChildExit exit;
-  try {
-    exit = run_child(argv, how.timeout_ms, base + ".log");
-  } catch (const std::exception& e) {
-    out.evaluation.set_status(v1::CRASH);
-    out.evaluation.set_message(e.what());
-    return out;
-  }
+ChildOutcome outcome_of(const ChildExit& exit, const std::string& result_path, int timeout_ms) {
+  ChildOutcome out;
   out.log = exit.stderr_tail;
   out.wall_ms = exit.wall_ms;
   out.exit_code = exit.timed_out || exit.signaled ? -1 : exit.exit_code;
   auto& e = out.evaluation;
   if (exit.timed_out) {
     e.set_status(v1::TIMEOUT);
-    e.set_message("timeout: no result after " + std::to_string(how.timeout_ms) + " ms");
+    e.set_message("timeout: no result after " + std::to_string(timeout_ms) + " ms");
     return out;
   }
   {
-    std::ifstream f(req.result_path, std::ios::binary);
+    std::ifstream f(result_path, std::ios::binary);
     if (f && e.ParseFromIstream(&f)) out.result_written = true;
   }
   if (exit.signaled) {
@@ -79,6 +61,30 @@ ChildOutcome run_evaluation_child(EvalRequest req, const ChildLaunch& how) {
                   " and no result" + (said.empty() ? "" : ": " + said));
   }
   return out;
+}
+
+ChildOutcome run_evaluation_child(EvalRequest req, const ChildLaunch& how) {
+  std::string request_path;
+  if (const std::string why = write_request(req, how, &request_path); !why.empty()) {
+    ChildOutcome out;
+    out.evaluation.set_status(v1::CRASH);
+    out.evaluation.set_message(why);
+    return out;
+  }
+  std::vector<std::string> argv = how.wrapper;
+  argv.push_back(how.exe);
+  argv.push_back("__child");
+  argv.push_back(request_path);
+  ChildExit exit;
+  try {
+    exit = run_child(argv, how.timeout_ms, how.work_dir + "/" + how.tag + ".log");
+  } catch (const std::exception& e) {
+    ChildOutcome out;
+    out.evaluation.set_status(v1::CRASH);
+    out.evaluation.set_message(e.what());
+    return out;
+  }
+  return outcome_of(exit, req.result_path, how.timeout_ms);
 }
 
 }  // namespace evo::cuda

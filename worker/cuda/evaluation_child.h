@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "child_process.h"
 #include "eval_request.h"
 #include "evo/evo.pb.h"
 
@@ -29,5 +30,11 @@ struct ChildOutcome {
 
 // req.result_path is set here.
 ChildOutcome run_evaluation_child(EvalRequest req, const ChildLaunch& how);
+
+// The two halves of it that a serving child shares (evaluation_server.h): the request written
+// into how.work_dir (sets req.result_path; "" or why it could not be written), and what a child's
+// exit, or a result it wrote, says of the evaluation.
+std::string write_request(EvalRequest& req, const ChildLaunch& how, std::string* request_path);
+ChildOutcome outcome_of(const ChildExit& exit, const std::string& result_path, int timeout_ms);
 
 }  // namespace evo::cuda

@@ -44,7 +44,7 @@ std::string gate_times_text(const v1::Evaluation& e) {
 const char* const kUsage =
     "usage: evo-worker [--coordinator HOST:PORT] [--gpu N] [--backend cuda|model] [--name NAME]\n"
     "                  [--max-inflight N] [--compile-threads N] [--token-file FILE] [--tls-ca CA]\n"
-    "                  [--enrolment-key-file FILE] [-v]\n"
+    "                  [--enrolment-key-file FILE] [--child-per-evaluation] [-v]\n"
     "       evo-worker --all-gpus [options]                   one worker per visible GPU\n"
     "       evo-worker --backend model --workers N [options]  N model workers\n"
     "       evo-worker eval [options]                         evaluate one genome once (eval --help)\n"
@@ -61,6 +61,9 @@ const char* const kUsage =
     "                           results (default: cuda)\n"
     "  --name NAME              shown to people (default: HOSTNAME:gpuN, HOSTNAME:model on the model)\n"
     "  --max-inflight N         leases held at once: one evaluated, the rest compiling (default: 2)\n"
+    "  --child-per-evaluation   start a fresh gate process for every evaluation instead of one that\n"
+    "                           serves evaluation after evaluation until one fails (slower; for\n"
+    "                           comparison and diagnosis)\n"
     "  --compile-threads N      NVRTC compile threads (default: the cores this process may use divided\n"
     "                           by the workers on the host: a cuda worker counts one per visible GPU)\n"
     "  --all-gpus               start one worker per visible GPU, each a child process with --gpu K and\n"
@@ -90,6 +93,7 @@ struct DaemonOptions {
   security::ClientSecurity security;  // loaded from token_file / $EVO_TOKEN / tls_ca
   std::string enrolment_key_file;
   std::string enrolment_key;          // read from enrolment_key_file
+  bool child_per_evaluation = false;
 };
 
 int usage_error(const std::string& line) {
@@ -134,6 +138,8 @@ int parse_args(int argc, char** argv, DaemonOptions* opt) {
     } else if (a == "--token-file" || a == "--tls-ca" || a == "--enrolment-key-file") {
       if (!next || !*next) return usage_error(a + " needs a file");
       (a == "--token-file" ? opt->token_file : a == "--tls-ca" ? opt->tls_ca : opt->enrolment_key_file) = argv[++i];
+    } else if (a == "--child-per-evaluation") {
+      opt->child_per_evaluation = true;
     } else if (a == "--max-inflight") {
       if (!parse_int(next, 1, 64, &opt->max_inflight)) return usage_error("--max-inflight needs a number in 1..64");
       ++i;
@@ -444,6 +450,7 @@ int run_worker_daemon(int argc, char** argv) {
     EvaluatorOptions eo;
     eo.backend = opt.backend;
     eo.gpu = opt.gpu;
+    eo.child_per_evaluation = opt.child_per_evaluation;
     std::string sized_by = "from=--compile-threads";
     eo.compile_threads = opt.compile_threads;
     if (!eo.compile_threads) {
