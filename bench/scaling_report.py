@@ -35,8 +35,11 @@ def throughput(db_path):
         print("evaluations=0 span_s=0 per_min=0 candidates=0")
         return 1
     span_s = max(0.001, (last - first) / 1000.0)
+    columns = [row[1] for row in db.execute("PRAGMA table_info(runs)")]
+    gpu_ms = db.execute("SELECT SUM(gpu_ms) FROM runs").fetchone()[0] if "gpu_ms" in columns else None
+    share = f" gpu_share={gpu_ms / (span_s * 1000):.2f}" if gpu_ms is not None else ""
     print(f"evaluations={evaluations} candidates={candidates} span_s={span_s:.1f} "
-          f"per_min={evaluations / span_s * 60:.1f}")
+          f"per_min={evaluations / span_s * 60:.1f}{share}")
     return 0
 
 

@@ -61,6 +61,14 @@ class ScalingReportTest(unittest.TestCase):
         self.assertEqual(rc, 0)
         self.assertIn("evaluations=3 candidates=3 span_s=90.0 per_min=2.0", out)
 
+    def test_throughput_gives_the_gpu_gates_share_of_the_span_where_runs_count_it(self):
+        self.db.db.execute("ALTER TABLE runs ADD COLUMN gpu_ms REAL NOT NULL DEFAULT 0")
+        self.db.db.execute("UPDATE runs SET gpu_ms = 45000")
+        self.db.db.commit()
+        rc, out = run(scaling_report.throughput, self.path)
+        self.assertEqual(rc, 0)
+        self.assertIn("per_min=2.0 gpu_share=0.50", out)
+
     def test_once_holds_and_names_the_killed_workers_expired_lease(self):
         rc, out = run(scaling_report.once, self.path, "run-0001", "h:gpu1")
         self.assertEqual(rc, 0, out)
