@@ -32,6 +32,14 @@ class Evaluator {
   // Starts compiling in the background so that a later evaluate() finds the cubin ready: the GPU
   // must not wait on the compiler.
   virtual void prefetch(const Genome& g, const std::vector<Problem>& shapes) = 0;
+  // Whether the compiles prefetch started for g are done (or failed), so that evaluate() would go
+  // straight to the GPU: a daemon holding several leases measures a ready one rather than wait
+  // behind a slow compile. True when nothing is in flight for g.
+  virtual bool compiled(const Genome& g, const std::vector<Problem>& shapes) {
+    (void)g;
+    (void)shapes;
+    return true;
+  }
   // Never throws for a bad candidate: every failure is a status in the Evaluation.
   virtual v1::Evaluation evaluate(const Genome& g, const std::vector<Problem>& shapes,
                                   bool run_sanitizer) = 0;

@@ -6,6 +6,7 @@
 // Gate 6, the sanitizer, wraps a process of its own. This process never creates a CUDA context
 // for a candidate kernel.
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -46,6 +47,7 @@ class CudaEvaluator : public Evaluator {
 
   const v1::DeviceInfo& device() const override { return device_; }
   void prefetch(const Genome& g, const std::vector<Problem>& shapes) override;
+  bool compiled(const Genome& g, const std::vector<Problem>& shapes) override;
   v1::Evaluation evaluate(const Genome& g, const std::vector<Problem>& shapes,
                           bool run_sanitizer) override;
 
@@ -69,11 +71,17 @@ class CudaEvaluator : public Evaluator {
   v1::DeviceInfo device_;
   std::unique_ptr<KernelCompiler> compiler_;
   std::map<std::string, CompiledKernel> references_;  // by family id
+  std::mutex prefetch_mutex_;
+  // The compiles prefetch started, by genome hash, until evaluate() takes the genome.
+  std::map<std::string, std::vector<std::shared_future<CompiledKernel>>> prefetched_;
   std::string child_exe_;
   std::string server_dir_;                          // the serving child's log
   std::unique_ptr<cuda::EvaluationServer> server_;  // null: a child per evaluation
   std::string sanitizer_;
   std::mutex eval_mutex_;  // one child on the GPU at a time: timings must not overlap
+  // Sanitizer requests that passed (their JSON: cubins, kernels, launches, inputs' seed) and the
+  // verdict's detail; guarded by eval_mutex_.
+  std::map<std::string, std::string> sanitizer_passes_;
   uint64_t evaluations_ = 0;
 };
 

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -169,6 +171,9 @@ int parse_args(int argc, char** argv, DaemonOptions* opt) {
 
 // A lease with its genome read (or the reason it would not read): the typed genome, checked once
 // against its kernel's space; the text only from an evod before it.
+// How long the daemon waits before it looks again at leases whose kernels are still compiling.
+constexpr int kCompileWaitPollMs = 20;
+
 struct Work {
   v1::Lease lease;
   Genome genome;
@@ -243,8 +248,17 @@ class WorkerDaemon {
         link_.sleep_for(retry_after_ms_);
         continue;
       }
-      Work w = std::move(queue.front());
-      queue.pop_front();
+      // The first lease whose kernels are compiled: one slow compile must not hold the GPU idle
+      // while the leases behind it are ready. With none ready, look again shortly.
+      auto ready = std::find_if(queue.begin(), queue.end(), [&](const Work& w) {
+        return !w.parse_error.empty() || evaluator_.compiled(w.genome, w.shapes);
+      });
+      if (ready == queue.end()) {
+        link_.sleep_for(kCompileWaitPollMs);
+        continue;
+      }
+      Work w = std::move(*ready);
+      queue.erase(ready);
       evaluate_and_report(w);
     }
     // Leases still queued are dropped: evod hands them out again when they expire.
@@ -283,6 +297,10 @@ class WorkerDaemon {
   void fill(std::deque<Work>& queue) {
     int want = opt_.max_inflight - static_cast<int>(queue.size());
     if (want <= 0) return;
+    // While leases wait for their compiles the loop comes back every kCompileWaitPollMs; evod is
+    // asked again only as often as it said to when it had nothing.
+    const auto now = std::chrono::steady_clock::now();
+    if (!queue.empty() && now < next_lease_poll_) return;
     v1::LeaseRequest req;
     const Identity me = identity();
     req.set_worker_id(me.worker_id);
@@ -311,6 +329,7 @@ class WorkerDaemon {
       return;
     }
     retry_after_ms_ = resp->retry_after_ms() > 0 ? resp->retry_after_ms() : 200;
+    next_lease_poll_ = resp->leases().empty() ? now + std::chrono::milliseconds(retry_after_ms_) : now;
     for (const auto& lease : resp->leases()) {
       held_.add(lease.lease_id());
       Work w = prepare(lease);
@@ -410,6 +429,7 @@ class WorkerDaemon {
   std::mutex identity_mutex_;
   std::string worker_id_;  // written under identity_mutex_; the main thread's logs read it as is
   std::string credential_;
+  std::chrono::steady_clock::time_point next_lease_poll_{};
   bool refused_ = false;   // evod refused our calls (PERMISSION_DENIED): exit non-zero
   int heartbeat_ms_ = 1000;
   int retry_after_ms_ = 200;
