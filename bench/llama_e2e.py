@@ -18,6 +18,7 @@ Exits 1 when logits disagree beyond the limits or a fullgraph compile fails.
 """
 import argparse
 import contextlib
+import inspect
 import statistics
 import sys
 import traceback
@@ -44,50 +45,151 @@ def build_model(layers, vocab):
     return model
 
 
+def _binder(fn):
+    """A function mapping fn's call arguments to a dict by parameter name, defaults filled in.
+    The signature is read here, once: dynamo traces the returned function (plain dict and zip),
+    but not inspect.signature."""
+    params = [p for p in inspect.signature(fn).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    names = [p.name for p in params if p.kind != p.KEYWORD_ONLY]
+    defaults = {p.name: p.default for p in params if p.default is not p.empty}
+
+    def bind(args, kwargs):
+        named = dict(defaults)
+        named.update(zip(names, args))
+        named.update(kwargs)
+        return named
+    return bind
+
+
+def _is_int(x):
+    return isinstance(x, (int, torch.SymInt)) and not isinstance(x, bool)
+
+
+def _first(named, *names):
+    """The first of `names` that `named` holds (transformers renames arguments across versions)."""
+    for name in names:
+        if name in named:
+            return named[name]
+    return None
+
+
+_is_compiling = getattr(torch.compiler, "is_compiling", None) or torch._dynamo.is_compiling
+
+
+class CausalSkip:
+    """What compiled_causal_skip patched and how often its rules said to skip in eager calls
+    (the compiled ways' eager cache prefills)."""
+
+    def __init__(self):
+        self.patched = []
+        self.mask_skipped = 0
+        self.rule_skipped = 0
+
+    def __bool__(self):
+        return bool(self.patched)
+
+    def __str__(self):
+        return "%s (eager skips so far: create_causal_mask %d, _ignore_causal_mask_sdpa %d)" % (
+            ", ".join(self.patched) or "nothing", self.mask_skipped, self.rule_skipped)
+
+
 @contextlib.contextmanager
 def compiled_causal_skip():
     """Lets a traced forward skip transformers' causal mask when no padding mask was given and
     query and key lengths are equal (or the query is one token), as its eager forward does.
-    Yields whether transformers' skip rule was found (newer masking_utils, or older
-    AttentionMaskConverter)."""
+
+    Two places, as transformers versions differ: (1) the Llama module's create_causal_mask (the
+    name modeling_llama imported at load, so that is where it is patched): with no attention mask,
+    no sliding window, and no cached positions or a one-token query, it returns None (the mask is
+    all-causal or all-ones, which SDPA's is_causal says); under a trace, eager's own rule cannot
+    apply, since its packed-sequence detection reads position values; (2) masking_utils'
+    _ignore_causal_mask_sdpa (or the older AttentionMaskConverter's), whatever its arguments.
+    Anything else goes to transformers' own function unchanged. Yields a CausalSkip."""
+    found = CausalSkip()
+    undo = []
+    try:
+        from transformers.models.llama import modeling_llama
+    except ImportError:
+        modeling_llama = None
+    if modeling_llama is not None and hasattr(modeling_llama, "create_causal_mask"):
+        original_mask = modeling_llama.create_causal_mask
+        bind_mask = _binder(original_mask)
+
+        def create_causal_mask(*args, **kwargs):
+            named = bind_mask(args, kwargs)
+            embeds = _first(named, "input_embeds", "inputs_embeds")
+            config = named.get("config")
+            cache = named.get("past_key_values")
+            if (embeds is not None and named.get("attention_mask", 0) is None
+                    and getattr(config, "sliding_window", None) is None
+                    and not getattr(cache, "is_compileable", False)
+                    and (cache is None or embeds.shape[1] == 1 or cache.get_seq_length() == 0)):
+                if not _is_compiling():  # counted in eager calls only: a trace's counts mean nothing here
+                    found.mask_skipped += 1
+                return None
+            return original_mask(*args, **kwargs)
+
+        modeling_llama.create_causal_mask = create_causal_mask
+        undo.append(lambda: setattr(modeling_llama, "create_causal_mask", original_mask))
+        found.patched.append("modeling_llama.create_causal_mask")
     try:
         from transformers import masking_utils
     except ImportError:
         masking_utils = None
     if masking_utils is not None and hasattr(masking_utils, "_ignore_causal_mask_sdpa"):
-        original = masking_utils._ignore_causal_mask_sdpa
+        original_rule = masking_utils._ignore_causal_mask_sdpa
+        bind_rule = _binder(original_rule)
 
-        def skip(padding_mask, query_length, kv_length, kv_offset, local_attention_size=None):
-            if padding_mask is None and (local_attention_size is None or kv_length < local_attention_size) and (
-                    query_length == 1 or kv_length == query_length):
+        def skip(*args, **kwargs):
+            named = bind_rule(args, kwargs)
+            padding_mask = _first(named, "padding_mask", "attention_mask")
+            query_length = _first(named, "query_length", "q_length")
+            kv_length = _first(named, "kv_length")
+            local = _first(named, "local_attention_size", "local_size", "sliding_window")
+            if (_is_int(query_length) and _is_int(kv_length) and padding_mask is None
+                    and (local is None or kv_length < local) and (query_length == 1 or kv_length == query_length)):
+                if not _is_compiling():
+                    found.rule_skipped += 1
                 return True
-            return original(padding_mask, query_length, kv_length, kv_offset, local_attention_size)
+            return original_rule(*args, **kwargs)
 
         masking_utils._ignore_causal_mask_sdpa = skip
+        undo.append(lambda: setattr(masking_utils, "_ignore_causal_mask_sdpa", original_rule))
+        found.patched.append("masking_utils._ignore_causal_mask_sdpa")
+    else:
         try:
-            yield True
-        finally:
-            masking_utils._ignore_causal_mask_sdpa = original
-        return
-    from transformers.modeling_attn_mask_utils import AttentionMaskConverter
-    if not hasattr(AttentionMaskConverter, "_ignore_causal_mask_sdpa"):
-        yield False
-        return
-    original = AttentionMaskConverter._ignore_causal_mask_sdpa
+            from transformers.modeling_attn_mask_utils import AttentionMaskConverter
+        except ImportError:
+            AttentionMaskConverter = None
+        if AttentionMaskConverter is not None and hasattr(AttentionMaskConverter, "_ignore_causal_mask_sdpa"):
+            original_older = AttentionMaskConverter._ignore_causal_mask_sdpa
+            bind_older = _binder(original_older)
 
-    def skip_older(attention_mask, inputs_embeds, past_key_values_length, sliding_window=None, is_training=False):
-        query_length = inputs_embeds.shape[1]
-        kv_length = query_length + past_key_values_length
-        if attention_mask is None and (sliding_window is None or kv_length < sliding_window) and (
-                query_length == 1 or kv_length == query_length):
-            return True
-        return original(attention_mask, inputs_embeds, past_key_values_length, sliding_window, is_training)
+            def skip_older(*args, **kwargs):
+                named = bind_older(args, kwargs)
+                attention_mask = named.get("attention_mask")
+                embeds = named.get("inputs_embeds")
+                past = named.get("past_key_values_length")
+                window = named.get("sliding_window")
+                if embeds is not None and _is_int(past) and attention_mask is None:
+                    query_length = embeds.shape[1]
+                    kv_length = query_length + past
+                    if (window is None or kv_length < window) and (query_length == 1 or kv_length == query_length):
+                        if not _is_compiling():
+                            found.rule_skipped += 1
+                        return True
+                return original_older(*args, **kwargs)
 
-    AttentionMaskConverter._ignore_causal_mask_sdpa = staticmethod(skip_older)
+            AttentionMaskConverter._ignore_causal_mask_sdpa = staticmethod(skip_older)
+            undo.append(lambda: setattr(AttentionMaskConverter, "_ignore_causal_mask_sdpa",
+                                        staticmethod(original_older)))
+            found.patched.append("AttentionMaskConverter._ignore_causal_mask_sdpa")
     try:
-        yield True
+        yield found
     finally:
-        AttentionMaskConverter._ignore_causal_mask_sdpa = staticmethod(original)
+        for fn in reversed(undo):
+            fn()
 
 
 def timed_ms(fn, rounds, warmup=3):
