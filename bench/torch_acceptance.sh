@@ -12,7 +12,7 @@
 #   bench/torch_acceptance.sh [--dry-run] BUNDLE_DIR OUT_DIR
 #
 # Every step prints a '== step' line with the seconds elapsed, runs under a timeout cut from what
-# is left of EVO_DEADLINE_S (default 450 s, so the whole stays under 8 minutes), and is attempted
+# is left of EVO_DEADLINE_S (default 400 s, so the whole stays under 7 minutes), and is attempted
 # whether or not an earlier one failed, unless it needs that step's output (no package: no
 # install, no install: no torch steps). OUT_DIR gets at most 8 files: torch_check.log (everything
 # this script printed), one log per torch step (pip_install.log, overhead.log, op_check.log,
@@ -27,7 +27,7 @@ source "$root/bench/lib.sh"
 bench_args torch_acceptance "$@"
 mkdir -p "$out_arg" && out="$(cd "$out_arg" && pwd)"
 python="${PYTHON:-python3}"
-deadline="${EVO_DEADLINE_S:-450}"
+deadline="${EVO_DEADLINE_S:-400}"
 budget="${EVO_BUDGET:-60s}"
 population="${EVO_POPULATION:-8}"
 backend="${EVO_WORKER_BACKEND:-cuda}"
