@@ -4,8 +4,8 @@
 // exported C entry point (evo_attention_forward_dtype) of the library bound to the tensors' device,
 // on the current stream; it never synchronizes, so CUDA graphs capture it. Its AutogradCUDA kernel
 // refuses inputs that need a gradient (there is no backward pass) and calls the CUDA kernel
-// directly for plain CUDA tensors. evo::_bench times the op against the raw entry point in C++. The libraries are separate
-// shared objects, one per architecture, each built from its own export (their symbols are the
+// directly for plain CUDA tensors. evo::_bench times the op against the raw entry point in C++.
+// The libraries are separate shared objects, one per architecture, each built from its own export (their symbols are the
 // same), so they are loaded with dlopen and bound per device by evo_kernels at import
 // (torch.ops.evo._bind_library).
 #include <Python.h>
@@ -149,8 +149,11 @@ double median(std::vector<double> v) {
 // evo::_bench: the op's host cost over the raw entry point measured in C++, without Python's call
 // overhead: `rounds` rounds of `calls` calls each way, alternating, the stream drained before
 // every round (so launches never wait on a full queue). Returns the medians of host µs per call:
-// [raw entry point (output allocated once), the op through the dispatcher (Autograd key
-// included)]. Run it under torch.no_grad() on contiguous CUDA inputs the op serves.
+// [raw entry point (arguments prepared once), the op through the dispatcher from its top (its
+// AutogradCUDA kernel included, as a Python call meets it)]. Registered CompositeImplicitAutograd,
+// so calling it leaves the dispatcher's thread-local keys as they were (an autograd fallback would
+// exclude the autograd keys for the op calls inside). Run it under torch.no_grad() on contiguous
+// CUDA inputs the op serves.
 std::vector<double> bench(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, bool is_causal,
                           int64_t calls, int64_t rounds) {
   TORCH_CHECK(calls > 0 && rounds > 0, "evo::_bench: calls and rounds must be positive");
@@ -165,14 +168,18 @@ std::vector<double> bench(const at::Tensor& query, const at::Tensor& key, const 
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   const int dtype = dtype_code(query);
   const auto& op = attention_handle();
+  const void* const q_ptr = query.data_ptr();
+  const void* const k_ptr = key.data_ptr();
+  const void* const v_ptr = value.data_ptr();
+  void* const o_ptr = out.data_ptr();
   std::vector<double> raw_us, op_us;
   int failures = 0;
   for (int64_t r = -1; r < rounds; ++r) {  // round -1 warms both ways up, uncounted
     stream.synchronize();
     auto start = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < calls; ++i)
-      failures += entry(query.data_ptr(), key.data_ptr(), value.data_ptr(), out.data_ptr(), b, h, sq, sk, d, scale,
-                        is_causal ? 1 : 0, dtype, stream.stream(), 1) != 0;
+      failures += entry(q_ptr, k_ptr, v_ptr, o_ptr, b, h, sq, sk, d, scale, is_causal ? 1 : 0, dtype, stream.stream(),
+                        1) != 0;
     auto mid = std::chrono::steady_clock::now();
     stream.synchronize();
     auto op_start = std::chrono::steady_clock::now();
@@ -196,10 +203,9 @@ TORCH_LIBRARY(evo, m) {
   m.def("_bench(Tensor query, Tensor key, Tensor value, bool is_causal, int calls, int rounds) -> float[]");
 }
 
-TORCH_LIBRARY_IMPL(evo, CUDA, m) {
-  m.impl("attention", &attention_cuda);
-  m.impl("_bench", &bench);
-}
+TORCH_LIBRARY_IMPL(evo, CUDA, m) { m.impl("attention", &attention_cuda); }
+
+TORCH_LIBRARY_IMPL(evo, CompositeImplicitAutograd, m) { m.impl("_bench", &bench); }
 
 // AutogradCUDA only: CPU or Meta inputs go through torch's autograd fallback to their own key
 // (Meta: the fake implementation; CPU: torch's "no kernel for CPU" error).
