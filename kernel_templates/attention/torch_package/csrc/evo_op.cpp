@@ -23,6 +23,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/cuda/EmptyTensor.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
@@ -90,9 +91,9 @@ at::Tensor attention_cuda(const at::Tensor& query, const at::Tensor& key, const 
   check_tensor(value, "value", query);
   check_shapes(query, key, value, is_causal);
   const int dtype = dtype_code(query);
-  // One dispatch (empty.memory_format); empty_like would go through the dispatcher twice and
-  // merge options: query is contiguous, so the result is the same.
-  at::Tensor out = at::empty(query.sizes(), query.options());
+  // CUDA's allocation itself, without the dispatcher: empty_like would go through it twice and
+  // merge options. query is contiguous, so the result is the same.
+  at::Tensor out = at::detail::empty_cuda(query.sizes(), query.scalar_type(), query.device(), std::nullopt);
   if (query.numel() == 0) return out;
   const int64_t device = query.get_device();
   const EntryPoint entry = device < kMaxDevices ? g_entry_by_device[device].load(std::memory_order_acquire) : nullptr;
