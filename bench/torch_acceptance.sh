@@ -7,6 +7,7 @@
 #                 from another folder
 #   5. overhead   bench/torch_op_overhead.py: the op's eager cost over the raw entry point
 #   6. op         bench/torch_op_check.py: results, refusals, torch.compile fullgraph, CUDA graphs
+#                 (each check in a process of its own, so a crash names the check)
 #   7. llama      bench/llama_e2e.py: a random Llama, SDPA vs evo, eager and compiled
 #
 #   bench/torch_acceptance.sh [--dry-run] BUNDLE_DIR OUT_DIR
@@ -140,7 +141,7 @@ torch_step() {  # $1: step name, $2: log file, $3: seconds at most, then the com
 }
 
 torch_step overhead overhead.log 60 "$python" bench/torch_op_overhead.py
-torch_step op op_check.log 120 "$python" bench/torch_op_check.py
+torch_step op op_check.log 150 "$python" bench/torch_op_check.py
 llama_args=()
 (( SECONDS - start > deadline - 200 )) && llama_args+=(--skip-compiled-decode)
 torch_step llama llama.log 240 "$python" bench/llama_e2e.py "${llama_args[@]}"
