@@ -4,8 +4,10 @@ A random-weight LlamaForCausalLM from a LlamaConfig (grouped-query heads; nothin
 attn_implementation="sdpa", fp16, run four ways: eager and torch.compile(fullgraph=True), each
 with torch's SDPA and with evo_kernels.sdpa_routing() (the model unedited). It checks that evo's
 logits agree with SDPA's (relative L2 error and max abs difference, limits below), and prints
-the prefill time and the decode-step time of each way (CUDA events, median of rounds) and how
-many attention calls evo served and how many fell back to SDPA, and why.
+the prefill time and the decode-step time of each way (CUDA events, medians; decode after a
+warm-up pass, the eager ways alternating pass by pass) and how many attention calls evo served
+and how many fell back to SDPA, and why. Decode steps are seq_q 1 against a longer key, not
+causal: evo serves them where the export holds a non-causal bucket of the dtype and head_dim.
 
 Under torch.compile, transformers builds an explicit causal mask instead of passing
 is_causal=True (whether it may skip the mask depends on tensor values, which a trace cannot
@@ -13,11 +15,14 @@ read), and evo takes no mask. With no padding mask given the skip depends on sha
 this script lets the trace skip it as eager does (compiled_causal_skip below), for both SDPA and
 evo, and says whether it could.
 
-Usage: python bench/llama_e2e.py [--seq 512] [--decode-steps 16] [--rounds 10] [--skip-compiled-decode]
-Exits 1 when logits disagree beyond the limits or a fullgraph compile fails.
+Usage: python bench/llama_e2e.py [--seq 512] [--decode-steps 16] [--decode-rounds 4] [--rounds 10]
+                                 [--skip-compiled-decode]
+Exits 1 when logits disagree beyond the limits, a fullgraph compile fails, or the compiled evo
+prefill's traced graph holds no evo.attention.
 """
 import argparse
 import contextlib
+import inspect
 import statistics
 import sys
 import traceback
@@ -44,50 +49,151 @@ def build_model(layers, vocab):
     return model
 
 
+def _binder(fn):
+    """A function mapping fn's call arguments to a dict by parameter name, defaults filled in.
+    The signature is read here, once: dynamo traces the returned function (plain dict and zip),
+    but not inspect.signature."""
+    params = [p for p in inspect.signature(fn).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    names = [p.name for p in params if p.kind != p.KEYWORD_ONLY]
+    defaults = {p.name: p.default for p in params if p.default is not p.empty}
+
+    def bind(args, kwargs):
+        named = dict(defaults)
+        named.update(zip(names, args))
+        named.update(kwargs)
+        return named
+    return bind
+
+
+def _is_int(x):
+    return isinstance(x, (int, torch.SymInt)) and not isinstance(x, bool)
+
+
+def _first(named, *names):
+    """The first of `names` that `named` holds (transformers renames arguments across versions)."""
+    for name in names:
+        if name in named:
+            return named[name]
+    return None
+
+
+_is_compiling = getattr(torch.compiler, "is_compiling", None) or torch._dynamo.is_compiling
+
+
+class CausalSkip:
+    """What compiled_causal_skip patched and how often its rules said to skip in eager calls
+    (the compiled ways' eager cache prefills)."""
+
+    def __init__(self):
+        self.patched = []
+        self.mask_skipped = 0
+        self.rule_skipped = 0
+
+    def __bool__(self):
+        return bool(self.patched)
+
+    def __str__(self):
+        return "%s (eager skips so far: create_causal_mask %d, _ignore_causal_mask_sdpa %d)" % (
+            ", ".join(self.patched) or "nothing", self.mask_skipped, self.rule_skipped)
+
+
 @contextlib.contextmanager
 def compiled_causal_skip():
     """Lets a traced forward skip transformers' causal mask when no padding mask was given and
     query and key lengths are equal (or the query is one token), as its eager forward does.
-    Yields whether transformers' skip rule was found (newer masking_utils, or older
-    AttentionMaskConverter)."""
+
+    Two places, as transformers versions differ: (1) the Llama module's create_causal_mask (the
+    name modeling_llama imported at load, so that is where it is patched): with no attention mask,
+    no sliding window, and no cached positions or a one-token query, it returns None (the mask is
+    all-causal or all-ones, which SDPA's is_causal says); under a trace, eager's own rule cannot
+    apply, since its packed-sequence detection reads position values; (2) masking_utils'
+    _ignore_causal_mask_sdpa (or the older AttentionMaskConverter's), whatever its arguments.
+    Anything else goes to transformers' own function unchanged. Yields a CausalSkip."""
+    found = CausalSkip()
+    undo = []
+    try:
+        from transformers.models.llama import modeling_llama
+    except ImportError:
+        modeling_llama = None
+    if modeling_llama is not None and hasattr(modeling_llama, "create_causal_mask"):
+        original_mask = modeling_llama.create_causal_mask
+        bind_mask = _binder(original_mask)
+
+        def create_causal_mask(*args, **kwargs):
+            named = bind_mask(args, kwargs)
+            embeds = _first(named, "input_embeds", "inputs_embeds")
+            config = named.get("config")
+            cache = named.get("past_key_values")
+            if (embeds is not None and named.get("attention_mask", 0) is None
+                    and getattr(config, "sliding_window", None) is None
+                    and not getattr(cache, "is_compileable", False)
+                    and (cache is None or embeds.shape[1] == 1 or cache.get_seq_length() == 0)):
+                if not _is_compiling():  # counted in eager calls only: a trace's counts mean nothing here
+                    found.mask_skipped += 1
+                return None
+            return original_mask(*args, **kwargs)
+
+        modeling_llama.create_causal_mask = create_causal_mask
+        undo.append(lambda: setattr(modeling_llama, "create_causal_mask", original_mask))
+        found.patched.append("modeling_llama.create_causal_mask")
     try:
         from transformers import masking_utils
     except ImportError:
         masking_utils = None
     if masking_utils is not None and hasattr(masking_utils, "_ignore_causal_mask_sdpa"):
-        original = masking_utils._ignore_causal_mask_sdpa
+        original_rule = masking_utils._ignore_causal_mask_sdpa
+        bind_rule = _binder(original_rule)
 
-        def skip(padding_mask, query_length, kv_length, kv_offset, local_attention_size=None):
-            if padding_mask is None and (local_attention_size is None or kv_length < local_attention_size) and (
-                    query_length == 1 or kv_length == query_length):
+        def skip(*args, **kwargs):
+            named = bind_rule(args, kwargs)
+            padding_mask = _first(named, "padding_mask", "attention_mask")
+            query_length = _first(named, "query_length", "q_length")
+            kv_length = _first(named, "kv_length")
+            local = _first(named, "local_attention_size", "local_size", "sliding_window")
+            if (_is_int(query_length) and _is_int(kv_length) and padding_mask is None
+                    and (local is None or kv_length < local) and (query_length == 1 or kv_length == query_length)):
+                if not _is_compiling():
+                    found.rule_skipped += 1
                 return True
-            return original(padding_mask, query_length, kv_length, kv_offset, local_attention_size)
+            return original_rule(*args, **kwargs)
 
         masking_utils._ignore_causal_mask_sdpa = skip
+        undo.append(lambda: setattr(masking_utils, "_ignore_causal_mask_sdpa", original_rule))
+        found.patched.append("masking_utils._ignore_causal_mask_sdpa")
+    else:
         try:
-            yield True
-        finally:
-            masking_utils._ignore_causal_mask_sdpa = original
-        return
-    from transformers.modeling_attn_mask_utils import AttentionMaskConverter
-    if not hasattr(AttentionMaskConverter, "_ignore_causal_mask_sdpa"):
-        yield False
-        return
-    original = AttentionMaskConverter._ignore_causal_mask_sdpa
+            from transformers.modeling_attn_mask_utils import AttentionMaskConverter
+        except ImportError:
+            AttentionMaskConverter = None
+        if AttentionMaskConverter is not None and hasattr(AttentionMaskConverter, "_ignore_causal_mask_sdpa"):
+            original_older = AttentionMaskConverter._ignore_causal_mask_sdpa
+            bind_older = _binder(original_older)
 
-    def skip_older(attention_mask, inputs_embeds, past_key_values_length, sliding_window=None, is_training=False):
-        query_length = inputs_embeds.shape[1]
-        kv_length = query_length + past_key_values_length
-        if attention_mask is None and (sliding_window is None or kv_length < sliding_window) and (
-                query_length == 1 or kv_length == query_length):
-            return True
-        return original(attention_mask, inputs_embeds, past_key_values_length, sliding_window, is_training)
+            def skip_older(*args, **kwargs):
+                named = bind_older(args, kwargs)
+                attention_mask = named.get("attention_mask")
+                embeds = named.get("inputs_embeds")
+                past = named.get("past_key_values_length")
+                window = named.get("sliding_window")
+                if embeds is not None and _is_int(past) and attention_mask is None:
+                    query_length = embeds.shape[1]
+                    kv_length = query_length + past
+                    if (window is None or kv_length < window) and (query_length == 1 or kv_length == query_length):
+                        if not _is_compiling():
+                            found.rule_skipped += 1
+                        return True
+                return original_older(*args, **kwargs)
 
-    AttentionMaskConverter._ignore_causal_mask_sdpa = staticmethod(skip_older)
+            AttentionMaskConverter._ignore_causal_mask_sdpa = staticmethod(skip_older)
+            undo.append(lambda: setattr(AttentionMaskConverter, "_ignore_causal_mask_sdpa",
+                                        staticmethod(original_older)))
+            found.patched.append("AttentionMaskConverter._ignore_causal_mask_sdpa")
     try:
-        yield True
+        yield found
     finally:
-        AttentionMaskConverter._ignore_causal_mask_sdpa = staticmethod(original)
+        for fn in reversed(undo):
+            fn()
 
 
 def timed_ms(fn, rounds, warmup=3):
@@ -128,9 +234,35 @@ class EvoNodeCount:
         return compile_fx(gm, example_inputs)
 
 
-def run_way(model, ids, steps, rounds, routed, compiled, skip_compiled_decode):
-    """One way (SDPA or evo, eager or compiled): prefill logits, decode logits, their times."""
-    result = {"evo_graph_nodes": None, "decode_ms": None, "decode_note": ""}
+def decode_tokens(model, steps):
+    """The fixed tokens every way decodes, so each decodes the same sequence."""
+    return torch.randint(0, model.config.vocab_size, (steps, 1), device="cuda",
+                         generator=torch.Generator(device="cuda").manual_seed(1))
+
+
+def decode_pass(forward, model, ids, tokens):
+    """A prefill with a cache (eager `model`), then one `forward` step per token, each between
+    CUDA events: (step milliseconds, the last step's logits)."""
+    cache = model(input_ids=ids, use_cache=True).past_key_values
+    samples, logits = [], None
+    for i in range(tokens.shape[0]):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        out = forward(input_ids=tokens[i:i + 1].view(1, 1), past_key_values=cache, use_cache=True)
+        end.record()
+        end.synchronize()
+        cache, logits = out.past_key_values, out.logits
+        samples.append(start.elapsed_time(end))
+    return samples, logits
+
+
+def run_way(model, ids, tokens, rounds, decode_rounds, routed, compiled, skip_compiled_decode):
+    """One way (SDPA or evo, eager or compiled): prefill logits and time, and a first decode pass
+    (its logits, and its step time: every step meets a key length for the first time). Compiled
+    ways also time `decode_rounds` more passes here (warm; eager ways are timed alternating, in
+    alternate_decode)."""
+    result = {"evo_graph_nodes": None, "evo_prefill_nodes": None, "decode_ms": None, "decode_first_ms": None,
+              "decode_note": ""}
     routing = evo_kernels.sdpa_routing() if routed else contextlib.nullcontext()
     torch._dynamo.reset()
     evo_kernels.reset_stats()
@@ -141,38 +273,43 @@ def run_way(model, ids, steps, rounds, routed, compiled, skip_compiled_decode):
             forward = torch.compile(model, fullgraph=True, backend=counter)
         result["prefill_logits"] = forward(input_ids=ids, use_cache=False).logits
         if compiled:
-            result["evo_graph_nodes"] = counter.nodes
+            result["evo_graph_nodes"] = result["evo_prefill_nodes"] = counter.nodes
         result["prefill_ms"] = timed_ms(lambda: forward(input_ids=ids, use_cache=False), rounds)
-        if compiled and skip_compiled_decode:
-            result["decode_note"] = "skipped (--skip-compiled-decode)"
-        else:
-            try:
-                result.update(decode(forward, model, ids, steps))
-            except Exception as e:
-                result["decode_note"] = "failed: %s" % str(e).splitlines()[0]
-                traceback.print_exc()
         if not compiled:
             result["stats"] = evo_kernels.stats()
+        if compiled and skip_compiled_decode:
+            result["decode_note"] = "skipped (--skip-compiled-decode)"
+            return result
+        try:
+            first, result["decode_logits"] = decode_pass(forward, model, ids, tokens)
+            result["decode_first_ms"] = statistics.median(first)
+            if compiled:
+                warm = [ms for _ in range(decode_rounds) for ms in decode_pass(forward, model, ids, tokens)[0]]
+                result["decode_ms"] = statistics.median(warm)
+                result["evo_graph_nodes"] = counter.nodes
+        except Exception as e:
+            result["decode_note"] = "failed: %s" % str(e).splitlines()[0]
+            traceback.print_exc()
     return result
 
 
-def decode(forward, model, ids, steps):
-    """A prefill with a cache, then `steps` one-token steps (fixed tokens, so every way decodes
-    the same sequence); the median step time and the last step's logits."""
-    tokens = torch.randint(0, model.config.vocab_size, (steps + 3, 1), device="cuda",
-                           generator=torch.Generator(device="cuda").manual_seed(1))
-    cache = model(input_ids=ids, use_cache=True).past_key_values
-    samples, logits = [], None
-    for i in range(steps + 3):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        out = forward(input_ids=tokens[i:i + 1].view(1, 1), past_key_values=cache, use_cache=True)
-        end.record()
-        end.synchronize()
-        cache, logits = out.past_key_values, out.logits
-        if i >= 3:  # the first steps compile or warm up
-            samples.append(start.elapsed_time(end))
-    return {"decode_ms": statistics.median(samples), "decode_logits": logits}
+def alternate_decode(model, ids, tokens, decode_rounds, ways):
+    """Eager decode timing, fair between SDPA and evo: both already ran one pass (warm-up), then
+    `decode_rounds` rounds, each one pass per way, the order swapped every round; the median step
+    over all rounds goes to ways[name]["decode_ms"]. Returns evo's call counts over its rounds."""
+    samples = {"eager SDPA": [], "eager evo": []}
+    evo_kernels.reset_stats()
+    with torch.no_grad():
+        for r in range(decode_rounds):
+            order = ("eager SDPA", "eager evo") if r % 2 == 0 else ("eager evo", "eager SDPA")
+            for name in order:
+                routing = evo_kernels.sdpa_routing() if name == "eager evo" else contextlib.nullcontext()
+                with routing:
+                    samples[name] += decode_pass(model, model, ids, tokens)[0]
+    for name, ms in samples.items():
+        if name in ways:
+            ways[name]["decode_ms"] = statistics.median(ms)
+    return evo_kernels.stats()
 
 
 def main():
@@ -181,6 +318,7 @@ def main():
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--vocab", type=int, default=8192)
     parser.add_argument("--decode-steps", type=int, default=16)
+    parser.add_argument("--decode-rounds", type=int, default=4, help="timed decode passes per way, after one warm-up")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--skip-compiled-decode", action="store_true")
     args = parser.parse_args()
@@ -189,37 +327,65 @@ def main():
                                                        torch.cuda.get_device_name(), evo_kernels.CHOICE_BY_DEVICE))
     model = build_model(args.layers, args.vocab)
     ids = torch.randint(0, args.vocab, (1, args.seq), device="cuda", generator=torch.Generator(device="cuda").manual_seed(0))
+    tokens = decode_tokens(model, args.decode_steps)
     ways = {}
     failures = []
+    decode_stats = None
     for compiled in (False, True):
         skip = compiled_causal_skip() if compiled else contextlib.nullcontext(None)
         with skip as skip_found:
             if compiled:
-                print("compiled: transformers' causal-mask skip %s" % ("applied" if skip_found else
-                      "NOT found: compiled calls carry a mask, so evo falls back in them"))
+                print("compiled: transformers' causal-mask skip patched: %s" % (skip_found if skip_found else
+                      "NOTHING found: compiled calls carry a mask, so evo falls back in them"), flush=True)
             for routed in (False, True):
                 name = "%s %s" % ("compiled" if compiled else "eager", "evo" if routed else "SDPA")
                 print("running: %s" % name, flush=True)
                 try:
-                    ways[name] = run_way(model, ids, args.decode_steps, args.rounds, routed, compiled,
-                                         args.skip_compiled_decode)
+                    ways[name] = r = run_way(model, ids, tokens, args.rounds, args.decode_rounds, routed, compiled,
+                                             args.skip_compiled_decode)
+                    print("done: %s: prefill %.3f ms, first decode pass step %s ms, evo.attention nodes %s %s"
+                          % (name, r["prefill_ms"], "%.3f" % r["decode_first_ms"] if r["decode_first_ms"] else "-",
+                             r["evo_prefill_nodes"], r["decode_note"]), flush=True)
                 except Exception as e:
                     failures.append("%s: %s" % (name, str(e).splitlines()[0] if str(e) else type(e).__name__))
                     traceback.print_exc()
+            if compiled:
+                print("compiled: causal-mask skip after the compiled ways: %s" % skip_found, flush=True)
+        if not compiled and "eager SDPA" in ways and "eager evo" in ways:
+            print("timing eager decode: %d rounds alternating SDPA and evo" % args.decode_rounds, flush=True)
+            decode_stats = alternate_decode(model, ids, tokens, args.decode_rounds, ways)
+    evo_compiled = ways.get("compiled evo")
+    if evo_compiled is not None and not evo_compiled["evo_prefill_nodes"]:
+        failures.append("compiled evo: no evo.attention node in the traced prefill graph")
 
-    print("\nLlama (%d layers, hidden 512, 8 heads / 2 kv heads, head dim 64) fp16, prefill 1x%d:" % (
-        args.layers, args.seq))
-    print("  %-14s %12s %16s  %s" % ("way", "prefill ms", "decode step ms", "notes"))
+    print("\nLlama (%d layers, hidden 512, 8 heads / 2 kv heads, head dim 64) fp16, prefill 1x%d, decode %d steps"
+          " (key lengths %d..%d):" % (args.layers, args.seq, args.decode_steps, args.seq + 1,
+                                      args.seq + args.decode_steps))
+    print("  prefill: median of %d calls after 3 warm-up calls. decode step: median over %d passes of %d steps,"
+          " after a first pass (eager ways alternating per pass, compiled ways one after the other); first pass:"
+          " the median step of that first pass, where every key length is new (and compiled ways compile)"
+          % (args.rounds, args.decode_rounds, args.decode_steps))
+    print("  %-14s %12s %16s %16s  %s" % ("way", "prefill ms", "decode step ms", "first pass ms", "notes"))
     for name, r in ways.items():
         decode_ms = "%.3f" % r["decode_ms"] if r["decode_ms"] is not None else "-"
+        first_ms = "%.3f" % r["decode_first_ms"] if r["decode_first_ms"] is not None else "-"
         notes = [r["decode_note"]] if r["decode_note"] else []
         if r["evo_graph_nodes"] is not None:
-            notes.append("evo.attention nodes in the traced graph: %d" % r["evo_graph_nodes"])
-        print("  %-14s %12.3f %16s  %s" % (name, r["prefill_ms"], decode_ms, "; ".join(notes)))
+            notes.append("evo.attention nodes in the traced graphs: prefill %d, all %d" % (
+                r["evo_prefill_nodes"], r["evo_graph_nodes"]))
+        print("  %-14s %12.3f %16s %16s  %s" % (name, r["prefill_ms"], decode_ms, first_ms, "; ".join(notes)))
     if "eager evo" in ways:
         s = ways["eager evo"]["stats"]
-        print("attention calls in the eager evo run (prefill timing rounds and decode steps included): evo served %d,"
+        print("attention calls in the eager evo prefills (first call and timing rounds): evo served %d,"
               " SDPA served %d %s" % (s["served"], s["fell_back_total"], s["fell_back"] or ""))
+    if decode_stats is not None:
+        print("attention calls in the eager evo decode rounds (cache prefill: seq_q = seq_k, causal; steps: seq_q 1,"
+              " seq_k %d..%d, not causal): evo served %d, SDPA served %d %s"
+              % (args.seq + 1, args.seq + args.decode_steps, decode_stats["served"], decode_stats["fell_back_total"],
+                 decode_stats["fell_back"] or ""))
+        expected = args.decode_rounds * (args.decode_steps + 1) * args.layers
+        print("  (%d expected in all: %d rounds x (1 cache prefill + %d steps) x %d layers)"
+              % (expected, args.decode_rounds, args.decode_steps, args.layers))
 
     baseline = ways.get("eager SDPA")
     print("logits against eager SDPA:")

@@ -7,12 +7,13 @@
 #                 from another folder
 #   5. overhead   bench/torch_op_overhead.py: the op's eager cost over the raw entry point
 #   6. op         bench/torch_op_check.py: results, refusals, torch.compile fullgraph, CUDA graphs
+#                 (each check in a process of its own, so a crash names the check)
 #   7. llama      bench/llama_e2e.py: a random Llama, SDPA vs evo, eager and compiled
 #
 #   bench/torch_acceptance.sh [--dry-run] BUNDLE_DIR OUT_DIR
 #
 # Every step prints a '== step' line with the seconds elapsed, runs under a timeout cut from what
-# is left of EVO_DEADLINE_S (default 450 s, so the whole stays under 8 minutes), and is attempted
+# is left of EVO_DEADLINE_S (default 400 s, so the whole stays under 7 minutes), and is attempted
 # whether or not an earlier one failed, unless it needs that step's output (no package: no
 # install, no install: no torch steps). OUT_DIR gets at most 8 files: torch_check.log (everything
 # this script printed), one log per torch step (pip_install.log, overhead.log, op_check.log,
@@ -27,7 +28,7 @@ source "$root/bench/lib.sh"
 bench_args torch_acceptance "$@"
 mkdir -p "$out_arg" && out="$(cd "$out_arg" && pwd)"
 python="${PYTHON:-python3}"
-deadline="${EVO_DEADLINE_S:-450}"
+deadline="${EVO_DEADLINE_S:-400}"
 budget="${EVO_BUDGET:-60s}"
 population="${EVO_POPULATION:-8}"
 backend="${EVO_WORKER_BACKEND:-cuda}"
@@ -140,7 +141,7 @@ torch_step() {  # $1: step name, $2: log file, $3: seconds at most, then the com
 }
 
 torch_step overhead overhead.log 60 "$python" bench/torch_op_overhead.py
-torch_step op op_check.log 120 "$python" bench/torch_op_check.py
+torch_step op op_check.log 150 "$python" bench/torch_op_check.py
 llama_args=()
 (( SECONDS - start > deadline - 200 )) && llama_args+=(--skip-compiled-decode)
 torch_step llama llama.log 240 "$python" bench/llama_e2e.py "${llama_args[@]}"

@@ -10,10 +10,17 @@ Each check prints one PASS/FAIL line; the script exits 1 if any failed. The chec
   graph      the op captured in a CUDA graph, replayed on new inputs
   reduce     torch.compile(mode="reduce-overhead", fullgraph=True): inductor's CUDA graphs
 
-Usage: python bench/torch_op_check.py
+Each check runs in a process of its own (this script with --only NAME), with faulthandler on, so a
+crash (a signal) names the check and the case it died in, and the other checks still run.
+
+Usage: python bench/torch_op_check.py [--only NAME]
 """
+import faulthandler
+import subprocess
 import sys
 import traceback
+
+faulthandler.enable()
 
 import torch
 import torch.nn.functional as F
@@ -56,7 +63,8 @@ def reference(q, k, v, is_causal, enable_gqa=False):
     return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=is_causal).to(q.dtype)
 
 
-def expect_error(fn, words):
+def expect_error(case, fn, words):
+    print("     trying: %s" % case, flush=True)  # a crash in it is then named above the fault's trace
     try:
         fn()
     except RuntimeError as e:
@@ -85,12 +93,18 @@ def _results():
 def _refusals():
     q, k, v = inputs()
     op = torch.ops.evo.attention
-    expect_error(lambda: op(q.requires_grad_(), k, v, None, False), ["backward"])
-    q.requires_grad_(False)
-    expect_error(lambda: op(q.transpose(1, 2), k, v, None, False), ["contiguous"])
-    expect_error(lambda: op(q, k[:, :2].contiguous(), v[:, :2].contiguous(), None, False), ["equal heads"])
-    expect_error(lambda: op(q.float(), k.float(), v.float(), None, False), ["float16"])
-    expect_error(lambda: op(q[:, :, :10].contiguous(), k, v, None, True), ["seq_q == seq_k"])
+    q_grad = q.detach().clone().requires_grad_()  # q itself never requires grad
+    expect_error("requires_grad", lambda: op(q_grad, k, v, None, False), ["backward"])
+    expect_error("non-contiguous", lambda: op(q.transpose(1, 2), k, v, None, False), ["contiguous"])
+    expect_error("unequal heads", lambda: op(q, k[:, :2].contiguous(), v[:, :2].contiguous(), None, False),
+                 ["equal heads"])
+    expect_error("float32", lambda: op(q.float(), k.float(), v.float(), None, False), ["float16"])
+    expect_error("causal seq_q != seq_k", lambda: op(q[:, :, :10].contiguous(), k, v, None, True), ["seq_q == seq_k"])
+    with torch.no_grad():  # the same refusals from the CUDA kernel's checks, past the autograd one
+        expect_error("non-contiguous, no_grad", lambda: op(q.transpose(1, 2), k, v, None, False), ["contiguous"])
+    with torch.inference_mode():  # no autograd key at all: the CUDA kernel straight away
+        expect_error("non-contiguous, inference_mode", lambda: op(q.transpose(1, 2), k, v, None, False),
+                     ["contiguous"])
 
 
 @check("compile")
@@ -149,9 +163,27 @@ def _reduce():
             torch.testing.assert_close(out, reference(q, k, v, True), atol=1e-2, rtol=1e-2)
 
 
+def run_isolated(name):
+    """Runs one check in a child process; True when it passed. A child killed by a signal is a
+    FAIL naming the check and the signal (faulthandler printed where)."""
+    done = subprocess.run([sys.executable, "-X", "faulthandler", __file__, "--only", name])
+    if done.returncode < 0:
+        print("FAIL %s: crashed (signal %d); the last 'trying:' line above names the case" % (name, -done.returncode),
+              flush=True)
+    elif done.returncode != 0 and done.returncode != 1:
+        print("FAIL %s: exit %d" % (name, done.returncode), flush=True)
+    return done.returncode == 0
+
+
 def main():
-    print("device: %s; library: %s" % (torch.cuda.get_device_name(), evo_kernels.CHOICE_BY_DEVICE))
-    failed = [name for name, fn in CHECKS if not run_check(name, fn)]
+    if len(sys.argv) == 3 and sys.argv[1] == "--only":
+        found = dict(CHECKS)
+        if sys.argv[2] not in found:
+            print("no check %s (checks: %s)" % (sys.argv[2], ", ".join(found)))
+            return 2
+        return 0 if run_check(sys.argv[2], found[sys.argv[2]]) else 1
+    print("device: %s; library: %s" % (torch.cuda.get_device_name(), evo_kernels.CHOICE_BY_DEVICE), flush=True)
+    failed = [name for name, _ in CHECKS if not run_isolated(name)]
     print("torch_op_check: %d of %d checks passed%s" % (len(CHECKS) - len(failed), len(CHECKS),
                                                         "; failed: " + ", ".join(failed) if failed else ""))
     return 1 if failed else 0

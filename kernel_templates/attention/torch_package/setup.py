@@ -69,9 +69,10 @@ setup(
     packages=["evo_kernels"],
     package_data={"evo_kernels": ["manifest.json", "kernels/*/*"]},
     # The op is plain C++: it takes the CUDA headers for its types and links PyTorch's c10_cuda for
-    # streams, but no CUDA runtime of the toolkit's, whose version may differ from PyTorch's.
+    # streams and torch_cuda for its output's allocation, but no CUDA runtime of the toolkit's,
+    # whose version may differ from PyTorch's.
     ext_modules=[CppExtension("evo_kernels._C", ["csrc/evo_op.cpp"], include_dirs=[os.path.join(TOOLKIT, "include")],
-                              libraries=["c10_cuda", "dl"], extra_compile_args={"cxx": ["-O2"]})],
+                              libraries=["c10_cuda", "torch_cuda", "dl"], extra_compile_args={"cxx": ["-O2"]})],
     cmdclass={"build_ext": BuildOpAndKernels},
     zip_safe=False,
 )

@@ -2,23 +2,28 @@
 //
 // The op's CUDA kernel checks its tensors in PyTorch's terms, allocates the output and calls the
 // exported C entry point (evo_attention_forward_dtype) of the library bound to the tensors' device,
-// on the current stream; it never synchronizes, so CUDA graphs capture it. Its Autograd kernel
-// refuses inputs that need a gradient (there is no backward pass). The libraries are separate
-// shared objects, one per architecture, each built from its own export (their symbols are the
-// same), so they are loaded with dlopen and bound per device by evo_kernels at import
-// (torch.ops.evo._bind_library).
+// on the current stream; it never synchronizes, so CUDA graphs capture it. Its AutogradCUDA kernel
+// refuses inputs that need a gradient (there is no backward pass) and calls the CUDA kernel
+// directly for plain CUDA tensors. evo::_bench times the op against the raw entry point in C++.
+// The libraries are separate shared objects, one per architecture, each built from its own
+// export (their symbols are the same), so they are loaded with dlopen and bound per device by
+// evo_kernels at import (torch.ops.evo._bind_library).
 #include <Python.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/cuda/EmptyTensor.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
@@ -86,7 +91,9 @@ at::Tensor attention_cuda(const at::Tensor& query, const at::Tensor& key, const 
   check_tensor(value, "value", query);
   check_shapes(query, key, value, is_causal);
   const int dtype = dtype_code(query);
-  at::Tensor out = at::empty_like(query);
+  // CUDA's allocation itself, without the dispatcher: empty_like would go through it twice and
+  // merge options. query is contiguous, so the result is the same.
+  at::Tensor out = at::detail::empty_cuda(query.sizes(), query.scalar_type(), query.device(), std::nullopt);
   if (query.numel() == 0) return out;
   const int64_t device = query.get_device();
   const EntryPoint entry = device < kMaxDevices ? g_entry_by_device[device].load(std::memory_order_acquire) : nullptr;
@@ -110,19 +117,82 @@ at::Tensor attention_cuda(const at::Tensor& query, const at::Tensor& key, const 
   return out;
 }
 
-// Autograd: forward only. A call that would need a gradient is refused before any work.
-at::Tensor attention_autograd(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
-                              std::optional<double> scale, bool is_causal) {
+using AttentionFn = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, std::optional<double>, bool);
+
+const c10::TypedOperatorHandle<AttentionFn>& attention_handle() {
+  static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("evo::attention", "").typed<AttentionFn>();
+  return op;
+}
+
+// Autograd (CUDA tensors): forward only. A call that would need a gradient is refused before any
+// work. Otherwise, when the dispatcher's next kernel would be the CUDA one (plain CUDA tensors, no
+// Python mode, fake or functional tensor below autograd), it is called directly: no second trip
+// through the dispatcher, and an error it raises leaves from this frame, as the refusal above does.
+// Anything else (FakeTensor under torch.compile, functionalization, a dispatch mode) is
+// redispatched below autograd with the keys the dispatcher gave this kernel.
+at::Tensor attention_autograd(c10::DispatchKeySet keys, const at::Tensor& query, const at::Tensor& key,
+                              const at::Tensor& value, std::optional<double> scale, bool is_causal) {
   TORCH_CHECK(!(at::GradMode::is_enabled() && (query.requires_grad() || key.requires_grad() || value.requires_grad())),
               "evo::attention: inputs require grad, but evo provides no backward pass (forward only); run under "
               "torch.no_grad() or torch.inference_mode(), or use evo_kernels.scaled_dot_product_attention, which "
               "falls back to torch's SDPA for such calls");
+  const c10::DispatchKeySet below = keys & c10::after_ADInplaceOrView_keyset;
+  if (below.highestPriorityTypeId() == c10::DispatchKey::CUDA) return attention_cuda(query, key, value, scale, is_causal);
   at::AutoDispatchBelowADInplaceOrView below_autograd;
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("evo::attention", "")
-                             .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                               std::optional<double>, bool)>();
-  return op.call(query, key, value, scale, is_causal);
+  return attention_handle().redispatch(below, query, key, value, scale, is_causal);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// evo::_bench: the op's host cost over the raw entry point measured in C++, without Python's call
+// overhead: `rounds` rounds of `calls` calls each way, alternating, the stream drained before
+// every round (so launches never wait on a full queue). Returns the medians of host µs per call:
+// [raw entry point (arguments prepared once), the op through the dispatcher from its top (its
+// AutogradCUDA kernel included, as a Python call meets it)]. Registered CompositeImplicitAutograd,
+// so calling it leaves the dispatcher's thread-local keys as they were (an autograd fallback would
+// exclude the autograd keys for the op calls inside). Run it under torch.no_grad() on contiguous
+// CUDA inputs the op serves.
+std::vector<double> bench(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, bool is_causal,
+                          int64_t calls, int64_t rounds) {
+  TORCH_CHECK(calls > 0 && rounds > 0, "evo::_bench: calls and rounds must be positive");
+  at::Tensor out = attention_cuda(query, key, value, std::nullopt, is_causal);  // checks, warms up
+  const int64_t device = query.get_device();
+  const EntryPoint entry = g_entry_by_device[device].load(std::memory_order_acquire);
+  const c10::cuda::CUDAGuard guard(query.device());
+  const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device));
+  const int b = static_cast<int>(query.size(0)), h = static_cast<int>(query.size(1));
+  const int sq = static_cast<int>(query.size(2)), sk = static_cast<int>(key.size(2));
+  const int d = static_cast<int>(query.size(3));
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  const int dtype = dtype_code(query);
+  const auto& op = attention_handle();
+  const void* const q_ptr = query.data_ptr();
+  const void* const k_ptr = key.data_ptr();
+  const void* const v_ptr = value.data_ptr();
+  void* const o_ptr = out.data_ptr();
+  std::vector<double> raw_us, op_us;
+  int failures = 0;
+  for (int64_t r = -1; r < rounds; ++r) {  // round -1 warms both ways up, uncounted
+    stream.synchronize();
+    auto start = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < calls; ++i)
+      failures += entry(q_ptr, k_ptr, v_ptr, o_ptr, b, h, sq, sk, d, scale, is_causal ? 1 : 0, dtype, stream.stream(),
+                        1) != 0;
+    auto mid = std::chrono::steady_clock::now();
+    stream.synchronize();
+    auto op_start = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < calls; ++i) op.call(query, key, value, std::nullopt, is_causal);
+    auto end = std::chrono::steady_clock::now();
+    if (r < 0) continue;
+    raw_us.push_back(std::chrono::duration<double, std::micro>(mid - start).count() / calls);
+    op_us.push_back(std::chrono::duration<double, std::micro>(end - op_start).count() / calls);
+  }
+  stream.synchronize();
+  TORCH_CHECK(failures == 0, "evo::_bench: the entry point refused ", failures, " calls");
+  return {median(raw_us), median(op_us)};
 }
 
 }  // namespace
@@ -131,11 +201,16 @@ TORCH_LIBRARY(evo, m) {
   m.def("attention(Tensor query, Tensor key, Tensor value, float? scale=None, bool is_causal=False) -> Tensor");
   m.def("_bind_library(int device, str path) -> ()");
   m.impl("_bind_library", &bind_library);
+  m.def("_bench(Tensor query, Tensor key, Tensor value, bool is_causal, int calls, int rounds) -> float[]");
 }
 
 TORCH_LIBRARY_IMPL(evo, CUDA, m) { m.impl("attention", &attention_cuda); }
 
-TORCH_LIBRARY_IMPL(evo, Autograd, m) { m.impl("attention", &attention_autograd); }
+TORCH_LIBRARY_IMPL(evo, CompositeImplicitAutograd, m) { m.impl("_bench", &bench); }
+
+// AutogradCUDA only: CPU or Meta inputs go through torch's autograd fallback to their own key
+// (Meta: the fake implementation; CPU: torch's "no kernel for CPU" error).
+TORCH_LIBRARY_IMPL(evo, AutogradCUDA, m) { m.impl("attention", TORCH_FN(attention_autograd)); }
 
 // `import evo_kernels._C` loads this library, which registers the ops above; the module is empty.
 PyMODINIT_FUNC PyInit__C(void) {
