@@ -57,25 +57,34 @@ int dtype_code(const at::Tensor& query) {
   return 1;
 }
 
+// "[1, 8, 512, 64]". Sizes and strides are spelled here, not streamed as ArrayRefs: the one refusal
+// that streamed them (a non-contiguous input) died of SIGSEGV with torch 2.11 on the GPU host.
+std::string dims(c10::IntArrayRef values) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + std::to_string(values[i]);
+  return out + "]";
+}
+
 void check_tensor(const at::Tensor& t, const char* name, const at::Tensor& query) {
   TORCH_CHECK(t.dim() == 4, "evo::attention: ", name, " must be 4-D [batch, heads, seq, head_dim], got sizes ",
-              t.sizes());
+              dims(t.sizes()));
   TORCH_CHECK(t.is_cuda(), "evo::attention: ", name, " is on ", t.device(), "; evo's kernel runs on CUDA tensors");
   TORCH_CHECK(t.device() == query.device(), "evo::attention: ", name, " is on ", t.device(), ", query on ",
               query.device());
   TORCH_CHECK(t.scalar_type() == query.scalar_type(), "evo::attention: ", name, " is ", t.scalar_type(),
               ", query ", query.scalar_type(), "; all three must share a dtype");
-  TORCH_CHECK(t.is_contiguous(), "evo::attention: ", name, " must be contiguous (sizes ", t.sizes(), ", strides ",
-              t.strides(), "); call .contiguous() on it, or use evo_kernels.scaled_dot_product_attention, which does");
+  TORCH_CHECK(t.is_contiguous(), "evo::attention: ", name, " must be contiguous (sizes ", dims(t.sizes()),
+              ", strides ", dims(t.strides()),
+              "); call .contiguous() on it, or use evo_kernels.scaled_dot_product_attention, which does");
   TORCH_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, "evo::attention: ", name,
               "'s data must be 16-byte aligned (a view at an odd storage offset?); call .clone() on it");
 }
 
 void check_shapes(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal) {
-  TORCH_CHECK(k.sizes() == v.sizes(), "evo::attention: key ", k.sizes(), " and value ", v.sizes(),
+  TORCH_CHECK(k.sizes() == v.sizes(), "evo::attention: key ", dims(k.sizes()), " and value ", dims(v.sizes()),
               " must have one shape");
-  TORCH_CHECK(k.size(0) == q.size(0) && k.size(3) == q.size(3), "evo::attention: key ", k.sizes(),
-              " must match query ", q.sizes(), " in batch and head_dim");
+  TORCH_CHECK(k.size(0) == q.size(0) && k.size(3) == q.size(3), "evo::attention: key ", dims(k.sizes()),
+              " must match query ", dims(q.sizes()), " in batch and head_dim");
   TORCH_CHECK(k.size(1) == q.size(1), "evo::attention: ", k.size(1), " key/value heads for ", q.size(1),
               " query heads; evo's kernel needs equal heads (repeat_interleave key and value on dim 1, or call "
               "evo_kernels.scaled_dot_product_attention(..., enable_gqa=True), which does)");
@@ -109,7 +118,8 @@ at::Tensor attention_cuda(const at::Tensor& query, const at::Tensor& key, const 
                         static_cast<float>(softmax_scale), is_causal ? 1 : 0, dtype, stream, 1);
   // The error's number only: naming it would need the CUDA runtime, which this library does not link
   // (the toolkit's may not be the one PyTorch was built with).
-  TORCH_CHECK(err == 0, "evo::attention: the exported kernel refused ", query.sizes(), " x key ", key.sizes(), " ",
+  TORCH_CHECK(err == 0, "evo::attention: the exported kernel refused ", dims(query.sizes()), " x key ",
+              dims(key.sizes()), " ",
               query.scalar_type(), is_causal ? " causal" : " non-causal", ": CUDA error ", err,
               err == cudaErrorInvalidValue ? " (cudaErrorInvalidValue: no exported genome serves this dtype and "
                                              "head_dim, or the shape breaks one's constraints)"
