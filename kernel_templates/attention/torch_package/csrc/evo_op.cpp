@@ -40,7 +40,7 @@ constexpr int64_t kMaxDevices = 64;
 std::array<std::atomic<EntryPoint>, kMaxDevices> g_entry_by_device{};  // static: all null at start
 
 void bind_library(int64_t device, std::string path) {
-  TORCH_CHECK(device >= 0 && device < kMaxDevices, "evo: device index ", device, " is out of range");
+  TORCH_CHECK(device >= 0 && device < kMaxDevices, "evo: device index " + std::to_string(device) + " is out of range");
   // Never closed: a call may be in flight on any stream, and a graph may hold its kernel.
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   TORCH_CHECK(handle != nullptr, "evo: cannot load ", path, ": ", dlerror());
@@ -52,13 +52,15 @@ void bind_library(int64_t device, std::string path) {
 // evo::DType's values: 0 fp16, 1 bf16.
 int dtype_code(const at::Tensor& query) {
   if (query.scalar_type() == at::kHalf) return 0;
-  TORCH_CHECK(query.scalar_type() == at::kBFloat16, "evo::attention: query is ", query.scalar_type(),
-              "; evo serves float16 and bfloat16");
+  TORCH_CHECK(query.scalar_type() == at::kBFloat16,
+              std::string("evo::attention: query is ") + c10::toString(query.scalar_type()) +
+                  "; evo serves float16 and bfloat16");
   return 1;
 }
 
-// "[1, 8, 512, 64]". Sizes and strides are spelled here, not streamed as ArrayRefs: the one refusal
-// that streamed them (a non-contiguous input) died of SIGSEGV with torch 2.11 on the GPU host.
+// "[1, 8, 512, 64]". Each refusal's message is built here as one string: on the GPU host (torch
+// 2.11) the refusals whose TORCH_CHECK streamed sizes or integers died of SIGSEGV, while those of
+// plain strings were raised as errors.
 std::string dims(c10::IntArrayRef values) {
   std::string out = "[";
   for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + std::to_string(values[i]);
@@ -68,11 +70,13 @@ std::string dims(c10::IntArrayRef values) {
 void check_tensor(const at::Tensor& t, const char* name, const at::Tensor& query) {
   TORCH_CHECK(t.dim() == 4, "evo::attention: ", name, " must be 4-D [batch, heads, seq, head_dim], got sizes ",
               dims(t.sizes()));
-  TORCH_CHECK(t.is_cuda(), "evo::attention: ", name, " is on ", t.device(), "; evo's kernel runs on CUDA tensors");
-  TORCH_CHECK(t.device() == query.device(), "evo::attention: ", name, " is on ", t.device(), ", query on ",
-              query.device());
-  TORCH_CHECK(t.scalar_type() == query.scalar_type(), "evo::attention: ", name, " is ", t.scalar_type(),
-              ", query ", query.scalar_type(), "; all three must share a dtype");
+  TORCH_CHECK(t.is_cuda(), std::string("evo::attention: ") + name + " is on " + t.device().str() + "; evo's kernel runs on CUDA tensors");
+  TORCH_CHECK(t.device() == query.device(), std::string("evo::attention: ") + name + " is on " + t.device().str() +
+                                                ", query on " + query.device().str());
+  TORCH_CHECK(t.scalar_type() == query.scalar_type(), std::string("evo::attention: ") + name + " is " +
+                                                                  c10::toString(t.scalar_type()) + ", query " +
+                                                                  c10::toString(query.scalar_type()) +
+                                                                  "; all three must share a dtype");
   TORCH_CHECK(t.is_contiguous(), "evo::attention: ", name, " must be contiguous (sizes ", dims(t.sizes()),
               ", strides ", dims(t.strides()),
               "); call .contiguous() on it, or use evo_kernels.scaled_dot_product_attention, which does");
@@ -85,11 +89,13 @@ void check_shapes(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
               " must have one shape");
   TORCH_CHECK(k.size(0) == q.size(0) && k.size(3) == q.size(3), "evo::attention: key ", dims(k.sizes()),
               " must match query ", dims(q.sizes()), " in batch and head_dim");
-  TORCH_CHECK(k.size(1) == q.size(1), "evo::attention: ", k.size(1), " key/value heads for ", q.size(1),
-              " query heads; evo's kernel needs equal heads (repeat_interleave key and value on dim 1, or call "
-              "evo_kernels.scaled_dot_product_attention(..., enable_gqa=True), which does)");
-  TORCH_CHECK(!is_causal || q.size(2) == k.size(2), "evo::attention: is_causal needs seq_q == seq_k, got ",
-              q.size(2), " and ", k.size(2), " (evo's causal mask aligns query i with key i)");
+  TORCH_CHECK(k.size(1) == q.size(1),
+              "evo::attention: " + std::to_string(k.size(1)) + " key/value heads for " + std::to_string(q.size(1)) +
+                  " query heads; evo's kernel needs equal heads (repeat_interleave key and value on dim 1, or call "
+                  "evo_kernels.scaled_dot_product_attention(..., enable_gqa=True), which does)");
+  TORCH_CHECK(!is_causal || q.size(2) == k.size(2), "evo::attention: is_causal needs seq_q == seq_k, got " +
+                                                       std::to_string(q.size(2)) + " and " + std::to_string(k.size(2)) +
+                                                       " (evo's causal mask aligns query i with key i)");
   TORCH_CHECK(k.size(2) > 0 || q.numel() == 0, "evo::attention: key and value have no positions");
 }
 
@@ -106,7 +112,7 @@ at::Tensor attention_cuda(const at::Tensor& query, const at::Tensor& key, const 
   if (query.numel() == 0) return out;
   const int64_t device = query.get_device();
   const EntryPoint entry = device < kMaxDevices ? g_entry_by_device[device].load(std::memory_order_acquire) : nullptr;
-  TORCH_CHECK(entry != nullptr, "evo::attention: no evo library is bound to ", query.device(),
+  TORCH_CHECK(entry != nullptr, "evo::attention: no evo library is bound to " + query.device().str() +
               " (import evo_kernels first; evo_kernels.CHOICE_BY_DEVICE says why a device has none)");
   const int64_t head_dim = query.size(3);
   const double softmax_scale = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
@@ -118,12 +124,13 @@ at::Tensor attention_cuda(const at::Tensor& query, const at::Tensor& key, const 
                         static_cast<float>(softmax_scale), is_causal ? 1 : 0, dtype, stream, 1);
   // The error's number only: naming it would need the CUDA runtime, which this library does not link
   // (the toolkit's may not be the one PyTorch was built with).
-  TORCH_CHECK(err == 0, "evo::attention: the exported kernel refused ", dims(query.sizes()), " x key ",
-              dims(key.sizes()), " ",
-              query.scalar_type(), is_causal ? " causal" : " non-causal", ": CUDA error ", err,
-              err == cudaErrorInvalidValue ? " (cudaErrorInvalidValue: no exported genome serves this dtype and "
-                                             "head_dim, or the shape breaks one's constraints)"
-                                           : " (the device could not launch it)");
+  TORCH_CHECK(err == 0, "evo::attention: the exported kernel refused " + dims(query.sizes()) + " x key " +
+                            dims(key.sizes()) + " " + c10::toString(query.scalar_type()) +
+                            (is_causal ? " causal" : " non-causal") + ": CUDA error " + std::to_string(err) +
+                            (err == cudaErrorInvalidValue
+                                 ? " (cudaErrorInvalidValue: no exported genome serves this dtype and head_dim, or "
+                                   "the shape breaks one's constraints)"
+                                 : " (the device could not launch it)"));
   return out;
 }
 
