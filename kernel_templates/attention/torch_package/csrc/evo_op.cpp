@@ -70,7 +70,8 @@ std::string dims(c10::IntArrayRef values) {
 void check_tensor(const at::Tensor& t, const char* name, const at::Tensor& query) {
   TORCH_CHECK(t.dim() == 4, "evo::attention: ", name, " must be 4-D [batch, heads, seq, head_dim], got sizes ",
               dims(t.sizes()));
-  TORCH_CHECK(t.is_cuda(), std::string("evo::attention: ") + name + " is on " + t.device().str() + "; evo's kernel runs on CUDA tensors");
+  TORCH_CHECK(t.is_cuda(), std::string("evo::attention: ") + name + " is on " + t.device().str() +
+                               "; evo's kernel runs on CUDA tensors");
   TORCH_CHECK(t.device() == query.device(), std::string("evo::attention: ") + name + " is on " + t.device().str() +
                                                 ", query on " + query.device().str());
   TORCH_CHECK(t.scalar_type() == query.scalar_type(), std::string("evo::attention: ") + name + " is " +
@@ -154,7 +155,8 @@ at::Tensor attention_autograd(c10::DispatchKeySet keys, const at::Tensor& query,
               "torch.no_grad() or torch.inference_mode(), or use evo_kernels.scaled_dot_product_attention, which "
               "falls back to torch's SDPA for such calls");
   const c10::DispatchKeySet below = keys & c10::after_ADInplaceOrView_keyset;
-  if (below.highestPriorityTypeId() == c10::DispatchKey::CUDA) return attention_cuda(query, key, value, scale, is_causal);
+  if (below.highestPriorityTypeId() == c10::DispatchKey::CUDA)
+    return attention_cuda(query, key, value, scale, is_causal);
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   return attention_handle().redispatch(below, query, key, value, scale, is_causal);
 }
