@@ -256,6 +256,15 @@ TEST(Security, EnrolledWorkersOnlyTakesTheKeyHoldersWorkerAndRefusesTheRest) {
   EXPECT_NE(out.find("exists"), std::string::npos) << out;
   EXPECT_EQ(evod_enrol({"--revoke", "nobody"}, &out), 1);
   EXPECT_NE(out.find("there is no enrolment 'nobody'"), std::string::npos) << out;
+  // Bad input: one line each, exit 2, nothing made.
+  for (const auto& bad : std::vector<std::vector<std::string>>{
+           {}, {"a b"}, {"--revoke"}, {"--list", "--revoke", "host-a"}, {"--list", "--key-file", c.dir() + "/k2"},
+           {"host-b", "--wat"}}) {
+    EXPECT_EQ(evod_enrol(bad, &out), 2) << out;
+    EXPECT_NE(out.find("(see evod enrol --help)"), std::string::npos) << out;
+  }
+  EXPECT_EQ(evod_enrol({"--list"}, &out), 0) << out;
+  EXPECT_EQ(out.find("host-b"), std::string::npos) << out;
 
   Process& evod = c.start_evod({"--listen", c.address(), "--token-file", c.token_file(), "--enrolled-workers-only"});
   ASSERT_TRUE(c.wait_listening()) << evod.log();
