@@ -946,6 +946,12 @@ void Store::quarantine_worker(const std::string& id, const std::string& reason) 
   db_->prepare("UPDATE workers SET quarantined = ? WHERE id = ?").bind(1, reason).bind(2, id).run();
 }
 
+std::vector<WorkerRecord> Store::workers_of_enrolment(const std::string& name) {
+  auto s = db_->prepare(std::string("SELECT ") + kWorkerColumns + " FROM workers WHERE enrolment = ? ORDER BY id");
+  s.bind(1, name);
+  return all_rows(s, read_worker);
+}
+
 void Store::quarantine_enrolment(const std::string& name, const std::string& reason) {
   db_->prepare("UPDATE enrolments SET refused = ? WHERE name = ?").bind(1, reason).bind(2, name).run();
   db_->prepare("UPDATE workers SET quarantined = ? WHERE enrolment = ? AND quarantined = ''")

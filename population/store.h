@@ -264,6 +264,8 @@ class Store {
   std::optional<EnrolmentRecord> enrolment_with_key(const std::string& key_hash);
   std::optional<EnrolmentRecord> get_enrolment(const std::string& name);
   std::vector<EnrolmentRecord> enrolments();
+  // Every worker registered under the enrolment.
+  std::vector<WorkerRecord> workers_of_enrolment(const std::string& name);
   // Refuses the enrolment (its later registrations) and quarantines its workers, for reason.
   void quarantine_enrolment(const std::string& name, const std::string& reason);
   // Admits it again, and lifts its workers' quarantines.

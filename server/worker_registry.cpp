@@ -229,9 +229,8 @@ std::vector<std::string> WorkerRegistry::count_verdict(const std::string& worker
   spdlog::error("event=worker_quarantined worker_id={} name={} reason=\"{}\"", w->id, w->name, reason);
   if (!w->enrolment.empty()) {
     // Every identity of the enrolment goes with it, and it registers no new one.
-    for (const auto& other : store_.workers_seen_since(0))
-      if (other.enrolment == w->enrolment && other.id != w->id && other.quarantined.empty())
-        quarantined.push_back(other.id);
+    for (const auto& other : store_.workers_of_enrolment(w->enrolment))
+      if (other.id != w->id && other.quarantined.empty()) quarantined.push_back(other.id);
     store_.quarantine_enrolment(w->enrolment, "worker " + w->id + " was quarantined: " + reason);
     spdlog::error("event=enrolment_quarantined enrolment={} workers={} cause={}", w->enrolment, quarantined.size(),
                   w->id);
