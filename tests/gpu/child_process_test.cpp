@@ -1,7 +1,9 @@
 // The watchdogged child machinery, without a GPU: this binary is its own child, and
 // EVO_GPU_TESTS_CHILD_FAULT makes that child hang or crash (see gpu_test_main.cpp).
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <chrono>
@@ -162,6 +164,22 @@ TEST_F(ServingChild, AProcessThatDiesIsACrashNamingItsSignal) {
   EXPECT_NE(o.evaluation.message().find("SIGSEGV"), std::string::npos) << o.evaluation.message();
   setenv("EVO_GPU_TESTS_CHILD_FAULT", "ok", 1);
   EXPECT_EQ(evaluate(server).evaluation.status(), v1::OK) << "the worker's side lives on";
+}
+
+TEST_F(ServingChild, AProcessKilledWhileIdleIsReplacedWithoutFailingTheNextCandidate) {
+  setenv("EVO_GPU_TESTS_CHILD_FAULT", "ok", 1);
+  EvaluationServer server(self_executable(), dir_);
+  ASSERT_EQ(evaluate(server).evaluation.status(), v1::OK);
+  // Kill the idle server from outside, as the OOM killer or an operator might (its pid only:
+  // other tests' servers may run beside it).
+  const pid_t pid = server.process_id();
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, pid, &info, WEXITED | WNOWAIT), 0);  // dead, left for the server to reap
+  const ChildOutcome o = evaluate(server);
+  EXPECT_EQ(o.evaluation.status(), v1::OK) << o.evaluation.message();
+  EXPECT_EQ(server.starts(), 2);
 }
 
 TEST(RunChild, WatchdogKillsTheWholeProcessGroup) {

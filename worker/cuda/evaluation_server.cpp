@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -95,10 +96,20 @@ ChildOutcome EvaluationServer::evaluate(EvalRequest req, const ChildLaunch& how)
   }
   ::truncate(log_path_.c_str(), 0);  // the log's tail is this request's
   const std::string line = request_path + "\n";
+  bool sent = ::write(requests_fd_, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  if (!sent) {
+    // It died while idle (killed from outside): that is not this candidate's doing. Once more, on
+    // a new process.
+    stop(true, nullptr);
+    try {
+      start();
+    } catch (const std::exception& e) {
+      return refused(e.what());
+    }
+    sent = ::write(requests_fd_, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  }
   ChildExit exit;
-  const int code = ::write(requests_fd_, line.data(), line.size()) == static_cast<ssize_t>(line.size())
-                       ? read_answer(answers_fd_, started + std::chrono::milliseconds(how.timeout_ms))
-                       : -2;
+  const int code = sent ? read_answer(answers_fd_, started + std::chrono::milliseconds(how.timeout_ms)) : -2;
   if (code == -1) {
     stop(true, &exit);  // the watchdog: the whole group, the kernel still on the GPU with it
     exit.timed_out = true;

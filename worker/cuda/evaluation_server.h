@@ -33,8 +33,10 @@ class EvaluationServer {
   // runs. Never throws for anything the child does.
   ChildOutcome evaluate(EvalRequest req, const ChildLaunch& how);
 
-  // Processes started so far (the first, and one after each that ended).
+  // Processes started so far (the first, and one after each that ended), and the running one's id
+  // (-1 when none runs).
   int starts() const { return starts_; }
+  pid_t process_id() const { return pid_; }
 
  private:
   void start();
