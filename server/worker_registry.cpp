@@ -62,8 +62,8 @@ std::string hex(const unsigned char* bytes, size_t n) {
   return out;
 }
 
-CoordinatorError refused(const std::string& why) {
-  spdlog::warn("event=worker_refused reason=\"{}\"", why);
+CoordinatorError refused(const v1::RegisterWorkerRequest& req, const std::string& why) {
+  spdlog::warn("event=worker_refused name={} reason=\"{}\"", req.name().substr(0, 64), why);
   return CoordinatorError(Code::kPermissionDenied, "register: " + why);
 }
 
@@ -114,14 +114,14 @@ v1::RegisterWorkerResponse WorkerRegistry::register_worker(const v1::RegisterWor
     if (!key_hash.empty()) {
       const auto e = store_.enrolment_with_key(key_hash);
       if (!e)
-        throw refused("the enrolment key is not one evod knows (a newer key for its name replaces the "
+        throw refused(req, "the enrolment key is not one evod knows (a newer key for its name replaces the "
                       "old): ask the operator of evod's host for the key `evod enrol NAME` printed");
       if (!e->refused.empty())
-        throw refused("enrolment '" + e->name + "' is refused: " + e->refused +
+        throw refused(req, "enrolment '" + e->name + "' is refused: " + e->refused +
                       " (the operator of evod's host lifts it with `evod enrol --release " + e->name + "`)");
       w.enrolment = e->name;
     } else if (enrolled_only_) {
-      throw refused("this evod takes only enrolled workers (--enrolled-workers-only): give evo-worker "
+      throw refused(req, "this evod takes only enrolled workers (--enrolled-workers-only): give evo-worker "
                     "--enrolment-key-file FILE, with a key `evod enrol NAME` made on evod's host");
     }
     w.id = ids_.next("w-");

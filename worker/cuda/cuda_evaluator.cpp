@@ -68,6 +68,9 @@ int watchdog_ms_for(int base_ms, const std::vector<Problem>& shapes) {
 
 namespace {
 
+// Sanitizer passes a worker keeps (a request's JSON is a few KB): plenty for one run's elites.
+constexpr size_t kSanitizerPassesKept = 4096;
+
 uint64_t seed_of(const std::string& candidate) {
   return std::stoull(fnv1a_hex(candidate), nullptr, 16);
 }
@@ -324,7 +327,10 @@ void CudaEvaluator::run_launch_gates(const std::vector<CompiledKernel>& kernels,
   const cuda::SanitizerVerdict v =
       cuda::run_sanitizer_gate(sanitizer_, child_exe_, sreq, dir->path, gates::kSanitizerWatchdogMs);
   set_gate(eval, v1::GATE_SANITIZER, v.gate.outcome(), v.gate.detail(), clock.total_ms());
-  if (v.gate.outcome() == v1::VERDICT_PASSED) sanitizer_passes_.emplace(launches, v.gate.detail());
+  if (v.gate.outcome() == v1::VERDICT_PASSED) {
+    if (sanitizer_passes_.size() >= kSanitizerPassesKept) sanitizer_passes_.clear();  // a bound, not an LRU
+    sanitizer_passes_.emplace(launches, v.gate.detail());
+  }
   if (v.failed) {
     eval.set_status(v1::SANITIZER_ERROR);
     eval.set_message(v.message);
