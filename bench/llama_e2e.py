@@ -112,6 +112,14 @@ def compiled_causal_skip():
     Anything else goes to transformers' own function unchanged. Yields a CausalSkip."""
     found = CausalSkip()
     undo = []
+
+    def replace(owner, name, new, owner_label):
+        """owner.name = new until the context ends (the attribute as stored: a class's staticmethod
+        comes back as one)."""
+        old = vars(owner)[name]
+        setattr(owner, name, new)
+        undo.append(lambda: setattr(owner, name, old))
+        found.patched.append(owner_label + "." + name)
     try:
         from transformers.models.llama import modeling_llama
     except ImportError:
@@ -134,9 +142,7 @@ def compiled_causal_skip():
                 return None
             return original_mask(*args, **kwargs)
 
-        modeling_llama.create_causal_mask = create_causal_mask
-        undo.append(lambda: setattr(modeling_llama, "create_causal_mask", original_mask))
-        found.patched.append("modeling_llama.create_causal_mask")
+        replace(modeling_llama, "create_causal_mask", create_causal_mask, "modeling_llama")
     try:
         from transformers import masking_utils
     except ImportError:
@@ -158,9 +164,7 @@ def compiled_causal_skip():
                 return True
             return original_rule(*args, **kwargs)
 
-        masking_utils._ignore_causal_mask_sdpa = skip
-        undo.append(lambda: setattr(masking_utils, "_ignore_causal_mask_sdpa", original_rule))
-        found.patched.append("masking_utils._ignore_causal_mask_sdpa")
+        replace(masking_utils, "_ignore_causal_mask_sdpa", skip, "masking_utils")
     else:
         try:
             from transformers.modeling_attn_mask_utils import AttentionMaskConverter
@@ -185,10 +189,8 @@ def compiled_causal_skip():
                         return True
                 return original_older(*args, **kwargs)
 
-            AttentionMaskConverter._ignore_causal_mask_sdpa = staticmethod(skip_older)
-            undo.append(lambda: setattr(AttentionMaskConverter, "_ignore_causal_mask_sdpa",
-                                        staticmethod(original_older)))
-            found.patched.append("AttentionMaskConverter._ignore_causal_mask_sdpa")
+            replace(AttentionMaskConverter, "_ignore_causal_mask_sdpa", staticmethod(skip_older),
+                    "AttentionMaskConverter")
     try:
         yield found
     finally:
