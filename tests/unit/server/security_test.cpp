@@ -75,6 +75,21 @@ TEST(Token, DirectoryIsNamedAsADirectoryNotAsEmpty) {
   EXPECT_EQ(error.find("empty"), std::string::npos) << error;
 }
 
+// The enrolment key is read and checked as the token is, and its errors name it.
+TEST(Token, AnEnrolmentKeyFileIsReadAsATokenIsAndNamedInItsErrors) {
+  test::TempDir dir;
+  const std::string file = write(dir, "k", std::string(64, 'a') + "\n");
+  EXPECT_EQ(read_secret_file(file, "enrolment key file"), std::string(64, 'a'));
+  std::string error = error_of([&] { read_secret_file(dir.path(), "enrolment key file"); });
+  EXPECT_NE(error.find("enrolment key file '" + dir.path() + "' is a directory"), std::string::npos) << error;
+  error = error_of([&] { read_secret_file(dir.file("missing"), "enrolment key file"); });
+  EXPECT_NE(error.find("cannot read enrolment key file"), std::string::npos) << error;
+  ASSERT_EQ(chmod(file.c_str(), 0644), 0);
+  const auto warning = secret_file_warning(file, "enrolment key file", "can register workers as this enrolment");
+  ASSERT_TRUE(warning);
+  EXPECT_NE(warning->find("can register workers as this enrolment; chmod 600 it"), std::string::npos) << *warning;
+}
+
 TEST(Token, FileOpenToOtherUsersIsWarnedInOneLine) {
   test::TempDir dir;
   const std::string file = write(dir, "t", "0123456789abcdef\n");
