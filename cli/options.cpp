@@ -225,7 +225,7 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
 
 std::string help_text(const std::string& command) {
   if (command == "submit")
-    return "usage: evoctl submit --seed TEMPLATE [--shape BxHxSxD[:causal][:bf16] ...] [--causal]\n"
+    return "usage: evoctl submit --seed TEMPLATE [--shape BxHx[Sq]xSxD[:kvN][:causal][:bf16] ...] [--causal]\n"
            "                     [--dtype fp16|bf16]\n"
            "                     [--generations N] [--population P] [--top-k K]\n"
            "                     [--strategy evolve|random|exhaustive] [--rng-seed S]\n"

@@ -214,6 +214,10 @@ CREATE TABLE enrolments (
 ALTER TABLE workers ADD COLUMN enrolment TEXT NOT NULL DEFAULT '';
 CREATE INDEX workers_by_enrolment ON workers(enrolment) WHERE enrolment <> '';
 )sql"},
+    // 9 -> 10: fa_s512_v3 gained the PACK_GQA gene (grouped-query heads packed into one block's
+    // rows). Every stored genome text and hash is rewritten to today's canonical text, which names
+    // it (PACK_GQA=0: what every earlier genome did).
+    {"", rewrite_genome_texts},
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion, "one migration per schema version");

@@ -27,7 +27,8 @@ past L2), the median with one input set left in L2, and TFLOP/s.
 
   --seed TEMPLATE      kernel template, e.g. fa_s512_v3
   --genome TEXT        'BLOCK_M=32,BLOCK_N=64,...' (genes not named take their defaults; '' = default genome)
-  --shape S            BxHxSxD or BxHxSqxSkxD, optional ':causal' and ':bf16' suffixes; repeatable
+  --shape S            BxHxSxD or BxHxSqxSkxD, optional ':kvN' (K/V heads), ':causal' (aligned
+                       bottom-right) and ':bf16' suffixes; repeatable
                        (default 1x8x512x64)
   --causal             every shape without a causal suffix is causal
   --dtype T            fp16 (default) or bf16: the dtype of every shape without a dtype suffix

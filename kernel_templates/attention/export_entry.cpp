@@ -10,16 +10,15 @@
 namespace evo::attention {
 namespace {
 
-// bench/bench_dispatch.py's entry: dims, causality and dtype apart, of equal sequence lengths.
-std::string bench_fields(const Problem& problem, std::string* why_not) {
-  const Shape s = shape_of(problem);
-  if (s.seq_q != s.seq_k) {
-    *why_not = "seq_q != seq_k: the bench runs equal lengths only";
-    return "";
-  }
-  const std::string dims = std::to_string(s.batch) + "x" + std::to_string(s.heads) + "x" + std::to_string(s.seq_q) +
-                           "x" + std::to_string(s.head_dim);
-  return nlohmann::json{{"shape", dims}, {"causal", s.causal}, {"dtype", std::string(dtype_name(s.dtype))}}.dump();
+// bench/bench_dispatch.py's entry: the shape's text without causality and dtype ("1x8x512x64",
+// "1x32x512x4096x128:kv8"), and those two apart.
+std::string bench_fields(const Problem& problem, std::string*) {
+  Shape s = shape_of(problem);
+  const bool causal = s.causal;
+  const DType dtype = s.dtype;
+  s.causal = false;
+  s.dtype = DType::kF16;
+  return nlohmann::json{{"shape", s.text()}, {"causal", causal}, {"dtype", std::string(dtype_name(dtype))}}.dump();
 }
 
 std::string launch_arguments(const std::map<std::string, std::string>& launch) {
@@ -80,31 +79,37 @@ void emit_instantiations(std::ostringstream& o, const ExportTable& t, const std:
 }
 
 // pick_variant() of a table of several genomes: the bucket of the call's exact shape, else the
-// nearest seq_k among the buckets of its dtype, head_dim and causality, else the first variant
-// that serves them.
+// nearest (seq_q, seq_k) among the buckets of its dtype, head_dim and causality, else the first
+// variant that serves them.
 void emit_buckets(std::ostringstream& o, const ExportTable& t) {
   const size_t n = t.problems.size();
   o << "// Shape buckets: each exported shape and the variant that won it.\n"
-    << "struct Bucket { int batch, heads, seq_q, seq_k, head_dim, causal, dtype, variant; };\n"
+    << "struct Bucket { int batch, heads, heads_kv, seq_q, seq_k, head_dim, causal, dtype, variant; };\n"
     << "static const Bucket kBuckets[] = {\n";
   for (size_t v = 0; v < n; ++v)
     for (const auto& problem : t.problems[v]) {
       const Shape sh = shape_of(problem);
-      o << "  {" << sh.batch << ", " << sh.heads << ", " << sh.seq_q << ", " << sh.seq_k << ", "
-        << sh.head_dim << ", " << (sh.causal ? 1 : 0) << ", " << static_cast<int>(sh.dtype) << ", " << v << "},\n";
+      o << "  {" << sh.batch << ", " << sh.heads << ", " << sh.heads_kv << ", " << sh.seq_q << ", " << sh.seq_k
+        << ", " << sh.head_dim << ", " << (sh.causal ? 1 : 0) << ", " << static_cast<int>(sh.dtype) << ", " << v
+        << "},\n";
     }
   o << "};\n\n"
-    << "static int pick_variant(int batch, int heads, int seq_q, int seq_k, int head_dim, int causal, int dtype) {\n"
+    << "static int pick_variant(int batch, int heads, int heads_kv, int seq_q, int seq_k, int head_dim, int causal,\n"
+    << "                        int dtype) {\n"
     << "  int nearest = -1;\n"
     << "  double nearest_distance = 0.0;\n"
     << "  for (const Bucket& b : kBuckets) {\n"
     << "    if (b.head_dim != head_dim || b.causal != causal || b.dtype != dtype ||\n"
     << "        !serves(b.variant, dtype, causal, head_dim))\n"
     << "      continue;\n"
-    << "    if (b.batch == batch && b.heads == heads && b.seq_q == seq_q && b.seq_k == seq_k)\n"
+    << "    if (b.batch == batch && b.heads == heads && b.heads_kv == heads_kv && b.seq_q == seq_q &&\n"
+    << "        b.seq_k == seq_k)\n"
     << "      return b.variant;\n"
-    << "    // Nearest sequence length on a log scale: tiles that suit 512 suit 600 better than 4096.\n"
-    << "    const double distance = std::fabs(std::log(static_cast<double>(b.seq_k) / seq_k));\n"
+    << "    // Nearest lengths on a log scale, queries and keys alike: tiles that suit 512 suit 600\n"
+    << "    // better than 4096, and a decode step (one query) is nearer another decode step than a\n"
+    << "    // prefill of as many keys.\n"
+    << "    const double distance = std::fabs(std::log(static_cast<double>(b.seq_k) / seq_k)) +\n"
+    << "                            std::fabs(std::log(static_cast<double>(b.seq_q) / seq_q));\n"
     << "    if (nearest < 0 || distance < nearest_distance) {\n"
     << "      nearest = b.variant;\n"
     << "      nearest_distance = distance;\n"
@@ -113,7 +118,7 @@ void emit_buckets(std::ostringstream& o, const ExportTable& t) {
     << "  if (nearest >= 0) return nearest;\n"
     << "  for (int v = 0; v < " << n << "; ++v)\n"
     << "    if (serves(v, dtype, causal, head_dim)) return v;\n"
-    << "  (void)batch; (void)heads; (void)seq_q;\n"
+    << "  (void)batch; (void)heads; (void)heads_kv;\n"
     << "  return -1;\n}\n\n";
 }
 
@@ -130,7 +135,7 @@ std::string dispatch(const ExportTable& t) {
   o << "  return cudaErrorInvalidValue;\n}\n\n";
 
   if (t.problems.size() == 1)
-    o << "static int pick_variant(int, int, int, int, int head_dim, int causal, int dtype) {\n"
+    o << "static int pick_variant(int, int, int, int, int, int head_dim, int causal, int dtype) {\n"
       << "  return serves(0, dtype, causal, head_dim) ? 0 : -1;\n}\n\n";
   else
     emit_buckets(o, t);
@@ -141,8 +146,12 @@ std::string dispatch(const ExportTable& t) {
 // variant pick, then the launch. It never synchronizes.
 std::string entry_points(const ExportTable&) {
   std::ostringstream o;
-  o << "// q, k, v: [batch, heads, seq_q|seq_k, head_dim] contiguous, of `dtype`; o: [batch, heads, seq_q,\n"
-    << "// head_dim] of `dtype`. dtype: 0 fp16 (__half), 1 bf16 (__nv_bfloat16), the values of evo::DType.\n"
+  o << "// q: [batch, heads, seq_q, head_dim], k and v: [batch, heads_kv, seq_k, head_dim], o: [batch, heads,\n"
+    << "// seq_q, head_dim], contiguous, of `dtype`: 0 fp16 (__half), 1 bf16 (__nv_bfloat16), the values of\n"
+    << "// evo::DType. Query head h reads K/V head h / (heads / heads_kv) (grouped-query attention;\n"
+    << "// heads_kv == heads without it). causal 1 aligns the diagonal bottom-right: query row i sees keys\n"
+    << "// 0 .. i + seq_k - seq_q (as FlashAttention and a KV cache do; for seq_q == seq_k the usual top-left\n"
+    << "// mask), and needs seq_q <= seq_k.\n"
     << "// Returns 0 (cudaSuccess) or the CUDA error / cudaErrorInvalidValue for a shape or dtype this\n"
     << "// file cannot serve (a dtype none of its genomes was tuned for). Launches on `stream` and never\n"
     << "// synchronizes.\n"
@@ -150,24 +159,26 @@ std::string entry_points(const ExportTable&) {
     << "// may begin while the stream's previous kernel finishes, so that its start-up overlaps that\n"
     << "// kernel's tail; the kernel reads and writes nothing before the previous kernel has ended.\n"
     << "// 0: a plain launch, which starts only after the previous kernel has ended.\n"
-    << "extern \"C\" int evo_attention_forward_dtype(const void* q, const void* k, const void* v, void* o,\n"
-    << "                                           int batch, int heads, int seq_q, int seq_k, int head_dim,\n"
-    << "                                           float softmax_scale, int causal, int dtype,\n"
-    << "                                           cudaStream_t stream, int programmatic_launch) {\n"
+    << "extern \"C\" int evo_attention_forward_gqa(const void* q, const void* k, const void* v, void* o,\n"
+    << "                                         int batch, int heads, int heads_kv, int seq_q, int seq_k,\n"
+    << "                                         int head_dim, float softmax_scale, int causal, int dtype,\n"
+    << "                                         cudaStream_t stream, int programmatic_launch) {\n"
     << "  // Every check here runs before any CUDA call: a bad call is refused even without a GPU.\n"
     << "  if (q == nullptr || k == nullptr || v == nullptr || o == nullptr) return cudaErrorInvalidValue;\n"
-    << "  if (batch <= 0 || heads <= 0 || seq_q <= 0 || seq_k <= 0 || head_dim <= 0)\n"
+    << "  if (batch <= 0 || heads <= 0 || heads_kv <= 0 || seq_q <= 0 || seq_k <= 0 || head_dim <= 0)\n"
     << "    return cudaErrorInvalidValue;\n"
+    << "  if (heads % heads_kv != 0) return cudaErrorInvalidValue;\n"
     << "  if (causal != 0 && causal != 1) return cudaErrorInvalidValue;\n"
     << "  if (programmatic_launch != 0 && programmatic_launch != 1) return cudaErrorInvalidValue;\n"
-    << "  // The causal mask aligns query i with key i; unequal lengths have no agreed meaning here.\n"
-    << "  if (causal == 1 && seq_q != seq_k) return cudaErrorInvalidValue;\n"
+    << "  // Bottom-right with more queries than keys would leave the first rows no key to attend to.\n"
+    << "  if (causal == 1 && seq_q > seq_k) return cudaErrorInvalidValue;\n"
     << "  if (!std::isfinite(softmax_scale)) return cudaErrorInvalidValue;\n"
     << "  // The kernel indexes with 32-bit integers.\n"
     << "  const long long longest = seq_q > seq_k ? seq_q : seq_k;\n"
     << "  if (static_cast<long long>(batch) * heads * longest * head_dim > 2147483647LL)\n"
     << "    return cudaErrorInvalidValue;\n"
-    << "  const int variant = evo_export::pick_variant(batch, heads, seq_q, seq_k, head_dim, causal, dtype);\n"
+    << "  const int variant =\n"
+    << "      evo_export::pick_variant(batch, heads, heads_kv, seq_q, seq_k, head_dim, causal, dtype);\n"
     << "  if (variant < 0) return cudaErrorInvalidValue;  // no exported genome serves this dtype and head_dim\n"
     << "  evo::FaParams p{};  // value-initialised: a field this file does not set (workspace) is null\n"
     << "  p.q = q;\n"
@@ -176,26 +187,35 @@ std::string entry_points(const ExportTable&) {
     << "  p.o = o;\n"
     << "  p.batch = batch;\n"
     << "  p.heads = heads;\n"
+    << "  p.heads_kv = heads_kv;\n"
     << "  p.seq_q = seq_q;\n"
     << "  p.seq_k = seq_k;\n"
     << "  p.softmax_scale = softmax_scale;\n"
     << "  return evo_export::launch_variant(variant, dtype, causal, head_dim, p, stream,\n"
     << "                                    programmatic_launch == 1);\n"
     << "}\n\n"
-    << "// fp16 q, k, v and o; otherwise as evo_attention_forward_dtype.\n"
+    << "// As many K/V heads as query heads; otherwise as evo_attention_forward_gqa.\n"
+    << "extern \"C\" int evo_attention_forward_dtype(const void* q, const void* k, const void* v, void* o,\n"
+    << "                                           int batch, int heads, int seq_q, int seq_k, int head_dim,\n"
+    << "                                           float softmax_scale, int causal, int dtype,\n"
+    << "                                           cudaStream_t stream, int programmatic_launch) {\n"
+    << "  return evo_attention_forward_gqa(q, k, v, o, batch, heads, heads, seq_q, seq_k, head_dim, softmax_scale,\n"
+    << "                                   causal, dtype, stream, programmatic_launch);\n"
+    << "}\n\n"
+    << "// fp16 q, k and v of equal heads; otherwise as evo_attention_forward_gqa.\n"
     << "extern \"C\" int evo_attention_forward_ex(const void* q, const void* k, const void* v, void* o,\n"
     << "                                        int batch, int heads, int seq_q, int seq_k, int head_dim,\n"
     << "                                        float softmax_scale, int causal, cudaStream_t stream,\n"
     << "                                        int programmatic_launch) {\n"
-    << "  return evo_attention_forward_dtype(q, k, v, o, batch, heads, seq_q, seq_k, head_dim, softmax_scale,\n"
-    << "                                     causal, 0, stream, programmatic_launch);\n"
+    << "  return evo_attention_forward_gqa(q, k, v, o, batch, heads, heads, seq_q, seq_k, head_dim, softmax_scale,\n"
+    << "                                   causal, 0, stream, programmatic_launch);\n"
     << "}\n\n"
-    << "// fp16, programmatic launch: the entry point most callers want.\n"
+    << "// fp16, equal heads, programmatic launch: the entry point most callers of the first exports used.\n"
     << "extern \"C\" int evo_attention_forward(const void* q, const void* k, const void* v, void* o,\n"
     << "                                     int batch, int heads, int seq_q, int seq_k, int head_dim,\n"
     << "                                     float softmax_scale, int causal, cudaStream_t stream) {\n"
-    << "  return evo_attention_forward_dtype(q, k, v, o, batch, heads, seq_q, seq_k, head_dim, softmax_scale,\n"
-    << "                                     causal, 0, stream, 1);\n"
+    << "  return evo_attention_forward_gqa(q, k, v, o, batch, heads, heads, seq_q, seq_k, head_dim, softmax_scale,\n"
+    << "                                   causal, 0, stream, 1);\n"
     << "}\n";
   return o.str();
 }
@@ -208,13 +228,18 @@ const FamilyExport& export_entry() {
       "evo_attention_forward",
       "evo::FaParams",
       {"DTYPE", "CAUSAL", "HEAD_DIM"},
-      {{"BATCH", "p.batch"}, {"HEADS", "p.heads"}, {"SEQ_Q", "p.seq_q"}, {"SEQ_K", "p.seq_k"}},
-      "Entry point: `int evo_attention_forward(q, k, v, o, batch, heads, seq_q, seq_k, head_dim, "
-      "softmax_scale, causal, stream)` — returns cudaErrorInvalidValue for a shape it cannot serve "
-      "(head_dim the genome does not support, causal with seq_q != seq_k, null pointers, "
-      "non-positive dimensions); never synchronizes. It launches as a programmatic dependent launch, "
-      "overlapping the previous kernel's tail; `evo_attention_forward_ex(..., programmatic_launch)` "
-      "takes 0 for a plain launch.",
+      {{"BATCH", "p.batch"}, {"HEADS", "p.heads"}, {"HEADS_KV", "p.heads_kv"}, {"SEQ_Q", "p.seq_q"},
+       {"SEQ_K", "p.seq_k"}},
+      "Entry point: `int evo_attention_forward_gqa(q, k, v, o, batch, heads, heads_kv, seq_q, seq_k, "
+      "head_dim, softmax_scale, causal, dtype, stream, programmatic_launch)`: K and V of heads_kv heads "
+      "(grouped-query attention), causal aligned bottom-right (row i sees keys up to i + seq_k - seq_q). "
+      "It returns cudaErrorInvalidValue for a call it cannot serve (a head_dim or dtype the genomes do "
+      "not serve, heads_kv not dividing heads, causal with seq_q > seq_k, null pointers, non-positive "
+      "dimensions) and never synchronizes. `evo_attention_forward(q, k, v, o, batch, heads, seq_q, "
+      "seq_k, head_dim, softmax_scale, causal, stream)` is the fp16, equal-heads call, launched as a "
+      "programmatic dependent launch (overlapping the previous kernel's tail); "
+      "`evo_attention_forward_ex(..., programmatic_launch)` takes 0 for a plain launch and "
+      "`evo_attention_forward_dtype(..., dtype, stream, programmatic_launch)` a dtype.",
       &bench_fields,
       &launch_arguments,
       &dispatch,

@@ -13,7 +13,7 @@ namespace {
 const std::vector<std::string>& variables() {
   // DTYPE: the DType's value (0 fp16, 1 bf16); CAUSAL: 0 or 1. to_problem and shape_of follow
   // this order.
-  static const std::vector<std::string> names = {"BATCH", "HEADS", "SEQ_Q", "SEQ_K", "HEAD_DIM", "CAUSAL", "DTYPE"};
+  static const std::vector<std::string> names = {"BATCH", "HEADS", "HEADS_KV", "SEQ_Q", "SEQ_K", "HEAD_DIM", "CAUSAL", "DTYPE"};
   return names;
 }
 
@@ -37,7 +37,7 @@ std::string text(const Problem& p) { return shape_of(p).text(); }
 double flops(const Problem& p) { return shape_of(p).flops(); }
 double bytes_moved(const Problem& p) { return shape_of(p).bytes_moved(); }
 void require_tunable(const Problem& p, std::string_view as_given) {
-  require_square_if_causal(shape_of(p), as_given);
+  require_servable_causal(shape_of(p), as_given);
 }
 
 ProblemDefaults submit_defaults(const v1::SubmitRunRequest& r) {

@@ -59,9 +59,11 @@ double wave_seconds(const ModelInput& in, const ChainConstants& chain) {
   const double split = vars.count("SPLIT_KV") ? static_cast<double>(vars.at("SPLIT_KV")) : 1.0;
   const double d = shape.head_dim;
 
-  // Work of one block. Causal blocks see on average half of the keys (plus the diagonal tile).
-  const double keys = shape.causal ? std::min<double>(shape.seq_k, (shape.seq_q + block_m) / 2.0)
-                                   : shape.seq_k;
+  // Work of one block. Causal blocks see on average half of the queries' square (plus the
+  // diagonal tile) past the keys before it (the bottom-right shift).
+  const double keys =
+      shape.causal ? std::min<double>(shape.seq_k, shape.causal_shift() + (shape.seq_q + block_m) / 2.0)
+                   : shape.seq_k;
   const double kv_tiles = std::ceil(keys / split / block_n);
   const double padded_keys = kv_tiles * block_n;                 // tails are computed, then masked
   const double mma_flops = 4.0 * block_m * padded_keys * d;      // Q*K^T and P*V

@@ -10,13 +10,17 @@
 namespace evo {
 
 struct FaParams {
-  // [batch, heads, seq, head_dim], contiguous, of the kernel's element type.
+  // Q and O [batch, heads, seq_q, head_dim], K and V [batch, heads_kv, seq_k, head_dim],
+  // contiguous, of the kernel's element type.
   const void* q;
   const void* k;
   const void* v;
   void* o;
   int batch, heads, seq_q, seq_k;
   float softmax_scale;  // multiplies q.k before the softmax
+  // K/V heads: query head h reads K/V head h / (heads / heads_kv). 0 (a caller that sets none,
+  // value-initialised) is read as `heads`.
+  int heads_kv;
   // Scratch for kernels whose space asks for it ("workspace_bytes"), zeroed once by the caller;
   // nullptr when the launch needs none.
   void* workspace;

@@ -72,13 +72,25 @@ std::string dtype_choices() {
   return out;
 }
 
+// ":kv8"'s 8, or 0 where the suffix is not "kv" and digits.
+int kv_heads_suffix(std::string_view whole, std::string_view suffix) {
+  if (suffix.size() < 3 || suffix.substr(0, 2) != "kv" || !std::isdigit(static_cast<unsigned char>(suffix[2])))
+    return 0;
+  return parse_dim(whole, suffix.substr(2), "K/V heads");
+}
+
 // The suffixes after the dimensions, ":causal:bf16" without its first colon: sets what they name.
-void parse_suffixes(std::string_view whole, std::string_view suffixes, Shape& shape) {
+// Returns the K/V heads a ":kvN" names, 0 where none does.
+int parse_suffixes(std::string_view whole, std::string_view suffixes, Shape& shape) {
   bool mask_named = false, dtype_named = false;
+  int heads_kv = 0;
   while (true) {
     const size_t colon = suffixes.find(':');
     const std::string_view suffix = suffixes.substr(0, colon);
-    if (suffix == "causal" || suffix == "nc") {
+    if (const int kv = kv_heads_suffix(whole, suffix); kv > 0) {
+      if (heads_kv > 0) fail(whole, "more than one ':kv' suffix");
+      heads_kv = kv;
+    } else if (suffix == "causal" || suffix == "nc") {
       if (mask_named) fail(whole, "more than one of ':causal' and ':nc'");
       mask_named = true;
       shape.causal = suffix == "causal";
@@ -90,10 +102,10 @@ void parse_suffixes(std::string_view whole, std::string_view suffixes, Shape& sh
       throw InputError("unknown dtype '" + std::string(suffix) + "' in shape '" + std::string(whole) +
                        "': expected " + dtype_choices());
     } else {
-      fail(whole, "unknown suffix ':" + std::string(suffix) + "' (expected ':causal', ':nc' or a dtype: " +
+      fail(whole, "unknown suffix ':" + std::string(suffix) + "' (expected ':causal', ':nc', ':kvN' or a dtype: " +
                       dtype_choices() + ")");
     }
-    if (colon == std::string_view::npos) return;
+    if (colon == std::string_view::npos) return heads_kv;
     suffixes.remove_prefix(colon + 1);
   }
 }
@@ -101,7 +113,7 @@ void parse_suffixes(std::string_view whole, std::string_view suffixes, Shape& sh
 }  // namespace
 
 Problem to_problem(const Shape& s) {
-  return Problem(family(), {s.batch, s.heads, s.seq_q, s.seq_k, s.head_dim, s.causal ? 1 : 0,
+  return Problem(family(), {s.batch, s.heads, s.heads_kv, s.seq_q, s.seq_k, s.head_dim, s.causal ? 1 : 0,
                             static_cast<int64_t>(s.dtype)});
 }
 
@@ -112,11 +124,12 @@ Shape shape_of(const Problem& p) {
   Shape s;
   s.batch = static_cast<int>(v[0]);
   s.heads = static_cast<int>(v[1]);
-  s.seq_q = static_cast<int>(v[2]);
-  s.seq_k = static_cast<int>(v[3]);
-  s.head_dim = static_cast<int>(v[4]);
-  s.causal = v[5] != 0;
-  s.dtype = static_cast<DType>(v[6]);
+  s.heads_kv = static_cast<int>(v[2]);
+  s.seq_q = static_cast<int>(v[3]);
+  s.seq_k = static_cast<int>(v[4]);
+  s.head_dim = static_cast<int>(v[5]);
+  s.causal = v[6] != 0;
+  s.dtype = static_cast<DType>(v[7]);
   return s;
 }
 
@@ -135,19 +148,21 @@ std::string Shape::text() const {
   std::string t = std::to_string(batch) + "x" + std::to_string(heads) + "x" + std::to_string(seq_q);
   if (seq_k != seq_q) t += "x" + std::to_string(seq_k);
   t += "x" + std::to_string(head_dim);
+  if (heads_kv != heads) t += ":kv" + std::to_string(heads_kv);
   if (causal) t += ":causal";
   if (dtype != DType::kF16) t += ":" + std::string(dtype_name(dtype));
   return t;
 }
 
 double Shape::flops() const {
-  double f = 4.0 * batch * heads * static_cast<double>(seq_q) * seq_k * head_dim;
-  return causal ? f / 2 : f;
+  const double sq = seq_q, sk = seq_k;
+  const double pairs = causal ? sq * sk - sq * sq / 2 : sq * sk;
+  return 4.0 * batch * heads * head_dim * pairs;
 }
 
 double Shape::bytes_moved() const {
   const double element_bytes = 2;  // both dtypes are 16-bit
-  return element_bytes * batch * heads * head_dim * (2.0 * seq_q + 2.0 * seq_k);
+  return element_bytes * batch * head_dim * (2.0 * heads * seq_q + 2.0 * heads_kv * seq_k);
 }
 
 Shape parse_shape(std::string_view text, bool causal_default, DType dtype_default) {
@@ -157,8 +172,9 @@ Shape parse_shape(std::string_view text, bool causal_default, DType dtype_defaul
   shape.causal = causal_default;
   shape.dtype = dtype_default;
 
+  int heads_kv = 0;
   if (auto colon = text.find(':'); colon != std::string_view::npos) {
-    parse_suffixes(whole, text.substr(colon + 1), shape);
+    heads_kv = parse_suffixes(whole, text.substr(colon + 1), shape);
     text = text.substr(0, colon);
   }
 
@@ -177,6 +193,10 @@ Shape parse_shape(std::string_view text, bool causal_default, DType dtype_defaul
   shape.seq_q = parse_dim(whole, parts[2], parts.size() == 4 ? "seq" : "seq_q");
   shape.seq_k = parts.size() == 4 ? shape.seq_q : parse_dim(whole, parts[3], "seq_k");
   shape.head_dim = parse_dim(whole, parts.back(), "head_dim");
+  shape.heads_kv = heads_kv > 0 ? heads_kv : shape.heads;
+  if (shape.heads % shape.heads_kv != 0)
+    fail(whole, "K/V heads " + std::to_string(shape.heads_kv) + " do not divide the " + std::to_string(shape.heads) +
+                    " query heads");
 
   const int64_t longest = std::max(shape.seq_q, shape.seq_k);
   if (elements(shape.batch, shape.heads, longest, shape.head_dim) >= kMaxElements)
@@ -184,11 +204,11 @@ Shape parse_shape(std::string_view text, bool causal_default, DType dtype_defaul
   return shape;
 }
 
-void require_square_if_causal(const Shape& shape, std::string_view text) {
-  if (shape.causal && shape.seq_q != shape.seq_k)
-    throw InputError("shape '" + std::string(text) + "': causal needs seq_q == seq_k (" +
-                     std::to_string(shape.seq_q) + " != " + std::to_string(shape.seq_k) +
-                     "; the exported kernel refuses other causal calls)");
+void require_servable_causal(const Shape& shape, std::string_view text) {
+  if (shape.causal && shape.seq_q > shape.seq_k)
+    throw InputError("shape '" + std::string(text) + "': causal needs seq_q <= seq_k (" +
+                     std::to_string(shape.seq_q) + " > " + std::to_string(shape.seq_k) +
+                     ": the diagonal is aligned bottom-right, so the first rows would see no key)");
 }
 
 
@@ -197,6 +217,8 @@ v1::Shape shape_to_proto(const Shape& p) {
   v1::Shape s;
   s.set_batch(p.batch);
   s.set_heads(p.heads);
+  // Equal heads travel as 0, as a peer from before grouped queries sends them.
+  s.set_heads_kv(p.heads_kv == p.heads ? 0 : p.heads_kv);
   s.set_seq_q(p.seq_q);
   s.set_seq_k(p.seq_k);
   s.set_head_dim(p.head_dim);
@@ -209,6 +231,10 @@ Shape shape_from_proto(const v1::Shape& s) {
   Shape p;
   p.batch = s.batch();
   p.heads = s.heads();
+  p.heads_kv = s.heads_kv() == 0 ? s.heads() : s.heads_kv();
+  if (p.heads_kv < 0 || p.heads_kv > p.heads || (p.heads_kv > 0 && p.heads % p.heads_kv != 0))
+    throw InputError("K/V heads " + std::to_string(p.heads_kv) + " do not divide the " + std::to_string(p.heads) +
+                     " query heads");
   p.seq_q = s.seq_q();
   p.seq_k = s.seq_k();
   p.head_dim = s.head_dim();

@@ -1,5 +1,7 @@
 #pragma once
-// The attention family's problem: [batch, heads, seq, head_dim], causal or not, in fp16 or bf16.
+// The attention family's problem: Q and O [batch, heads, seq_q, head_dim], K and V [batch,
+// heads_kv, seq_k, head_dim] (grouped-query attention: query head h reads K/V head
+// h / (heads / heads_kv)), causal or not, in fp16 or bf16.
 // attention::Shape is its typed view, for the family's own code (the grammar here, the worker's
 // gates, the export, the model); code outside the family holds an evo::Problem and converts at
 // the family's edge (to_problem, shape_of).
@@ -15,20 +17,26 @@ namespace evo::attention {
 struct Shape {
   int batch = 1;
   int heads = 8;
+  int heads_kv = 8;  // K/V heads: divides heads; equal to it without grouped queries
   int seq_q = 512;
   int seq_k = 512;
   int head_dim = 64;
   bool causal = false;
   DType dtype = DType::kF16;
 
-  // "1x8x512x64" (seq_k = seq_q), "1x8x512x1024x64" (seq_q, seq_k), then ":causal" if causal and
-  // ":bf16" if bf16: fp16 prints no suffix, so texts from before bf16 are still canonical.
+  // "1x8x512x64" (seq_k = seq_q), "1x8x512x1024x64" (seq_q, seq_k), then ":kv2" if heads_kv !=
+  // heads, ":causal" if causal and ":bf16" if bf16: fp16 and equal heads print no suffix, so texts
+  // from before grouped queries and bf16 are still canonical.
   std::string text() const;
-  double flops() const;  // 4*B*H*Sq*Sk*D, halved for causal
-  // Q, K and V read and O written once: 2*B*H*D*(Sq + Sk) elements of the dtype's size.
+  // 4*B*H*D times the (query, key) pairs computed: Sq*Sk, or, causal, Sq*Sk - Sq*Sq/2 (half of the
+  // square for Sq == Sk, the convention FlashAttention's figures use; bottom-right for Sq < Sk).
+  double flops() const;
+  // Q and O of `heads` heads, K and V of `heads_kv`, each read or written once, 16-bit elements.
   double bytes_moved() const;
+  // Bottom-right causal alignment: query row i sees keys 0 .. i + causal_shift().
+  int causal_shift() const { return seq_k - seq_q; }
   friend bool operator==(const Shape& a, const Shape& b) {
-    return a.batch == b.batch && a.heads == b.heads && a.seq_q == b.seq_q && a.seq_k == b.seq_k &&
+    return a.batch == b.batch && a.heads == b.heads && a.heads_kv == b.heads_kv && a.seq_q == b.seq_q && a.seq_k == b.seq_k &&
            a.head_dim == b.head_dim && a.causal == b.causal && a.dtype == b.dtype;
   }
   friend bool operator!=(const Shape& a, const Shape& b) { return !(a == b); }
@@ -46,17 +54,19 @@ std::string_view dtype_name(DType d);
 DType parse_dtype(std::string_view name);
 
 // Throws InputError naming the problem: "malformed shape '1x8x512': expected BxHxSxD".
-// Every dimension must be in 1..2^20 and the tensor under 2^31 elements. Suffixes, in either
-// order and each at most once: ":causal" or ":nc", and a dtype (":fp16", ":bf16"); the defaults
-// apply where the text has none. A suffix ending in a digit names a dtype, and an unknown one is
+// Every dimension must be in 1..2^20 and the tensor under 2^31 elements. Suffixes, in any order
+// and each at most once: ":causal" or ":nc", a dtype (":fp16", ":bf16") and ":kvN" (N K/V heads,
+// dividing the query heads; the query heads where it is absent); the defaults apply where the
+// text has none. A suffix ending in a digit names a dtype, and an unknown one is
 // "unknown dtype 'fp8' in shape '1x8x512x64:fp8': expected fp16 or bf16".
 Shape parse_shape(std::string_view text, bool causal_default = false, DType dtype_default = DType::kF16);
 
-// For a shape to tune or evaluate: throws InputError when it is causal with seq_q != seq_k. The
-// kernel's mask aligns query i with key i, where libraries differ once the lengths differ, so the
-// exported kernel refuses such calls and a run must not tune for them. (parse_shape accepts them:
-// runs stored before this check still load.)
-void require_square_if_causal(const Shape& shape, std::string_view text);
+// For a shape to tune or evaluate: throws InputError when it is causal with seq_q > seq_k. Causal
+// aligns the diagonal bottom-right (query i sees keys up to i + seq_k - seq_q, as a KV cache
+// needs); with more queries than keys the first rows would see no key at all, which the exported
+// kernel refuses rather than answer with rows of nothing. (parse_shape accepts them: runs stored
+// before this check still load.)
+void require_servable_causal(const Shape& shape, std::string_view text);
 
 // The wire form (evo.v1.Shape, the attention case of evo.v1.Problem). shape_from_proto throws
 // InputError for a dtype this build does not know (a newer peer's enum value).

@@ -3,6 +3,8 @@
 // then exp-sum and P*V), float32 throughout. Not timed, but it must finish the largest gate shapes
 // (2x16x4096x128) well inside the watchdog, which a thread-per-row version accumulating in global
 // memory did not. Launch: blockDim.x a multiple of 32, one row per warp, grid.y = batch*heads.
+// K and V have heads_kv heads (query head h reads h / (heads / heads_kv)); causal aligns the
+// diagonal bottom-right (row i sees keys 0 .. i + seq_k - seq_q).
 // One kernel per element type of Q, K and V (evo::reference_attention_kernel names them), all in
 // one compile of this text.
 #include <cuda_bf16.h>
@@ -16,16 +18,17 @@ __device__ __forceinline__ float evo_reference_float(__nv_bfloat16 x) { return _
 template <class Elem>
 __device__ void evo_reference_attention(const Elem* __restrict__ q, const Elem* __restrict__ k,
                                         const Elem* __restrict__ v, float* __restrict__ o, int batch,
-                                        int heads, int seq_q, int seq_k, int head_dim,
+                                        int heads, int heads_kv, int seq_q, int seq_k, int head_dim,
                                         float softmax_scale, int causal) {
   const int lane = threadIdx.x & 31;
   const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
   const int bh = blockIdx.y;
   if (row >= seq_q || bh >= batch * heads || head_dim > 32 * EVO_REFERENCE_MAX_DIMS_PER_LANE) return;
-  const Elem* kb = k + (long long)bh * seq_k * head_dim;
-  const Elem* vb = v + (long long)bh * seq_k * head_dim;
+  const long long bh_kv = (long long)(bh / heads) * heads_kv + (bh % heads) / (heads / heads_kv);
+  const Elem* kb = k + bh_kv * seq_k * head_dim;
+  const Elem* vb = v + bh_kv * seq_k * head_dim;
   const Elem* qr = q + ((long long)bh * seq_q + row) * head_dim;
-  const int last_key = causal ? min(row, seq_k - 1) : seq_k - 1;
+  const int last_key = causal ? min(row + seq_k - seq_q, seq_k - 1) : seq_k - 1;
 
   float qf[EVO_REFERENCE_MAX_DIMS_PER_LANE], acc[EVO_REFERENCE_MAX_DIMS_PER_LANE];
 #pragma unroll
@@ -67,15 +70,15 @@ __device__ void evo_reference_attention(const Elem* __restrict__ q, const Elem* 
 }
 
 extern "C" __global__ void evo_reference_attention_fp16(const __half* q, const __half* k, const __half* v,
-                                                        float* o, int batch, int heads, int seq_q,
-                                                        int seq_k, int head_dim, float softmax_scale,
-                                                        int causal) {
-  evo_reference_attention(q, k, v, o, batch, heads, seq_q, seq_k, head_dim, softmax_scale, causal);
+                                                        float* o, int batch, int heads, int heads_kv,
+                                                        int seq_q, int seq_k, int head_dim,
+                                                        float softmax_scale, int causal) {
+  evo_reference_attention(q, k, v, o, batch, heads, heads_kv, seq_q, seq_k, head_dim, softmax_scale, causal);
 }
 
 extern "C" __global__ void evo_reference_attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k,
                                                         const __nv_bfloat16* v, float* o, int batch,
-                                                        int heads, int seq_q, int seq_k, int head_dim,
-                                                        float softmax_scale, int causal) {
-  evo_reference_attention(q, k, v, o, batch, heads, seq_q, seq_k, head_dim, softmax_scale, causal);
+                                                        int heads, int heads_kv, int seq_q, int seq_k,
+                                                        int head_dim, float softmax_scale, int causal) {
+  evo_reference_attention(q, k, v, o, batch, heads, heads_kv, seq_q, seq_k, head_dim, softmax_scale, causal);
 }

@@ -19,7 +19,7 @@ namespace evo::attention {
 namespace {
 
 size_t q_elems(const Shape& s) { return size_t(s.batch) * s.heads * s.seq_q * s.head_dim; }
-size_t kv_elems(const Shape& s) { return size_t(s.batch) * s.heads * s.seq_k * s.head_dim; }
+size_t kv_elems(const Shape& s) { return size_t(s.batch) * s.heads_kv * s.seq_k * s.head_dim; }
 constexpr size_t kElementBytes = 2;  // fp16 and bf16 alike
 
 // The reference kernel gives each query row one warp, four rows to a block.
@@ -113,10 +113,10 @@ class AttentionProblem : public ProblemRuntime {
     const FaParams& p = params_.front();
     const void *q = p.q, *k = p.k, *v = p.v;
     float* o = static_cast<float*>(reference_.get());
-    int batch = p.batch, heads = p.heads, seq_q = p.seq_q, seq_k = p.seq_k, head_dim = s_.head_dim;
-    int causal = s_.causal ? 1 : 0;
+    int batch = p.batch, heads = p.heads, heads_kv = p.heads_kv, seq_q = p.seq_q, seq_k = p.seq_k;
+    int head_dim = s_.head_dim, causal = s_.causal ? 1 : 0;
     float scale = p.softmax_scale;
-    void* args[] = {&q, &k, &v, &o, &batch, &heads, &seq_q, &seq_k, &head_dim, &scale, &causal};
+    void* args[] = {&q, &k, &v, &o, &batch, &heads, &heads_kv, &seq_q, &seq_k, &head_dim, &scale, &causal};
     constexpr int kRowsPerBlock = kReferenceThreads / 32;
     const dim3 grid(static_cast<unsigned>((seq_q + kRowsPerBlock - 1) / kRowsPerBlock),
                     static_cast<unsigned>(batch * heads));
@@ -147,6 +147,7 @@ class AttentionProblem : public ProblemRuntime {
     p.o = static_cast<uint16_t*>(o_.get()) + nq_ * set;
     p.batch = s_.batch;
     p.heads = s_.heads;
+    p.heads_kv = s_.heads_kv;
     p.seq_q = s_.seq_q;
     p.seq_k = s_.seq_k;
     p.softmax_scale = 1.f / std::sqrt(static_cast<float>(s_.head_dim));
@@ -188,10 +189,13 @@ class AttentionRuntime : public FamilyRuntime {
   std::vector<std::string> hard_inputs() const override { return {kGrowingScores}; }
 
   // Not the dtype: an fp16 and a bf16 check of one shape draw the same values, each rounded to its
-  // type (and the seeds of the shapes stored before bf16 stay what they were).
+  // type (and the seeds of the shapes stored before bf16 stay what they were). K/V heads only
+  // where they differ, for the same reason.
   std::vector<int64_t> seed_words(const RuntimeProblem& p) const override {
     const Shape s = shape_of(p);
-    return {s.batch, s.heads, s.seq_q, s.seq_k, s.head_dim, int64_t(s.causal)};
+    std::vector<int64_t> words = {s.batch, s.heads, s.seq_q, s.seq_k, s.head_dim, int64_t(s.causal)};
+    if (s.heads_kv != s.heads) words.push_back(s.heads_kv);
+    return words;
   }
 
   int64_t input_set_bytes(const RuntimeProblem& p) const override {
@@ -201,7 +205,7 @@ class AttentionRuntime : public FamilyRuntime {
 
   double elements(const RuntimeProblem& p) const override {
     const Shape s = shape_of(p);
-    return 2.0 * s.batch * s.heads * s.head_dim * (double(s.seq_q) + s.seq_k);
+    return 2.0 * double(q_elems(s)) + 2.0 * double(kv_elems(s));
   }
 
   // A round length and a ragged one, for the (head_dim, causal, dtype) of p: the template
@@ -209,15 +213,20 @@ class AttentionRuntime : public FamilyRuntime {
   // through several K/V tiles (1152 keys are nine 128-key tiles, four and a half of 256), so the
   // loop's later steps, the stages' refills and LAZY_RESCALE's rescale run under the tools too.
   // With 128 keys a 128-key block ran its first tile alone, and synccheck never saw the steps
-  // where a warp-uniform branch can split a warpgroup.
+  // where a warp-uniform branch can split a warpgroup. Two K/V heads with p's group of query
+  // heads each, and, where p has fewer queries than keys (a KV cache), as few queries as p up to
+  // the keys (the shifted diagonal).
   std::vector<RuntimeProblem> sanitizer_problems(const RuntimeProblem& p) const override {
     const Shape s = shape_of(p);
     std::vector<RuntimeProblem> out;
+    const int group = std::min(s.heads / s.heads_kv, 8);
     for (int seq : {1152, 300}) {
       Shape small;
       small.batch = 1;
-      small.heads = 2;
-      small.seq_q = small.seq_k = seq;
+      small.heads_kv = std::min(2, s.heads_kv);
+      small.heads = small.heads_kv * group;
+      small.seq_k = seq;
+      small.seq_q = s.seq_q < s.seq_k ? std::min(s.seq_q, seq) : seq;
       small.head_dim = s.head_dim;
       small.causal = s.causal;
       small.dtype = s.dtype;

@@ -115,11 +115,12 @@ cudaError_t encode_attention_tensor_maps(Params& p, DType dtype, int head_dim, i
   static_assert(sizeof(p.q_map) == sizeof(CUtensorMap), "a tensor map is 128 opaque bytes");
   static thread_local RememberedTensorMap last[4];
   const int bh = p.batch * p.heads;
+  const int bh_kv = p.batch * (p.heads_kv > 0 ? p.heads_kv : p.heads);
   cudaError_t e = encode_remembered(last[0], &p.q_map, p.q, dtype, bh, p.seq_q, head_dim, q_box_rows);
   if (e == cudaSuccess)
-    e = encode_remembered(last[1], &p.k_map, p.k, dtype, bh, p.seq_k, head_dim, kv_box_rows);
+    e = encode_remembered(last[1], &p.k_map, p.k, dtype, bh_kv, p.seq_k, head_dim, kv_box_rows);
   if (e == cudaSuccess)
-    e = encode_remembered(last[2], &p.v_map, p.v, dtype, bh, p.seq_k, head_dim, kv_box_rows);
+    e = encode_remembered(last[2], &p.v_map, p.v, dtype, bh_kv, p.seq_k, head_dim, kv_box_rows);
   if (e == cudaSuccess)
     e = encode_remembered(last[3], &p.o_map, p.o, dtype, bh, p.seq_q, head_dim, q_box_rows);
   return e;

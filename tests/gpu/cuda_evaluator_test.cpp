@@ -232,6 +232,37 @@ TEST(CudaEvaluator, CausalFoldGenomesPassEveryGate) {
   }
 }
 
+// Served-model shapes: grouped query heads (two and eight to a K/V head, and one K/V head for
+// all), a KV cache's bottom-right causal diagonal (17 queries over 777 keys, 300 over 1152), and
+// decode steps (one query, four queries) over long caches, through mma.sync and cp.async, a
+// CAUSAL_FOLD block, a split-KV cluster and, on sm_90a, TMA with wgmma. Every gate runs, the
+// sanitizers included; the reference reads the same K/V head and masks the same diagonal.
+TEST(CudaEvaluator, GroupedHeadsKvCacheAndDecodeShapesPassEveryGate) {
+  EVO_REQUIRE_GPU();
+  CudaEvaluator& ev = *shared_evaluator();
+  const auto& space = SearchSpace::for_template("fa_s512_v3");
+  const std::vector<Problem> shapes_64 = {
+      problem("1x8x17x777x64:kv2:causal"), problem("2x8x300x1152x64:kv1:causal"),
+      problem("3x16x1x1000x64:kv2"), problem("1x8x4x4097x64:kv8:causal"), problem("1x6x500x64:kv3:causal")};
+  const std::vector<Problem> shapes_128 = {problem("1x8x17x777x128:kv2:causal:bf16"),
+                                           problem("2x32x1x2048x128:kv8:bf16"),
+                                           problem("1x4x300x1152x128:kv1:causal:bf16")};
+  std::vector<std::pair<const char*, const std::vector<Problem>*>> cases = {
+      {"BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2", &shapes_64},
+      {"BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,SPLIT_KV=4", &shapes_64},
+      {"BLOCK_M=32,BLOCK_N=128,WARPS=8,STAGES=4,CAUSAL_FOLD=1", &shapes_64},
+      {"BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2", &shapes_128}};
+  if (ev.device().arch() == "sm_90a") {
+    cases.emplace_back("BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,WGMMA=1,TMA=1", &shapes_64);
+    cases.emplace_back("BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,TMA=1,STAGE_RELEASE=1", &shapes_128);
+    cases.emplace_back("BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=2,WGMMA=1,TMA=1,SPLIT_KV=8", &shapes_128);
+  }
+  for (const auto& [genes, shapes] : cases) {
+    const v1::Evaluation e = ev.evaluate(space.parse(genes), *shapes, true);
+    EXPECT_EQ(e.status(), v1::OK) << genes << ": " << gate_summary(e);
+  }
+}
+
 TEST(CudaEvaluator, TwentyGenomesSpreadOverTheSpacePassCorrectness) {
   EVO_REQUIRE_GPU();
   CudaEvaluator& ev = *shared_evaluator();

@@ -64,7 +64,14 @@ struct Block {
   // The first sequence row of the block's Q tile (folded: of its front and its back tile), and of
   // this warp's own rows.
   int q0_front, q0_back, q0_own, row_g;
-  long long bh;  // (batch, head)
+  long long bh;     // the Q/O view's (batch, query head), or (PACK_GQA) (batch, K/V head)
+  long long bh_kv;  // (batch, K/V head): grouped query heads share one
+  // Causal: query row i sees keys 0 .. i + causal_shift (seq_k - seq_q: the diagonal aligned
+  // bottom-right, as a KV cache needs; 0 for equal lengths).
+  int causal_shift;
+  // The rows of this block's Q/O view: seq_q, or (PACK_GQA) seq_q for each query head of the
+  // group, head after head; row r is then position r % seq_q.
+  int rows;
   const E* q;
   const E* k;
   const E* v;
@@ -101,13 +108,27 @@ struct Block {
     q0_own = back_half ? q0_back : q0_front;
     row_g = q0_own + row_w;
     bh = blockIdx.y;
-    q = static_cast<const E*>(p.q) + bh * p.seq_q * T::kHeadDim;
-    k = static_cast<const E*>(p.k) + bh * p.seq_k * T::kHeadDim;
-    v = static_cast<const E*>(p.v) + bh * p.seq_k * T::kHeadDim;
-    o = static_cast<E*>(p.o) + bh * p.seq_q * T::kHeadDim;
-    // Keys this block needs: all of them, or (causal) up to its last row's diagonal.
-    const int kv_end =
-        T::kCausal ? min(p.seq_k, (T::kFold ? q0_back : m0) + T::kBlockM) : p.seq_k;
+    const int heads_kv = p.heads_kv > 0 ? p.heads_kv : p.heads;
+    const int group = p.heads / heads_kv;
+    if constexpr (T::kPackGqa) {
+      // The grid's y is (batch, K/V head); the group's query heads are consecutive, so its rows
+      // are one [group * seq_q][head_dim] matrix starting at its first head's.
+      bh_kv = bh;
+      rows = p.seq_q * group;
+    } else {
+      const int batch_index = (int)blockIdx.y / p.heads, head = (int)blockIdx.y % p.heads;
+      bh_kv = batch_index * heads_kv + head / group;
+      rows = p.seq_q;
+    }
+    causal_shift = T::kCausal ? p.seq_k - p.seq_q : 0;
+    q = static_cast<const E*>(p.q) + bh * rows * T::kHeadDim;
+    k = static_cast<const E*>(p.k) + bh_kv * p.seq_k * T::kHeadDim;
+    v = static_cast<const E*>(p.v) + bh_kv * p.seq_k * T::kHeadDim;
+    o = static_cast<E*>(p.o) + bh * rows * T::kHeadDim;
+    // Keys this block needs: all of them, or (causal) up to its last row's diagonal. A packed
+    // block whose rows run past its first head's holds that head's last position.
+    const int last_row_end = T::kPackGqa ? min(p.seq_q, m0 + T::kBlockM) : (T::kFold ? q0_back : m0) + T::kBlockM;
+    const int kv_end = T::kCausal ? min(p.seq_k, last_row_end + causal_shift) : p.seq_k;
     const int all_tiles = (kv_end + T::kBlockN - 1) / T::kBlockN;
     // With SPLIT_KV, block z of the cluster takes its share of those tiles.
     const int tiles_per_split = (all_tiles + T::kSplitKV - 1) / T::kSplitKV;
@@ -130,17 +151,20 @@ struct Block {
   // CAUSAL_FOLD: keys wholly above this warp's rows add nothing. Tiles only go up in keys, so a
   // warp that skips a tile skips every later one too.
   __device__ __forceinline__ bool keys_visible(int t) const {
-    return !T::kFold || (first_tile + t) * T::kBlockN + key_w <= row_g + T::kRowsPerWarp - 1;
+    return !T::kFold ||
+           (first_tile + t) * T::kBlockN + key_w <= row_g + T::kRowsPerWarp - 1 + causal_shift;
   }
 
   // Masks tile t's scores only where the tile crosses the sequence end or the causal diagonal
   // (CAUSAL_FOLD decides per warp: only the key range its rows' diagonal crosses is masked).
   __device__ __forceinline__ void mask(int t, float (&s)[T::kMTiles][T::kSTiles][4]) const {
     const int n0 = (first_tile + t) * T::kBlockN;
-    const bool crosses_diagonal =
-        T::kFold ? n0 + key_w + T::kKeysPerWarp - 1 > row_g : n0 + T::kBlockN - 1 > m0;
+    // (A packed block's rows start at position 0 of some head, at the latest its second.)
+    const int first_position = T::kPackGqa ? 0 : T::kFold ? row_g : m0;
+    const int first_keys = T::kFold ? key_w + T::kKeysPerWarp : T::kBlockN;
+    const bool crosses_diagonal = n0 + first_keys - 1 > first_position + causal_shift;
     if (n0 + T::kBlockN > p.seq_k || (T::kCausal && crosses_diagonal))
-      mask_scores<T>(s, row_g, n0 + key_w, p.seq_k, lane);
+      mask_scores<T>(s, row_g, n0 + key_w, p.seq_k, causal_shift, p.seq_q, lane);
   }
 };
 

@@ -106,10 +106,13 @@ __device__ __forceinline__ void issue_pv_wgmma(float (&acc)[T::kOTiles][4],
   wgmma_commit();
 }
 
-// Masks keys past the sequence end and (causal) above the diagonal.
+// Masks keys past the sequence end and (causal) above the diagonal: row r sees keys up to its
+// position plus causal_shift, its position being r, or (PACK_GQA, the rows of a group's heads
+// one after the other) r % seq_q.
 template <class T>
 __device__ __forceinline__ void mask_scores(float (&s)[T::kMTiles][T::kSTiles][4], int row0,
-                                            int key0, int seq_k, int lane) {
+                                            int key0, int seq_k, int causal_shift, int seq_q,
+                                            int lane) {
 #pragma unroll
   for (int mt = 0; mt < T::kMTiles; ++mt)
 #pragma unroll
@@ -117,8 +120,9 @@ __device__ __forceinline__ void mask_scores(float (&s)[T::kMTiles][T::kSTiles][4
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int row = row0 + mt * 16 + (lane >> 2) + (i >= 2 ? 8 : 0);
+        const int last_key = (T::kPackGqa ? row % seq_q : row) + causal_shift;
         const int key = key0 + nt * 8 + (lane & 3) * 2 + (i & 1);
-        if (key >= seq_k || (T::kCausal && key > row)) s[mt][nt][i] = neg_inf();
+        if (key >= seq_k || (T::kCausal && key > last_key)) s[mt][nt][i] = neg_inf();
       }
 }
 

@@ -4,6 +4,12 @@
 // as one text that includes nothing beyond the CUDA toolkit's headers: the build inlines the
 // pieces in this folder and the family's (../) into it (cmake/EmbedText.cmake).
 //
+// Grouped-query attention: K and V have heads_kv heads, and query head h reads K/V head
+// h / (heads / heads_kv); with PACK_GQA = 1 a block's rows come from the whole group of query
+// heads that shares a K/V head, so each K/V tile is read once for the group (a decode step's
+// one row per head fills a tile). Causal masks align the diagonal bottom-right: query row i sees keys up
+// to i + seq_k - seq_q (top-left and bottom-right agree for equal lengths).
+//
 // Work split: a block owns BLOCK_M query rows of one (batch, head). Its warps form a
 // WARPS_M x WARPS_KV grid: WARPS_M = min(WARPS, BLOCK_M/16) warps split the rows, and the remaining
 // WARPS_KV split the keys of every K/V tile. Each warp keeps its own running max, sum and output
@@ -91,10 +97,10 @@ __device__ __forceinline__ void epilogue(const Block<T>& b, float (&acc)[T::kMTi
                         b.warp_kv, b.lane);
   } else if constexpr (T::kSplitKV == 1) {
     // (Under mma.sync, the only path CAUSAL_FOLD takes, each warp stores its own rows.)
-    store_output<T>(b.smem.base, b.o, b.q0_own, b.p.seq_q, acc, softmax.row_sum, b.row_w,
+    store_output<T>(b.smem.base, b.o, b.q0_own, b.rows, acc, softmax.row_sum, b.row_w,
                     b.warp_kv, b.lane);
   } else {
-    merge_cluster_and_store<T>(b.smem.base, b.o, b.m0, b.p.seq_q, acc, softmax.row_max,
+    merge_cluster_and_store<T>(b.smem.base, b.o, b.m0, b.rows, acc, softmax.row_max,
                                softmax.row_sum, b.warp_m, b.row_w, b.warp_kv, b.lane);
   }
 }
@@ -149,11 +155,12 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 // which must stay in the kernel's parameter space rather than be copied to the stack.
 template <int DTYPE, int CAUSAL, int HEAD_DIM, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES,
           int SCHEDULE, int SWIZZLE, int SPLIT_KV, int WGMMA, int TMA_BOX_ROWS, int LAZY_RESCALE,
-          int CAUSAL_FOLD>
+          int CAUSAL_FOLD, int PACK_GQA>
 __global__ void __launch_bounds__(WARPS * 32) EVO_CLUSTER_DIMS(1, 1, SPLIT_KV)
     fa_s512_v3_kernel(const __grid_constant__ FaParams p) {
   fa::forward<fa::KernelTraits<DTYPE, CAUSAL, HEAD_DIM, BLOCK_M, BLOCK_N, WARPS, STAGES, SCHEDULE,
-                               SWIZZLE, SPLIT_KV, WGMMA, TMA_BOX_ROWS, LAZY_RESCALE, CAUSAL_FOLD>>(p);
+                               SWIZZLE, SPLIT_KV, WGMMA, TMA_BOX_ROWS, LAZY_RESCALE, CAUSAL_FOLD,
+                               PACK_GQA>>(p);
 }
 
 }  // namespace evo

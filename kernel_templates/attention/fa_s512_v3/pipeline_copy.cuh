@@ -35,9 +35,9 @@ struct PipelineCopy {
 
   // Q, then (cp.async) the first kPrefetch K/V tiles, each its own group.
   __device__ __forceinline__ void prologue() const {
-    load_tile<T, T::kBlockM>(b.q_tile, b.q, b.q0_front, b.p.seq_q);
+    load_tile<T, T::kBlockM>(b.q_tile, b.q, b.q0_front, b.rows);
     if constexpr (T::kFold)
-      load_tile<T, T::kBlockM>(b.q_tile + T::kQElems, b.q, b.q0_back, b.p.seq_q);
+      load_tile<T, T::kBlockM>(b.q_tile + T::kQElems, b.q, b.q0_back, b.rows);
     if constexpr (T::kCpAsync) {
       cp_async_commit();
 #pragma unroll

@@ -59,11 +59,11 @@ struct PipelineTma {
   }
   __device__ __forceinline__ void copy_k(int t) const {  // tile t's K into its stage
     tma_load_tile<T, T::kBlockN>(b.k_tiles + (t % T::kStages) * T::kKVElems, b.p.k_map,
-                                 (b.first_tile + t) * T::kBlockN, (int)b.bh, k_bar(t));
+                                 (b.first_tile + t) * T::kBlockN, (int)b.bh_kv, k_bar(t));
   }
   __device__ __forceinline__ void copy_v(int t) const {
     tma_load_tile<T, T::kBlockN>(b.v_tiles + (t % T::kStages) * T::kKVElems, b.p.v_map,
-                                 (b.first_tile + t) * T::kBlockN, (int)b.bh, v_bar(t));
+                                 (b.first_tile + t) * T::kBlockN, (int)b.bh_kv, v_bar(t));
   }
   // kSplitRefill: K or V of tile t alone, into the one stage, each on its own barrier.
   __device__ __forceinline__ void load_k(int t) const {
@@ -83,13 +83,21 @@ struct PipelineTma {
   // One thread tells every barrier what to expect, then issues the copies in the order they are
   // needed. (Sharing the copies out over the warps was slower: bench/NOTES.md.)
   __device__ __forceinline__ void prologue() const {
+    if constexpr (T::kPackGqa) {
+      // A group's rows span heads, which a box of the per-head tensor map cannot: every thread
+      // loads Q, and the fence makes its stores visible to wgmma's (async proxy) reads.
+      load_tile<T, T::kBlockM, false>(b.q_tile, b.q, b.q0_front, b.rows);
+      fence_proxy_async();
+    }
     __syncthreads();  // the barriers, initialised before the grid wait, are visible to every warp
     if (threadIdx.x == 0) {
-      mbarrier_expect_bytes(b.smem.full_q, (T::kFold ? 2 : 1) * T::kQElems * 2);
+      if constexpr (!T::kPackGqa)
+        mbarrier_expect_bytes(b.smem.full_q, (T::kFold ? 2 : 1) * T::kQElems * 2);
 #pragma unroll
       for (int t = 0; t < T::kPrologueTiles; ++t)
         if (t < b.n_tiles) expect_kv(t);
-      tma_load_tile<T, T::kBlockM>(b.q_tile, b.p.q_map, b.q0_front, (int)b.bh, b.smem.full_q);
+      if constexpr (!T::kPackGqa)
+        tma_load_tile<T, T::kBlockM>(b.q_tile, b.p.q_map, b.q0_front, (int)b.bh, b.smem.full_q);
       if constexpr (T::kFold)
         tma_load_tile<T, T::kBlockM>(b.q_tile + T::kQElems, b.p.q_map, b.q0_back, (int)b.bh,
                                      b.smem.full_q);
@@ -112,7 +120,9 @@ struct PipelineTma {
       load_kv(t + T::kPrefetch);
     }
   }
-  __device__ __forceinline__ void wait_q() const { mbarrier_wait(b.smem.full_q, 0); }
+  __device__ __forceinline__ void wait_q() const {  // (PACK_GQA: Q was loaded before the prologue's barrier)
+    if constexpr (!T::kPackGqa) mbarrier_wait(b.smem.full_q, 0);
+  }
   __device__ __forceinline__ void wait_tile(int t) const {
     mbarrier_wait(&b.smem.full[t % T::kStages], (t / T::kStages) & 1);
   }

@@ -27,8 +27,9 @@ __device__ __forceinline__ int tile_offset(int row, int col) {
 }
 
 // Copies rows [row0, row0 + ROWS) of a [seq][HEAD_DIM] matrix into a tile; rows at or past
-// `seq` become zeros. Every thread of the block takes part.
-template <class T, int ROWS>
+// `seq` become zeros. Every thread of the block takes part; kAsync: by cp.async (the caller
+// commits and waits), else through registers.
+template <class T, int ROWS, bool kAsync = T::kCpAsync>
 __device__ __forceinline__ void load_tile(Element<T>* tile, const Element<T>* src, int row0, int seq) {
   constexpr int kChunks = ROWS * T::kChunksPerRow;
   constexpr int kIters = (kChunks + T::kThreads - 1) / T::kThreads;
@@ -41,7 +42,7 @@ __device__ __forceinline__ void load_tile(Element<T>* tile, const Element<T>* sr
     const bool valid = row0 + row < seq;
     const Element<T>* g = src + (long long)(valid ? row0 + row : 0) * T::kHeadDim + col;
     Element<T>* s = tile + tile_offset<T, ROWS>(row, col);
-    if constexpr (T::kCpAsync) {
+    if constexpr (kAsync) {
       cp_async_16(s, g, valid);
     } else {
       uint4 x = valid ? *reinterpret_cast<const uint4*>(g) : make_uint4(0, 0, 0, 0);

@@ -6,6 +6,7 @@
 
 #include "store.h"
 #include "store_sqlite.h"
+#include "template_registry.h"
 #include "test_db.h"
 
 namespace evo {
@@ -23,7 +24,38 @@ TEST(Store, MigratesAnEmptyDatabaseToTheCurrentSchema) {
   EXPECT_EQ(again.schema_version(), Store::kSchemaVersion);
   std::string dump = again.dump();
   std::string versions = dump.substr(0, dump.find("SELECT * FROM runs"));
-  EXPECT_EQ(versions, "SELECT * FROM schema_version ORDER BY version\n1\n2\n3\n4\n5\n6\n7\n8\n9\n");
+  EXPECT_EQ(versions, "SELECT * FROM schema_version ORDER BY version\n1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n");
+}
+
+// A version-9 candidate's genome text, written before PACK_GQA: opening the file rewrites it (and
+// its hash, and the cache entry's) to today's canonical text, which names the gene at 0.
+TEST(Store, MigrationToVersionTenNamesPackGqaInEveryStoredGenome) {
+  const std::string before =
+      "fa_s512_v3:BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,SCHEDULE=tma,SWIZZLE=1,SPLIT_KV=1,WGMMA=1,"
+      "TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0";
+  const std::string after = before + ",PACK_GQA=0";
+  test::TempDir dir;
+  { Store fresh(dir.file("evo.db")); }
+  {
+    SqliteConnection db(dir.file("evo.db"));
+    db.exec("DELETE FROM schema_version WHERE version >= 10;");
+    db.prepare("INSERT INTO runs (id, seed, shapes, generations, population, top_k, strategy, rng_seed, device_class,"
+               " state, created_ms, message, smem_limit, start_genomes) VALUES ('run-0001', 'fa_s512_v3',"
+               " '1x8x512x64', 1, 1, 1, 'evolve', 1, '', 3, 0, '', 232448, ?);")
+        .bind(1, before).run();
+    db.prepare("INSERT INTO candidates (id, run_id, generation, seq, genome, genome_hash, op, parents, state)"
+               " VALUES ('run-0001-c0', 'run-0001', 0, 0, ?, ?, 'start', '', 'queued')")
+        .bind(1, before).bind(2, fnv1a_hex(before)).run();
+  }
+  Store migrated(dir.file("evo.db"));
+  EXPECT_EQ(migrated.schema_version(), Store::kSchemaVersion);
+  migrated.transaction([&] {
+    const auto candidates = migrated.candidates_of_run("run-0001");
+    ASSERT_EQ(candidates.size(), 1u);
+    EXPECT_EQ(candidates[0].genome, after);
+    EXPECT_EQ(candidates[0].genome_hash, fnv1a_hex(after));
+    EXPECT_EQ(migrated.get_run("run-0001")->start_genomes, std::vector<std::string>{after});
+  });
 }
 
 // Version 9 taken back: the schema of version 8.

@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "attention/problem.h"
 #include "errors.h"
 
@@ -31,24 +35,71 @@ TEST(ShapeTest, CausalSuffixAndDefault) {
   EXPECT_TRUE(parse_shape("  1x8x512x64:causal ").causal);
 }
 
-// Parsed (stored runs keep loading), but refused where a shape is to be tuned or evaluated.
-TEST(ShapeTest, CausalWithUnequalLengthsIsRefusedForTuning) {
+// Parsed (stored runs keep loading), but refused where a shape is to be tuned or evaluated: the
+// diagonal is aligned bottom-right, so more queries than keys leave rows with no key.
+TEST(ShapeTest, CausalWithMoreQueriesThanKeysIsRefusedForTuning) {
   const Shape s = parse_shape("1x8x512x256x64:causal");
   try {
-    require_square_if_causal(s, "1x8x512x256x64:causal");
+    require_servable_causal(s, "1x8x512x256x64:causal");
     ADD_FAILURE() << "accepted";
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "shape '1x8x512x256x64:causal': causal needs seq_q == seq_k (512 != 256; the exported "
-              "kernel refuses other causal calls)");
+              "shape '1x8x512x256x64:causal': causal needs seq_q <= seq_k (512 > 256: the diagonal is "
+              "aligned bottom-right, so the first rows would see no key)");
   }
-  EXPECT_NO_THROW(require_square_if_causal(parse_shape("1x8x512x256x64"), "1x8x512x256x64"));
-  EXPECT_NO_THROW(require_square_if_causal(parse_shape("1x8x512x64:causal"), "1x8x512x64:causal"));
+  EXPECT_NO_THROW(require_servable_causal(parse_shape("1x8x512x256x64"), "1x8x512x256x64"));
+  EXPECT_NO_THROW(require_servable_causal(parse_shape("1x8x512x64:causal"), "1x8x512x64:causal"));
+  EXPECT_NO_THROW(require_servable_causal(parse_shape("1x8x1x4096x64:causal"), "1x8x1x4096x64:causal"));
+  EXPECT_EQ(parse_shape("1x8x512x4096x64:causal").causal_shift(), 3584);
+}
+
+TEST(ShapeTest, KvHeadsSuffixGroupsTheQueryHeads) {
+  const Shape s = parse_shape("4x32x4096x128:causal:bf16:kv8");
+  EXPECT_EQ(s.heads, 32);
+  EXPECT_EQ(s.heads_kv, 8);
+  EXPECT_EQ(s.text(), "4x32x4096x128:kv8:causal:bf16") << "one canonical order";
+  EXPECT_EQ(parse_shape("1x8x512x64").heads_kv, 8) << "as many as the query heads where none is named";
+  EXPECT_EQ(parse_shape("1x8x512x64:kv8").text(), "1x8x512x64") << "equal heads print no suffix";
+  EXPECT_NE(parse_shape("1x8x512x64:kv2"), parse_shape("1x8x512x64"));
+  EXPECT_EQ(parse_shape("1x32x1x4096x128:kv1").heads_kv, 1) << "multi-query";
+  // K and V of 8 heads are a quarter of Q's bytes: 2 bytes x 128 x (2 x 32 x 1 + 2 x 8 x 4096).
+  EXPECT_DOUBLE_EQ(parse_shape("1x32x1x4096x128:kv8").bytes_moved(), 2.0 * 128 * (2 * 32 * 1 + 2 * 8 * 4096));
+}
+
+TEST(ShapeTest, KvHeadsThatDoNotDivideTheQueryHeadsAreRefused) {
+  for (const auto& [text, why] : std::vector<std::pair<std::string, std::string>>{
+           {"1x32x512x64:kv5", "K/V heads 5 do not divide the 32 query heads"},
+           {"1x8x512x64:kv16", "K/V heads 16 do not divide the 8 query heads"},
+           {"1x8x512x64:kv0", "K/V heads must be at least 1"},
+           {"1x8x512x64:kv2:kv4", "more than one ':kv' suffix"},
+           {"1x8x512x64:kvx", "unknown suffix ':kvx'"}}) {
+    try {
+      parse_shape(text);
+      ADD_FAILURE() << text << " accepted";
+    } catch (const InputError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("malformed shape '" + text + "': ", 0), 0u) << e.what();
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(ShapeTest, KvHeadsTravelAsZeroWhenEqualAndAreCheckedOnArrival) {
+  const Shape gqa = parse_shape("2x32x2048x128:kv8");
+  EXPECT_EQ(shape_to_proto(gqa).heads_kv(), 8);
+  EXPECT_EQ(shape_from_proto(shape_to_proto(gqa)), gqa);
+  const Shape mha = parse_shape("2x32x2048x128");
+  EXPECT_EQ(shape_to_proto(mha).heads_kv(), 0) << "as a peer from before grouped queries sends it";
+  EXPECT_EQ(shape_from_proto(shape_to_proto(mha)), mha);
+  v1::Shape bad = shape_to_proto(mha);
+  bad.set_heads_kv(5);
+  EXPECT_THROW(shape_from_proto(bad), InputError);
+  bad.set_heads_kv(-1);
+  EXPECT_THROW(shape_from_proto(bad), InputError);
 }
 
 TEST(ShapeTest, TextRoundTrips) {
   for (const char* t : {"1x8x512x64", "1x8x512x1024x64:causal", "3x5x7x9:causal", "1x1x1x1", "1x8x512x64:bf16",
-                        "2x16x4096x128:causal:bf16"}) {
+                        "2x16x4096x128:causal:bf16", "1x32x512x4096x128:kv8:causal:bf16", "64x32x1x1024x128:kv8:bf16"}) {
     Shape s = parse_shape(t);
     EXPECT_EQ(s.text(), t);
     EXPECT_EQ(parse_shape(s.text()), s);
@@ -120,7 +171,7 @@ TEST(ShapeTest, RejectsEveryMalformedForm) {
       {"1x8x512x64:causual", "unknown suffix ':causual'"},
       {"1x8x512x64:", "unknown suffix"},
       {"1x8x512x64:causal:", "unknown suffix"},
-      {"1x8x512x64:bf16:bogus", "unknown suffix ':bogus' (expected ':causal', ':nc' or a dtype: fp16 or bf16)"},
+      {"1x8x512x64:bf16:bogus", "unknown suffix ':bogus' (expected ':causal', ':nc', ':kvN' or a dtype: fp16 or bf16)"},
       {"1x8x512x64:causal:nc", "more than one of ':causal' and ':nc'"},
       {"1x8x512x64:causal:causal", "more than one of ':causal' and ':nc'"},
       {"1x8x512x64:bf16:fp16", "more than one dtype suffix"},

@@ -43,7 +43,8 @@ fa::KernelConfig config_of(const Genome& g, const Problem& problem, int dtype) {
                           gene("WGMMA"),
                           gene("TMA_BOX_ROWS"),
                           gene("LAZY_RESCALE"),
-                          gene("CAUSAL_FOLD")};
+                          gene("CAUSAL_FOLD"),
+                          gene("PACK_GQA")};
 }
 
 struct Tally {

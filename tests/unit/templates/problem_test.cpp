@@ -20,14 +20,16 @@ const KernelFamily& family() { return attention::family(); }
 TEST(ProblemTest, HoldsTheFamilysVariablesInItsOrder) {
   const Problem p = family().parse("2x16x1000x2000x128:causal:bf16", {});
   EXPECT_EQ(&p.family(), &family());
-  EXPECT_EQ(p.values(), (std::vector<int64_t>{2, 16, 1000, 2000, 128, 1, 1}));
+  EXPECT_EQ(p.values(), (std::vector<int64_t>{2, 16, 16, 1000, 2000, 128, 1, 1}));
   EXPECT_EQ(p.value("SEQ_K"), 2000);
-  EXPECT_EQ(p.variables(), (std::map<std::string, int64_t>{{"BATCH", 2}, {"HEADS", 16}, {"SEQ_Q", 1000},
-                                                          {"SEQ_K", 2000}, {"HEAD_DIM", 128}, {"CAUSAL", 1},
-                                                          {"DTYPE", 1}}));
+  EXPECT_EQ(p.variables(), (std::map<std::string, int64_t>{{"BATCH", 2}, {"HEADS", 16}, {"HEADS_KV", 16},
+                                                          {"SEQ_Q", 1000}, {"SEQ_K", 2000}, {"HEAD_DIM", 128},
+                                                          {"CAUSAL", 1}, {"DTYPE", 1}}));
   EXPECT_THROW(p.value("BLOCK_M"), std::out_of_range);
   EXPECT_EQ(p.text(), "2x16x1000x2000x128:causal:bf16");
-  EXPECT_DOUBLE_EQ(p.flops(), 4.0 * 2 * 16 * 1000 * 2000 * 128 / 2);
+  // Bottom-right causal: 1000 rows see 1000..1999 of the 2000 keys, 1000 * 2000 - 1000^2 / 2 pairs.
+  EXPECT_DOUBLE_EQ(p.flops(), 4.0 * 2 * 16 * 128 * (1000.0 * 2000 - 1000.0 * 1000 / 2));
+  EXPECT_EQ(family().parse("2x32x64x128:kv8", {}).value("HEADS_KV"), 8);
 }
 
 TEST(ProblemTest, AnEmptyProblemOrAWrongCountIsRefused) {
@@ -61,10 +63,11 @@ TEST(ProblemTest, DefaultsApplyWhereTheTextNamesNone) {
   EXPECT_THROW(family().submit_defaults(req), InputError);
 }
 
-TEST(ProblemTest, RequireTunableRefusesCausalWithUnequalLengths) {
+TEST(ProblemTest, RequireTunableRefusesCausalWithMoreQueriesThanKeys) {
   EXPECT_NO_THROW(family().require_tunable(family().parse("1x8x512x64:causal", {}), "x"));
   EXPECT_NO_THROW(family().require_tunable(family().parse("1x8x512x1024x64", {}), "x"));
-  EXPECT_THROW(family().require_tunable(family().parse("1x8x512x1024x64:causal", {}), "x"), InputError);
+  EXPECT_NO_THROW(family().require_tunable(family().parse("1x8x512x1024x64:causal", {}), "x"));
+  EXPECT_THROW(family().require_tunable(family().parse("1x8x1024x512x64:causal", {}), "x"), InputError);
 }
 
 TEST(ProblemTest, TheDefaultProblemParses) {

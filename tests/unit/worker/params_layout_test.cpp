@@ -26,6 +26,7 @@ namespace {
   X(seq_q, 40)                  \
   X(seq_k, 44)                  \
   X(softmax_scale, 48)          \
+  X(heads_kv, 52)               \
   X(workspace, 56)              \
   X(q_map, 64)                  \
   X(k_map, 192)                 \

@@ -31,10 +31,10 @@
 
 namespace {
 
-// The exported entry point (docs/exported-kernel.md): q, k, v, o, batch, heads, seq_q, seq_k,
-// head_dim, softmax_scale, causal, dtype, stream, programmatic_launch.
-using EntryPoint = int (*)(const void*, const void*, const void*, void*, int, int, int, int, int, float, int, int,
-                           cudaStream_t, int);
+// The exported entry point (docs/exported-kernel.md): q, k, v, o, batch, heads, heads_kv, seq_q,
+// seq_k, head_dim, softmax_scale, causal, dtype, stream, programmatic_launch.
+using EntryPoint = int (*)(const void*, const void*, const void*, void*, int, int, int, int, int, int, float, int,
+                           int, cudaStream_t, int);
 
 constexpr int64_t kMaxDevices = 64;
 std::array<std::atomic<EntryPoint>, kMaxDevices> g_entry_by_device{};  // static: all null at start
@@ -44,8 +44,10 @@ void bind_library(int64_t device, std::string path) {
   // Never closed: a call may be in flight on any stream, and a graph may hold its kernel.
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   TORCH_CHECK(handle != nullptr, "evo: cannot load ", path, ": ", dlerror());
-  auto entry = reinterpret_cast<EntryPoint>(dlsym(handle, "evo_attention_forward_dtype"));
-  TORCH_CHECK(entry != nullptr, "evo: ", path, " has no evo_attention_forward_dtype (not an evo export?)");
+  auto entry = reinterpret_cast<EntryPoint>(dlsym(handle, "evo_attention_forward_gqa"));
+  TORCH_CHECK(entry != nullptr, "evo: " + path +
+                                    " has no evo_attention_forward_gqa (not an evo export, or one from before "
+                                    "grouped-query heads: export it again)");
   g_entry_by_device[device].store(entry, std::memory_order_release);
 }
 
@@ -90,13 +92,12 @@ void check_shapes(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
               " must have one shape");
   TORCH_CHECK(k.size(0) == q.size(0) && k.size(3) == q.size(3), "evo::attention: key ", dims(k.sizes()),
               " must match query ", dims(q.sizes()), " in batch and head_dim");
-  TORCH_CHECK(k.size(1) == q.size(1),
-              "evo::attention: " + std::to_string(k.size(1)) + " key/value heads for " + std::to_string(q.size(1)) +
-                  " query heads; evo's kernel needs equal heads (repeat_interleave key and value on dim 1, or call "
-                  "evo_kernels.scaled_dot_product_attention(..., enable_gqa=True), which does)");
-  TORCH_CHECK(!is_causal || q.size(2) == k.size(2), "evo::attention: is_causal needs seq_q == seq_k, got " +
+  TORCH_CHECK(k.size(1) > 0 && q.size(1) % k.size(1) == 0,
+              "evo::attention: " + std::to_string(k.size(1)) + " key/value heads do not divide the " +
+                  std::to_string(q.size(1)) + " query heads (grouped-query attention needs a whole group each)");
+  TORCH_CHECK(!is_causal || q.size(2) <= k.size(2), "evo::attention: is_causal needs seq_q <= seq_k, got " +
                                                        std::to_string(q.size(2)) + " and " + std::to_string(k.size(2)) +
-                                                       " (evo's causal mask aligns query i with key i)");
+                                                       " (evo aligns the causal diagonal bottom-right)");
   TORCH_CHECK(k.size(2) > 0 || q.numel() == 0, "evo::attention: key and value have no positions");
 }
 
@@ -121,7 +122,7 @@ at::Tensor attention_cuda(const at::Tensor& query, const at::Tensor& key, const 
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
   const int err = entry(query.data_ptr(), key.data_ptr(), value.data_ptr(), out.data_ptr(),
                         static_cast<int>(query.size(0)), static_cast<int>(query.size(1)),
-                        static_cast<int>(query.size(2)), static_cast<int>(key.size(2)), static_cast<int>(head_dim),
+                        static_cast<int>(key.size(1)), static_cast<int>(query.size(2)), static_cast<int>(key.size(2)), static_cast<int>(head_dim),
                         static_cast<float>(softmax_scale), is_causal ? 1 : 0, dtype, stream, 1);
   // The error's number only: naming it would need the CUDA runtime, which this library does not link
   // (the toolkit's may not be the one PyTorch was built with).
