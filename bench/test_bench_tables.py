@@ -44,6 +44,57 @@ class ShapeParsing(unittest.TestCase):
             with self.assertRaises(bench_shapes.ShapeError, msg=bad):
                 bench_shapes.parse_shape(bad)
 
+    def test_grouped_heads_and_unequal_lengths(self):
+        Shape = bench_shapes.Shape
+        chunk = bench_shapes.parse_shape("1x32x512x4096x128:kv8")
+        self.assertEqual(chunk, Shape(1, 32, 512, 128, heads_kv=8, seq_k=4096))
+        self.assertEqual((chunk.seq_q, chunk.seq_k, chunk.heads_kv, chunk.group), (512, 4096, 8, 4))
+        self.assertEqual(chunk.key, "1x32x512x4096x128:kv8")
+        self.assertEqual(chunk.label, "1,32,512,4096,128:kv8")
+        self.assertEqual(bench_shapes.parse_shape("1,32,512,4096,128:kv8"), chunk)   # commas, the same shape
+        self.assertEqual(bench_shapes.parse_shape(" 1X32X512X4096X128:KV8 "), chunk)
+        prefill = bench_shapes.parse_shape("1x32x2048x128:kv8")
+        self.assertEqual((prefill.seq_k, prefill.key, prefill.label), (2048, "1x32x2048x128:kv8", "1,32,2048,128:kv8"))
+        # Canonical: Sq and Sk apart only where they differ, :kvN only where N != H.
+        self.assertEqual(bench_shapes.parse_shape("1x8x512x512x64").key, "1x8x512x64")
+        self.assertEqual(bench_shapes.parse_shape("1x8x512x64:kv8").key, "1x8x512x64")
+        self.assertEqual(bench_shapes.parse_shape("1x8x512x512x64:kv8"), bench_shapes.Shape(1, 8, 512, 64))
+        self.assertEqual(bench_shapes.parse_shape("16x32x1x4096x128:kv8").key, "16x32x1x4096x128:kv8")
+        self.assertFalse(bench_shapes.Shape(1, 8, 512, 64).is_gqa)
+        self.assertEqual(hash(bench_shapes.Shape(1, 8, 512, 64)), hash(bench_shapes.Shape(1, 8, 512, 64, 8, 512)))
+
+    def test_problem_text_takes_evos_suffixes_in_any_order(self):
+        for text in ("1x32x512x4096x128:kv8:causal:bf16", "1x32x512x4096x128:bf16:causal:kv8"):
+            self.assertEqual(bench_shapes.parse_problem(text),
+                             (bench_shapes.Shape(1, 32, 512, 128, 8, 4096), True, "bf16"), text)
+        self.assertEqual(bench_shapes.parse_problem("1x8x512x64"), (bench_shapes.Shape(1, 8, 512, 64), None, None))
+        # --shapes leaves causality and dtype to --causal and --dtype.
+        with self.assertRaisesRegex(bench_shapes.ShapeError, "--causal"):
+            bench_shapes.parse_shape("1x32x2048x128:kv8:causal")
+        with self.assertRaisesRegex(bench_shapes.ShapeError, "--dtype"):
+            bench_shapes.parse_shape("1x32x2048x128:bf16")
+
+    def test_rejects_bad_kv_heads_and_suffixes(self):
+        cases = {"1x32x512x128:kv5": "do not divide", "1x8x512x64:kv16": "at most 8", "1x8x512x64:kv0": "positive",
+                 "1x8x512x64:kv": "unknown suffix", "1x8x512x64:kvx": "unknown suffix",
+                 "1x32x512x128:kv8:kv8": "given twice", "1x8x512x64:causal:causal": "given twice",
+                 "1x8x512x64:fp8": "unknown suffix", "1x8x512x64:": "unknown suffix",
+                 "1x8x512x512x512x64": "expected", "1x8x512x0x64": "positive", "1x8x512x4096x96:kv8": "head_dim"}
+        for text, why in cases.items():
+            with self.assertRaisesRegex(bench_shapes.ShapeError, why, msg=text):
+                bench_shapes.parse_problem(text)
+
+    def test_causal_with_more_queries_than_keys_is_refused(self):
+        wide = bench_shapes.parse_shape("1,8,1024,512,64")    # non-causal: fine
+        bench_shapes.check_causal(wide, False)
+        with self.assertRaisesRegex(bench_shapes.ShapeError, "causal with seq_q 1024 > seq_k 512 is refused"):
+            bench_shapes.check_causal(wide, True)
+        with self.assertRaisesRegex(bench_shapes.ShapeError, "is refused"):
+            bench_shapes.parse_problem("1x8x1024x512x64:causal")
+        with self.assertRaisesRegex(bench_shapes.ShapeError, "is refused"):
+            bench_shapes.attention_flops(wide, True)
+        bench_shapes.check_causal(bench_shapes.parse_shape("1,8,512,1024,64"), True)   # fewer queries: bottom-right
+
     def test_causal(self):
         self.assertEqual(bench_shapes.parse_causal("both"), [False, True])
         self.assertEqual(bench_shapes.parse_causal("1"), [True])
@@ -60,6 +111,34 @@ class Floors(unittest.TestCase):
         self.assertEqual(bench_shapes.attention_bytes(self.shape), 2 * 2 ** 20)
         self.assertEqual(bench_shapes.attention_flops(self.shape, False), 536870912.0)
         self.assertAlmostEqual(bench_shapes.attention_flops(self.shape, True), 536870912.0 * 513 / 1024)
+
+    def test_bottom_right_causal_counts_each_visible_pair(self):
+        # Sq 3 over Sk 5, bottom-right: row 0 sees keys 0..2, row 1 0..3, row 2 0..4: 3 + 4 + 5 = 12 of 15.
+        chunk = bench_shapes.Shape(1, 1, 3, 64, seq_k=5)
+        self.assertEqual(bench_shapes.visible_pairs(chunk, True), 12)
+        self.assertEqual(bench_shapes.visible_pairs(chunk, False), 15)
+        self.assertEqual(bench_shapes.attention_flops(chunk, True), 4.0 * 12 * 64)
+        self.assertEqual(bench_shapes.attention_flops(chunk, False), 4.0 * 15 * 64)
+        # Equal lengths, top-left: 1 + 2 + 3 + 4.
+        self.assertEqual(bench_shapes.visible_pairs(bench_shapes.Shape(1, 1, 4, 64), True), 10)
+        # Decode: the one row sees every key, causal or not; FLOPs count query heads, not KV heads.
+        decode = bench_shapes.parse_shape("16x32x1x4096x128:kv8")
+        self.assertEqual(bench_shapes.attention_flops(decode, True), bench_shapes.attention_flops(decode, False))
+        self.assertEqual(bench_shapes.attention_flops(decode, False), 4.0 * 16 * 32 * 1 * 4096 * 128)
+        # The 512-over-4096 chunk: 512 rows see all 3584 older keys plus 1..512 of their own.
+        big = bench_shapes.parse_shape("1x32x512x4096x128:kv8")
+        self.assertEqual(bench_shapes.visible_pairs(big, True), 512 * 3584 + 512 * 513 // 2)
+
+    def test_bytes_count_kv_heads_once(self):
+        decode = bench_shapes.parse_shape("1x32x1x4096x128:kv8")
+        q_and_o = 2 * 32 * 1 * 128 * 2          # Q read and O written: 32 heads, one row, bf16
+        k_and_v = 2 * 8 * 4096 * 128 * 2        # K and V read once: 8 heads of 4096 rows
+        self.assertEqual(bench_shapes.attention_bytes(decode), q_and_o + k_and_v)
+        f = bench_shapes.floors_us(decode, False, matmul_tflops=500.0, copy_gbps=4000.0)
+        self.assertAlmostEqual(f["memory_us"], (q_and_o + k_and_v) / 4000e9 * 1e6)
+        self.assertEqual(f["floor_us"], f["memory_us"])     # decode is judged against the memory floor
+        self.assertEqual(bench_shapes.attention_bytes(bench_shapes.parse_shape("1x32x1x4096x128")),
+                         q_and_o + 4 * k_and_v)
 
     def test_floor_is_the_larger_bound(self):
         f = bench_shapes.floors_us(self.shape, False, matmul_tflops=500.0, copy_gbps=4000.0)
@@ -88,6 +167,36 @@ class Dispatch(unittest.TestCase):
         self.assertEqual(table.lookup(shape, False, "fp16").dtype, "fp16")
         self.assertEqual(table.lookup(shape, False, "bf16").path, "/base/b.so")
         self.assertIsNone(table.lookup(shape, True, "bf16"))
+
+    def test_grouped_and_unequal_length_entries(self):
+        doc = {"shapes": [{"shape": "1x32x512x4096x128:kv8", "causal": True, "dtype": "bf16", "lib": "chunk.so"},
+                          {"shape": "16x32x1x4096x128:kv8", "causal": False, "dtype": "bf16", "lib": "decode.so"},
+                          {"shape": "1x32x2048x128:kv8:causal:bf16", "lib": "prefill.so"},
+                          {"shape": "1x8x512x64", "lib": "old.so"}]}
+        table = bench_dispatch.parse_dispatch(doc, "/base")
+        parse = bench_shapes.parse_shape
+        self.assertEqual(table.lookup(parse("1,32,512,4096,128:kv8"), True, "bf16").path, "/base/chunk.so")
+        self.assertIsNone(table.lookup(parse("1x32x512x4096x128"), True, "bf16"))   # 32 KV heads: another shape
+        self.assertIsNone(table.lookup(parse("1x32x512x4096x128:kv8"), False, "bf16"))
+        self.assertEqual(table.lookup(parse("16x32x1x4096x128:kv8"), False, "bf16").path, "/base/decode.so")
+        prefill = table.lookup(parse("1x32x2048x128:kv8"), True, "bf16")       # suffixes stand for the fields
+        self.assertEqual((prefill.path, prefill.causal, prefill.dtype), ("/base/prefill.so", True, "bf16"))
+        # An entry written before grouped-query heads means heads_kv = heads, seq_k = seq.
+        self.assertEqual(table.lookup(bench_shapes.Shape(1, 8, 512, 64, 8, 512), False).path, "/base/old.so")
+
+    def test_rejects_disagreeing_or_refused_entries(self):
+        cases = {
+            "says causal": {"shape": "1x32x2048x128:kv8:causal", "causal": False, "lib": "a.so"},
+            "says bf16": {"shape": "1x32x2048x128:kv8:bf16", "dtype": "fp16", "lib": "a.so"},
+            "is refused": {"shape": "1x8x1024x512x64", "causal": True, "lib": "a.so"},
+            "do not divide": {"shape": "1x32x2048x128:kv5", "lib": "a.so"},
+            "listed twice": [{"shape": "1x32x2048x128:kv8", "lib": "a.so"},
+                             {"shape": "1x32x2048x2048x128:kv8", "lib": "b.so"}],
+        }
+        for why, entries in cases.items():
+            doc = {"shapes": entries if isinstance(entries, list) else [entries]}
+            with self.assertRaisesRegex(bench_dispatch.DispatchError, why, msg=why):
+                bench_dispatch.parse_dispatch(doc, "/base")
 
     def test_rejects_bad_entries(self):
         cases = {
@@ -129,7 +238,34 @@ class Arguments(unittest.TestCase):
         args = bench_args.parse_args([])
         self.assertEqual([s.label for s in args.shape_list], list(bench_shapes.DEFAULT_SHAPES))
         self.assertEqual(args.causal_list, [False, True])
+        self.assertEqual([(s.label, c) for s, c in args.problems],
+                         [(label, [False, True]) for label in bench_shapes.DEFAULT_SHAPES])
+        self.assertEqual(args.dtype, "fp16")
         self.assertIsNone(args.evolved)
+
+    def test_llama3_8b_suite(self):
+        args = bench_args.parse_args(["--suite", "llama3-8b"])
+        self.assertEqual(args.dtype, "bf16")
+        self.assertEqual([(shape.key, settings) for shape, settings in args.problems],
+                         [("1x32x2048x128:kv8", [True]), ("4x32x4096x128:kv8", [True]),
+                          ("1x32x512x4096x128:kv8", [True]), ("16x32x1x4096x128:kv8", [False]),
+                          ("64x32x1x1024x128:kv8", [False]), ("1x32x1x32768x128:kv8", [False])])
+        self.assertTrue(all((s.heads, s.heads_kv, s.head_dim) == (32, 8, 128) for s in args.shape_list))
+        self.assertEqual(bench_args.parse_args(["--suite", "llama3-8b", "--dtype", "bf16"]).dtype, "bf16")
+        self.assertIn("runs in bf16, not fp16", self.parse_error(["--suite", "llama3-8b", "--dtype", "fp16"]))
+        self.assertIn("not both", self.parse_error(["--suite", "llama3-8b", "--shapes", "1,8,512,64"]))
+        self.assertIn("not both", self.parse_error(["--suite", "llama3-8b", "--causal", "1"]))
+        self.assertIn("invalid choice: 'llama'", self.parse_error(["--suite", "llama"]))
+
+    def test_shapes_run_every_causal_setting_unless_refused(self):
+        args = bench_args.parse_args(["--shapes", "1x32x512x4096x128:kv8", "1,8,512,64", "--dtype", "bf16"])
+        self.assertEqual([(s.key, c) for s, c in args.problems],
+                         [("1x32x512x4096x128:kv8", [False, True]), ("1x8x512x64", [False, True])])
+        self.assertIn("causal with seq_q 1024 > seq_k 512 is refused",
+                      self.parse_error(["--shapes", "1,8,1024,512,64"]))
+        self.assertEqual(bench_args.parse_args(["--shapes", "1,8,1024,512,64", "--causal", "0"]).problems,
+                         [(bench_shapes.Shape(1, 8, 1024, 64, seq_k=512), [False])])
+        self.assertIn("bad shape '1x32x512x128:kv5'", self.parse_error(["--shapes", "1x32x512x128:kv5"]))
 
     def test_bad_values_end_in_one_error_line(self):
         self.assertIn("bad shape '1,8,512,96'", self.parse_error(["--shapes", "1,8,512,96"]))
