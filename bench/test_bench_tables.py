@@ -545,6 +545,46 @@ class TritonSpace(unittest.TestCase):
             triton_fa_space.pruned_space(128, smem_limit=1024)
 
 
+    def test_decode_keeps_only_the_smallest_row_block(self):
+        decode = triton_fa_space.pruned_space(128, seq_q=1)
+        self.assertEqual({c.block_m for c in decode}, {16})
+        self.assertEqual(len(decode), 18)                        # every BLOCK_N, warps and stages of 16 rows
+        self.assertIn(triton_fa_space.TileConfig(16, 128, 4, 3), decode)
+        self.assertEqual({c.block_m for c in triton_fa_space.pruned_space(128, seq_q=17)}, {16, 32})
+        self.assertEqual({c.block_m for c in triton_fa_space.pruned_space(128, seq_q=64)}, {16, 32, 64})
+        for head_dim in (64, 128):   # the old shapes (seq >= 512) keep the whole space
+            self.assertEqual(triton_fa_space.pruned_space(head_dim, seq_q=512), triton_fa_space.pruned_space(head_dim))
+
+    def test_key_ranges_split_at_the_shifted_diagonal(self):
+        """Keys below full_end are in bounds and seen by every row of the block (no mask needed); no row
+        of the block sees a key at or past hi; bottom-right: row i sees keys 0 .. i + Sk - Sq."""
+        checked = 0
+        lengths = [(1, 1), (1, 4096), (5, 5), (64, 64), (100, 100), (128, 1000), (200, 200), (512, 4096),
+                   (300, 299), (50, 10)]
+        lengths += [(seq_q, seq_q + shift) for seq_q in (1, 17, 40) for shift in range(260)]   # every diagonal shift
+        for seq_q, seq_k in lengths:
+            for block_m in (16, 32, 64, 128):
+                for block_n in (32, 64, 128):
+                    for causal in (False, True):
+                        if causal and seq_q > seq_k:
+                            continue
+                        for pid_m in range(-(-seq_q // block_m)):
+                            full_end, hi = triton_fa_space.key_ranges(pid_m, block_m, block_n, seq_q, seq_k, causal)
+                            rows = range(pid_m * block_m, min(seq_q, (pid_m + 1) * block_m))
+                            last_seen = [seq_k - 1 if not causal else min(seq_k - 1, i + seq_k - seq_q) for i in rows]
+                            where = (seq_q, seq_k, block_m, block_n, causal, pid_m)
+                            self.assertEqual(full_end % block_n, 0, where)
+                            self.assertTrue(0 <= full_end <= hi <= seq_k, where)
+                            self.assertLessEqual(full_end, min(last_seen) + 1, where)   # unmasked: seen by all
+                            self.assertGreaterEqual(hi, max(last_seen) + 1, where)      # nothing seen is skipped
+                            checked += 1
+        self.assertGreater(checked, 1000)
+        # Equal lengths: the top-left bounds the kernel always had.
+        self.assertEqual(triton_fa_space.key_ranges(2, 64, 64, 512, 512, True), (128, 192))
+        # 512 over 4096: row block 0 sees every key below 3584 + 64 unmasked up to the block boundary.
+        self.assertEqual(triton_fa_space.key_ranges(0, 64, 128, 512, 4096, True), (3584, 3648))
+
+
 STUB_KERNEL = r"""
 #include <cuda_runtime.h>
 extern "C" int evo_attention_forward(const void* q, const void* k, const void* v, void* o, int batch,
