@@ -4,7 +4,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from bench_shapes import DEFAULT_SHAPES, Shape, parse_causal, parse_shape
+from bench_shapes import (DEFAULT_SHAPES, SUITES, Shape, ShapeError, group_problems, parse_causal, parse_shape,
+                          suite_problems)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,10 +17,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dispatch", metavar="JSON", help="per-shape libraries (shape bucket -> lib)")
     parser.add_argument("--build-dir", default="bench-build", help="where --build-from/.cu entries are built")
     parser.add_argument("--arch", default=None, help="nvcc -arch for builds (default sm_90a)")
-    parser.add_argument("--shapes", nargs="+", default=list(DEFAULT_SHAPES), metavar="B,H,S,D")
-    parser.add_argument("--causal", default="both", help="both, 0 or 1")
-    parser.add_argument("--dtype", default="fp16", choices=["fp16", "bf16"],
-                        help="element type of Q, K, V and O for every kernel (default fp16)")
+    parser.add_argument("--shapes", nargs="+", default=None, metavar="B,H,S,D",
+                        help="shapes to run (default: the issue-5 suite): B,H,S,D or B,H,Sq,Sk,D (x for the "
+                             "commas works too), then :kvN for N K/V heads, e.g. 1x32x512x4096x128:kv8")
+    parser.add_argument("--suite", choices=sorted(SUITES), default=None,
+                        help="a named suite of served-model shapes, each with its own causal setting, in the "
+                             "suite's dtype (llama3-8b: bf16, 32 query heads over 8 KV heads, head dim 128); "
+                             "not with --shapes or --causal")
+    parser.add_argument("--causal", default=None, help="both, 0 or 1 (default both)")
+    parser.add_argument("--dtype", default=None, choices=["fp16", "bf16"],
+                        help="element type of Q, K, V and O for every kernel (default fp16; a --suite's own)")
     parser.add_argument("--json", metavar="OUT.json", help="write every figure here")
     parser.add_argument("--iters", type=int, default=50, help="per-launch samples per kernel")
     parser.add_argument("--graph-calls", type=int, default=20, help="calls captured in one CUDA graph")
@@ -40,8 +47,23 @@ def parse_args(argv: list[str] | None = None):
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        args.shape_list: list[Shape] = [parse_shape(s) for s in args.shapes]
-        args.causal_list: list[bool] = parse_causal(args.causal)
+        if args.suite:
+            if args.shapes is not None or args.causal is not None:
+                raise ShapeError(f"--suite {args.suite} fixes the shapes and their causal settings: "
+                                 f"give --suite or --shapes/--causal, not both")
+            suite_dtype = SUITES[args.suite]["dtype"]
+            if args.dtype not in (None, suite_dtype):
+                raise ShapeError(f"--suite {args.suite} runs in {suite_dtype}, not {args.dtype}")
+            args.dtype = suite_dtype
+            # (shape, [causal settings]) in order: the bench makes inputs once per shape.
+            args.problems = suite_problems(args.suite)
+        else:
+            shapes = [parse_shape(s) for s in (args.shapes if args.shapes is not None else DEFAULT_SHAPES)]
+            causal_list = parse_causal(args.causal if args.causal is not None else "both")
+            args.dtype = args.dtype or "fp16"
+            args.problems = group_problems([(s, c) for s in shapes for c in causal_list])
+        args.shape_list: list[Shape] = [shape for shape, _ in args.problems]
+        args.causal_list: list[bool] = sorted({c for _, settings in args.problems for c in settings})
     except ValueError as err:
         parser.error(str(err))
     if args.iters < 3 or args.graph_calls < 1 or args.graph_replays < 3:

@@ -4,6 +4,11 @@ File format (paths relative to the file's folder; "cu" entries are built with nv
     {"shapes": [{"shape": "1x8x512x64", "causal": false, "dtype": "fp16", "lib": "x.so",
                  "genome": "fa_s512_v3:..."}]}
 "dtype" is "fp16" (the default, and what files written before bf16 mean) or "bf16".
+"shape" is evo's shape text (bench_shapes.py): "BxHxSxD", or "BxHxSqxSkxD" with query and key lengths
+apart, then ":kvN" for grouped-query heads, e.g. {"shape": "1x32x512x4096x128:kv8", "causal": true}.
+evo's ":causal" and ":bf16" suffixes are read too, where they agree with the "causal" and "dtype"
+fields (or stand for them); a disagreement is an error. Files written before grouped-query heads
+(four dims, no suffix) mean heads_kv = heads and seq_k = seq, as they always did.
 """
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from bench_shapes import Shape, ShapeError, parse_shape
+from bench_shapes import DTYPES, Shape, ShapeError, check_causal, parse_problem
 
 
 class DispatchError(ValueError):
@@ -56,9 +61,6 @@ def _parse_causal_field(value, where: str) -> bool:
     raise DispatchError(f"{where}: 'causal' must be true/false, got {value!r}")
 
 
-DTYPES = ("fp16", "bf16")
-
-
 def _parse_dtype_field(value, where: str) -> str:
     if value in DTYPES:
         return value
@@ -77,11 +79,19 @@ def parse_dispatch(doc, base_dir: str) -> DispatchTable:
         if "shape" not in item:
             raise DispatchError(f"{where}: missing 'shape'")
         try:
-            shape = parse_shape(str(item["shape"]))
+            shape, text_causal, text_dtype = parse_problem(str(item["shape"]))
         except ShapeError as err:
             raise DispatchError(f"{where}: {err}") from None
-        causal = _parse_causal_field(item.get("causal", False), where)
-        dtype = _parse_dtype_field(item.get("dtype", "fp16"), where)
+        causal = _parse_causal_field(item.get("causal", bool(text_causal)), where)
+        dtype = _parse_dtype_field(item.get("dtype", text_dtype or "fp16"), where)
+        if text_causal and not causal:
+            raise DispatchError(f"{where}: shape '{item['shape']}' says causal, its 'causal' field says false")
+        if text_dtype and dtype != text_dtype:
+            raise DispatchError(f"{where}: shape '{item['shape']}' says {text_dtype}, its 'dtype' field {dtype}")
+        try:
+            check_causal(shape, causal)
+        except ShapeError as err:
+            raise DispatchError(f"{where}: {err}") from None
         lib = item.get("lib") or item.get("cu")
         if not isinstance(lib, str) or not lib:
             raise DispatchError(f"{where}: missing 'lib' (a .so) or 'cu' (an exported .cu)")

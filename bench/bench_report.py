@@ -5,6 +5,8 @@ A row is a plain dict:
      "kernels": {name: {"graph_us", "launch_us", "rel_l2", "note", "config"}}}
 A figure that could not be measured is None and prints as "n/a"; "note" says why. "launch_clock" and
 "graph_clock", where present, are bench_clocks.summarize's account of the SM clock while it was timed.
+"variant", where present, says the kernel did not run its native path (EXPANDED_KV: an SDPA backend
+that refused grouped-query heads, run on K/V expanded to every query head); its figures carry a "*".
 """
 from __future__ import annotations
 
@@ -22,6 +24,10 @@ METHODS = (("graph_us", "per-call median by CUDA-graph replay"),
 # follows from its 8 significant bits against fp16's 11).
 REL_L2_LIMITS = {"fp16": 2e-3, "bf16": 1.6e-2}
 REL_L2_LIMIT = REL_L2_LIMITS["fp16"]
+# The variant of an SDPA peer that refused enable_gqa: K and V repeat_interleave'd to every query head
+# once, before the timed calls (the expansion's own time is not in its figures).
+EXPANDED_KV = "expanded kv"
+VARIANT_MARK = "*"
 
 
 def rel_l2_ok(value, dtype: str = "fp16") -> bool:
@@ -60,11 +66,16 @@ def ratios(row: dict, field: str) -> dict:
     def over(a, b):
         return a / b if a is not None and b is not None else None
     evolved, plain = _figure(row, "evolved", field), _figure(row, "evolved_plain", field)
+    floor = row.get("floors", {}).get("floor_us")
+    if floor is not None and (math.isnan(floor) or floor <= 0):
+        floor = None
     return {
         "evolved_over_best_sdpa": over(evolved, best_sdpa),
         "evolved_over_triton": over(evolved, triton),
         "plain_over_best_sdpa": over(plain, best_sdpa),
         "plain_over_triton": over(plain, triton),
+        # The evolved kernel against the larger of its floors (decode shapes: the memory floor).
+        "evolved_over_floor": over(evolved, floor),
     }
 
 
@@ -78,17 +89,35 @@ def render_table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
+def _timing_cell(row: dict, kernel: str, field: str) -> str:
+    text = fmt_us(_figure(row, kernel, field))
+    return text + VARIANT_MARK if _figure(row, kernel, "variant") and text != "n/a" else text
+
+
 def timing_table(results: list[dict], field: str) -> str:
     headers = ["B,H,S,D", "causal"] + [f"{KERNEL_TITLES[k]} µs" for k in KERNELS] + \
-              ["ev/best SDPA", "ev/Triton", "plain/best SDPA", "floor µs"]
+              ["ev/best SDPA", "ev/Triton", "plain/best SDPA", "floor µs", "ev/floor"]
     rows = []
     for row in results:
         r = ratios(row, field)
         rows.append([row["shape"], str(int(row["causal"]))] +
-                    [fmt_us(_figure(row, k, field)) for k in KERNELS] +
+                    [_timing_cell(row, k, field) for k in KERNELS] +
                     [fmt_ratio(r["evolved_over_best_sdpa"]), fmt_ratio(r["evolved_over_triton"]),
-                     fmt_ratio(r["plain_over_best_sdpa"]), fmt_us(row.get("floors", {}).get("floor_us"))])
+                     fmt_ratio(r["plain_over_best_sdpa"]), fmt_us(row.get("floors", {}).get("floor_us")),
+                     fmt_ratio(r["evolved_over_floor"])])
     return render_table(headers, rows)
+
+
+def legend_lines(results: list[dict]) -> list[str]:
+    """What the shape spellings and marks in the tables mean, where any row needs it."""
+    lines = []
+    if any(":kv" in row["shape"] or row["shape"].count(",") == 4 for row in results):
+        lines.append("shapes: B,H,S,D, or B,H,Sq,Sk,D where the query and key lengths differ; :kvN = N K/V heads "
+                     "shared by the H query heads (grouped-query); causal with Sq < Sk is bottom-right aligned")
+    if any(_figure(row, k, "variant") for row in results for k in KERNELS):
+        lines.append(f"{VARIANT_MARK} = not the backend's native path: it refused enable_gqa and ran on K/V "
+                     f"expanded to every query head ({EXPANDED_KV}; the expansion is not timed; see the notes)")
+    return lines
 
 
 def accuracy_table(results: list[dict]) -> str:
@@ -145,6 +174,9 @@ def header_lines(env: dict) -> list[str]:
 
 def render_report(env: dict, results: list[dict]) -> str:
     parts = ["\n".join(header_lines(env)), ""]
+    legend = legend_lines(results)
+    if legend:
+        parts += legend + [""]
     for field, title in METHODS:
         parts += [f"## {title} (µs)", timing_table(results, field), ""]
     parts += ["## SM clock while each graph replay ran (lowest/median sample; cap = held down by the power "

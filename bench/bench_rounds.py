@@ -54,7 +54,7 @@ def merge_clocks(clocks: list) -> dict | None:
 
 def merge_rounds(rounds: list[dict]) -> dict:
     """A kernel's rounds (measure()'s results, clocks attached) as one result: median figures, the
-    worst relative error (NaN if any round wrote NaN), the first note and config, merged clocks, and
+    worst relative error (NaN if any round wrote NaN), the first note, config and variant, merged clocks, and
     "rounds" with each round's figures, clocks and per-launch spin (bench_timing.per_launch_us)."""
     errors = [r["rel_l2"] for r in rounds if r.get("rel_l2") is not None]
     merged = {
@@ -62,6 +62,7 @@ def merge_rounds(rounds: list[dict]) -> dict:
         "rel_l2": (math.nan if any(math.isnan(e) for e in errors) else max(errors)) if errors else None,
         "note": next((r["note"] for r in rounds if r.get("note")), None),
         "config": next((r["config"] for r in rounds if r.get("config")), None),
+        "variant": next((r["variant"] for r in rounds if r.get("variant")), None),
         **{c: merge_clocks([r.get(c) for r in rounds]) for c in CLOCKS},
     }
     merged["rounds"] = [{k: r.get(k) for k in FIGURES + CLOCKS + ("launch_cover",)} for r in rounds]

@@ -1,6 +1,20 @@
 """Attention problem shapes for the side-by-side bench, and the work each one does.
 
 Pure Python (no torch) so that parsing and the floor arithmetic are testable anywhere.
+
+A shape is [batch, heads, seq, head_dim] for Q and O and [batch, heads_kv, seq_k, head_dim] for K
+and V; query head h reads KV head h // (heads // heads_kv). Spellings accepted (evo's grammar, with
+commas allowed in place of the x's):
+    BxHxSxD  or  B,H,S,D                 seq_k = seq, heads_kv = heads
+    BxHxSqxSkxD  or  B,H,Sq,Sk,D         query and key lengths apart
+    ... then ":kvN"                      N K/V heads (grouped-query attention; N divides H)
+e.g. "1x32x512x4096x128:kv8". `Shape.key` prints evo's canonical spelling: the dims (Sq and Sk apart
+only where they differ), then ":kvN" only where N != H. Causality and the element type are given
+apart in the bench (--causal, --dtype; the "causal" and "dtype" fields of a dispatch entry); evo's
+":causal" and ":bf16" suffixes are read only by parse_problem (dispatch files).
+
+Causal with seq_q == seq_k is top-left (row i sees keys 0..i); with seq_q < seq_k bottom-right (row i
+sees keys 0..seq_k - seq_q + i, FlashAttention's convention); with seq_q > seq_k it is refused.
 """
 from __future__ import annotations
 
@@ -11,7 +25,23 @@ from dataclasses import dataclass
 # The suite of issue 5: two launch-bound shapes, one mid-size, two long-sequence shapes.
 DEFAULT_SHAPES = ("1,8,512,64", "2,8,512,64", "16,16,512,64", "4,16,2048,64", "2,16,4096,128")
 
+# Llama 3 8B as a server runs it, bf16: 32 query heads sharing 8 KV heads, head dim 128.
+# (shape, causal) pairs: each shape runs only with the causal setting it has in a served model.
+LLAMA3_8B_SUITE = (
+    ("1x32x2048x128:kv8", True),        # prefill of one 2048-token prompt
+    ("4x32x4096x128:kv8", True),        # prefill of four 4096-token prompts
+    ("1x32x512x4096x128:kv8", True),    # chunked prefill: 512 new tokens over 4096 keys, bottom-right causal
+    # Decode, one new token per sequence over its KV cache. With seq_q = 1 bottom-right causal lets
+    # the one row see every key, which is exactly non-causal attention: these run as causal=False.
+    ("16x32x1x4096x128:kv8", False),
+    ("64x32x1x1024x128:kv8", False),
+    ("1x32x1x32768x128:kv8", False),
+)
+# --suite NAME: the problems and the element type they run in.
+SUITES = {"llama3-8b": {"dtype": "bf16", "problems": LLAMA3_8B_SUITE}}
+
 SUPPORTED_HEAD_DIMS = (64, 128)
+DTYPES = ("fp16", "bf16")
 
 
 class ShapeError(ValueError):
@@ -22,30 +52,112 @@ class ShapeError(ValueError):
 class Shape:
     batch: int
     heads: int
-    seq: int
+    seq: int            # seq_q: the query (and output) length
     head_dim: int
+    heads_kv: int | None = None   # None: heads (no grouping)
+    seq_k: int | None = None      # None: seq
+
+    def __post_init__(self):
+        # Normalised so that Shape(1, 8, 512, 64) == Shape(1, 8, 512, 64, 8, 512) (dispatch lookups).
+        if self.heads_kv is None:
+            object.__setattr__(self, "heads_kv", self.heads)
+        if self.seq_k is None:
+            object.__setattr__(self, "seq_k", self.seq)
+
+    @property
+    def seq_q(self) -> int:
+        return self.seq
+
+    @property
+    def group(self) -> int:
+        """Query heads per KV head."""
+        return self.heads // self.heads_kv
+
+    @property
+    def is_gqa(self) -> bool:
+        return self.heads_kv != self.heads
+
+    @property
+    def equal_lengths(self) -> bool:
+        return self.seq == self.seq_k
+
+    def _dims(self, sep: str) -> str:
+        seqs = [self.seq] if self.equal_lengths else [self.seq, self.seq_k]
+        text = sep.join(str(d) for d in [self.batch, self.heads, *seqs, self.head_dim])
+        return text + (f":kv{self.heads_kv}" if self.is_gqa else "")
 
     @property
     def label(self) -> str:
-        return f"{self.batch},{self.heads},{self.seq},{self.head_dim}"
+        """The tables' spelling: B,H,S,D (or B,H,Sq,Sk,D), then :kvN where it applies."""
+        return self._dims(",")
 
     @property
     def key(self) -> str:
-        """The BxHxSxD spelling that evoctl and the dispatch table use."""
-        return f"{self.batch}x{self.heads}x{self.seq}x{self.head_dim}"
+        """evo's canonical spelling (BxHxSxD or BxHxSqxSkxD, then :kvN), as evoctl and dispatch files use."""
+        return self._dims("x")
 
 
-def parse_shape(text: str) -> Shape:
-    """Accepts "B,H,S,D" or "BxHxSxD" with positive integers and a supported head_dim."""
-    parts = [p for p in re.split(r"[,x]", text.strip().lower())]
-    if len(parts) != 4 or not all(p.isdigit() for p in parts):
-        raise ShapeError(f"bad shape '{text}': expected B,H,S,D (or BxHxSxD) with four positive integers")
-    batch, heads, seq, head_dim = (int(p) for p in parts)
-    if min(batch, heads, seq, head_dim) <= 0:
+_GRAMMAR = "B,H,S,D or B,H,Sq,Sk,D (or BxHxSxD, BxHxSqxSkxD) with positive integers, then optionally :kvN"
+
+
+def parse_problem(text: str) -> tuple[Shape, bool | None, str | None]:
+    """evo's problem text: a shape (see the module's docstring), then the suffixes ":kvN", ":causal"
+    and ":bf16" in any order, each at most once. Returns (shape, causal, dtype), causal and dtype
+    None where the text does not say."""
+    body, *suffixes = text.strip().lower().split(":")
+    parts = re.split(r"[,x]", body)
+    if len(parts) not in (4, 5) or not all(p.isdigit() for p in parts):
+        raise ShapeError(f"bad shape '{text}': expected {_GRAMMAR}")
+    numbers = [int(p) for p in parts]
+    if len(numbers) == 4:
+        batch, heads, seq_q, head_dim = numbers
+        seq_k = seq_q
+    else:
+        batch, heads, seq_q, seq_k, head_dim = numbers
+    heads_kv, causal, dtype = None, None, None
+    for suffix in suffixes:
+        match = re.fullmatch(r"kv(\d+)", suffix)
+        if match and heads_kv is None:
+            heads_kv = int(match.group(1))
+        elif suffix == "causal" and causal is None:
+            causal = True
+        elif suffix == "bf16" and dtype is None:
+            dtype = "bf16"
+        elif match or suffix in ("causal", "bf16"):
+            raise ShapeError(f"bad shape '{text}': ':{suffix}' given twice")
+        else:
+            raise ShapeError(f"bad shape '{text}': unknown suffix ':{suffix}' (expected :kvN, :causal or :bf16)")
+    if min(numbers) <= 0:
         raise ShapeError(f"bad shape '{text}': every dimension must be positive")
     if head_dim not in SUPPORTED_HEAD_DIMS:
         raise ShapeError(f"bad shape '{text}': head_dim {head_dim} is not one of {SUPPORTED_HEAD_DIMS}")
-    return Shape(batch, heads, seq, head_dim)
+    if heads_kv is not None:
+        if heads_kv <= 0:
+            raise ShapeError(f"bad shape '{text}': the KV head count must be positive")
+        if heads_kv > heads:
+            raise ShapeError(f"bad shape '{text}': {heads_kv} KV heads for {heads} query heads (at most {heads})")
+        if heads % heads_kv:
+            raise ShapeError(f"bad shape '{text}': {heads_kv} KV heads do not divide {heads} query heads")
+    shape = Shape(batch, heads, seq_q, head_dim, heads_kv, seq_k)
+    if causal:
+        check_causal(shape, True)
+    return shape, causal, dtype
+
+
+def parse_shape(text: str) -> Shape:
+    """A shape as --shapes takes it: dims and ":kvN"; causality and dtype come from --causal and --dtype."""
+    shape, causal, dtype = parse_problem(text)
+    if causal is not None or dtype is not None:
+        raise ShapeError(f"bad shape '{text}': give causality with --causal and the element type with --dtype, "
+                         f"not as ':causal' or ':bf16'")
+    return shape
+
+
+def check_causal(shape: Shape, causal: bool) -> None:
+    """Bottom-right causal with more queries than keys leaves the first rows no key: refused."""
+    if causal and shape.seq > shape.seq_k:
+        raise ShapeError(f"shape {shape.key}: causal with seq_q {shape.seq} > seq_k {shape.seq_k} is refused "
+                         f"(bottom-right aligned, the first {shape.seq - shape.seq_k} rows would see no key)")
 
 
 def parse_causal(text: str) -> list[bool]:
@@ -60,20 +172,50 @@ def parse_causal(text: str) -> list[bool]:
     raise ShapeError(f"bad --causal '{text}': expected both, 0 or 1")
 
 
-def attention_flops(shape: Shape, causal: bool) -> float:
-    """Matrix FLOPs of the forward: QK^T and PV, 2*S*S*D each per head.
+def suite_problems(name: str) -> list[tuple[Shape, list[bool]]]:
+    """A named suite as (shape, [causal settings]) in the suite's order."""
+    if name not in SUITES:
+        raise ShapeError(f"unknown suite '{name}': expected one of {', '.join(SUITES)}")
+    return group_problems([(parse_shape(text), causal) for text, causal in SUITES[name]["problems"]])
 
-    Causal keeps only the (S+1)/(2S) of score entries on or below the diagonal.
-    """
-    full = 4.0 * shape.batch * shape.heads * shape.seq * shape.seq * shape.head_dim
+
+def group_problems(pairs) -> list[tuple[Shape, list[bool]]]:
+    """(shape, causal) pairs -> one entry per shape (first-seen order) with its causal settings, each
+    checked: the bench makes inputs once per shape and runs every causal setting on them."""
+    grouped: dict[Shape, list[bool]] = {}
+    for shape, causal in pairs:
+        check_causal(shape, causal)
+        settings = grouped.setdefault(shape, [])
+        if causal not in settings:
+            settings.append(causal)
+    return list(grouped.items())
+
+
+def visible_pairs(shape: Shape, causal: bool) -> int:
+    """(query row, key) score entries one head computes: Sq*Sk, or under bottom-right causal the sum over
+    rows i of min(Sk, Sk - Sq + i + 1), which for Sq <= Sk is Sq*(Sk - Sq) + Sq*(Sq + 1)/2."""
+    sq, sk = shape.seq, shape.seq_k
     if not causal:
-        return full
-    return full * (shape.seq + 1) / (2.0 * shape.seq)
+        return sq * sk
+    check_causal(shape, True)
+    return sq * (sk - sq) + sq * (sq + 1) // 2
+
+
+def attention_flops(shape: Shape, causal: bool) -> float:
+    """Matrix FLOPs of the forward: QK^T and PV, 2*D per visible (row, key) pair each, per query head.
+
+    Non-causal 4*B*H*Sq*Sk*D; causal counts exactly the pairs on or below the (shifted) diagonal, which
+    for Sq == Sk is the familiar (S+1)/(2S) of the full count.
+    """
+    return 4.0 * shape.batch * shape.heads * visible_pairs(shape, causal) * shape.head_dim
 
 
 def attention_bytes(shape: Shape) -> float:
-    """Compulsory DRAM traffic: read Q, K, V and write O once, fp16."""
-    return 4.0 * shape.batch * shape.heads * shape.seq * shape.head_dim * 2
+    """Compulsory DRAM traffic of 2-byte elements (fp16 or bf16): read Q and write O once (H heads of
+    Sq rows), read K and V once (heads_kv heads of Sk rows): a KV head serves its whole group."""
+    q_and_o = 2 * shape.heads * shape.seq
+    k_and_v = 2 * shape.heads_kv * shape.seq_k
+    return 2.0 * shape.batch * shape.head_dim * (q_and_o + k_and_v)
 
 
 def floors_us(shape: Shape, causal: bool, matmul_tflops: float, copy_gbps: float) -> dict:

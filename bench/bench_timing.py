@@ -164,16 +164,31 @@ def copy_gbps(device: torch.device, nbytes: int = 1 << 30, reps: int = 10) -> fl
 
 
 def reference_attention(q, k, v, causal: bool, scale: float) -> torch.Tensor:
-    """float32 math on fp16 upcasts, one batch at a time to bound the score matrix's memory."""
+    """float32 math on fp16/bf16 upcasts, one batch at a time to bound the score matrix's memory.
+
+    Grouped-query heads: K and V have heads_kv heads, query head h reads KV head h // (heads //
+    heads_kv); the float32 K and V are expanded to every query head (repeat_interleave). Causal is
+    bottom-right aligned: row i sees keys 0 .. seq_k - seq_q + i (top-left when seq_q == seq_k).
+    """
     out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
+    heads, heads_kv = q.shape[1], k.shape[1]
+    if heads % heads_kv:
+        raise ValueError(f"reference_attention: {heads_kv} KV heads do not divide {heads} query heads")
+    group = heads // heads_kv
     seq_q, seq_k = q.shape[2], k.shape[2]
-    mask = torch.ones(seq_q, seq_k, dtype=torch.bool, device=q.device).triu(1) if causal else None
+    if causal and seq_q > seq_k:
+        raise ValueError(f"reference_attention: causal with seq_q {seq_q} > seq_k {seq_k} is refused")
+    # True where masked: key j > i + (seq_k - seq_q).
+    mask = torch.ones(seq_q, seq_k, dtype=torch.bool, device=q.device).triu(1 + seq_k - seq_q) if causal else None
     for b in range(q.shape[0]):
-        scores = torch.matmul(q[b].float(), k[b].float().transpose(-1, -2)) * scale
+        kb, vb = k[b].float(), v[b].float()
+        if group > 1:
+            kb, vb = kb.repeat_interleave(group, dim=0), vb.repeat_interleave(group, dim=0)
+        scores = torch.matmul(q[b].float(), kb.transpose(-1, -2)) * scale
         if mask is not None:
             scores.masked_fill_(mask, float("-inf"))
-        out[b] = torch.matmul(torch.softmax(scores, dim=-1), v[b].float())
-        del scores
+        out[b] = torch.matmul(torch.softmax(scores, dim=-1), vb)
+        del scores, kb, vb
     return out
 
 

@@ -4,11 +4,18 @@ and flash backends vs autotuned Triton.
 
     python3 bench/compare_sdpa.py --evolved LIB.so [--dispatch dispatch.json] [--shapes 1,8,512,64 ...]
                                   [--causal both] [--dtype fp16|bf16] [--json out.json] [--iters N]
+    python3 bench/compare_sdpa.py --evolved LIB.so --suite llama3-8b      # served-model shapes, bf16
 
 Every kernel gets the same fresh random inputs per shape, is checked against a float32 reference by
 relative L2 error, and is timed by CUDA-graph replay and per launch (see bench_timing.py and NOTES.md).
 --dtype bf16 runs every kernel on torch.bfloat16 inputs (the evolved one through
 evo_attention_forward_dtype) and holds them to bf16's tolerance.
+
+Shapes may have fewer K/V heads than query heads (":kvN", grouped-query attention) and a key length
+apart from the query length ("B,H,Sq,Sk,D"); causal is then bottom-right aligned. SDPA gets GQA as
+enable_gqa=True and bottom-right causal as attn_mask=causal_lower_right(Sq, Sk); a backend that
+refuses enable_gqa is run once more on K/V expanded to every query head, and its figures are marked
+so (bench_report.EXPANDED_KV). The evolved kernel runs those shapes through evo_attention_forward_gqa.
 """
 from __future__ import annotations
 
@@ -28,12 +35,18 @@ from bench_args import parse_args  # noqa: E402
 from bench_clocks import ClockWatch, attach_clocks  # noqa: E402
 from bench_rounds import merge_rounds, round_order  # noqa: E402
 from bench_dispatch import DispatchError, DispatchTable, load_dispatch  # noqa: E402
-from bench_report import KERNELS, fmt_rel_l2, fmt_us, header_lines, render_report, write_json  # noqa: E402
+from bench_report import (EXPANDED_KV, KERNELS, fmt_rel_l2, fmt_us, header_lines, render_report,  # noqa: E402
+                          write_json)
 from bench_shapes import Shape, attention_bytes, attention_flops, floors_us  # noqa: E402
 
 NO_GPU = "no GPU: compare_sdpa needs a CUDA device"
 PLAIN_LAUNCH_MISSING = "library exported before plain launches were selectable (no evo_attention_forward_ex)"
 DTYPE_ENTRY_MISSING = "library exported before bf16 (no evo_attention_forward_dtype)"
+GQA_ENTRY_MISSING = ("library exported before grouped-query heads and unequal lengths "
+                     "(no evo_attention_forward_gqa)")
+# What the cuDNN column runs at bottom-right causal (seq_q != seq_k): with flash and efficient switched
+# off, torch's CausalBias builds the boolean mask on every call and hands it to SDPA as attn_mask.
+CUDNN_LOWER_RIGHT = "causal_lower_right: torch materializes the mask each call (dense attn_mask)"
 
 
 # torch's names of the --dtype choices.
@@ -55,6 +68,9 @@ class Candidate:
     config: Callable | None = None         # describes the variant that ran (Triton's autotune winner)
     unavailable: str = ""                  # why it cannot run at all for this problem
     extra: dict = field(default_factory=dict)
+    how: str = ""                          # how it was given the problem, where that needs saying (notes)
+    variant: str = ""                      # not the peer's native path (EXPANDED_KV): marked in the tables
+    fallback: Callable | None = None       # -> the Candidate to run where this one is refused
 
 
 class EvolvedSet:
@@ -110,17 +126,55 @@ def environment(torch, triton_version: str) -> dict:
             "cuda": torch.version.cuda, "cudnn": cudnn, "triton": triton_version}
 
 
-def make_candidates(torch, q, k, v, causal, scale, evolved, triton_mod, dtype: str = "fp16") -> list[Candidate]:
+def sdpa_arguments(q, k, causal: bool, scale: float, native_gqa: bool) -> dict:
+    """F.scaled_dot_product_attention's keywords for one problem. Equal lengths: is_causal, as always.
+    seq_q != seq_k causal: attn_mask=causal_lower_right(Sq, Sk), is_causal=False (bottom-right, the
+    semantics of evo and the reference). Grouped-query heads: enable_gqa=True where native_gqa."""
+    kwargs = {"scale": scale}
+    seq_q, seq_k = q.shape[2], k.shape[2]
+    if causal and seq_q != seq_k:
+        from torch.nn.attention.bias import causal_lower_right
+        kwargs["attn_mask"] = causal_lower_right(seq_q, seq_k)
+        kwargs["is_causal"] = False
+    else:
+        kwargs["is_causal"] = causal
+    if native_gqa and q.shape[1] != k.shape[1]:
+        kwargs["enable_gqa"] = True
+    return kwargs
+
+
+def sdpa_candidate(torch, name, backend, q, k, v, causal, scale) -> Candidate:
+    """One SDPA backend, forced with sdpa_kernel. With grouped-query heads it runs natively
+    (enable_gqa=True); where the backend refuses that, measure() runs the fallback: K and V expanded
+    to every query head with repeat_interleave once, before any timed call, marked EXPANDED_KV."""
     import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import sdpa_kernel
 
-    def sdpa(backend):
-        return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+    def context():
+        return sdpa_kernel([backend])
+    kwargs = sdpa_arguments(q, k, causal, scale, native_gqa=True)
+    how = CUDNN_LOWER_RIGHT if name == "cudnn" and "attn_mask" in kwargs else ""
+    cand = Candidate(name, lambda: F.scaled_dot_product_attention(q, k, v, **kwargs), context=context, how=how)
+    if q.shape[1] != k.shape[1]:
+        built = {}
 
-    cands = [Candidate("cudnn", sdpa(SDPBackend.CUDNN_ATTENTION),
-                       context=lambda: sdpa_kernel([SDPBackend.CUDNN_ATTENTION])),
-             Candidate("flash", sdpa(SDPBackend.FLASH_ATTENTION),
-                       context=lambda: sdpa_kernel([SDPBackend.FLASH_ATTENTION]))]
+        def expanded() -> Candidate:
+            if "cand" not in built:
+                group = q.shape[1] // k.shape[1]
+                k_all, v_all = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+                plain = sdpa_arguments(q, k_all, causal, scale, native_gqa=False)
+                built["cand"] = Candidate(name, lambda: F.scaled_dot_product_attention(q, k_all, v_all, **plain),
+                                          context=context, how=how, variant=EXPANDED_KV)
+            return built["cand"]
+        cand.fallback = expanded
+    return cand
+
+
+def make_candidates(torch, q, k, v, causal, scale, evolved, triton_mod, dtype: str = "fp16") -> list[Candidate]:
+    from torch.nn.attention import SDPBackend
+
+    cands = [sdpa_candidate(torch, "cudnn", SDPBackend.CUDNN_ATTENTION, q, k, v, causal, scale),
+             sdpa_candidate(torch, "flash", SDPBackend.FLASH_ATTENTION, q, k, v, causal, scale)]
     if triton_mod is None:
         cands.append(Candidate("triton", None, unavailable="Triton not available"))
     else:
@@ -128,13 +182,17 @@ def make_candidates(torch, q, k, v, causal, scale, evolved, triton_mod, dtype: s
         cands.append(Candidate("triton", lambda: triton_mod.triton_attention(q, k, v, causal, scale, out),
                                config=triton_mod.winning_config))
     lib, genome, why_not = evolved
+    # Grouped-query heads or seq_q != seq_k: only evo_attention_forward_gqa serves them (both launches).
+    needs_gqa = tuple(q.shape[1:3]) != tuple(k.shape[1:3])
     # The same library twice: with a plain launch, then with PDL allowed as exported (NOTES.md, Method).
     for name, programmatic in (("evolved_plain", False), ("evolved", True)):
         if lib is None:
             cands.append(Candidate(name, None, unavailable=why_not))
-        elif dtype != "fp16" and not lib.has_dtype_entry:
+        elif needs_gqa and not lib.has_gqa_entry:
+            cands.append(Candidate(name, None, unavailable=GQA_ENTRY_MISSING))
+        elif not needs_gqa and dtype != "fp16" and not lib.has_dtype_entry:
             cands.append(Candidate(name, None, unavailable=DTYPE_ENTRY_MISSING))
-        elif not programmatic and not lib.has_plain_launch:
+        elif not needs_gqa and not programmatic and not lib.has_plain_launch:
             cands.append(Candidate(name, None, unavailable=PLAIN_LAUNCH_MISSING))
         else:
             cands.append(evolved_candidate(torch, name, lib, genome, q, k, v, causal, scale, programmatic, dtype))
@@ -162,12 +220,15 @@ class ContextLost(RuntimeError):
     pass
 
 
-def measure(torch, timing, cand: Candidate, ref, args, flusher) -> dict:
+def _measure_one(torch, timing, cand: Candidate, ref, args, flusher) -> dict:
     # "windows": when each figure was timed, for the clock samples (bench_clocks.attach_clocks).
     res = {"graph_us": None, "launch_us": None, "rel_l2": None, "note": cand.unavailable, "config": None,
            "windows": {}}
     if cand.call is None:
         return res
+    res["note"] = res["note"] or cand.how
+    if cand.variant:
+        res["variant"] = cand.variant
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -188,15 +249,33 @@ def measure(torch, timing, cand: Candidate, ref, args, flusher) -> dict:
                     res["graph_us"] = timing.graph_replay_us(cand.call, args.graph_calls, args.graph_replays)
                     res["windows"]["graph"] = (t0, time.time())
                 except Exception as err:  # capture refused (e.g. a host sync inside): keep the other figures
-                    res["note"] = f"graph replay failed: {first_line(err)}"
+                    res["note"] = "; ".join(x for x in (cand.how, f"graph replay failed: {first_line(err)}") if x)
         except Exception as err:
             reason = next((str(w.message).splitlines()[0][:160] for w in caught), "")
-            res["note"] = f"refused: {first_line(err)}" + (f" ({reason})" if reason else "")
+            res["note"] = (f"refused: {first_line(err)}" + (f" ({reason})" if reason else "")
+                           + (f"; {cand.how}" if cand.how else ""))
     try:
         torch.cuda.synchronize()
     except Exception as err:
         raise ContextLost(f"CUDA context lost after {cand.name}: {first_line(err)}") from None
     return res
+
+
+def measure(torch, timing, cand: Candidate, ref, args, flusher) -> dict:
+    """One kernel's figures; where it is refused outright and has a fallback (SDPA on expanded K/V),
+    the fallback's figures, marked with its variant, the refusal kept in the note."""
+    res = _measure_one(torch, timing, cand, ref, args, flusher)
+    if cand.fallback is None or res["rel_l2"] is not None or not (res["note"] or "").startswith("refused:"):
+        return res
+    try:
+        alt = cand.fallback()
+    except Exception as err:   # e.g. no memory for the expanded K/V: the refusal stands
+        res["note"] += f"; {EXPANDED_KV} not built: {first_line(err)}"
+        return res
+    refusal = res["note"].replace(f"; {cand.how}", "") if cand.how else res["note"]
+    alt_res = _measure_one(torch, timing, alt, ref, args, flusher)
+    alt_res["note"] = "; ".join(x for x in (f"{alt.variant}: the enable_gqa call {refusal}", alt_res["note"]) if x)
+    return alt_res
 
 
 def measure_floor_inputs(torch, timing, device, args) -> dict:
@@ -241,7 +320,7 @@ def run(args, dispatch) -> int:
         triton_fa.set_smem_limit(getattr(props, "shared_memory_per_block_optin", 0) or 227 * 1024)
         if args.triton_precompile_jobs > 0:
             t0 = time.time()
-            problems = [(s.head_dim, c, s.seq) for s in args.shape_list for c in args.causal_list]
+            problems = [(s.head_dim, c, s.seq, s.seq_k, s.group) for s, settings in args.problems for c in settings]
             try:
                 count, failures = triton_fa.precompile(problems, args.triton_precompile_jobs,
                                                        TORCH_DTYPES[args.dtype])
@@ -262,15 +341,18 @@ def run(args, dispatch) -> int:
     clocks = ClockWatch(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}" if uuid else "0")
     try:
         clocks.start()
-        for index, shape in enumerate(args.shape_list):
+        for index, (shape, causal_settings) in enumerate(args.problems):
             gen = torch.Generator(device=device).manual_seed(args.seed + index)
-            dims = (shape.batch, shape.heads, shape.seq, shape.head_dim)
+            q_dims = (shape.batch, shape.heads, shape.seq, shape.head_dim)
+            kv_dims = (shape.batch, shape.heads_kv, shape.seq_k, shape.head_dim)
             elem = getattr(torch, TORCH_DTYPES[args.dtype])
-            q, k, v = (torch.randn(dims, generator=gen, device=device, dtype=elem) for _ in range(3))
+            # Drawn in the order q, k, v: equal-head, equal-length shapes get the inputs they always had.
+            q, k, v = (torch.randn(dims, generator=gen, device=device, dtype=elem)
+                       for dims in (q_dims, kv_dims, kv_dims))
             scale = 1.0 / math.sqrt(shape.head_dim)
-            for causal in args.causal_list:
+            for causal in causal_settings:
                 ref = timing.reference_attention(q, k, v, causal, scale)
-                row = {"shape": shape.label, "causal": causal, "dtype": args.dtype,
+                row = {"shape": shape.label, "key": shape.key, "causal": causal, "dtype": args.dtype,
                        "gflop": attention_flops(shape, causal) / 1e9, "mib": attention_bytes(shape) / 2 ** 20,
                        "floors": floors_us(shape, causal, env["matmul_tflops"], env["copy_gbps"]),
                        "kernels": {}}
@@ -292,7 +374,7 @@ def run(args, dispatch) -> int:
                               f"{'  ' + res['config'] if res['config'] else ''}"
                               f"{'  ' + res['note'] if res['note'] else ''}", flush=True)
                 row["seconds"] = time.time() - t0
-                del ref
+                del ref, cands   # the candidates hold the inputs (and any expanded K/V) of this shape
             del q, k, v
             torch.cuda.empty_cache()
     except ContextLost as err:

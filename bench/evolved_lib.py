@@ -7,12 +7,20 @@ extern "C" int evo_attention_forward_ex(... the same 12 arguments ..., int progr
     // programmatic_launch 1: as evo_attention_forward; 0: a plain launch, without PDL
 extern "C" int evo_attention_forward_dtype(... the first 11 arguments ..., int dtype,
     cudaStream_t stream, int programmatic_launch);   // dtype 0 fp16, 1 bf16: the bf16 entry point
+extern "C" int evo_attention_forward_gqa(const void* q, const void* k, const void* v, void* o,
+    int batch, int heads, int heads_kv, int seq_q, int seq_k, int head_dim, float softmax_scale,
+    int causal, int dtype, cudaStream_t stream, int programmatic_launch);
+    // grouped-query heads (K and V have heads_kv heads; query head h reads KV head
+    // h / (heads / heads_kv)) and seq_q != seq_k (causal bottom-right aligned); 1 = a call it cannot serve
 
 With PDL a launch may start while the previous kernel in the stream is finishing. The benchmark
 times both launches (bench/NOTES.md). `evo_attention_forward_ex` is optional: libraries exported
 before it existed lack it, and then `has_plain_launch` is False and only the PDL launch can run.
 fp16 calls go through those two; a bf16 call needs `evo_attention_forward_dtype`, which libraries
-exported before bf16 lack (`has_dtype_entry`).
+exported before bf16 lack (`has_dtype_entry`). A problem with heads_kv != heads or seq_q != seq_k
+goes through `evo_attention_forward_gqa` (both launches, either dtype), which libraries exported before
+grouped-query heads lack (`has_gqa_entry`); equal-head, equal-length problems keep the entry points
+above, as before.
 """
 from __future__ import annotations
 
@@ -22,6 +30,10 @@ import os
 _ARGTYPES = [ctypes.c_void_p] * 4 + [ctypes.c_int] * 5 + [ctypes.c_float, ctypes.c_int, ctypes.c_void_p]
 # evo_attention_forward_dtype: the arguments up to causal, then dtype, stream and programmatic_launch.
 _DTYPE_ARGTYPES = _ARGTYPES[:-1] + [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+# evo_attention_forward_gqa: q, k, v, o, batch, heads, heads_kv, seq_q, seq_k, head_dim, scale, causal,
+# dtype, stream, programmatic_launch.
+_GQA_ARGTYPES = [ctypes.c_void_p] * 4 + [ctypes.c_int] * 6 + [ctypes.c_float, ctypes.c_int, ctypes.c_int,
+                                                              ctypes.c_void_p, ctypes.c_int]
 # The exported entry point's dtype argument (the values of evo::DType).
 DTYPE_CODES = {"fp16": 0, "bf16": 1}
 
@@ -61,6 +73,14 @@ class EvolvedLib:
             fn_dtype.argtypes = _DTYPE_ARGTYPES
             fn_dtype.restype = ctypes.c_int
         self._fn_dtype = fn_dtype
+        try:
+            fn_gqa = self._lib.evo_attention_forward_gqa
+        except AttributeError:
+            fn_gqa = None
+        else:
+            fn_gqa.argtypes = _GQA_ARGTYPES
+            fn_gqa.restype = ctypes.c_int
+        self._fn_gqa = fn_gqa
         self.path = path
 
     @property
@@ -73,11 +93,26 @@ class EvolvedLib:
         """Whether the library exports evo_attention_forward_dtype, so that forward(dtype="bf16") can run."""
         return self._fn_dtype is not None
 
+    @property
+    def has_gqa_entry(self) -> bool:
+        """Whether the library exports evo_attention_forward_gqa, so that problems with heads_kv != heads
+        or seq_q != seq_k can run."""
+        return self._fn_gqa is not None
+
+    @staticmethod
+    def needs_gqa_entry(q, k) -> bool:
+        """Q [B, H, Sq, D] and K [B, Hkv, Sk, D] differ in heads or length: only the _gqa entry serves it."""
+        return tuple(q.shape[1:3]) != tuple(k.shape[1:3])
+
     def forward(self, q, k, v, o, causal: bool, scale: float, programmatic: bool = True,
                 dtype: str = "fp16") -> None:
         """Launches on torch's current stream (the capture stream inside a graph capture): with PDL
         allowed (evo_attention_forward, as exported) or, with programmatic=False, as a plain launch
-        (evo_attention_forward_ex(..., 0)). dtype "bf16" calls evo_attention_forward_dtype."""
+        (evo_attention_forward_ex(..., 0)). dtype "bf16" calls evo_attention_forward_dtype; grouped-query
+        heads or seq_q != seq_k call evo_attention_forward_gqa."""
+        if self.needs_gqa_entry(q, k):
+            self._forward_gqa(q, k, v, o, causal, scale, programmatic, dtype)
+            return
         if dtype != "fp16":
             self._forward_dtype(q, k, v, o, causal, scale, programmatic, dtype)
             return
@@ -110,4 +145,21 @@ class EvolvedLib:
                             ctypes.c_void_p(stream), int(programmatic))
         if rc != 0:
             raise EvolvedError(f"evo_attention_forward_dtype returned {rc} for shape {tuple(q.shape)} "
+                               f"causal={int(causal)} dtype={dtype}")
+
+    def _forward_gqa(self, q, k, v, o, causal: bool, scale: float, programmatic: bool, dtype: str) -> None:
+        if dtype not in DTYPE_CODES:
+            raise EvolvedError(f"unknown dtype '{dtype}': expected {' or '.join(DTYPE_CODES)}")
+        if self._fn_gqa is None:
+            raise EvolvedError(f"{self.path} does not export evo_attention_forward_gqa (exported before "
+                               f"grouped-query heads): only heads_kv == heads, seq_q == seq_k calls can run")
+        import torch
+        batch, heads, seq_q, head_dim = q.shape
+        heads_kv, seq_k = k.shape[1], k.shape[2]
+        stream = torch.cuda.current_stream().cuda_stream
+        rc = self._fn_gqa(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), batch, heads, heads_kv, seq_q,
+                          seq_k, head_dim, ctypes.c_float(scale), int(causal), DTYPE_CODES[dtype],
+                          ctypes.c_void_p(stream), int(programmatic))
+        if rc != 0:
+            raise EvolvedError(f"evo_attention_forward_gqa returned {rc} for q {tuple(q.shape)} k {tuple(k.shape)} "
                                f"causal={int(causal)} dtype={dtype}")

@@ -44,6 +44,57 @@ class ShapeParsing(unittest.TestCase):
             with self.assertRaises(bench_shapes.ShapeError, msg=bad):
                 bench_shapes.parse_shape(bad)
 
+    def test_grouped_heads_and_unequal_lengths(self):
+        Shape = bench_shapes.Shape
+        chunk = bench_shapes.parse_shape("1x32x512x4096x128:kv8")
+        self.assertEqual(chunk, Shape(1, 32, 512, 128, heads_kv=8, seq_k=4096))
+        self.assertEqual((chunk.seq_q, chunk.seq_k, chunk.heads_kv, chunk.group), (512, 4096, 8, 4))
+        self.assertEqual(chunk.key, "1x32x512x4096x128:kv8")
+        self.assertEqual(chunk.label, "1,32,512,4096,128:kv8")
+        self.assertEqual(bench_shapes.parse_shape("1,32,512,4096,128:kv8"), chunk)   # commas, the same shape
+        self.assertEqual(bench_shapes.parse_shape(" 1X32X512X4096X128:KV8 "), chunk)
+        prefill = bench_shapes.parse_shape("1x32x2048x128:kv8")
+        self.assertEqual((prefill.seq_k, prefill.key, prefill.label), (2048, "1x32x2048x128:kv8", "1,32,2048,128:kv8"))
+        # Canonical: Sq and Sk apart only where they differ, :kvN only where N != H.
+        self.assertEqual(bench_shapes.parse_shape("1x8x512x512x64").key, "1x8x512x64")
+        self.assertEqual(bench_shapes.parse_shape("1x8x512x64:kv8").key, "1x8x512x64")
+        self.assertEqual(bench_shapes.parse_shape("1x8x512x512x64:kv8"), bench_shapes.Shape(1, 8, 512, 64))
+        self.assertEqual(bench_shapes.parse_shape("16x32x1x4096x128:kv8").key, "16x32x1x4096x128:kv8")
+        self.assertFalse(bench_shapes.Shape(1, 8, 512, 64).is_gqa)
+        self.assertEqual(hash(bench_shapes.Shape(1, 8, 512, 64)), hash(bench_shapes.Shape(1, 8, 512, 64, 8, 512)))
+
+    def test_problem_text_takes_evos_suffixes_in_any_order(self):
+        for text in ("1x32x512x4096x128:kv8:causal:bf16", "1x32x512x4096x128:bf16:causal:kv8"):
+            self.assertEqual(bench_shapes.parse_problem(text),
+                             (bench_shapes.Shape(1, 32, 512, 128, 8, 4096), True, "bf16"), text)
+        self.assertEqual(bench_shapes.parse_problem("1x8x512x64"), (bench_shapes.Shape(1, 8, 512, 64), None, None))
+        # --shapes leaves causality and dtype to --causal and --dtype.
+        with self.assertRaisesRegex(bench_shapes.ShapeError, "--causal"):
+            bench_shapes.parse_shape("1x32x2048x128:kv8:causal")
+        with self.assertRaisesRegex(bench_shapes.ShapeError, "--dtype"):
+            bench_shapes.parse_shape("1x32x2048x128:bf16")
+
+    def test_rejects_bad_kv_heads_and_suffixes(self):
+        cases = {"1x32x512x128:kv5": "do not divide", "1x8x512x64:kv16": "at most 8", "1x8x512x64:kv0": "positive",
+                 "1x8x512x64:kv": "unknown suffix", "1x8x512x64:kvx": "unknown suffix",
+                 "1x32x512x128:kv8:kv8": "given twice", "1x8x512x64:causal:causal": "given twice",
+                 "1x8x512x64:fp8": "unknown suffix", "1x8x512x64:": "unknown suffix",
+                 "1x8x512x512x512x64": "expected", "1x8x512x0x64": "positive", "1x8x512x4096x96:kv8": "head_dim"}
+        for text, why in cases.items():
+            with self.assertRaisesRegex(bench_shapes.ShapeError, why, msg=text):
+                bench_shapes.parse_problem(text)
+
+    def test_causal_with_more_queries_than_keys_is_refused(self):
+        wide = bench_shapes.parse_shape("1,8,1024,512,64")    # non-causal: fine
+        bench_shapes.check_causal(wide, False)
+        with self.assertRaisesRegex(bench_shapes.ShapeError, "causal with seq_q 1024 > seq_k 512 is refused"):
+            bench_shapes.check_causal(wide, True)
+        with self.assertRaisesRegex(bench_shapes.ShapeError, "is refused"):
+            bench_shapes.parse_problem("1x8x1024x512x64:causal")
+        with self.assertRaisesRegex(bench_shapes.ShapeError, "is refused"):
+            bench_shapes.attention_flops(wide, True)
+        bench_shapes.check_causal(bench_shapes.parse_shape("1,8,512,1024,64"), True)   # fewer queries: bottom-right
+
     def test_causal(self):
         self.assertEqual(bench_shapes.parse_causal("both"), [False, True])
         self.assertEqual(bench_shapes.parse_causal("1"), [True])
@@ -60,6 +111,34 @@ class Floors(unittest.TestCase):
         self.assertEqual(bench_shapes.attention_bytes(self.shape), 2 * 2 ** 20)
         self.assertEqual(bench_shapes.attention_flops(self.shape, False), 536870912.0)
         self.assertAlmostEqual(bench_shapes.attention_flops(self.shape, True), 536870912.0 * 513 / 1024)
+
+    def test_bottom_right_causal_counts_each_visible_pair(self):
+        # Sq 3 over Sk 5, bottom-right: row 0 sees keys 0..2, row 1 0..3, row 2 0..4: 3 + 4 + 5 = 12 of 15.
+        chunk = bench_shapes.Shape(1, 1, 3, 64, seq_k=5)
+        self.assertEqual(bench_shapes.visible_pairs(chunk, True), 12)
+        self.assertEqual(bench_shapes.visible_pairs(chunk, False), 15)
+        self.assertEqual(bench_shapes.attention_flops(chunk, True), 4.0 * 12 * 64)
+        self.assertEqual(bench_shapes.attention_flops(chunk, False), 4.0 * 15 * 64)
+        # Equal lengths, top-left: 1 + 2 + 3 + 4.
+        self.assertEqual(bench_shapes.visible_pairs(bench_shapes.Shape(1, 1, 4, 64), True), 10)
+        # Decode: the one row sees every key, causal or not; FLOPs count query heads, not KV heads.
+        decode = bench_shapes.parse_shape("16x32x1x4096x128:kv8")
+        self.assertEqual(bench_shapes.attention_flops(decode, True), bench_shapes.attention_flops(decode, False))
+        self.assertEqual(bench_shapes.attention_flops(decode, False), 4.0 * 16 * 32 * 1 * 4096 * 128)
+        # The 512-over-4096 chunk: 512 rows see all 3584 older keys plus 1..512 of their own.
+        big = bench_shapes.parse_shape("1x32x512x4096x128:kv8")
+        self.assertEqual(bench_shapes.visible_pairs(big, True), 512 * 3584 + 512 * 513 // 2)
+
+    def test_bytes_count_kv_heads_once(self):
+        decode = bench_shapes.parse_shape("1x32x1x4096x128:kv8")
+        q_and_o = 2 * 32 * 1 * 128 * 2          # Q read and O written: 32 heads, one row, bf16
+        k_and_v = 2 * 8 * 4096 * 128 * 2        # K and V read once: 8 heads of 4096 rows
+        self.assertEqual(bench_shapes.attention_bytes(decode), q_and_o + k_and_v)
+        f = bench_shapes.floors_us(decode, False, matmul_tflops=500.0, copy_gbps=4000.0)
+        self.assertAlmostEqual(f["memory_us"], (q_and_o + k_and_v) / 4000e9 * 1e6)
+        self.assertEqual(f["floor_us"], f["memory_us"])     # decode is judged against the memory floor
+        self.assertEqual(bench_shapes.attention_bytes(bench_shapes.parse_shape("1x32x1x4096x128")),
+                         q_and_o + 4 * k_and_v)
 
     def test_floor_is_the_larger_bound(self):
         f = bench_shapes.floors_us(self.shape, False, matmul_tflops=500.0, copy_gbps=4000.0)
@@ -88,6 +167,36 @@ class Dispatch(unittest.TestCase):
         self.assertEqual(table.lookup(shape, False, "fp16").dtype, "fp16")
         self.assertEqual(table.lookup(shape, False, "bf16").path, "/base/b.so")
         self.assertIsNone(table.lookup(shape, True, "bf16"))
+
+    def test_grouped_and_unequal_length_entries(self):
+        doc = {"shapes": [{"shape": "1x32x512x4096x128:kv8", "causal": True, "dtype": "bf16", "lib": "chunk.so"},
+                          {"shape": "16x32x1x4096x128:kv8", "causal": False, "dtype": "bf16", "lib": "decode.so"},
+                          {"shape": "1x32x2048x128:kv8:causal:bf16", "lib": "prefill.so"},
+                          {"shape": "1x8x512x64", "lib": "old.so"}]}
+        table = bench_dispatch.parse_dispatch(doc, "/base")
+        parse = bench_shapes.parse_shape
+        self.assertEqual(table.lookup(parse("1,32,512,4096,128:kv8"), True, "bf16").path, "/base/chunk.so")
+        self.assertIsNone(table.lookup(parse("1x32x512x4096x128"), True, "bf16"))   # 32 KV heads: another shape
+        self.assertIsNone(table.lookup(parse("1x32x512x4096x128:kv8"), False, "bf16"))
+        self.assertEqual(table.lookup(parse("16x32x1x4096x128:kv8"), False, "bf16").path, "/base/decode.so")
+        prefill = table.lookup(parse("1x32x2048x128:kv8"), True, "bf16")       # suffixes stand for the fields
+        self.assertEqual((prefill.path, prefill.causal, prefill.dtype), ("/base/prefill.so", True, "bf16"))
+        # An entry written before grouped-query heads means heads_kv = heads, seq_k = seq.
+        self.assertEqual(table.lookup(bench_shapes.Shape(1, 8, 512, 64, 8, 512), False).path, "/base/old.so")
+
+    def test_rejects_disagreeing_or_refused_entries(self):
+        cases = {
+            "says causal": {"shape": "1x32x2048x128:kv8:causal", "causal": False, "lib": "a.so"},
+            "says bf16": {"shape": "1x32x2048x128:kv8:bf16", "dtype": "fp16", "lib": "a.so"},
+            "is refused": {"shape": "1x8x1024x512x64", "causal": True, "lib": "a.so"},
+            "do not divide": {"shape": "1x32x2048x128:kv5", "lib": "a.so"},
+            "listed twice": [{"shape": "1x32x2048x128:kv8", "lib": "a.so"},
+                             {"shape": "1x32x2048x2048x128:kv8", "lib": "b.so"}],
+        }
+        for why, entries in cases.items():
+            doc = {"shapes": entries if isinstance(entries, list) else [entries]}
+            with self.assertRaisesRegex(bench_dispatch.DispatchError, why, msg=why):
+                bench_dispatch.parse_dispatch(doc, "/base")
 
     def test_rejects_bad_entries(self):
         cases = {
@@ -129,7 +238,34 @@ class Arguments(unittest.TestCase):
         args = bench_args.parse_args([])
         self.assertEqual([s.label for s in args.shape_list], list(bench_shapes.DEFAULT_SHAPES))
         self.assertEqual(args.causal_list, [False, True])
+        self.assertEqual([(s.label, c) for s, c in args.problems],
+                         [(label, [False, True]) for label in bench_shapes.DEFAULT_SHAPES])
+        self.assertEqual(args.dtype, "fp16")
         self.assertIsNone(args.evolved)
+
+    def test_llama3_8b_suite(self):
+        args = bench_args.parse_args(["--suite", "llama3-8b"])
+        self.assertEqual(args.dtype, "bf16")
+        self.assertEqual([(shape.key, settings) for shape, settings in args.problems],
+                         [("1x32x2048x128:kv8", [True]), ("4x32x4096x128:kv8", [True]),
+                          ("1x32x512x4096x128:kv8", [True]), ("16x32x1x4096x128:kv8", [False]),
+                          ("64x32x1x1024x128:kv8", [False]), ("1x32x1x32768x128:kv8", [False])])
+        self.assertTrue(all((s.heads, s.heads_kv, s.head_dim) == (32, 8, 128) for s in args.shape_list))
+        self.assertEqual(bench_args.parse_args(["--suite", "llama3-8b", "--dtype", "bf16"]).dtype, "bf16")
+        self.assertIn("runs in bf16, not fp16", self.parse_error(["--suite", "llama3-8b", "--dtype", "fp16"]))
+        self.assertIn("not both", self.parse_error(["--suite", "llama3-8b", "--shapes", "1,8,512,64"]))
+        self.assertIn("not both", self.parse_error(["--suite", "llama3-8b", "--causal", "1"]))
+        self.assertIn("invalid choice: 'llama'", self.parse_error(["--suite", "llama"]))
+
+    def test_shapes_run_every_causal_setting_unless_refused(self):
+        args = bench_args.parse_args(["--shapes", "1x32x512x4096x128:kv8", "1,8,512,64", "--dtype", "bf16"])
+        self.assertEqual([(s.key, c) for s, c in args.problems],
+                         [("1x32x512x4096x128:kv8", [False, True]), ("1x8x512x64", [False, True])])
+        self.assertIn("causal with seq_q 1024 > seq_k 512 is refused",
+                      self.parse_error(["--shapes", "1,8,1024,512,64"]))
+        self.assertEqual(bench_args.parse_args(["--shapes", "1,8,1024,512,64", "--causal", "0"]).problems,
+                         [(bench_shapes.Shape(1, 8, 1024, 64, seq_k=512), [False])])
+        self.assertIn("bad shape '1x32x512x128:kv5'", self.parse_error(["--shapes", "1x32x512x128:kv5"]))
 
     def test_bad_values_end_in_one_error_line(self):
         self.assertIn("bad shape '1,8,512,96'", self.parse_error(["--shapes", "1,8,512,96"]))
@@ -163,7 +299,7 @@ class Report(unittest.TestCase):
         missing = sample_row(cudnn=(8.0, 12.0, 1e-4, "", None))
         self.assertEqual(bench_report.ratios(missing, "graph_us"),
                          {"evolved_over_best_sdpa": None, "evolved_over_triton": None,
-                          "plain_over_best_sdpa": None, "plain_over_triton": None})
+                          "plain_over_best_sdpa": None, "plain_over_triton": None, "evolved_over_floor": None})
 
     def test_plain_launch_column_and_ratios(self):
         row = sample_row(evolved=(4.0, 6.0, 1e-4, "", "g"), evolved_plain=(5.0, 6.5, 1e-4, "", "g"),
@@ -179,11 +315,13 @@ class Report(unittest.TestCase):
         headers = [c.strip() for c in timing[0].strip("|").split("|")]
         cells = [c.strip() for c in timing[2].strip("|").split("|")]
         self.assertEqual(headers, ["B,H,S,D", "causal", "evolved µs", "ev plain µs", "cuDNN µs", "flash µs",
-                                   "Triton µs", "ev/best SDPA", "ev/Triton", "plain/best SDPA", "floor µs"])
+                                   "Triton µs", "ev/best SDPA", "ev/Triton", "plain/best SDPA", "floor µs",
+                                   "ev/floor"])
         self.assertEqual(dict(zip(headers, cells)),
                          {"B,H,S,D": "1,8,512,64", "causal": "0", "evolved µs": "4.00", "ev plain µs": "5.00",
                           "cuDNN µs": "8.00", "flash µs": "10.00", "Triton µs": "6.40", "ev/best SDPA": "0.50x",
-                          "ev/Triton": "0.62x", "plain/best SDPA": "0.62x", "floor µs": "1.10"})
+                          "ev/Triton": "0.62x", "plain/best SDPA": "0.62x", "floor µs": "1.10",
+                          "ev/floor": "3.64x"})
         self.assertIn("rel-L2 ev plain", text)
         self.assertIn("ev plain MHz", text)
         doc = bench_report.json_document({"gpu": "g"}, [row])
@@ -200,7 +338,39 @@ class Report(unittest.TestCase):
         text = bench_report.render_report({"gpu": "g"}, [row])
         self.assertIn("ev plain: library exported before plain launches were selectable", text)
         graph_line = [ln for ln in text.splitlines() if ln.startswith("| 1,8,512,64")][0]
-        self.assertEqual([c.strip() for c in graph_line.strip("|").split("|")][-2:], ["n/a", "1.10"])
+        self.assertEqual([c.strip() for c in graph_line.strip("|").split("|")][-3:], ["n/a", "1.10", "3.64x"])
+
+    def test_decode_row_against_its_memory_floor(self):
+        row = sample_row(evolved=(11.0, 12.0, 1e-3, "", "g"), cudnn=(20.0, 22.0, 2e-3, "", None))
+        row["shape"] = "16,32,1,4096,128:kv8"
+        row["floors"] = {"compute_us": 1.0, "memory_us": 10.0, "floor_us": 10.0}
+        self.assertAlmostEqual(bench_report.ratios(row, "graph_us")["evolved_over_floor"], 1.1)
+        self.assertAlmostEqual(bench_report.ratios(row, "launch_us")["evolved_over_floor"], 1.2)
+        text = bench_report.render_report({"gpu": "g", "dtype": "bf16"}, [row])
+        self.assertIn(":kvN = N K/V heads", text)                     # the new spellings are explained
+        self.assertIn("| 16,32,1,4096,128:kv8 | 0 ", text)
+        self.assertIn("| 1.10x ", text)
+        self.assertIn("| 1.20x ", text)
+        self.assertNotIn(":kvN", bench_report.render_report({"gpu": "g"}, [self.row]))
+        row["floors"]["floor_us"] = float("nan")
+        self.assertIsNone(bench_report.ratios(row, "graph_us")["evolved_over_floor"])
+
+    def test_an_expanded_kv_peer_is_marked(self):
+        note = "expanded kv: the enable_gqa call refused: x"
+        row = sample_row(evolved=(4.0, 6.0, 1e-4, "", "g"), cudnn=(8.0, 12.0, 2e-4, note, None),
+                         flash=(9.0, 13.0, 2e-4, "", None))
+        row["kernels"]["cudnn"]["variant"] = bench_report.EXPANDED_KV
+        text = bench_report.render_report({"gpu": "g"}, [row])
+        graph_line = [ln for ln in text.splitlines() if ln.startswith("| 1,8,512,64")][0]
+        cells = [c.strip() for c in graph_line.strip("|").split("|")]
+        self.assertEqual(cells[4:6], ["8.00*", "9.00"])
+        self.assertIn("* = not the backend's native path", text)
+        self.assertIn("cuDNN: expanded kv: the enable_gqa call refused: x", text)
+        self.assertNotIn("* = not", bench_report.render_report({"gpu": "g"}, [self.row]))
+        merged = bench_rounds.merge_rounds([{"graph_us": 1.0, "rel_l2": 1e-4, "variant": bench_report.EXPANDED_KV},
+                                            {"graph_us": 2.0, "rel_l2": 1e-4, "variant": bench_report.EXPANDED_KV}])
+        self.assertEqual(merged["variant"], bench_report.EXPANDED_KV)
+        self.assertIsNone(bench_rounds.merge_rounds([{"graph_us": 1.0, "rel_l2": 1e-4}])["variant"])
 
     def test_rel_l2_flags(self):
         self.assertTrue(bench_report.rel_l2_ok(2e-3))
@@ -409,6 +579,46 @@ class TritonSpace(unittest.TestCase):
             triton_fa_space.pruned_space(128, smem_limit=1024)
 
 
+    def test_decode_keeps_only_the_smallest_row_block(self):
+        decode = triton_fa_space.pruned_space(128, seq_q=1)
+        self.assertEqual({c.block_m for c in decode}, {16})
+        self.assertEqual(len(decode), 18)                        # every BLOCK_N, warps and stages of 16 rows
+        self.assertIn(triton_fa_space.TileConfig(16, 128, 4, 3), decode)
+        self.assertEqual({c.block_m for c in triton_fa_space.pruned_space(128, seq_q=17)}, {16, 32})
+        self.assertEqual({c.block_m for c in triton_fa_space.pruned_space(128, seq_q=64)}, {16, 32, 64})
+        for head_dim in (64, 128):   # the old shapes (seq >= 512) keep the whole space
+            self.assertEqual(triton_fa_space.pruned_space(head_dim, seq_q=512), triton_fa_space.pruned_space(head_dim))
+
+    def test_key_ranges_split_at_the_shifted_diagonal(self):
+        """Keys below full_end are in bounds and seen by every row of the block (no mask needed); no row
+        of the block sees a key at or past hi; bottom-right: row i sees keys 0 .. i + Sk - Sq."""
+        checked = 0
+        lengths = [(1, 1), (1, 4096), (5, 5), (64, 64), (100, 100), (128, 1000), (200, 200), (512, 4096),
+                   (300, 299), (50, 10)]
+        lengths += [(seq_q, seq_q + shift) for seq_q in (1, 17, 40) for shift in range(260)]   # every diagonal shift
+        for seq_q, seq_k in lengths:
+            for block_m in (16, 32, 64, 128):
+                for block_n in (32, 64, 128):
+                    for causal in (False, True):
+                        if causal and seq_q > seq_k:
+                            continue
+                        for pid_m in range(-(-seq_q // block_m)):
+                            full_end, hi = triton_fa_space.key_ranges(pid_m, block_m, block_n, seq_q, seq_k, causal)
+                            rows = range(pid_m * block_m, min(seq_q, (pid_m + 1) * block_m))
+                            last_seen = [seq_k - 1 if not causal else min(seq_k - 1, i + seq_k - seq_q) for i in rows]
+                            where = (seq_q, seq_k, block_m, block_n, causal, pid_m)
+                            self.assertEqual(full_end % block_n, 0, where)
+                            self.assertTrue(0 <= full_end <= hi <= seq_k, where)
+                            self.assertLessEqual(full_end, min(last_seen) + 1, where)   # unmasked: seen by all
+                            self.assertGreaterEqual(hi, max(last_seen) + 1, where)      # nothing seen is skipped
+                            checked += 1
+        self.assertGreater(checked, 1000)
+        # Equal lengths: the top-left bounds the kernel always had.
+        self.assertEqual(triton_fa_space.key_ranges(2, 64, 64, 512, 512, True), (128, 192))
+        # 512 over 4096: row block 0 sees every key below 3584 + 64 unmasked up to the block boundary.
+        self.assertEqual(triton_fa_space.key_ranges(0, 64, 128, 512, 4096, True), (3584, 3648))
+
+
 STUB_KERNEL = r"""
 #include <cuda_runtime.h>
 extern "C" int evo_attention_forward(const void* q, const void* k, const void* v, void* o, int batch,
@@ -458,7 +668,7 @@ class BuildAndLoad(unittest.TestCase):
 
 FAKE_LIBRARY = r"""
 /* The exported entry points with void* for cudaStream_t: records which one ran, and how. */
-int last_entry = 0, last_programmatic = -1, last_head_dim = 0;
+int last_entry = 0, last_programmatic = -1, last_head_dim = 0, last_dtype = -1;
 int evo_attention_forward(const void* q, const void* k, const void* v, void* o, int batch, int heads,
     int seq_q, int seq_k, int head_dim, float softmax_scale, int causal, void* stream) {
   last_entry = 1; last_programmatic = -1; last_head_dim = head_dim;
@@ -471,8 +681,17 @@ int evo_attention_forward_ex(const void* q, const void* k, const void* v, void* 
   return head_dim == 96 ? 8 : 0;
 }
 #endif
+#ifdef WITH_GQA
+int last_heads_kv = -1, last_seq_q = -1, last_seq_k = -1, last_causal = -1;
+int evo_attention_forward_gqa(const void* q, const void* k, const void* v, void* o, int batch, int heads,
+    int heads_kv, int seq_q, int seq_k, int head_dim, float softmax_scale, int causal, int dtype, void* stream,
+    int programmatic) {
+  last_entry = 4; last_programmatic = programmatic; last_head_dim = head_dim; last_heads_kv = heads_kv;
+  last_seq_q = seq_q; last_seq_k = seq_k; last_causal = causal; last_dtype = dtype;
+  return (head_dim == 96 || heads % heads_kv) ? 1 : 0;   /* cudaErrorInvalidValue: a call it cannot serve */
+}
+#endif
 #ifdef WITH_DTYPE
-int last_dtype = -1;
 int evo_attention_forward_dtype(const void* q, const void* k, const void* v, void* o, int batch, int heads,
     int seq_q, int seq_k, int head_dim, float softmax_scale, int causal, int dtype, void* stream,
     int programmatic) {
@@ -485,7 +704,10 @@ int evo_attention_forward_dtype(const void* q, const void* k, const void* v, voi
 
 class FakeTensor:
     def __init__(self, shape):
-        self.shape, self.filled = shape, None
+        self.shape, self.filled = tuple(shape), None
+
+    def repeat_interleave(self, repeats, dim):
+        return FakeTensor(self.shape[:dim] + (self.shape[dim] * repeats,) + self.shape[dim + 1:])
 
     def data_ptr(self):
         return 0
@@ -500,13 +722,19 @@ def fake_torch():
     torch = types.ModuleType("torch")
     torch.cuda = types.SimpleNamespace(current_stream=lambda: types.SimpleNamespace(cuda_stream=0))
     torch.empty_like = lambda t: FakeTensor(t.shape)
-    nn, functional, attention = (types.ModuleType(n) for n in ("torch.nn", "torch.nn.functional",
-                                                               "torch.nn.attention"))
-    functional.scaled_dot_product_attention = lambda *a, **k: None
+    nn, functional, attention, bias = (types.ModuleType(n) for n in ("torch.nn", "torch.nn.functional",
+                                                                     "torch.nn.attention", "torch.nn.attention.bias"))
+    functional.sdpa_calls = []   # (q, k, v, kwargs) of each scaled_dot_product_attention call
+
+    def sdpa(q, k, v, **kwargs):
+        functional.sdpa_calls.append((q, k, v, kwargs))
+    functional.scaled_dot_product_attention = sdpa
     attention.SDPBackend = types.SimpleNamespace(CUDNN_ATTENTION="cudnn", FLASH_ATTENTION="flash")
     attention.sdpa_kernel = lambda backends: None
-    torch.nn, nn.functional, nn.attention = nn, functional, attention
-    return {"torch": torch, "torch.nn": nn, "torch.nn.functional": functional, "torch.nn.attention": attention}
+    bias.causal_lower_right = lambda *size: ("causal_lower_right",) + size
+    torch.nn, nn.functional, nn.attention, attention.bias = nn, functional, attention, bias
+    return {"torch": torch, "torch.nn": nn, "torch.nn.functional": functional, "torch.nn.attention": attention,
+            "torch.nn.attention.bias": bias}
 
 
 @unittest.skipUnless(shutil.which("cc"), "no C compiler")
@@ -522,6 +750,9 @@ class PlainLaunch(unittest.TestCase):
         subprocess.run(["cc", "-shared", "-fPIC", "-DWITH_EX", "-o", cls.new_lib, src], check=True)
         cls.bf16_lib = os.path.join(cls.tmp, "bf16.so")
         subprocess.run(["cc", "-shared", "-fPIC", "-DWITH_EX", "-DWITH_DTYPE", "-o", cls.bf16_lib, src], check=True)
+        cls.gqa_lib = os.path.join(cls.tmp, "gqa.so")
+        subprocess.run(["cc", "-shared", "-fPIC", "-DWITH_EX", "-DWITH_DTYPE", "-DWITH_GQA", "-o", cls.gqa_lib, src],
+                       check=True)
 
     @classmethod
     def tearDownClass(cls):
@@ -576,6 +807,83 @@ class PlainLaunch(unittest.TestCase):
                                                  "bf16")
             self.assertEqual([c.unavailable for c in cands[3:]], [compare_sdpa.DTYPE_ENTRY_MISSING] * 2)
 
+    def gqa_call(self, lib, q_shape, k_shape, causal=True, **kwargs):
+        q, k = FakeTensor(q_shape), FakeTensor(k_shape)
+        with mock.patch.dict(sys.modules, fake_torch()):
+            lib.forward(q, k, k, FakeTensor(q.shape), causal, 0.088, **kwargs)
+        names = ("last_entry", "last_programmatic", "last_heads_kv", "last_seq_q", "last_seq_k", "last_causal",
+                 "last_dtype")
+        return tuple(ctypes.c_int.in_dll(lib._lib, n).value for n in names)
+
+    def test_grouped_heads_and_unequal_lengths_go_through_the_gqa_entry_and_need_it(self):
+        lib = EvolvedLib(self.gqa_lib)
+        self.assertTrue(lib.has_gqa_entry)
+        chunk_q, chunk_kv = (1, 32, 512, 128), (1, 8, 4096, 128)
+        self.assertEqual(self.gqa_call(lib, chunk_q, chunk_kv, dtype="bf16"), (4, 1, 8, 512, 4096, 1, 1))
+        self.assertEqual(self.gqa_call(lib, chunk_q, chunk_kv, dtype="bf16", programmatic=False),
+                         (4, 0, 8, 512, 4096, 1, 1))
+        self.assertEqual(self.gqa_call(lib, (16, 32, 1, 128), (16, 8, 4096, 128), causal=False),   # fp16 decode
+                         (4, 1, 8, 1, 4096, 0, 0))
+        self.assertEqual(self.gqa_call(lib, (1, 8, 512, 64), (1, 8, 1024, 64))[:5], (4, 1, 8, 512, 1024))
+        self.assertEqual(self.call(lib), (1, -1), "equal heads and lengths keep the entry points they had")
+        self.assertEqual(self.call(lib, dtype="bf16"), (3, 1))
+        with self.assertRaisesRegex(EvolvedError, r"evo_attention_forward_gqa returned 1 for q \(1, 32, 512, 96\)"):
+            self.gqa_call(lib, (1, 32, 512, 96), (1, 8, 4096, 96))
+        old = EvolvedLib(self.bf16_lib)
+        self.assertFalse(old.has_gqa_entry)
+        with self.assertRaisesRegex(EvolvedError, "does not export evo_attention_forward_gqa"):
+            self.gqa_call(old, chunk_q, chunk_kv, dtype="bf16")
+        with mock.patch.dict(sys.modules, fake_torch()):
+            torch = sys.modules["torch"]
+            q, k = FakeTensor(chunk_q), FakeTensor(chunk_kv)
+            cands = compare_sdpa.make_candidates(torch, q, k, k, True, 0.088, (old, "", ""), None, "bf16")
+            self.assertEqual([(c.name, c.call, c.unavailable) for c in cands[3:]],
+                             [("evolved_plain", None, compare_sdpa.GQA_ENTRY_MISSING),
+                              ("evolved", None, compare_sdpa.GQA_ENTRY_MISSING)])
+            plain, pdl = compare_sdpa.make_candidates(torch, q, k, k, True, 0.088, (lib, "", ""), None, "bf16")[3:]
+            self.assertEqual((plain.unavailable, pdl.unavailable), ("", ""))
+            plain.call()
+            self.assertEqual(self.last_call(lib), (4, 0))
+            pdl.call()
+            self.assertEqual(self.last_call(lib), (4, 1))
+
+    def test_sdpa_gets_native_gqa_and_bottom_right_causal(self):
+        with mock.patch.dict(sys.modules, fake_torch()):
+            torch, F = sys.modules["torch"], sys.modules["torch.nn.functional"]
+
+            def sdpa_kwargs(q_shape, k_shape, causal):
+                q, k = FakeTensor(q_shape), FakeTensor(k_shape)
+                cands = compare_sdpa.make_candidates(torch, q, k, k, causal, 0.088, (None, "", "none"), None, "bf16")
+                for cand in cands[:2]:
+                    cand.call()
+                (_, k0, _, cudnn), (_, k1, _, flash) = F.sdpa_calls[-2:]
+                self.assertEqual((k0, k1), (k, k))
+                self.assertEqual(cudnn, flash)
+                return cands, cudnn
+            # Chunked prefill: lower-right causal as a CausalBias, never is_causal (top-left in SDPA).
+            cands, kwargs = sdpa_kwargs((1, 32, 512, 128), (1, 8, 4096, 128), True)
+            self.assertEqual(kwargs, {"scale": 0.088, "attn_mask": ("causal_lower_right", 512, 4096),
+                                      "is_causal": False, "enable_gqa": True})
+            self.assertEqual((cands[0].how, cands[1].how), (compare_sdpa.CUDNN_LOWER_RIGHT, ""))
+            # Equal lengths: is_causal as always; GQA only where the heads differ.
+            self.assertEqual(sdpa_kwargs((1, 32, 2048, 128), (1, 8, 2048, 128), True)[1],
+                             {"scale": 0.088, "is_causal": True, "enable_gqa": True})
+            cands, kwargs = sdpa_kwargs((1, 8, 512, 64), (1, 8, 512, 64), True)
+            self.assertEqual(kwargs, {"scale": 0.088, "is_causal": True})       # the call it always was
+            self.assertIsNone(cands[0].fallback)
+            self.assertEqual(cands[0].how, "")
+            # Decode runs non-causal.
+            cands, kwargs = sdpa_kwargs((16, 32, 1, 128), (16, 8, 4096, 128), False)
+            self.assertEqual(kwargs, {"scale": 0.088, "is_causal": False, "enable_gqa": True})
+            # The labelled fallback: K and V expanded to every query head once, no enable_gqa.
+            expanded = cands[0].fallback()
+            self.assertIs(cands[0].fallback(), expanded)
+            self.assertEqual((expanded.name, expanded.variant), ("cudnn", bench_report.EXPANDED_KV))
+            expanded.call()
+            _, k_all, v_all, kwargs = F.sdpa_calls[-1]
+            self.assertEqual((k_all.shape, v_all.shape), ((16, 32, 4096, 128), (16, 32, 4096, 128)))
+            self.assertEqual(kwargs, {"scale": 0.088, "is_causal": False})
+
     def test_candidates_keep_the_evolved_kernels_last_and_say_why_one_cannot_run(self):
         with mock.patch.dict(sys.modules, fake_torch()):
             torch = sys.modules["torch"]
@@ -607,6 +915,62 @@ class PlainLaunch(unittest.TestCase):
             pdl.poison()
             self.assertIsNot(pdl.call(), out)
             self.assertEqual(self.last_call(lib), (1, -1))
+
+
+class Fallback(unittest.TestCase):
+    """compare_sdpa.measure with stand-ins for torch and the timing module."""
+    torch = types.SimpleNamespace(cuda=types.SimpleNamespace(synchronize=lambda: None))
+    timing = types.SimpleNamespace(rel_l2=lambda out, ref: 3e-3,
+                                   per_launch_us=lambda fn, iters, flusher, report=None: (fn(), 5.0)[1],
+                                   graph_replay_us=lambda fn, calls, replays: (fn(), 4.0)[1])
+    args = types.SimpleNamespace(iters=3, graph_calls=1, graph_replays=3)
+
+    def measure(self, cand):
+        return compare_sdpa.measure(self.torch, self.timing, cand, None, self.args, None)
+
+    @staticmethod
+    def refused():
+        raise RuntimeError("No available kernel. Aborting execution.\nsecond line")
+
+    def test_a_refused_native_gqa_call_runs_on_expanded_kv_and_says_so(self):
+        built = []
+
+        def expanded():
+            built.append(1)
+            return compare_sdpa.Candidate("cudnn", lambda: "out", variant=bench_report.EXPANDED_KV)
+        res = self.measure(compare_sdpa.Candidate("cudnn", self.refused, fallback=expanded))
+        self.assertEqual(built, [1])
+        self.assertEqual((res["variant"], res["rel_l2"], res["graph_us"], res["launch_us"]),
+                         (bench_report.EXPANDED_KV, 3e-3, 4.0, 5.0))
+        self.assertEqual(res["note"],
+                         "expanded kv: the enable_gqa call refused: No available kernel. Aborting execution.")
+        # Bottom-right causal too: the cuDNN note on how it got the mask appears once.
+        res = self.measure(compare_sdpa.Candidate("cudnn", self.refused, how=compare_sdpa.CUDNN_LOWER_RIGHT,
+                                                  fallback=lambda: compare_sdpa.Candidate(
+                                                      "cudnn", lambda: "out", how=compare_sdpa.CUDNN_LOWER_RIGHT,
+                                                      variant=bench_report.EXPANDED_KV)))
+        self.assertEqual(res["note"], "expanded kv: the enable_gqa call refused: No available kernel. Aborting "
+                                      "execution.; " + compare_sdpa.CUDNN_LOWER_RIGHT)
+
+    def test_no_fallback_where_the_native_call_runs_or_none_exists(self):
+        def never():
+            raise AssertionError("the fallback ran although the native call was not refused")
+        res = self.measure(compare_sdpa.Candidate("flash", lambda: "out", fallback=never))
+        self.assertEqual((res["rel_l2"], res["note"]), (3e-3, ""))
+        self.assertNotIn("variant", res)
+        res = self.measure(compare_sdpa.Candidate("cudnn", self.refused, how=compare_sdpa.CUDNN_LOWER_RIGHT))
+        self.assertEqual(res["note"], "refused: No available kernel. Aborting execution.; "
+                                      + compare_sdpa.CUDNN_LOWER_RIGHT)
+        self.assertIsNone(res["rel_l2"])
+        res = self.measure(compare_sdpa.Candidate("cudnn", lambda: "out", how=compare_sdpa.CUDNN_LOWER_RIGHT))
+        self.assertEqual((res["note"], res["rel_l2"]), (compare_sdpa.CUDNN_LOWER_RIGHT, 3e-3))
+
+    def test_a_fallback_that_cannot_be_built_leaves_the_refusal(self):
+        def no_memory():
+            raise RuntimeError("CUDA out of memory")
+        res = self.measure(compare_sdpa.Candidate("cudnn", self.refused, fallback=no_memory))
+        self.assertEqual(res["note"], "refused: No available kernel. Aborting execution.; "
+                                      "expanded kv not built: CUDA out of memory")
 
 
 class NoGpuExit(unittest.TestCase):

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from itertools import product
 
 # At least the space of issue 5: BLOCK_M 16-128, BLOCK_N 32-128, 2-8 warps, 2-3 stages (72 points).
+# BLOCK_M 16 is tl.dot's smallest M: the tile that serves decode (one query row) with least waste.
 BLOCK_MS = (16, 32, 64, 128)
 BLOCK_NS = (32, 64, 128)
 WARPS = (2, 4, 8)
@@ -50,8 +51,17 @@ def runnable(cfg: TileConfig, head_dim: int, smem_limit: int = DEFAULT_SMEM_LIMI
             and tile_fp32_per_thread(cfg, head_dim) <= MAX_TILE_FP32_PER_THREAD)
 
 
-def pruned_space(head_dim: int, smem_limit: int = DEFAULT_SMEM_LIMIT) -> list[TileConfig]:
-    kept = [c for c in full_space() if runnable(c, head_dim, smem_limit)]
+def useful(cfg: TileConfig, seq_q: int | None) -> bool:
+    """A BLOCK_M past the next power of two of seq_q (and past 16) only adds masked rows: at decode
+    (seq_q = 1) every BLOCK_M above 16 does the same work as 16 with more of it wasted, and would only
+    cost the autotuner compile and bench time. None (length unknown) keeps every config."""
+    if seq_q is None:
+        return True
+    return cfg.block_m <= max(min(BLOCK_MS), 1 << max(0, int(seq_q) - 1).bit_length())
+
+
+def pruned_space(head_dim: int, smem_limit: int = DEFAULT_SMEM_LIMIT, seq_q: int | None = None) -> list[TileConfig]:
+    kept = [c for c in full_space() if runnable(c, head_dim, smem_limit) and useful(c, seq_q)]
     if not kept:
         raise ValueError(f"no Triton config fits head_dim {head_dim} in {smem_limit} bytes of shared memory")
     return kept
@@ -59,3 +69,17 @@ def pruned_space(head_dim: int, smem_limit: int = DEFAULT_SMEM_LIMIT) -> list[Ti
 
 def describe(block_m: int, block_n: int, warps: int, stages: int) -> str:
     return TileConfig(block_m, block_n, warps, stages).label()
+
+
+def key_ranges(pid_m: int, block_m: int, block_n: int, seq_q: int, seq_k: int, causal: bool) -> tuple[int, int]:
+    """(full_end, hi) of triton_fa.fa_fwd_kernel's row block pid_m, the same arithmetic in plain Python:
+    key blocks [0, full_end) run unmasked, [full_end, hi) masked, keys from hi on are skipped. Causal is
+    bottom-right aligned: row i sees keys 0 .. i + seq_k - seq_q."""
+    diag = seq_k - seq_q
+    if causal:
+        hi = min(seq_k, (pid_m + 1) * block_m + diag)
+        full_end = (min(pid_m * block_m + diag, seq_k) // block_n) * block_n
+    else:
+        hi = seq_k
+        full_end = (seq_k // block_n) * block_n
+    return full_end, hi
