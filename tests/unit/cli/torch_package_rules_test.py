@@ -35,10 +35,16 @@ def call(r, q=(1, 8, 512, 64), k=(1, 8, 512, 64), dtype="fp16", **kw):
 
 
 def check_shapes(r):
-    assert r.parse_shape("1x8x512x64") == (1, 8, 512, 512, 64, False, "fp16")
-    assert r.parse_shape("2x4x1x512x128:bf16:causal") == (2, 4, 1, 512, 128, True, "bf16")
+    assert r.parse_shape("1x8x512x64") == (1, 8, 8, 512, 512, 64, False, "fp16")
+    assert r.parse_shape("2x4x1x512x128:bf16:causal") == (2, 4, 4, 1, 512, 128, True, "bf16")
+    assert r.parse_shape("1x32x512x4096x128:kv8:causal:bf16") == (1, 32, 8, 512, 4096, 128, True, "bf16")
+    assert r.parse_shape("1x32x512x4096x128:bf16:causal:kv8") == r.parse_shape("1x32x512x4096x128:kv8:causal:bf16"), \
+        "suffixes in any order"
+    assert r.parse_shape("1x8x512x64:kv8") == r.parse_shape("1x8x512x64"), "kvN equal to the heads is the default"
     assert r.served_kinds(["1x8x512x64", "1x8x512x64:causal", "2x8x1024x64"]) == SERVED
-    for bad in ("1x8x512", "1x8x512x64:fp8"):
+    assert r.served_kinds(["1x8x1x700x64:kv2", "1x8x128x512x64:kv1:causal"]) == SERVED, \
+        "key/value heads and lengths are not part of a served kind"
+    for bad in ("1x8x512", "1x8x512x64:fp8", "1x8x512x64:kv3", "1x8x512x64:kv0", "1x8x512x64:kv", "1x8x512x64:kvx"):
         try:
             r.parse_shape(bad)
         except ValueError:
@@ -121,6 +127,9 @@ CHECKS = [check_shapes, check_route_serves, check_route_falls_back, check_route_
 # (what is broken, the source text, its broken form, the check that must catch it)
 PLANTED = [
     ("the causal suffix is ignored", 'causal = suffix == "causal"', "causal = False", check_shapes),
+    ("the kv suffix is ignored", "heads_kv = int(suffix[2:])", "heads_kv = heads", check_shapes),
+    ("a kv suffix that does not divide the heads is taken", "if heads_kv < 1 or heads % heads_kv != 0:",
+     "if False:", check_shapes),
     ("a mask is served", "if has_mask:\n        return MASK, 1", "if False:\n        return MASK, 1",
      check_route_falls_back),
     ("dropout is served", "if dropout_p > 0.0:", "if dropout_p > 1.0:", check_route_falls_back),

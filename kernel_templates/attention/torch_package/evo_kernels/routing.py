@@ -31,10 +31,12 @@ _DTYPE_SUFFIXES = ("fp16", "bf16")
 
 
 def parse_shape(text):
-    """A bucket's canonical shape text as (batch, heads, seq_q, seq_k, head_dim, causal, dtype).
+    """A bucket's canonical shape text as
+    (batch, heads, heads_kv, seq_q, seq_k, head_dim, causal, dtype).
 
-    The grammar is evoctl's: BxHxSxD or BxHxSqxSkxD, then ':causal'/':nc' and ':fp16'/':bf16'
-    in either order; fp16 and non-causal when unsaid.
+    The grammar is evoctl's: BxHxSxD or BxHxSqxSkxD, then in any order ':causal'/':nc',
+    ':fp16'/':bf16' and ':kvN' (N key/value heads, a divisor of the query heads; evoctl prints it
+    only when it differs from them); fp16, non-causal and heads_kv = heads when unsaid.
     """
     parts = text.split(":")
     dims = [int(d) for d in parts[0].split("x")]
@@ -45,27 +47,34 @@ def parse_shape(text):
         batch, heads, seq_q, seq_k, head_dim = dims
     else:
         raise ValueError("shape '%s': expected BxHxSxD or BxHxSqxSkxD" % text)
-    causal, dtype = False, "fp16"
+    causal, dtype, heads_kv = False, "fp16", heads
     for suffix in parts[1:]:
         if suffix in ("causal", "nc"):
             causal = suffix == "causal"
         elif suffix in _DTYPE_SUFFIXES:
             dtype = suffix
+        elif suffix.startswith("kv") and suffix[2:].isdigit():
+            heads_kv = int(suffix[2:])
+            if heads_kv < 1 or heads % heads_kv != 0:
+                raise ValueError("shape '%s': %d key/value heads do not divide %d query heads" % (
+                    text, heads_kv, heads))
         else:
             raise ValueError("shape '%s': unknown suffix '%s'" % (text, suffix))
-    return (batch, heads, seq_q, seq_k, head_dim, causal, dtype)
+    return (batch, heads, heads_kv, seq_q, seq_k, head_dim, causal, dtype)
 
 
 def served_kinds(shape_texts):
     """The (dtype, head_dim, causal) kinds a table's buckets were tuned and checked on, sorted.
 
     The exported entry point would serve more (any head dim a genome allows), but only these
-    passed evo's correctness gate with the table's genomes; other calls go to SDPA. A tuple, not
-    a set, so that dynamo can trace `kind in served`.
+    passed evo's correctness gate with the table's genomes; other calls go to SDPA. Key/value
+    heads and sequence lengths are not part of a kind: the kernel serves any group size
+    (heads % heads_kv == 0) and, causal, any seq_q <= seq_k with the same code paths. A tuple,
+    not a set, so that dynamo can trace `kind in served`.
     """
     kinds = set()
     for text in shape_texts:
-        _, _, _, _, head_dim, causal, dtype = parse_shape(text)
+        _, _, _, _, _, head_dim, causal, dtype = parse_shape(text)
         kinds.add((dtype, head_dim, causal))
     return tuple(sorted(kinds))
 
