@@ -50,14 +50,18 @@ def _bind_devices():
 
 @torch.library.register_fake("evo::attention")
 def _attention_fake(query, key, value, scale=None, is_causal=False):
-    """What torch.compile and FakeTensor see: a contiguous tensor shaped like query."""
+    """What torch.compile and FakeTensor see: a contiguous tensor shaped like query (key and value
+    may have fewer heads and another sequence length; the output is query's shape either way)."""
     torch._check(query.dim() == 4, lambda: "evo::attention: query must be 4-D")
     return torch.empty_like(query, memory_format=torch.contiguous_format)
 
 
 def attention(query, key, value, scale=None, is_causal=False):
-    """evo's kernel on [batch, heads, seq, head_dim] contiguous fp16/bf16 CUDA tensors of equal
-    heads; raises (one line) for anything it cannot serve. scale None: 1/sqrt(head_dim)."""
+    """evo's kernel on [batch, heads, seq, head_dim] contiguous fp16/bf16 CUDA tensors, key and
+    value with heads_kv heads (heads % heads_kv == 0: query head h reads key/value head
+    h // (heads // heads_kv)); raises (one line) for anything it cannot serve. scale None:
+    1/sqrt(head_dim). is_causal: the mask aligned bottom-right (query row i sees keys
+    0 .. i + seq_k - seq_q; needs seq_q <= seq_k), SDPA's is_causal only when seq_q == seq_k."""
     return torch.ops.evo.attention.default(query, key, value, scale, is_causal)
 
 

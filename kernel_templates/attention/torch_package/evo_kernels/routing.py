@@ -13,7 +13,8 @@ LIBRARY_NAME = "libevo_attention.so"
 # Why a call goes to torch's SDPA instead of evo: one home for each reason's text.
 NOT_CUDA = "not a CUDA tensor"
 NO_LIBRARY = "no evo library runs on this device"
-MASK = "attn_mask given (evo takes none)"
+CAUSAL_WITH_MASK = "is_causal=True with an attn_mask (torch's SDPA refuses the pair)"
+MASK = "an attn_mask other than torch.nn.attention.bias's causal_lower_right/causal_upper_left (evo takes no mask)"
 DROPOUT = "dropout_p > 0 (evo has no dropout)"
 GRAD = "inputs require grad (evo has no backward pass)"
 NOT_4D = "not 4-D [batch, heads, seq, head_dim]"
@@ -22,19 +23,31 @@ DTYPE = "dtype not tuned (evo serves float16 and bfloat16 buckets)"
 SHAPES = "key and value differ in shape, or batch or head_dim differ from query's"
 EMPTY = "an empty dimension"
 HEADS = "query heads are not a multiple of key/value heads"
-HEADS_NO_GQA = "fewer key/value heads than query heads without enable_gqa=True"
-CAUSAL_LENGTHS = "is_causal with seq_q != seq_k (evo's causal mask needs equal lengths)"
+HEADS_NO_GQA = "fewer key/value heads than query heads without enable_gqa=True (torch's SDPA refuses it)"
+CAUSAL_BIAS_LENGTHS = "a causal attn_mask (CausalBias) whose seq_len_q/seq_len_kv are not the tensors' seq_q/seq_k"
+CAUSAL_SEQ_Q_LONGER = "causal with seq_q > seq_k (evo's causal mask needs seq_q <= seq_k)"
+CAUSAL_TOP_LEFT = ("top-left causal (is_causal=True or causal_upper_left) with seq_q < seq_k, and evo's causal "
+                   "mask is bottom-right; for a KV cache, pass "
+                   "attn_mask=torch.nn.attention.bias.causal_lower_right(seq_q, seq_k) and is_causal=False")
 NO_BUCKET = "no exported bucket of this dtype, head_dim and causality"
 TOO_LARGE = "a tensor of 2^31 elements or more (the kernel indexes with 32-bit integers)"
+
+# attn_mask kinds route() takes (sdpa.py classifies the mask): a torch.nn.attention.bias.CausalBias
+# of variant LOWER_RIGHT or UPPER_LEFT, or any other mask; None for no mask.
+LOWER_RIGHT = "lower_right"
+UPPER_LEFT = "upper_left"
+OTHER_MASK = "other"
 
 _DTYPE_SUFFIXES = ("fp16", "bf16")
 
 
 def parse_shape(text):
-    """A bucket's canonical shape text as (batch, heads, seq_q, seq_k, head_dim, causal, dtype).
+    """A bucket's canonical shape text as
+    (batch, heads, heads_kv, seq_q, seq_k, head_dim, causal, dtype).
 
-    The grammar is evoctl's: BxHxSxD or BxHxSqxSkxD, then ':causal'/':nc' and ':fp16'/':bf16'
-    in either order; fp16 and non-causal when unsaid.
+    The grammar is evoctl's: BxHxSxD or BxHxSqxSkxD, then in any order ':causal'/':nc',
+    ':fp16'/':bf16' and ':kvN' (N key/value heads, a divisor of the query heads; evoctl prints it
+    only when it differs from them); fp16, non-causal and heads_kv = heads when unsaid.
     """
     parts = text.split(":")
     dims = [int(d) for d in parts[0].split("x")]
@@ -45,84 +58,117 @@ def parse_shape(text):
         batch, heads, seq_q, seq_k, head_dim = dims
     else:
         raise ValueError("shape '%s': expected BxHxSxD or BxHxSqxSkxD" % text)
-    causal, dtype = False, "fp16"
+    causal, dtype, heads_kv = False, "fp16", heads
     for suffix in parts[1:]:
         if suffix in ("causal", "nc"):
             causal = suffix == "causal"
         elif suffix in _DTYPE_SUFFIXES:
             dtype = suffix
+        elif suffix.startswith("kv") and suffix[2:].isdigit():
+            heads_kv = int(suffix[2:])
+            if heads_kv < 1 or heads % heads_kv != 0:
+                raise ValueError("shape '%s': %d key/value heads do not divide %d query heads" % (
+                    text, heads_kv, heads))
         else:
             raise ValueError("shape '%s': unknown suffix '%s'" % (text, suffix))
-    return (batch, heads, seq_q, seq_k, head_dim, causal, dtype)
+    return (batch, heads, heads_kv, seq_q, seq_k, head_dim, causal, dtype)
 
 
 def served_kinds(shape_texts):
     """The (dtype, head_dim, causal) kinds a table's buckets were tuned and checked on, sorted.
 
     The exported entry point would serve more (any head dim a genome allows), but only these
-    passed evo's correctness gate with the table's genomes; other calls go to SDPA. A tuple, not
-    a set, so that dynamo can trace `kind in served`.
+    passed evo's correctness gate with the table's genomes; other calls go to SDPA. Key/value
+    heads and sequence lengths are not part of a kind: the kernel serves any group size
+    (heads % heads_kv == 0) and, causal, any seq_q <= seq_k with the same code paths. A tuple,
+    not a set, so that dynamo can trace `kind in served`.
     """
     kinds = set()
     for text in shape_texts:
-        _, _, _, _, head_dim, causal, dtype = parse_shape(text)
+        _, _, _, _, _, head_dim, causal, dtype = parse_shape(text)
         kinds.add((dtype, head_dim, causal))
     return tuple(sorted(kinds))
 
 
-def route(dtypes, q_shape, k_shape, v_shape, is_cuda, has_mask, dropout_p, is_causal, enable_gqa,
+def route(dtypes, q_shape, k_shape, v_shape, is_cuda, mask_kind, mask_lengths, dropout_p, is_causal, enable_gqa,
           needs_grad, served):
-    """(reason, kv_repeat): reason None when evo serves the call, else why SDPA does.
+    """(reason, evo_causal): reason None when evo serves the call, else why SDPA does.
 
     dtypes: the three tensors' dtype names ('fp16', 'bf16' or anything else); served: the device's
-    library's served_kinds, or None where no library runs on the device. kv_repeat: how many
-    times each key/value head is repeated (repeat_interleave on dim 1) so that a grouped-query
-    call (enable_gqa=True, query heads a multiple of key/value heads) meets evo's kernel, which
-    needs equal heads; SDPA's enable_gqa means the same grouping.
+    library's served_kinds, or None where no library runs on the device. mask_kind: None (no
+    attn_mask), LOWER_RIGHT or UPPER_LEFT (a torch.nn.attention.bias.CausalBias of that variant)
+    or OTHER_MASK (any other mask); mask_lengths: a CausalBias's (seq_len_q, seq_len_kv), else
+    None. evo_causal: the is_causal to give evo's op (False when SDPA serves).
+
+    evo's causal mask is bottom-right aligned (query row i sees keys 0 .. i + seq_k - seq_q) and
+    needs seq_q <= seq_k; SDPA's is_causal=True is top-left aligned, the same only when
+    seq_q == seq_k. So evo serves is_causal=True and a causal_upper_left mask at seq_q == seq_k,
+    and a causal_lower_right mask at any seq_q <= seq_k, each as evo_causal True and no mask.
+    Grouped-query calls (enable_gqa=True, query heads a multiple of key/value heads) go to the op
+    as they are: query head h reads key/value head h // (heads // heads_kv), SDPA's grouping.
     """
     if not is_cuda:
-        return NOT_CUDA, 1
+        return NOT_CUDA, False
     if served is None:
-        return NO_LIBRARY, 1
-    if has_mask:
-        return MASK, 1
+        return NO_LIBRARY, False
+    if is_causal and mask_kind is not None:
+        return CAUSAL_WITH_MASK, False
+    if mask_kind is not None and mask_kind not in (LOWER_RIGHT, UPPER_LEFT):
+        return MASK, False
     if dropout_p > 0.0:
-        return DROPOUT, 1
+        return DROPOUT, False
     if needs_grad:
-        return GRAD, 1
+        return GRAD, False
     if len(q_shape) != 4 or len(k_shape) != 4 or len(v_shape) != 4:
-        return NOT_4D, 1
+        return NOT_4D, False
     if dtypes[0] != dtypes[1] or dtypes[0] != dtypes[2]:
-        return MIXED_DTYPES, 1
+        return MIXED_DTYPES, False
     if dtypes[0] not in _DTYPE_SUFFIXES:
-        return DTYPE, 1
+        return DTYPE, False
     batch, q_heads, seq_q, head_dim = q_shape
     if tuple(k_shape) != tuple(v_shape) or k_shape[0] != batch or k_shape[3] != head_dim:
-        return SHAPES, 1
+        return SHAPES, False
     kv_heads, seq_k = k_shape[1], k_shape[2]
     if batch == 0 or q_heads == 0 or kv_heads == 0 or seq_q == 0 or seq_k == 0 or head_dim == 0:
-        return EMPTY, 1
+        return EMPTY, False
     if q_heads % kv_heads != 0:
-        return HEADS, 1
+        return HEADS, False
     if q_heads != kv_heads and not enable_gqa:
-        return HEADS_NO_GQA, 1
-    if is_causal and seq_q != seq_k:
-        return CAUSAL_LENGTHS, 1
-    if batch * q_heads * max(seq_q, seq_k) * head_dim >= 2 ** 31:
-        return TOO_LARGE, 1
-    if (dtypes[0], head_dim, bool(is_causal)) not in served:
-        return NO_BUCKET, 1
-    return None, q_heads // kv_heads
+        return HEADS_NO_GQA, False
+    if mask_kind is not None and tuple(mask_lengths or ()) != (seq_q, seq_k):
+        return CAUSAL_BIAS_LENGTHS, False
+    causal = bool(is_causal) or mask_kind is not None
+    if causal and seq_q > seq_k:
+        return CAUSAL_SEQ_Q_LONGER, False
+    if causal and mask_kind != LOWER_RIGHT and seq_q != seq_k:
+        return CAUSAL_TOP_LEFT, False
+    if batch * q_heads * seq_q * head_dim >= 2 ** 31 or batch * kv_heads * seq_k * head_dim >= 2 ** 31:
+        return TOO_LARGE, False
+    if (dtypes[0], head_dim, causal) not in served:
+        return NO_BUCKET, False
+    return None, causal
 
 
-def shape_class(dtype, q_shape, k_shape, is_causal):
+def shape_class(dtype, q_shape, k_shape, is_causal, mask_kind=None):
     """The calls one fallback log line stands for: sequence lengths left out, so a decode loop
-    (seq_k growing each step) logs once, not once per step."""
+    (seq_k growing each step) or a chunked prefill (seq_q fixed, seq_k growing) logs once, not
+    once per step."""
     if len(q_shape) != 4 or len(k_shape) != 4:
         return "%s %d-D" % (dtype, len(q_shape))
-    return "%s head_dim=%d %s heads=%d/%d %s" % (
-        dtype, q_shape[3], "causal" if is_causal else "non-causal", q_shape[1], k_shape[1],
-        "decode (seq_q=1)" if q_shape[2] == 1 else "prefill (seq_q>1)")
+    masking = "causal" if is_causal else "non-causal"
+    if mask_kind is not None:
+        masking = "%s%s attn_mask" % ("is_causal with " if is_causal else "", {
+            LOWER_RIGHT: "causal_lower_right", UPPER_LEFT: "causal_upper_left"}.get(mask_kind, "another"))
+    seq_q, seq_k = q_shape[2], k_shape[2]
+    if seq_q == 1:
+        lengths = "decode (seq_q=1)"
+    elif seq_q < seq_k:
+        lengths = "chunk (1<seq_q<seq_k)"
+    elif seq_q == seq_k:
+        lengths = "prefill (seq_q=seq_k)"
+    else:
+        lengths = "seq_q>seq_k"
+    return "%s head_dim=%d %s heads=%d/%d %s" % (dtype, q_shape[3], masking, q_shape[1], k_shape[1], lengths)
 
 
 class CallLog:
