@@ -5,7 +5,7 @@ import argparse
 import os
 
 from bench_shapes import (DEFAULT_SHAPES, SUITES, Shape, ShapeError, group_problems, parse_causal, parse_shape,
-                          suite_problems)
+                          suite_of, suite_problems)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,10 +20,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--shapes", nargs="+", default=None, metavar="B,H,S,D",
                         help="shapes to run (default: the issue-5 suite): B,H,S,D or B,H,Sq,Sk,D (x for the "
                              "commas works too), then :kvN for N K/V heads, e.g. 1x32x512x4096x128:kv8")
-    parser.add_argument("--suite", choices=sorted(SUITES), default=None,
-                        help="a named suite of served-model shapes, each with its own causal setting, in the "
-                             "suite's dtype (llama3-8b: bf16, 32 query heads over 8 KV heads, head dim 128); "
-                             "not with --shapes or --causal")
+    parser.add_argument("--suite", default=None, metavar="NAME|FILE",
+                        help="a workload's served-model shapes, each with its own causal setting, in the "
+                             "workload's dtype: a file (the one `evoctl submit --workload` takes) or the name of "
+                             f"one in bench/workloads/ ({', '.join(sorted(SUITES))}); not with --shapes/--causal")
     parser.add_argument("--causal", default=None, help="both, 0 or 1 (default both)")
     parser.add_argument("--dtype", default=None, choices=["fp16", "bf16"],
                         help="element type of Q, K, V and O for every kernel (default fp16; a --suite's own)")
@@ -51,12 +51,13 @@ def parse_args(argv: list[str] | None = None):
             if args.shapes is not None or args.causal is not None:
                 raise ShapeError(f"--suite {args.suite} fixes the shapes and their causal settings: "
                                  f"give --suite or --shapes/--causal, not both")
-            suite_dtype = SUITES[args.suite]["dtype"]
+            suite = suite_of(args.suite)
+            suite_dtype = suite["dtype"]
             if args.dtype not in (None, suite_dtype):
                 raise ShapeError(f"--suite {args.suite} runs in {suite_dtype}, not {args.dtype}")
             args.dtype = suite_dtype
             # (shape, [causal settings]) in order: the bench makes inputs once per shape.
-            args.problems = suite_problems(args.suite)
+            args.problems = suite_problems(suite)
         else:
             shapes = [parse_shape(s) for s in (args.shapes if args.shapes is not None else DEFAULT_SHAPES)]
             causal_list = parse_causal(args.causal if args.causal is not None else "both")

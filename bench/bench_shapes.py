@@ -18,30 +18,48 @@ sees keys 0..seq_k - seq_q + i, FlashAttention's convention); with seq_q > seq_k
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 # The suite of issue 5: two launch-bound shapes, one mid-size, two long-sequence shapes.
 DEFAULT_SHAPES = ("1,8,512,64", "2,8,512,64", "16,16,512,64", "4,16,2048,64", "2,16,4096,128")
 
-# Llama 3 8B as a server runs it, bf16: 32 query heads sharing 8 KV heads, head dim 128.
-# (shape, causal) pairs: each shape runs only with the causal setting it has in a served model.
-LLAMA3_8B_SUITE = (
-    ("1x32x2048x128:kv8", True),        # prefill of one 2048-token prompt
-    ("4x32x4096x128:kv8", True),        # prefill of four 4096-token prompts
-    ("1x32x512x4096x128:kv8", True),    # chunked prefill: 512 new tokens over 4096 keys, bottom-right causal
-    # Decode, one new token per sequence over its KV cache. With seq_q = 1 bottom-right causal lets
-    # the one row see every key, which is exactly non-causal attention: these run as causal=False.
-    ("16x32x1x4096x128:kv8", False),
-    ("64x32x1x1024x128:kv8", False),
-    ("1x32x1x32768x128:kv8", False),
-)
-# --suite NAME: the problems and the element type they run in.
-SUITES = {"llama3-8b": {"dtype": "bf16", "problems": LLAMA3_8B_SUITE}}
-
 SUPPORTED_HEAD_DIMS = (64, 128)
 DTYPES = ("fp16", "bf16")
+
+# --suite NAME: the workload file bench/workloads/NAME.json, the one `evoctl submit --workload`
+# tunes for (llama3-8b: bf16, 32 query heads sharing 8 KV heads, head dim 128; its decode shapes
+# are non-causal, which for one query row is what bottom-right causal means). Each shape runs
+# only with the causal setting the file gives it, in the file's dtype.
+WORKLOADS_DIR = Path(__file__).resolve().parent / "workloads"
+
+
+def read_workload(path) -> dict:
+    """A workload file as {"dtype": ..., "problems": ((shape text without suffixes but :kvN,
+    causal), ...)}; ShapeError for one the bench cannot run (a shape of another dtype)."""
+    doc = json.loads(Path(path).read_text())
+    dtype = doc.get("dtype", "fp16")
+    default_causal = bool(doc.get("causal", False))
+    problems = []
+    for entry in doc["shapes"]:
+        dims, *suffixes = entry["shape"].split(":")
+        causal, kept = default_causal, []
+        for s in suffixes:
+            if s in ("causal", "nc"):
+                causal = s == "causal"
+            elif s in DTYPES:
+                if s != dtype:
+                    raise ShapeError(f"workload {path}: '{entry['shape']}' is {s}, the bench runs one dtype ({dtype})")
+            else:
+                kept.append(s)
+        problems.append((":".join([dims] + kept), causal))
+    return {"dtype": dtype, "problems": tuple(problems)}
+
+
+
 
 
 class ShapeError(ValueError):
@@ -172,11 +190,23 @@ def parse_causal(text: str) -> list[bool]:
     raise ShapeError(f"bad --causal '{text}': expected both, 0 or 1")
 
 
-def suite_problems(name: str) -> list[tuple[Shape, list[bool]]]:
-    """A named suite as (shape, [causal settings]) in the suite's order."""
-    if name not in SUITES:
-        raise ShapeError(f"unknown suite '{name}': expected one of {', '.join(SUITES)}")
-    return group_problems([(parse_shape(text), causal) for text, causal in SUITES[name]["problems"]])
+def suite_of(name_or_path: str) -> dict:
+    """--suite's workload: a file's (a path, or a name ending in .json), else bench/workloads/NAME's."""
+    if name_or_path.endswith(".json") or "/" in name_or_path:
+        try:
+            return read_workload(name_or_path)
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise ShapeError(f"--suite {name_or_path}: cannot read it as a workload file ({err})") from err
+    if name_or_path not in SUITES:
+        raise ShapeError(f"unknown suite '{name_or_path}': expected a workload file or one of {', '.join(SUITES)}")
+    return SUITES[name_or_path]
+
+
+def suite_problems(suite) -> list[tuple[Shape, list[bool]]]:
+    """A suite (a name, a path or suite_of's dict) as (shape, [causal settings]) in its order."""
+    if not isinstance(suite, dict):
+        suite = suite_of(suite)
+    return group_problems([(parse_shape(text), causal) for text, causal in suite["problems"]])
 
 
 def group_problems(pairs) -> list[tuple[Shape, list[bool]]]:
@@ -223,3 +253,7 @@ def floors_us(shape: Shape, causal: bool, matmul_tflops: float, copy_gbps: float
     compute = attention_flops(shape, causal) / (matmul_tflops * 1e12) * 1e6 if matmul_tflops > 0 else math.nan
     memory = attention_bytes(shape) / (copy_gbps * 1e9) * 1e6 if copy_gbps > 0 else math.nan
     return {"compute_us": compute, "memory_us": memory, "floor_us": max(compute, memory)}
+
+
+# Read at import: every workload file the repository holds, by name.
+SUITES = {p.stem: read_workload(p) for p in sorted(WORKLOADS_DIR.glob("*.json"))}

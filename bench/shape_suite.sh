@@ -22,6 +22,10 @@
 #   EVO_RNG_SEED      the runs' random seed (default 7). A run that repeats an earlier one over the
 #                     same database retraces its path from cached results; another seed explores
 #                     other genomes
+#   EVO_WORKLOAD      a workload file (bench/workloads/llama3-8b.json): step 2 is then one
+#                     `evoctl submit --workload FILE` (a run per bucket of its shapes, EVO_MAX_EVALS
+#                     shared by their weights), in place of EVO_SUITE's runs, and step 5 benches
+#                     the file's shapes, each with its own causal setting, in its dtype
 #   EVO_SUITE         the shape buckets, space-separated BxHxSxD
 #                     (default "1x8x512x64 2x8x512x64 16x16x512x64 4x16x2048x64 2x16x4096x128");
 #                     empty ("") submits nothing, which needs EVO_DB and EVO_EXPORT=all
@@ -142,9 +146,21 @@ if [[ -n $db_in ]]; then
   [[ $(head -c 15 "$db_in" 2>/dev/null) == "SQLite format 3" ]] || die "EVO_DB '$db_in' is not an SQLite database"
   db_in="$(cd "$(dirname "$db_in")" && pwd)/$(basename "$db_in")"
 fi
+workload="${EVO_WORKLOAD:-}"
+if [[ -n $workload ]]; then
+  [[ -f $workload && -r $workload ]] || die "EVO_WORKLOAD '$workload' is not a readable file"
+  workload="$(cd "$(dirname "$workload")" && pwd)/$(basename "$workload")"
+  [[ -z ${EVO_SUITE:-} && -z ${EVO_WEIGHTS:-} && -z ${EVO_START_FILE:-} ]] \
+    || die "EVO_WORKLOAD names the shapes and their weights: leave EVO_SUITE, EVO_WEIGHTS and EVO_START_FILE unset"
+  [[ $export_mode == runs ]] || die "EVO_WORKLOAD exports its own runs: leave EVO_EXPORT unset"
+fi
 # Unset: the default suite; set but empty: no shape (export only).
-read -r -a suite <<< "${EVO_SUITE-1x8x512x64 2x8x512x64 16x16x512x64 4x16x2048x64 2x16x4096x128}"
-if ((!${#suite[@]})); then
+if [[ -n $workload ]]; then
+  suite=()
+else
+  read -r -a suite <<< "${EVO_SUITE-1x8x512x64 2x8x512x64 16x16x512x64 4x16x2048x64 2x16x4096x128}"
+fi
+if [[ -z $workload ]] && ((!${#suite[@]})); then
   [[ -n $db_in ]] || die "EVO_SUITE names no shape (an empty suite only exports, from EVO_DB's runs: set EVO_DB)"
   [[ $export_mode == all ]] || die "EVO_SUITE is empty, so EVO_EXPORT=runs has no run to export: set EVO_EXPORT=all"
 fi
@@ -239,6 +255,10 @@ if ((dry_run)); then
   if [[ -n $db_in ]]; then
     say "runs $db_in left QUEUED or RUNNING: resumed by evod and waited for with this invocation's runs"
   fi
+  if [[ -n $workload ]]; then
+    say "evoctl submit --workload $workload --generations $generations --population $population --top-k $top_k" \
+        "--rng-seed $rng_seed --fitness-inputs $fitness_inputs${budget:+ --budget $budget}${patience:+ --patience $patience}${max_evals:+ --max-evals $max_evals}"
+  fi
   for s in "${suite[@]}"; do
     while IFS= read -r shapes; do
       budget_text="$(budget_flags "$s")"
@@ -258,6 +278,8 @@ if ((dry_run)); then
         || say "  warning: EVO_RUN_TIMEOUT=${run_timeout} is shorter: runs will be cut short (raise it, or lower the budget)"
     fi
     say "write $out/start_from.txt: the runs with an elite as start lines (EVO_START_FILE) for a next invocation"
+  elif [[ -n $workload ]]; then
+    say "wait for the workload's runs (at most ${run_timeout} s together), then print each leaderboard"
   else
     say "no run submitted (EVO_SUITE is empty)"
   fi
@@ -267,7 +289,9 @@ if ((dry_run)); then
     say "evoctl export <every run in the database with an elite, seed $seed_genome, the newest per shape>" \
         "--out $out/table.cu   (EVO_EXPORT=all)"
   fi
-  if ((bench)) && [[ $export_mode == runs ]]; then
+  if ((bench)) && [[ -n $workload ]]; then
+    say "bench/run_gpu_bench.sh $out/table.dispatch.json $out/bench --suite $workload --rounds $bench_rounds"
+  elif ((bench)) && [[ $export_mode == runs ]]; then
     say "bench/run_gpu_bench.sh $out/table.dispatch.json $out/bench --shapes ${suite[*]} --causal both --rounds $bench_rounds"
   elif ((bench)); then
     say "bench/run_gpu_bench.sh $out/table.dispatch.json $out/bench --shapes <the table's shapes> --causal both --rounds $bench_rounds"
@@ -453,6 +477,23 @@ for s in "${suite[@]}"; do
     fi
   done < <(bucket_runs "$s")
 done
+if [[ -n $workload ]]; then
+  workload_flags=()
+  [[ -z $budget ]] || workload_flags+=(--budget "$budget")
+  [[ -z $patience ]] || workload_flags+=(--patience "$patience")
+  [[ -z $max_evals ]] || workload_flags+=(--max-evals "$max_evals")
+  if workload_runs=$("$evoctl" submit --workload "$workload" --generations "$generations" --population "$population" \
+                       --top-k "$top_k" --rng-seed "$rng_seed" --fitness-inputs "$fitness_inputs" \
+                       "${workload_flags[@]}" 2> "$out/submit-workload.err"); then
+    cat "$out/submit-workload.err"
+    for run in $workload_runs; do
+      runs+=("$run")
+      run_bucket[$run]=workload
+    done
+  else
+    fail submit-workload "$(cat "$out/submit-workload.err")"
+  fi
+fi
 [[ $export_mode == all || ${#runs[@]} -gt 0 ]] || finish
 
 # 3. Wait for every run under one deadline; cancel what is still going when it passes.
@@ -486,7 +527,7 @@ for run in "${waited[@]}"; do
   fi
 done
 # This invocation's runs with an elite, as EVO_START_FILE lines for the next one (the model screen).
-if ((${#exportable[@]})); then
+if ((${#exportable[@]})) && [[ -z $workload ]]; then
   for run in "${exportable[@]}"; do echo "${run_bucket[$run]} --start-from $run"; done \
     > "$out/start_from.txt"
   say "wrote $out/start_from.txt: these runs as start lines (EVO_START_FILE) for the next invocation"
@@ -542,7 +583,16 @@ fi
 
 # 5. The table against SDPA and autotuned Triton: on the suite's shapes, or (EVO_EXPORT=all) on
 # the table's.
-if ((bench)); then
+if ((bench)) && [[ -n $workload ]]; then
+  say "bench/run_gpu_bench.sh $out/table.dispatch.json $out/bench --suite $workload --rounds $bench_rounds"
+  if waited_step "$out/bench.log" "$root/bench/run_gpu_bench.sh" "$out/table.dispatch.json" "$out/bench" \
+       --suite "$workload" --rounds "$bench_rounds"; then
+    tail -n 30 "$out/bench/compare.txt"
+  else
+    fail bench "see $out/bench.log"
+    tail -n 10 "$out/bench.log"
+  fi
+elif ((bench)); then
   bench_shapes=("${suite[@]}")
   if [[ $export_mode == all ]]; then
     mapfile -t bench_shapes < <(python3 -c '

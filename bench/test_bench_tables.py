@@ -255,7 +255,17 @@ class Arguments(unittest.TestCase):
         self.assertIn("runs in bf16, not fp16", self.parse_error(["--suite", "llama3-8b", "--dtype", "fp16"]))
         self.assertIn("not both", self.parse_error(["--suite", "llama3-8b", "--shapes", "1,8,512,64"]))
         self.assertIn("not both", self.parse_error(["--suite", "llama3-8b", "--causal", "1"]))
-        self.assertIn("invalid choice: 'llama'", self.parse_error(["--suite", "llama"]))
+        self.assertIn("unknown suite 'llama'", self.parse_error(["--suite", "llama"]))
+        # The same workload by its path: the file `evoctl submit --workload` reads.
+        path = str(bench_shapes.WORKLOADS_DIR / "llama3-8b.json")
+        self.assertEqual(bench_args.parse_args(["--suite", path]).problems, args.problems)
+        self.assertIn("cannot read it as a workload file", self.parse_error(["--suite", "/nonexistent/w.json"]))
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            f.write('{"dtype": "bf16", "shapes": [{"shape": "1x8x512x64:fp16"}]}')
+        try:
+            self.assertIn("the bench runs one dtype (bf16)", self.parse_error(["--suite", f.name]))
+        finally:
+            os.unlink(f.name)
 
     def test_shapes_run_every_causal_setting_unless_refused(self):
         args = bench_args.parse_args(["--shapes", "1x32x512x4096x128:kv8", "1,8,512,64", "--dtype", "bf16"])

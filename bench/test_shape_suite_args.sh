@@ -84,5 +84,17 @@ check "the other bucket's share" 0 "--shape 2x8x512x64:causal --generations 3 --
   EVO_BUDGET=10m EVO_PATIENCE=2 EVO_MAX_EVALS=40 EVO_WEIGHTS="1x8x512x64=3" EVO_SUITE="1x8x512x64 2x8x512x64" \
   "$suite" --dry-run "$bundle" "$scratch/out"
 
+# A workload file: one submit of it (evoctl plans its buckets and shares the evaluations), and the
+# bench on its own shapes; a suite or weights beside it are refused.
+workload="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/workloads/llama3-8b.json"
+check "a workload is one submit of the file" 0 "evoctl submit --workload $workload --generations 3 --population 12 --top-k 3 --rng-seed 7 --fitness-inputs rotated --budget 3m --max-evals 60" \
+  EVO_WORKLOAD="$workload" EVO_BUDGET=3m EVO_MAX_EVALS=60 "$suite" --dry-run "$bundle" "$scratch/out"
+check "a workload's bench runs its shapes" 0 "--suite $workload --rounds 1" \
+  EVO_WORKLOAD="$workload" "$suite" --dry-run "$bundle" "$scratch/out"
+check "a workload beside a suite" 2 "EVO_WORKLOAD names the shapes and their weights" \
+  EVO_WORKLOAD="$workload" EVO_SUITE=1x8x512x64 "$suite" --dry-run "$bundle" "$scratch/out"
+check "a workload that is no file" 2 "EVO_WORKLOAD '$scratch/none.json' is not a readable file" \
+  EVO_WORKLOAD="$scratch/none.json" "$suite" --dry-run "$bundle" "$scratch/out"
+
 ((failures == 0)) || { echo "$failures check(s) failed"; exit 1; }
 echo "all checks passed"

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -30,6 +31,7 @@
 #include "template_registry.h"
 #include "token.h"
 #include "torch_package.h"
+#include "workload.h"
 #include "wire_labels.h"
 
 namespace evo::cli {
@@ -177,10 +179,10 @@ void add_start_genomes(Client& c, const SubmitOptions& s, v1::SubmitRunRequest& 
     }
 }
 
-int submit(Client& c, const Options& o, std::ostream& out, bool tty) {
+// A submit's request from the command line's options, the shapes apart.
+v1::SubmitRunRequest submit_request(Client& c, const Options& o) {
   v1::SubmitRunRequest req;
   req.set_seed(o.submit.seed);
-  for (const auto& s : o.submit.shapes) req.add_shapes(s);
   req.set_causal(o.submit.causal);
   req.set_dtype(o.submit.dtype);
   // Unset sizes stay unset so evod applies its defaults; an explicit 0 would be refused.
@@ -198,8 +200,13 @@ int submit(Client& c, const Options& o, std::ostream& out, bool tty) {
   req.set_budget_ms(o.submit.budget_ms);
   req.set_max_evals(o.submit.max_evals);
   req.set_patience(o.submit.patience);
+  return req;
+}
+
+// Sends one submit; its run as evod made it.
+v1::Run send_submit(Client& c, v1::SubmitRunRequest& req) {
   v1::Run run;
-  // One request id per invocation, sent again on a retry: evod returns the run the first try made
+  // One request id per run, sent again on a retry: evod returns the run the first try made
   // (whose answer was lost, or came after the deadline) instead of making a second one.
   req.set_request_id(new_request_id());
   grpc::Status status;
@@ -211,8 +218,54 @@ int submit(Client& c, const Options& o, std::ostream& out, bool tty) {
     std::this_thread::sleep_for(std::chrono::seconds(attempt));
   }
   check(status);
+  return run;
+}
+
+int submit(Client& c, const Options& o, std::ostream& out, bool tty) {
+  v1::SubmitRunRequest req = submit_request(c, o);
+  for (const auto& s : o.submit.shapes) req.add_shapes(s);
+  const v1::Run run = send_submit(c, req);
   out << run.run_id() << "\n" << std::flush;  // alone on its line: RUN=$(evoctl submit ...)
   return o.watch ? watch(c, run.run_id(), out, tty) : 0;
+}
+
+// One run per bucket of the workload, heaviest first: the plan and the export to make of the
+// runs on `err`, each run's id alone on its line of `out` (RUNS=$(evoctl submit --workload F)).
+// A refused submit stops there, naming the runs already made.
+int submit_workload(Client& c, const Options& o, const Workload& w, std::ostream& out, std::ostream& err) {
+  Options each = o;
+  each.submit.seed = w.seed;
+  err << "workload " << w.name << ": " << w.buckets.size() << " bucket(s), seed " << w.seed << "\n";
+  std::vector<std::string> made;
+  for (size_t i = 0; i < w.buckets.size(); ++i) {
+    const WorkloadBucket& b = w.buckets[i];
+    each.submit.max_evals = max_evals_share(w, b, o.submit.max_evals);
+    v1::SubmitRunRequest req = submit_request(c, each);
+    for (const auto& s : b.run_shapes()) req.add_shapes(s);
+    char share[32];
+    std::snprintf(share, sizeof share, "%.0f%%", 100.0 * b.weight / w.weight);
+    err << "  bucket " << i + 1 << " (" << b.group << ", weight " << share << "): tunes on";
+    for (const auto& s : b.run_shapes()) err << " " << s;
+    if (b.shapes.size() > kRunShapes) err << " (and serves " << b.shapes.size() - kRunShapes << " more)";
+    try {
+      made.push_back(send_submit(c, req).run_id());
+    } catch (const Failure& f) {
+      err << "\n";
+      std::string line = f.line;
+      if (!made.empty()) {
+        line += " (bucket " + std::to_string(i + 1) + "; runs made before it:";
+        for (const auto& r : made) line += " " + r;
+        line += ")";
+      }
+      throw Failure{line};
+    }
+    err << " -> " << made.back() << "\n";
+    out << made.back() << "\n" << std::flush;
+  }
+  err << "when they are done: evoctl export";
+  for (const auto& r : made) err << " " << r;
+  err << " --out " << w.name << ".cu\n";
+  return 0;
 }
 
 int status(Client& c, const Options& o, std::ostream& out, bool tty) {
@@ -473,6 +526,16 @@ int run_evoctl(const std::vector<std::string>& args, std::ostream& out, std::ost
     out << help_text(o.command);
     return 0;
   }
+  // A workload file is read and planned whole before evod is asked anything: a bad one makes no run.
+  std::optional<Workload> workload;
+  if (o.command == "submit" && !o.submit.workload.empty()) {
+    try {
+      workload = read_workload(o.submit.workload, o.submit.seed);
+    } catch (const InputError& e) {
+      err << "evoctl: " << e.what() << "\n";
+      return 2;
+    }
+  }
   security::ClientSecurity sec;
   try {
     sec = security::load_client_security(o.token_file, env.token ? env.token->c_str() : nullptr, o.tls_ca);
@@ -494,6 +557,7 @@ int run_evoctl(const std::vector<std::string>& args, std::ostream& out, std::ost
   auto stub = v1::Coordinator::NewStub(channel);
   Client c{*stub, sec};
   try {
+    if (o.command == "submit" && workload) return submit_workload(c, o, *workload, out, err);
     if (o.command == "submit") return submit(c, o, out, env.stdout_is_tty);
     if (o.command == "status") return status(c, o, out, env.stdout_is_tty);
     if (o.command == "leaderboard") return leaderboard(c, o, out);

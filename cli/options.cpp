@@ -157,6 +157,7 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
       else if (a == "--html") o.html = p.value_of(a);
       else if (a == "--seed") o.submit.seed = p.value_of(a);
       else if (a == "--shape") o.submit.shapes.push_back(checked_shape_syntax(p.value_of(a)));
+      else if (a == "--workload") o.submit.workload = p.value_of(a);
       else if (a == "--generations")
         o.submit.generations = static_cast<int32_t>(parse_integer(a, p.value_of(a), 1, server::kMaxGenerations));
       else if (a == "--population")
@@ -192,7 +193,7 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
   static const std::map<std::string, std::set<std::string>> kAllowed = {
       {"submit", {"--seed", "--shape", "--causal", "--dtype", "--generations", "--population", "--top-k", "--strategy",
                   "--rng-seed", "--device-class", "--start", "--start-from", "--fitness-inputs",
-                  "--budget", "--max-evals", "--patience", "--watch"}},
+                  "--budget", "--max-evals", "--patience", "--watch", "--workload"}},
       {"status", {"--watch"}},
       {"leaderboard", {"--top", "--json"}},
       {"runs", {"--json"}},
@@ -216,7 +217,15 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
   if (!positional.empty()) o.run_id = positional[0];
   if (o.command == "export") o.run_ids = positional;
   if (needs_run && o.run_id.empty()) throw UsageError(o.command + " needs a run id (see evoctl runs)");
-  if (o.command == "submit" && o.submit.seed.empty()) throw UsageError("submit needs --seed (e.g. --seed fa_s512_v3)");
+  if (o.command == "submit" && !o.submit.workload.empty()) {
+    for (const std::string flag : {"--shape", "--causal", "--dtype", "--watch"})
+      if (std::any_of(flags_seen.begin(), flags_seen.end(), [&](const auto& seen) { return seen.first == flag; }))
+        throw UsageError("submit --workload does not take " + flag +
+                         (flag == "--watch" ? " (it starts several runs)"
+                                                         : " (the workload file names its shapes and their defaults)"));
+  } else if (o.command == "submit" && o.submit.seed.empty()) {
+    throw UsageError("submit needs --seed (e.g. --seed fa_s512_v3)");
+  }
   if (o.command == "export" && o.out.empty() && o.python.empty())
     throw UsageError("export needs --out FILE.cu or --python DIR");
   if (o.command == "report" && o.html.empty()) throw UsageError("report needs --html FILE");
@@ -232,6 +241,8 @@ std::string help_text(const std::string& command) {
            "                     [--device-class CLASS] [--start GENOME ...] [--start-from RUN ...]\n"
            "                     [--fitness-inputs rotated|resident]\n"
            "                     [--budget DURATION] [--max-evals N] [--patience G] [--watch]\n"
+           "       evoctl submit --workload FILE [--seed TEMPLATE] [the options above but --shape,\n"
+           "                     --causal, --dtype and --watch]\n"
            "Starts a tuning run and prints its id. Defaults come from evod: shape 1x8x512x64,\n"
            "5 generations of 16, top-k 3, strategy evolve, rng seed 1, the device class of the first\n"
            "worker that leases (CLASS as status and runs print it, e.g. sm_90a/NVIDIA H200 or\n"
@@ -257,7 +268,15 @@ std::string help_text(const std::string& command) {
            "--budget DURATION of wall time from its first lease (90s, 10m, 2h, 1h30m), --max-evals N\n"
            "candidates evaluated (its last generation is cut to fit), --patience G generations in a row\n"
            "without a better best time. --generations still bounds the run: raise it to let a budget\n"
-           "decide.\n";
+           "decide.\n"
+           "--workload FILE tunes for a served model: a JSON file of shapes with weights ({\"seed\",\n"
+           "\"dtype\", \"causal\", \"shapes\": [{\"shape\": \"1x32x1x4096x128:kv8\", \"weight\": 5}, ...]}).\n"
+           "Shapes of one kind (heads, head dim, causality, dtype; prefill, chunk or decode) within a\n"
+           "factor of two in batch and lengths share a bucket; each bucket gets a run on its three\n"
+           "heaviest shapes, and --max-evals is shared by the buckets' weights (--budget and the rest\n"
+           "apply to each run). The plan goes to stderr, the run ids to stdout one a line, and the last\n"
+           "line says the export that makes them one dispatch table, whose calls between buckets go\n"
+           "to the nearest one.\n";
   if (command == "status")
     return "usage: evoctl status RUN [--watch]\n"
            "Prints the run's state, generation, evaluations, best time and genome. --watch follows it\n"

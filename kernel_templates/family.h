@@ -46,6 +46,12 @@ struct KernelFamily {
   void (*require_tunable)(const Problem& p, std::string_view text);
   // The defaults a submit's own fields give (attention: causal, dtype).
   ProblemDefaults (*submit_defaults)(const v1::SubmitRunRequest& request);
+  // Workloads (evoctl submit --workload): problems of one group may share a tuned kernel (the
+  // group's text names what they share: "heads 32/8, head dim 128, causal, bf16, decode"), and
+  // how far apart two problems of a group are, 0 for equal sizes: the exported dispatch takes the
+  // nearest bucket by the same measure.
+  std::string (*workload_group)(const Problem& p);
+  double (*problem_distance)(const Problem& a, const Problem& b);
   // The wire form: the family's case of v1::Problem. from_proto throws InputError for values this
   // build does not know (a newer peer's enum value).
   v1::Problem::KindCase proto_kind;

@@ -79,7 +79,8 @@ void emit_instantiations(std::ostringstream& o, const ExportTable& t, const std:
 }
 
 // pick_variant() of a table of several genomes: the bucket of the call's exact shape, else the
-// nearest (seq_q, seq_k) among the buckets of its dtype, head_dim and causality, else the first
+// nearest (batch, seq_q, seq_k) among the buckets of its dtype, head_dim and causality (the
+// measure of attention::shape_distance, which plans a workload's buckets), else the first
 // variant that serves them.
 void emit_buckets(std::ostringstream& o, const ExportTable& t) {
   const size_t n = t.problems.size();
@@ -105,11 +106,12 @@ void emit_buckets(std::ostringstream& o, const ExportTable& t) {
     << "    if (b.batch == batch && b.heads == heads && b.heads_kv == heads_kv && b.seq_q == seq_q &&\n"
     << "        b.seq_k == seq_k)\n"
     << "      return b.variant;\n"
-    << "    // Nearest lengths on a log scale, queries and keys alike: tiles that suit 512 suit 600\n"
-    << "    // better than 4096, and a decode step (one query) is nearer another decode step than a\n"
-    << "    // prefill of as many keys.\n"
-    << "    const double distance = std::fabs(std::log(static_cast<double>(b.seq_k) / seq_k)) +\n"
-    << "                            std::fabs(std::log(static_cast<double>(b.seq_q) / seq_q));\n"
+    << "    // Nearest batch and lengths on a log scale, queries and keys alike: tiles that suit 512\n"
+    << "    // suit 600 better than 4096, and a decode step (one query) is nearer another decode step\n"
+    << "    // than a prefill of as many keys.\n"
+    << "    const double distance = std::fabs(std::log(static_cast<double>(b.batch) / batch)) +\n"
+    << "                            std::fabs(std::log(static_cast<double>(b.seq_q) / seq_q)) +\n"
+    << "                            std::fabs(std::log(static_cast<double>(b.seq_k) / seq_k));\n"
     << "    if (nearest < 0 || distance < nearest_distance) {\n"
     << "      nearest = b.variant;\n"
     << "      nearest_distance = distance;\n"
@@ -118,7 +120,7 @@ void emit_buckets(std::ostringstream& o, const ExportTable& t) {
     << "  if (nearest >= 0) return nearest;\n"
     << "  for (int v = 0; v < " << n << "; ++v)\n"
     << "    if (serves(v, dtype, causal, head_dim)) return v;\n"
-    << "  (void)batch; (void)heads; (void)heads_kv;\n"
+    << "  (void)heads; (void)heads_kv;\n"
     << "  return -1;\n}\n\n";
 }
 

@@ -40,6 +40,9 @@ void require_tunable(const Problem& p, std::string_view as_given) {
   require_servable_causal(shape_of(p), as_given);
 }
 
+std::string group_of(const Problem& p) { return workload_group(shape_of(p)); }
+double distance(const Problem& a, const Problem& b) { return shape_distance(shape_of(a), shape_of(b)); }
+
 ProblemDefaults submit_defaults(const v1::SubmitRunRequest& r) {
   return {{"CAUSAL", r.causal() ? 1 : 0}, {"DTYPE", static_cast<int64_t>(dtype_from_proto(r.dtype()))}};
 }
@@ -76,6 +79,7 @@ const KernelFamily& family() {
       "1x8x512x64",        &variables,          &parse,
       &text,               &flops,              &bytes_moved,
       &require_tunable,    &submit_defaults,
+      &group_of,           &distance,
       v1::Problem::kAttention, &to_proto,
       &from_proto,
       &served_variables,   &value_of_label,     &value_text,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <iterator>
 #include <stdexcept>
@@ -212,6 +213,20 @@ void require_servable_causal(const Shape& shape, std::string_view text) {
 }
 
 
+
+std::string workload_group(const Shape& s) {
+  const char* phase = s.seq_q <= kDecodeMaxQueries && s.seq_q < s.seq_k ? "decode"
+                      : s.seq_q < s.seq_k                                 ? "chunk"
+                                                                          : "prefill";
+  return "heads " + std::to_string(s.heads) + "/" + std::to_string(s.heads_kv) + ", head dim " +
+         std::to_string(s.head_dim) + ", " + (s.causal ? "causal" : "non-causal") + ", " +
+         std::string(dtype_name(s.dtype)) + ", " + phase;
+}
+
+double shape_distance(const Shape& a, const Shape& b) {
+  auto log_ratio = [](int x, int y) { return std::fabs(std::log(static_cast<double>(x) / y)); };
+  return log_ratio(a.batch, b.batch) + log_ratio(a.seq_q, b.seq_q) + log_ratio(a.seq_k, b.seq_k);
+}
 
 v1::Shape shape_to_proto(const Shape& p) {
   v1::Shape s;

@@ -68,6 +68,15 @@ Shape parse_shape(std::string_view text, bool causal_default = false, DType dtyp
 // before this check still load.)
 void require_servable_causal(const Shape& shape, std::string_view text);
 
+// A decode step: at most this many query rows (a few speculated tokens) against a cache.
+constexpr int kDecodeMaxQueries = 16;
+// Shapes one tuned kernel may serve: the same heads, head dim, causality, dtype and phase
+// (prefill, a chunk over a cache, or decode). "heads 32/8, head dim 128, causal, bf16, chunk".
+std::string workload_group(const Shape& s);
+// |ln| of the ratios of batch, seq_q and seq_k, summed: how far apart two shapes of a group are.
+// The exported dispatch table (export_entry.cpp) picks the nearest bucket by the same sum.
+double shape_distance(const Shape& a, const Shape& b);
+
 // The wire form (evo.v1.Shape, the attention case of evo.v1.Problem). shape_from_proto throws
 // InputError for a dtype this build does not know (a newer peer's enum value).
 v1::Shape shape_to_proto(const Shape& s);

@@ -84,6 +84,69 @@ TEST_F(Evoctl, SubmitSendsTheBudgets) {
   EXPECT_EQ(server_.service.last_submit.budget_ms(), 0) << "no budget unless asked";
 }
 
+// A workload file: one run per bucket, heaviest first, each on its own shapes with its share of
+// --max-evals and the rest of the options; the run ids on stdout, the plan and the export on stderr.
+TEST_F(Evoctl, SubmitWorkloadStartsARunPerBucketAndSaysTheExport) {
+  const fs::path file = fs::temp_directory_path() / "evoctl-test-served.json";
+  std::ofstream(file) << R"({"name": "served", "dtype": "bf16", "shapes": [
+      {"shape": "16x32x1x4096x128:kv8", "weight": 3},
+      {"shape": "1x32x512x4096x128:kv8:causal", "weight": 1}]})";
+  const auto r = run({"submit", "--workload", file.string(), "--seed", "fa_s512_v3", "--max-evals", "40",
+                      "--budget", "5m"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  const auto& submits = server_.service.submits;
+  ASSERT_EQ(submits.size(), 2u);
+  EXPECT_EQ(std::vector<std::string>(submits[0].shapes().begin(), submits[0].shapes().end()),
+            std::vector<std::string>{"16x32x1x4096x128:kv8:bf16"});
+  EXPECT_EQ(std::vector<std::string>(submits[1].shapes().begin(), submits[1].shapes().end()),
+            std::vector<std::string>{"1x32x512x4096x128:kv8:causal:bf16"});
+  EXPECT_EQ(submits[0].max_evals(), 30);
+  EXPECT_EQ(submits[1].max_evals(), 10);
+  for (const auto& s : submits) {
+    EXPECT_EQ(s.seed(), "fa_s512_v3");
+    EXPECT_EQ(s.budget_ms(), 300'000);
+  }
+  EXPECT_NE(submits[0].request_id(), submits[1].request_id()) << "a run each, not a retry";
+  EXPECT_EQ(r.out, "r1\nr2\n");
+  EXPECT_NE(r.err.find("workload served: 2 bucket(s), seed fa_s512_v3\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("bucket 1 (heads 32/8, head dim 128, non-causal, bf16, decode, weight 75%): tunes on "
+                       "16x32x1x4096x128:kv8:bf16 -> r1"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("when they are done: evoctl export r1 r2 --out served.cu\n"), std::string::npos) << r.err;
+  fs::remove(file);
+}
+
+TEST_F(Evoctl, ABadWorkloadIsOneLineAndStartsNoRun) {
+  const fs::path file = fs::temp_directory_path() / "evoctl-test-bad.json";
+  std::ofstream(file) << R"({"seed": "fa_s512_v3", "shapes": [{"shape": "1x8x512x64"}, {"shape": "1x8x512"}]})";
+  const auto r = run({"submit", "--workload", file.string()});
+  EXPECT_EQ(r.exit_status, 2);
+  EXPECT_EQ(r.err, "evoctl: workload " + file.string() + ": malformed shape '1x8x512': expected BxHxSxD or BxHxSqxSkxD\n");
+  EXPECT_TRUE(server_.service.submits.empty());
+  const auto with_shape = run({"submit", "--workload", file.string(), "--shape", "1x8x512x64"});
+  EXPECT_EQ(with_shape.exit_status, 2);
+  EXPECT_EQ(with_shape.err,
+            "evoctl: submit --workload does not take --shape (the workload file names its shapes and their defaults)\n");
+  fs::remove(file);
+}
+
+// A bucket evod refuses stops the submits there, and the line names the runs already made.
+TEST_F(Evoctl, ARefusedBucketNamesTheRunsMadeBeforeIt) {
+  const fs::path file = fs::temp_directory_path() / "evoctl-test-refused.json";
+  std::ofstream(file) << R"({"seed": "fa_s512_v3", "shapes": [
+      {"shape": "1x8x512x64", "weight": 2}, {"shape": "1x8x4096x64"}, {"shape": "1x8x1x8192x64"}]})";
+  server_.service.refuse_submit = 2;
+  const auto r = run({"submit", "--workload", file.string()});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_EQ(r.out, "r1\n");
+  EXPECT_NE(r.err.find("evoctl: INVALID_ARGUMENT: shape refused (bucket 2; runs made before it: r1)\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(server_.service.submits.size(), 2u);
+  fs::remove(file);
+}
+
 TEST(EvoctlDuration, ReadsUnitsLargestFirstAndPlainSeconds) {
   EXPECT_EQ(cli::parse_duration_ms("--budget", "90s"), 90'000);
   EXPECT_EQ(cli::parse_duration_ms("--budget", "90"), 90'000);

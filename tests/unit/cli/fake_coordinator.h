@@ -19,6 +19,8 @@ class FakeCoordinator final : public v1::Coordinator::Service {
   // What Leaderboard names as the seed genome; empty, as an evod from before the field did.
   std::string seed_genome = "fa_s512_v3:BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1";
   v1::SubmitRunRequest last_submit;
+  std::vector<v1::SubmitRunRequest> submits;  // every SubmitRun, in order; the nth makes run "r<n>"
+  size_t refuse_submit = 0;                   // > 0: the submit of that number is refused
   v1::ExportRequest last_export;
   v1::ListCandidatesRequest last_candidates;
   bool watch_ends_early = false;  // the stream closes before the run is final
@@ -35,7 +37,10 @@ class FakeCoordinator final : public v1::Coordinator::Service {
   grpc::Status SubmitRun(grpc::ServerContext*, const v1::SubmitRunRequest* req, v1::Run* run) override {
     if (req->seed() != "fa_s512_v3") return {grpc::StatusCode::INVALID_ARGUMENT, "unknown seed '" + req->seed() + "'"};
     last_submit = *req;
+    submits.push_back(*req);
+    if (submits.size() == refuse_submit) return {grpc::StatusCode::INVALID_ARGUMENT, "shape refused"};
     *run = make_run(v1::QUEUED);
+    run->set_run_id("r" + std::to_string(submits.size()));
     return grpc::Status::OK;
   }
   grpc::Status GetRun(grpc::ServerContext*, const v1::RunRef* ref, v1::RunStatus* s) override {

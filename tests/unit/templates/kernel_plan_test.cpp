@@ -109,7 +109,7 @@ TEST(KernelPlan, TheSpaceAndTheKernelAgreeOnEveryGenome) {
 
 // check() is what a bad instantiation hits first: each rule refuses what it says.
 TEST(KernelPlan, CheckNamesTheRuleABadConfigBreaks) {
-  const fa::KernelConfig ok{0, 0, 64, 64, 128, 4, 2, 1, 1, 1, 0, 64, 0, 0};
+  const fa::KernelConfig ok{0, 0, 64, 64, 128, 4, 2, 1, 1, 1, 0, 64, 0, 0, 0};
   EXPECT_EQ(fa::check(ok), fa::Unsupported::kOk);
   auto with = [&](auto edit) {
     fa::KernelConfig c = ok;
@@ -125,6 +125,9 @@ TEST(KernelPlan, CheckNamesTheRuleABadConfigBreaks) {
   EXPECT_EQ(with([](auto& c) { c.wgmma = 1, c.schedule = 7; }), fa::Unsupported::kPingpongWarps);
   EXPECT_EQ(with([](auto& c) { c.wgmma = 1, c.schedule = 8; }), fa::Unsupported::kQkAheadStages);
   EXPECT_EQ(with([](auto& c) { c.causal_fold = 1, c.wgmma = 1; }), fa::Unsupported::kFold);
+  EXPECT_EQ(with([](auto& c) { c.pack_gqa = 1; }), fa::Unsupported::kOk);
+  EXPECT_EQ(with([](auto& c) { c.pack_gqa = 2; }), fa::Unsupported::kPackGqa);
+  EXPECT_EQ(with([](auto& c) { c.pack_gqa = 1, c.causal_fold = 1, c.warps = 8; }), fa::Unsupported::kPackGqa);
 }
 
 }  // namespace
