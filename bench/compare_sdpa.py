@@ -46,7 +46,7 @@ GQA_ENTRY_MISSING = ("library exported before grouped-query heads and unequal le
                      "(no evo_attention_forward_gqa)")
 # What the cuDNN column runs at bottom-right causal (seq_q != seq_k): with flash and efficient switched
 # off, torch's CausalBias builds the boolean mask on every call and hands it to SDPA as attn_mask.
-CUDNN_LOWER_RIGHT = "causal_lower_right: torch materializes the mask each call (dense attn_mask)"
+CUDNN_LOWER_RIGHT = "bottom-right causal as a dense boolean attn_mask, built once outside the timed calls"
 
 
 # torch's names of the --dtype choices.
@@ -154,6 +154,11 @@ def sdpa_candidate(torch, name, backend, q, k, v, causal, scale) -> Candidate:
         return sdpa_kernel([backend])
     kwargs = sdpa_arguments(q, k, causal, scale, native_gqa=True)
     how = CUDNN_LOWER_RIGHT if name == "cudnn" and "attn_mask" in kwargs else ""
+    if how:
+        # Under sdpa_kernel([CUDNN_ATTENTION]) torch would build this mask from the CausalBias on
+        # every call: built once here, so that cuDNN's time is its own.
+        seq_q, seq_k = q.shape[2], k.shape[2]
+        kwargs["attn_mask"] = torch.ones(seq_q, seq_k, dtype=torch.bool, device=q.device).tril(seq_k - seq_q)
     cand = Candidate(name, lambda: F.scaled_dot_product_attention(q, k, v, **kwargs), context=context, how=how)
     if q.shape[1] != k.shape[1]:
         built = {}
@@ -163,6 +168,8 @@ def sdpa_candidate(torch, name, backend, q, k, v, causal, scale) -> Candidate:
                 group = q.shape[1] // k.shape[1]
                 k_all, v_all = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
                 plain = sdpa_arguments(q, k_all, causal, scale, native_gqa=False)
+                if how:
+                    plain["attn_mask"] = kwargs["attn_mask"]
                 built["cand"] = Candidate(name, lambda: F.scaled_dot_product_attention(q, k_all, v_all, **plain),
                                           context=context, how=how, variant=EXPANDED_KV)
             return built["cand"]

@@ -714,7 +714,7 @@ int evo_attention_forward_dtype(const void* q, const void* k, const void* v, voi
 
 class FakeTensor:
     def __init__(self, shape):
-        self.shape, self.filled = tuple(shape), None
+        self.shape, self.filled, self.device = tuple(shape), None, "cuda:0"
 
     def repeat_interleave(self, repeats, dim):
         return FakeTensor(self.shape[:dim] + (self.shape[dim] * repeats,) + self.shape[dim + 1:])
@@ -732,6 +732,9 @@ def fake_torch():
     torch = types.ModuleType("torch")
     torch.cuda = types.SimpleNamespace(current_stream=lambda: types.SimpleNamespace(cuda_stream=0))
     torch.empty_like = lambda t: FakeTensor(t.shape)
+    torch.bool = "bool"
+    # ones(sq, sk).tril(d): a dense mask, as ("dense_mask", sq, sk, d).
+    torch.ones = lambda sq, sk, **_: types.SimpleNamespace(tril=lambda d: ("dense_mask", sq, sk, d))
     nn, functional, attention, bias = (types.ModuleType(n) for n in ("torch.nn", "torch.nn.functional",
                                                                      "torch.nn.attention", "torch.nn.attention.bias"))
     functional.sdpa_calls = []   # (q, k, v, kwargs) of each scaled_dot_product_attention call
@@ -868,8 +871,12 @@ class PlainLaunch(unittest.TestCase):
                     cand.call()
                 (_, k0, _, cudnn), (_, k1, _, flash) = F.sdpa_calls[-2:]
                 self.assertEqual((k0, k1), (k, k))
-                self.assertEqual(cudnn, flash)
-                return cands, cudnn
+                if "attn_mask" in flash:  # cuDNN's mask is built once, dense, as torch would per call
+                    self.assertEqual(cudnn["attn_mask"], ("dense_mask", q_shape[2], k_shape[2], k_shape[2] - q_shape[2]))
+                    self.assertEqual({**cudnn, "attn_mask": flash["attn_mask"]}, flash)
+                else:
+                    self.assertEqual(cudnn, flash)
+                return cands, flash
             # Chunked prefill: lower-right causal as a CausalBias, never is_causal (top-left in SDPA).
             cands, kwargs = sdpa_kwargs((1, 32, 512, 128), (1, 8, 4096, 128), True)
             self.assertEqual(kwargs, {"scale": 0.088, "attn_mask": ("causal_lower_right", 512, 4096),
