@@ -25,7 +25,8 @@
 #   EVO_WORKLOAD      a workload file (bench/workloads/llama3-8b.json): step 2 is then one
 #                     `evoctl submit --workload FILE` (a run per bucket of its shapes, EVO_MAX_EVALS
 #                     shared by their weights), in place of EVO_SUITE's runs, and step 5 benches
-#                     the file's shapes, each with its own causal setting, in its dtype
+#                     the file's shapes, each with its own causal setting, in its dtype; its
+#                     EVO_START_FILE lines name the bucket "workload" (every run starts from them)
 #   EVO_SUITE         the shape buckets, space-separated BxHxSxD
 #                     (default "1x8x512x64 2x8x512x64 16x16x512x64 4x16x2048x64 2x16x4096x128");
 #                     empty ("") submits nothing, which needs EVO_DB and EVO_EXPORT=all
@@ -150,8 +151,8 @@ workload="${EVO_WORKLOAD:-}"
 if [[ -n $workload ]]; then
   [[ -f $workload && -r $workload ]] || die "EVO_WORKLOAD '$workload' is not a readable file"
   workload="$(cd "$(dirname "$workload")" && pwd)/$(basename "$workload")"
-  [[ -z ${EVO_SUITE:-} && -z ${EVO_WEIGHTS:-} && -z ${EVO_START_FILE:-} ]] \
-    || die "EVO_WORKLOAD names the shapes and their weights: leave EVO_SUITE, EVO_WEIGHTS and EVO_START_FILE unset"
+  [[ -z ${EVO_SUITE:-} && -z ${EVO_WEIGHTS:-} ]] \
+    || die "EVO_WORKLOAD names the shapes and their weights: leave EVO_SUITE and EVO_WEIGHTS unset"
   [[ $export_mode == runs ]] || die "EVO_WORKLOAD exports its own runs: leave EVO_EXPORT unset"
 fi
 # Unset: the default suite; set but empty: no shape (export only).
@@ -176,6 +177,8 @@ if [[ -n $start_file ]]; then
     line="${line%%#*}"
     read -r bucket genome from_run extra <<< "$line"
     [[ -z ${bucket:-} ]] && continue
+    [[ -z $workload || $bucket == workload ]] \
+      || die "EVO_START_FILE line $line_no: with EVO_WORKLOAD a start line names the bucket 'workload', got '$bucket'"
     if [[ $genome == --start-from ]]; then
       [[ -n ${from_run:-} && -z ${extra:-} ]] \
         || die "EVO_START_FILE line $line_no: expected 'BxHxSxD --start-from RUN', got '$line'"
@@ -257,7 +260,7 @@ if ((dry_run)); then
   fi
   if [[ -n $workload ]]; then
     say "evoctl submit --workload $workload --generations $generations --population $population --top-k $top_k" \
-        "--rng-seed $rng_seed --fitness-inputs $fitness_inputs${budget:+ --budget $budget}${patience:+ --patience $patience}${max_evals:+ --max-evals $max_evals}"
+        "--rng-seed $rng_seed --fitness-inputs $fitness_inputs${budget:+ --budget $budget}${patience:+ --patience $patience}${max_evals:+ --max-evals $max_evals}${start_args[workload]:-}"
   fi
   for s in "${suite[@]}"; do
     while IFS= read -r shapes; do
@@ -482,6 +485,8 @@ if [[ -n $workload ]]; then
   [[ -z $budget ]] || workload_flags+=(--budget "$budget")
   [[ -z $patience ]] || workload_flags+=(--patience "$patience")
   [[ -z $max_evals ]] || workload_flags+=(--max-evals "$max_evals")
+  read -r -a starts <<< "${start_args[workload]:-}"
+  workload_flags+=("${starts[@]}")
   if workload_runs=$("$evoctl" submit --workload "$workload" --generations "$generations" --population "$population" \
                        --top-k "$top_k" --rng-seed "$rng_seed" --fitness-inputs "$fitness_inputs" \
                        "${workload_flags[@]}" 2> "$out/submit-workload.err"); then
