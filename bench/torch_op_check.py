@@ -2,8 +2,11 @@
 
 Each check prints one PASS/FAIL line; the script exits 1 if any failed. The checks:
   results    the op and evo_kernels.scaled_dot_product_attention against float32 SDPA at
-             1,8,512,64 fp16, causal and not, and a grouped-query call (2 key/value heads)
-  refusals   requires_grad, non-contiguous, unequal heads, a wrong dtype: one clear error each
+             1,8,512,64 fp16, causal and not; grouped-query calls (2 key/value heads) to the op, with
+             K and V unrepeated, and through the wrapper; a chunk of 10 queries over the 512 keys,
+             causal aligned bottom-right, to the op and through the wrapper as causal_lower_right
+  refusals   requires_grad, non-contiguous, K/V heads that do not divide the query heads, a wrong
+             dtype, causal with more queries than keys: one clear error each
   compile    torch.compile(fullgraph=True) of a function calling torch.nn.functional.
              scaled_dot_product_attention inside sdpa_routing(): the graph dynamo traced holds
              evo.attention (the patched function is what it traced), and the result matches
@@ -58,8 +61,13 @@ def inputs(heads_kv=SHAPE[1], dtype=torch.float16):
 
 
 def reference(q, k, v, is_causal, enable_gqa=False):
+    """float32 SDPA; causal aligned bottom-right (an explicit mask where the lengths differ)."""
     if enable_gqa:
         k, v = (t.repeat_interleave(q.shape[1] // k.shape[1], dim=1) for t in (k, v))
+    seq_q, seq_k = q.shape[2], k.shape[2]
+    if is_causal and seq_q != seq_k:
+        mask = torch.ones(seq_q, seq_k, dtype=torch.bool, device=q.device).tril(seq_k - seq_q)
+        return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask).to(q.dtype)
     return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=is_causal).to(q.dtype)
 
 
@@ -83,10 +91,22 @@ def _results():
             torch.testing.assert_close(torch.ops.evo.attention(q, k, v, None, causal), reference(q, k, v, causal),
                                        atol=1e-2, rtol=1e-2)
         q, k, v = inputs(heads_kv=2)
+        torch.testing.assert_close(torch.ops.evo.attention(q, k, v, None, True), reference(q, k, v, True, True),
+                                   atol=1e-2, rtol=1e-2)
         evo_kernels.reset_stats()
         out = evo_kernels.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         torch.testing.assert_close(out, reference(q, k, v, True, enable_gqa=True), atol=1e-2, rtol=1e-2)
         assert evo_kernels.stats()["served"] == 1, evo_kernels.stats()
+        # A chunk over a cache: 10 new queries against the 512 keys, bottom-right.
+        q, k, v = inputs(heads_kv=2)
+        chunk = q[:, :, :10].contiguous()
+        torch.testing.assert_close(torch.ops.evo.attention(chunk, k, v, None, True),
+                                   reference(chunk, k, v, True, True), atol=1e-2, rtol=1e-2)
+        from torch.nn.attention.bias import causal_lower_right
+        out = evo_kernels.scaled_dot_product_attention(chunk, k, v, attn_mask=causal_lower_right(10, SHAPE[2]),
+                                                       enable_gqa=True)
+        torch.testing.assert_close(out, reference(chunk, k, v, True, True), atol=1e-2, rtol=1e-2)
+        assert evo_kernels.stats()["served"] == 2, evo_kernels.stats()
 
 
 @check("refusals")
@@ -96,10 +116,11 @@ def _refusals():
     q_grad = q.detach().clone().requires_grad_()  # q itself never requires grad
     expect_error("requires_grad", lambda: op(q_grad, k, v, None, False), ["backward"])
     expect_error("non-contiguous", lambda: op(q.transpose(1, 2), k, v, None, False), ["contiguous"])
-    expect_error("unequal heads", lambda: op(q, k[:, :2].contiguous(), v[:, :2].contiguous(), None, False),
-                 ["equal heads"])
+    expect_error("K/V heads not dividing", lambda: op(q, k[:, :3].contiguous(), v[:, :3].contiguous(), None, False),
+                 ["do not divide"])
     expect_error("float32", lambda: op(q.float(), k.float(), v.float(), None, False), ["float16"])
-    expect_error("causal seq_q != seq_k", lambda: op(q[:, :, :10].contiguous(), k, v, None, True), ["seq_q == seq_k"])
+    expect_error("causal seq_q > seq_k", lambda: op(q, k[:, :, :10].contiguous(), v[:, :, :10].contiguous(), None, True),
+                 ["seq_q <= seq_k"])
     with torch.no_grad():  # the same refusals from the CUDA kernel's checks, past the autograd one
         expect_error("non-contiguous, no_grad", lambda: op(q.transpose(1, 2), k, v, None, False), ["contiguous"])
     with torch.inference_mode():  # no autograd key at all: the CUDA kernel straight away

@@ -226,6 +226,19 @@ void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& 
   std::map<std::string, std::string> launch_code;
   for (const auto& [name, formula] : s.launch) launch_code.emplace(name, formula.code);
   o << f.launch_arguments(launch_code)
+    << "      {\n"
+    << "        // A compiled cluster beyond the portable 8 blocks must be allowed before the first launch.\n"
+    << "        static std::atomic<bool> cluster_checked{false};\n"
+    << "        if (!cluster_checked.load()) {\n"
+    << "          cudaFuncAttributes attrs{};\n"
+    << "          cudaError_t e = cudaFuncGetAttributes(&attrs, kernel);\n"
+    << "          if (e == cudaSuccess &&\n"
+    << "              attrs.requiredClusterWidth * attrs.requiredClusterHeight * attrs.requiredClusterDepth > 8)\n"
+    << "            e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);\n"
+    << "          if (e != cudaSuccess) return e;\n"
+    << "          cluster_checked.store(true);\n"
+    << "        }\n"
+    << "      }\n"
     << "      if (smem > " << kSmemPerBlockDefault << ") {\n"
     << "        // Above this a kernel must opt in to dynamic shared memory; once per size suffices.\n"
     << "        static std::atomic<long long> raised{0};\n"

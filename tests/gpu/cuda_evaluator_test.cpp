@@ -235,7 +235,8 @@ TEST(CudaEvaluator, CausalFoldGenomesPassEveryGate) {
 // Served-model shapes: grouped query heads (two and eight to a K/V head, and one K/V head for
 // all), a KV cache's bottom-right causal diagonal (17 queries over 777 keys, 300 over 1152), and
 // decode steps (one query, four queries) over long caches, through mma.sync and cp.async, a
-// CAUSAL_FOLD block, a split-KV cluster and, on sm_90a, TMA with wgmma. Every gate runs, the
+// CAUSAL_FOLD block, a split-KV cluster and, on sm_90a, TMA with wgmma, PACK_GQA's blocks of a
+// whole group of query heads and a cluster of sixteen. Every gate runs, the
 // sanitizers included; the reference reads the same K/V head and masks the same diagonal.
 TEST(CudaEvaluator, GroupedHeadsKvCacheAndDecodeShapesPassEveryGate) {
   EVO_REQUIRE_GPU();
@@ -251,11 +252,16 @@ TEST(CudaEvaluator, GroupedHeadsKvCacheAndDecodeShapesPassEveryGate) {
       {"BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2", &shapes_64},
       {"BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,SPLIT_KV=4", &shapes_64},
       {"BLOCK_M=32,BLOCK_N=128,WARPS=8,STAGES=4,CAUSAL_FOLD=1", &shapes_64},
-      {"BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2", &shapes_128}};
+      {"BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2", &shapes_128},
+      {"BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,PACK_GQA=1", &shapes_64},
+      {"BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,SPLIT_KV=4,PACK_GQA=1", &shapes_128}};
   if (ev.device().arch() == "sm_90a") {
     cases.emplace_back("BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,WGMMA=1,TMA=1", &shapes_64);
+    cases.emplace_back("BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,WGMMA=1,TMA=1,PACK_GQA=1", &shapes_64);
     cases.emplace_back("BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,TMA=1,STAGE_RELEASE=1", &shapes_128);
     cases.emplace_back("BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=2,WGMMA=1,TMA=1,SPLIT_KV=8", &shapes_128);
+    // Sixteen blocks to a cluster: beyond the portable size, allowed at launch.
+    cases.emplace_back("BLOCK_M=64,BLOCK_N=32,WARPS=4,STAGES=2,WGMMA=1,TMA=1,SPLIT_KV=16,PACK_GQA=1", &shapes_128);
   }
   for (const auto& [genes, shapes] : cases) {
     const v1::Evaluation e = ev.evaluate(space.parse(genes), *shapes, true);

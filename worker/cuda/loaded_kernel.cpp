@@ -23,6 +23,18 @@ LoadedKernel::~LoadedKernel() {
 }
 
 void LoadedKernel::prepare(const LaunchDims& dims) {
+  if (!cluster_checked_) {
+    // A kernel whose compiled cluster holds more than the portable 8 blocks (SPLIT_KV = 16) must
+    // be allowed the larger size before its first launch.
+    cudaFuncAttributes attrs{};
+    EVO_CUDA_CHECK(cudaFuncGetAttributes(&attrs, reinterpret_cast<const void*>(kernel_)));
+    if (attrs.requiredClusterWidth * attrs.requiredClusterHeight * attrs.requiredClusterDepth > kPortableClusterSize) {
+      int device = 0;
+      EVO_CUDA_CHECK(cudaGetDevice(&device));
+      EVO_CUDA_CHECK(cudaKernelSetAttributeForDevice(kernel_, cudaFuncAttributeNonPortableClusterSizeAllowed, 1, device));
+    }
+    cluster_checked_ = true;
+  }
   if (dims.smem_bytes > smem_raised_to_) {
     int device = 0;
     EVO_CUDA_CHECK(cudaGetDevice(&device));

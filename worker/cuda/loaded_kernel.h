@@ -23,6 +23,8 @@ struct LaunchDims {
 
 // The largest parameter block a launch takes: the classic limit of a kernel's parameters.
 inline constexpr size_t kMaxKernelParamBytes = 4096;
+// The largest thread-block cluster every sm_90 device runs; larger ones must be allowed per kernel.
+inline constexpr int kPortableClusterSize = 8;
 
 class LoadedKernel {
  public:
@@ -32,7 +34,8 @@ class LoadedKernel {
   LoadedKernel(const LoadedKernel&) = delete;
   LoadedKernel& operator=(const LoadedKernel&) = delete;
 
-  // Raises the dynamic shared memory limit when the launch needs more than kSmemPerBlockDefault.
+  // Raises the dynamic shared memory limit when the launch needs more than kSmemPerBlockDefault,
+  // and, before the first launch, allows a compiled cluster beyond kPortableClusterSize.
   void prepare(const LaunchDims& dims);
   // Asynchronous; throws CudaFailure if the launch itself is refused (or the block is larger
   // than kMaxKernelParamBytes).
@@ -44,6 +47,7 @@ class LoadedKernel {
   cudaLibrary_t library_ = nullptr;
   cudaKernel_t kernel_ = nullptr;
   int64_t smem_raised_to_ = kSmemPerBlockDefault;
+  bool cluster_checked_ = false;
   std::string name_;
 };
 

@@ -1,7 +1,7 @@
 // torch.ops.evo.attention: evo's exported attention kernel as a PyTorch operator.
 //
 // The op's CUDA kernel checks its tensors in PyTorch's terms, allocates the output and calls the
-// exported C entry point (evo_attention_forward_dtype) of the library bound to the tensors' device,
+// exported C entry point (evo_attention_forward_gqa) of the library bound to the tensors' device,
 // on the current stream; it never synchronizes, so CUDA graphs capture it. Its AutogradCUDA kernel
 // refuses inputs that need a gradient (there is no backward pass) and calls the CUDA kernel
 // directly for plain CUDA tensors. evo::_bench times the op against the raw entry point in C++.
@@ -184,6 +184,7 @@ std::vector<double> bench(const at::Tensor& query, const at::Tensor& key, const 
   const c10::cuda::CUDAGuard guard(query.device());
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device));
   const int b = static_cast<int>(query.size(0)), h = static_cast<int>(query.size(1));
+  const int h_kv = static_cast<int>(key.size(1));
   const int sq = static_cast<int>(query.size(2)), sk = static_cast<int>(key.size(2));
   const int d = static_cast<int>(query.size(3));
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
@@ -199,8 +200,8 @@ std::vector<double> bench(const at::Tensor& query, const at::Tensor& key, const 
     stream.synchronize();
     auto start = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < calls; ++i)
-      failures += entry(q_ptr, k_ptr, v_ptr, o_ptr, b, h, sq, sk, d, scale, is_causal ? 1 : 0, dtype, stream.stream(),
-                        1) != 0;
+      failures += entry(q_ptr, k_ptr, v_ptr, o_ptr, b, h, h_kv, sq, sk, d, scale, is_causal ? 1 : 0, dtype,
+                        stream.stream(), 1) != 0;
     auto mid = std::chrono::steady_clock::now();
     stream.synchronize();
     auto op_start = std::chrono::steady_clock::now();
