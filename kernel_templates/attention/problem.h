@@ -17,7 +17,7 @@ namespace evo::attention {
 struct Shape {
   int batch = 1;
   int heads = 8;
-  int heads_kv = 8;  // K/V heads: divides heads; equal to it without grouped queries
+  int heads_kv = 8;  // K/V heads: divides heads; equal to it without grouped queries (set both)
   int seq_q = 512;
   int seq_k = 512;
   int head_dim = 64;

@@ -73,7 +73,7 @@ TEST(Exporter, SourceNeverSynchronizes) {
 
 TEST(Exporter, LaunchUsesTheSpaceFormulas) {
   const auto r = export_standalone(default_genome(), {shape_1x8x512x64()}, measured_evaluation(false));
-  EXPECT_NE(r.source().find("const long long grid_x = (SEQ_Q + BLOCK_M - 1LL) / BLOCK_M;"), std::string::npos);
+  EXPECT_NE(r.source().find("const long long grid_x = (SEQ_Q * (1LL + PACK_GQA * (HEADS / HEADS_KV - 1LL)) + BLOCK_M - 1LL) / BLOCK_M;"), std::string::npos);
   EXPECT_NE(r.source().find("static constexpr long long WARPS_M = evo_min(WARPS, BLOCK_M / 16LL);"),
             std::string::npos);
   EXPECT_NE(r.source().find("cudaFuncAttributeMaxDynamicSharedMemorySize"), std::string::npos);
@@ -274,13 +274,13 @@ TEST(Exporter, DispatchTableRoutesBucketsToTheirVariants) {
   Genome b(a.template_id(), genes);
   attention::Shape big_shape;
   big_shape.batch = 16;
-  big_shape.heads = 16;
+  big_shape.heads = big_shape.heads_kv = 16;
   const Problem big = attention::to_problem(big_shape);
   const auto r = export_dispatch_table(
       {{a, {shape_1x8x512x64()}, measured_evaluation(false)}, {b, {big}, measured_evaluation(false)}});
   EXPECT_NE(r.source().find("struct Variant1"), std::string::npos);
-  EXPECT_NE(r.source().find("{1, 8, 512, 512, 64, 0, 0, 0},"), std::string::npos);
-  EXPECT_NE(r.source().find("{16, 16, 512, 512, 64, 0, 0, 1},"), std::string::npos);
+  EXPECT_NE(r.source().find("{1, 8, 8, 512, 512, 64, 0, 0, 0},"), std::string::npos);
+  EXPECT_NE(r.source().find("{16, 16, 16, 512, 512, 64, 0, 0, 1},"), std::string::npos);
   EXPECT_NE(r.report().find("## Variant 1"), std::string::npos);
   EXPECT_NE(r.genome().find(";"), std::string::npos);
 }
@@ -331,8 +331,8 @@ TEST(Exporter, DispatchTableKeysOnDtype) {
   const Genome a = default_genome();
   const auto r = export_dispatch_table(
       t, {{a, {shape_1x8x512x64()}, measured_evaluation(false)}, {a, {bf16}, measured_evaluation(false)}}, {});
-  EXPECT_NE(r.source().find("{1, 8, 512, 512, 64, 0, 0, 0},"), std::string::npos);
-  EXPECT_NE(r.source().find("{1, 8, 512, 512, 64, 0, 1, 1},"), std::string::npos);
+  EXPECT_NE(r.source().find("{1, 8, 8, 512, 512, 64, 0, 0, 0},"), std::string::npos);
+  EXPECT_NE(r.source().find("{1, 8, 8, 512, 512, 64, 0, 1, 1},"), std::string::npos);
   EXPECT_NE(r.source().find("Variant0<0, 0, 64>::launch"), std::string::npos);
   EXPECT_EQ(r.source().find("Variant0<1, 0, 64>::launch"), std::string::npos) << "variant 0 never saw bf16";
   EXPECT_NE(r.source().find("Variant1<1, 0, 64>::launch"), std::string::npos);

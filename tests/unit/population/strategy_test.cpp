@@ -25,7 +25,10 @@ StrategyContext context(uint64_t seed) {
   return ctx;
 }
 
+// Valid for every shape, and one a strategy may propose: a gene no shape uses (PACK_GQA for
+// these shapes of equal heads) at its default.
 bool valid_for(const StrategyContext& ctx, const Genome& g) {
+  if (!(ctx.space->canonical(g, ctx.shapes) == g)) return false;
   for (const auto& s : ctx.shapes)
     if (ctx.space->violated_constraint(g, s, ctx.smem_limit)) return false;
   return true;

@@ -134,13 +134,13 @@ TEST_F(ExportRunsTest, TwoRunsMakeOneTableWhoseBucketsAreEachRunsWinner) {
   EXPECT_EQ(r.buckets(1).shapes(0), "2x16x1024x128");
   EXPECT_GT(r.buckets(1).fitness_us(), 0);
   EXPECT_EQ(r.genome(), top_genome(a) + ";" + top_genome(b));
-  // Both variants, and the bucket rows (batch, heads, seq_q, seq_k, head_dim, causal, dtype,
-  // variant) that route each run's shapes to its winner.
+  // Both variants, and the bucket rows (batch, heads, heads_kv, seq_q, seq_k, head_dim, causal,
+  // dtype, variant) that route each run's shapes to its winner.
   EXPECT_NE(r.source().find("struct Variant0"), std::string::npos);
   EXPECT_NE(r.source().find("struct Variant1"), std::string::npos);
-  EXPECT_NE(r.source().find("{1, 8, 512, 512, 64, 0, 0, 0},"), std::string::npos);
-  EXPECT_NE(r.source().find("{1, 8, 512, 512, 64, 1, 0, 0},"), std::string::npos);
-  EXPECT_NE(r.source().find("{2, 16, 1024, 1024, 128, 0, 0, 1},"), std::string::npos);
+  EXPECT_NE(r.source().find("{1, 8, 8, 512, 512, 64, 0, 0, 0},"), std::string::npos);
+  EXPECT_NE(r.source().find("{1, 8, 8, 512, 512, 64, 1, 0, 0},"), std::string::npos);
+  EXPECT_NE(r.source().find("{2, 16, 16, 1024, 1024, 128, 0, 0, 1},"), std::string::npos);
   // The report lists each bucket with its run, shapes, genome and figures; nothing is estimated.
   EXPECT_NE(r.report().find("## Buckets"), std::string::npos);
   EXPECT_NE(r.report().find("| 0 | " + a + " | `1x8x512x64`, `1x8x512x64:causal` | `" + top_genome(a)),

@@ -146,7 +146,9 @@ TEST(ShapeTest, AnUnknownDtypeNamesTheAcceptedOnes) {
 
 TEST(ShapeTest, FlopsHalvedForCausal) {
   EXPECT_DOUBLE_EQ(parse_shape("1x8x512x64").flops(), 4.0 * 8 * 512 * 512 * 64);
-  EXPECT_DOUBLE_EQ(parse_shape("1x8x512x256x64:causal").flops(), 2.0 * 8 * 512 * 256 * 64);
+  EXPECT_DOUBLE_EQ(parse_shape("1x8x512x64:causal").flops(), 2.0 * 8 * 512 * 512 * 64);
+  // Bottom-right over a cache: 256 rows see 256..511 of the 512 keys, 256 * 512 - 256^2 / 2 pairs.
+  EXPECT_DOUBLE_EQ(parse_shape("1x8x256x512x64:causal").flops(), 4.0 * 8 * 64 * (256.0 * 512 - 256.0 * 256 / 2));
 }
 
 // Each malformed form, with a piece of the message it must carry.
