@@ -159,7 +159,7 @@ struct Block {
   // (CAUSAL_FOLD decides per warp: only the key range its rows' diagonal crosses is masked).
   __device__ __forceinline__ void mask(int t, float (&s)[T::kMTiles][T::kSTiles][4]) const {
     const int n0 = (first_tile + t) * T::kBlockN;
-    // (A packed block's rows start at position 0 of some head, at the latest its second.)
+    // (A packed block's rows may hold position 0 of a head: its first position counts as 0.)
     const int first_position = T::kPackGqa ? 0 : T::kFold ? row_g : m0;
     const int first_keys = T::kFold ? key_w + T::kKeysPerWarp : T::kBlockN;
     const bool crosses_diagonal = n0 + first_keys - 1 > first_position + causal_shift;
