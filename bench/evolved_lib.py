@@ -131,35 +131,34 @@ class EvolvedLib:
         if rc != 0:
             raise EvolvedError(f"{name} returned {rc} for shape {tuple(q.shape)} causal={int(causal)}")
 
+    # The typed entry points: what a library without one was exported before, and what it can still run.
+    _TYPED_MISSING = {
+        "evo_attention_forward_dtype": "exported before bf16): only fp16 calls can run",
+        "evo_attention_forward_gqa": "exported before grouped-query heads): only heads_kv == heads, seq_q == seq_k "
+                                     "calls can run",
+    }
+
     def _forward_dtype(self, q, k, v, o, causal: bool, scale: float, programmatic: bool, dtype: str) -> None:
-        if dtype not in DTYPE_CODES:
-            raise EvolvedError(f"unknown dtype '{dtype}': expected {' or '.join(DTYPE_CODES)}")
-        if self._fn_dtype is None:
-            raise EvolvedError(f"{self.path} does not export evo_attention_forward_dtype (exported before "
-                               f"bf16): only fp16 calls can run")
-        import torch
-        batch, heads, seq_q, head_dim = q.shape
-        stream = torch.cuda.current_stream().cuda_stream
-        rc = self._fn_dtype(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), batch, heads, seq_q,
-                            k.shape[2], head_dim, ctypes.c_float(scale), int(causal), DTYPE_CODES[dtype],
-                            ctypes.c_void_p(stream), int(programmatic))
-        if rc != 0:
-            raise EvolvedError(f"evo_attention_forward_dtype returned {rc} for shape {tuple(q.shape)} "
-                               f"causal={int(causal)} dtype={dtype}")
+        self._forward_typed("evo_attention_forward_dtype", self._fn_dtype, (), q, k, v, o, causal, scale,
+                            programmatic, dtype)
 
     def _forward_gqa(self, q, k, v, o, causal: bool, scale: float, programmatic: bool, dtype: str) -> None:
+        self._forward_typed("evo_attention_forward_gqa", self._fn_gqa, (k.shape[1],), q, k, v, o, causal, scale,
+                            programmatic, dtype)
+
+    def _forward_typed(self, name, fn, heads_kv, q, k, v, o, causal, scale, programmatic, dtype) -> None:
+        """One call of a typed entry point: q, k, v, o, batch, heads, [heads_kv,] seq_q, seq_k, head_dim,
+        scale, causal, dtype, stream, programmatic_launch."""
         if dtype not in DTYPE_CODES:
             raise EvolvedError(f"unknown dtype '{dtype}': expected {' or '.join(DTYPE_CODES)}")
-        if self._fn_gqa is None:
-            raise EvolvedError(f"{self.path} does not export evo_attention_forward_gqa (exported before "
-                               f"grouped-query heads): only heads_kv == heads, seq_q == seq_k calls can run")
+        if fn is None:
+            raise EvolvedError(f"{self.path} does not export {name} ({self._TYPED_MISSING[name]}")
         import torch
         batch, heads, seq_q, head_dim = q.shape
-        heads_kv, seq_k = k.shape[1], k.shape[2]
         stream = torch.cuda.current_stream().cuda_stream
-        rc = self._fn_gqa(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), batch, heads, heads_kv, seq_q,
-                          seq_k, head_dim, ctypes.c_float(scale), int(causal), DTYPE_CODES[dtype],
-                          ctypes.c_void_p(stream), int(programmatic))
+        rc = fn(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), batch, heads, *heads_kv, seq_q, k.shape[2],
+                head_dim, ctypes.c_float(scale), int(causal), DTYPE_CODES[dtype], ctypes.c_void_p(stream),
+                int(programmatic))
         if rc != 0:
-            raise EvolvedError(f"evo_attention_forward_gqa returned {rc} for q {tuple(q.shape)} k {tuple(k.shape)} "
+            raise EvolvedError(f"{name} returned {rc} for q {tuple(q.shape)} k {tuple(k.shape)} "
                                f"causal={int(causal)} dtype={dtype}")
