@@ -18,7 +18,7 @@ void expect_refusals(EntryPoint f) {
   const void* p = buf;
   void* out = buf;
   EXPECT_EQ(f(p, p, p, out, 1, 8, 512, 512, 96, 0.125f, 0, nullptr), kCudaErrorInvalidValue) << "head_dim 96";
-  EXPECT_EQ(f(p, p, p, out, 1, 8, 512, 256, 64, 0.125f, 1, nullptr), kCudaErrorInvalidValue) << "causal seq_q != seq_k";
+  EXPECT_EQ(f(p, p, p, out, 1, 8, 512, 256, 64, 0.125f, 1, nullptr), kCudaErrorInvalidValue) << "causal seq_q > seq_k";
   EXPECT_EQ(f(nullptr, p, p, out, 1, 8, 512, 512, 64, 0.125f, 0, nullptr), kCudaErrorInvalidValue) << "null q";
   EXPECT_EQ(f(p, p, p, nullptr, 1, 8, 512, 512, 64, 0.125f, 0, nullptr), kCudaErrorInvalidValue) << "null o";
   EXPECT_EQ(f(p, p, p, out, 0, 8, 512, 512, 64, 0.125f, 0, nullptr), kCudaErrorInvalidValue) << "batch 0";
@@ -64,6 +64,23 @@ TEST_F(ExportedKernel, DtypeEntryPointRefusesADtypeTheTableLacks) {
         << "fp16, head_dim 96";
     EXPECT_EQ(f(p, p, p, out, 1, 8, 512, 512, 64, 0.125f, 0, 0, nullptr, 2), kCudaErrorInvalidValue)
         << "programmatic_launch 2";
+  }
+}
+
+// The grouped-query entry point: K/V heads that do not divide the query heads, and causal with
+// more queries than keys (the diagonal is bottom-right), refused before any CUDA call.
+TEST_F(ExportedKernel, GqaEntryPointRefusesHeadsThatDoNotDivideAndCausalPastTheKeys) {
+  for (const Built* b : {&standalone_, &dispatch_, &tma_}) {
+    const EntryPointGqa f = entry_gqa_of(*b);
+    ASSERT_NE(f, nullptr);
+    char buf[4] = {};
+    const void* p = buf;
+    void* out = buf;
+    for (int heads_kv : {0, -2, 3, 16})
+      EXPECT_EQ(f(p, p, p, out, 1, 8, heads_kv, 512, 512, 64, 0.125f, 0, 0, nullptr, 1), kCudaErrorInvalidValue)
+          << "heads_kv " << heads_kv;
+    EXPECT_EQ(f(p, p, p, out, 1, 8, 2, 1024, 512, 64, 0.125f, 1, 0, nullptr, 1), kCudaErrorInvalidValue)
+        << "causal seq_q > seq_k";
   }
 }
 

@@ -25,6 +25,10 @@ using EntryPointEx = int (*)(const void*, const void*, const void*, void*, int, 
 // evo_attention_forward_dtype: ..., causal, dtype, stream, programmatic_launch.
 using EntryPointDtype = int (*)(const void*, const void*, const void*, void*, int, int, int, int, int, float, int,
                                 int, void*, int);
+// evo_attention_forward_gqa: q, k, v, o, batch, heads, heads_kv, seq_q, seq_k, head_dim, scale,
+// causal, dtype, stream, programmatic_launch.
+using EntryPointGqa = int (*)(const void*, const void*, const void*, void*, int, int, int, int, int, int, float,
+                              int, int, void*, int);
 constexpr int kCudaErrorInvalidValue = 1;
 
 inline std::string find_nvcc() {
@@ -111,6 +115,10 @@ class ExportedKernel : public ::testing::Test {
   static EntryPointDtype entry_dtype_of(const Built& b) {
     EXPECT_EQ(b.status, 0) << "nvcc failed on the exported kernel:\n" << b.log;
     return b.handle ? reinterpret_cast<EntryPointDtype>(dlsym(b.handle, "evo_attention_forward_dtype")) : nullptr;
+  }
+  static EntryPointGqa entry_gqa_of(const Built& b) {
+    EXPECT_EQ(b.status, 0) << "nvcc failed on the exported kernel:\n" << b.log;
+    return b.handle ? reinterpret_cast<EntryPointGqa>(dlsym(b.handle, "evo_attention_forward_gqa")) : nullptr;
   }
   static EntryPointEx entry_ex_of(const Built& b) {
     EXPECT_EQ(b.status, 0) << "nvcc failed on the exported kernel:\n" << b.log;
