@@ -120,7 +120,6 @@ void emit_buckets(std::ostringstream& o, const ExportTable& t) {
     << "  if (nearest >= 0) return nearest;\n"
     << "  for (int v = 0; v < " << n << "; ++v)\n"
     << "    if (serves(v, dtype, causal, head_dim)) return v;\n"
-    << "  (void)heads; (void)heads_kv;\n"
     << "  return -1;\n}\n\n";
 }
 
