@@ -6,8 +6,8 @@
 
 namespace evo {
 
-Problem::Problem(const KernelFamily& family, std::vector<int64_t> values)
-    : family_(&family), values_(std::move(values)) {
+Problem::Problem(const KernelFamily& family, std::vector<int64_t> values, std::vector<int64_t> extents)
+    : family_(&family), values_(std::move(values)), extents_(std::move(extents)) {
   if (values_.size() != family.problem_variables().size())
     throw std::invalid_argument("a " + std::string(family.id) + " problem has " +
                                 std::to_string(family.problem_variables().size()) + " values, not " +

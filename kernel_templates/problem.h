@@ -26,13 +26,17 @@ class Problem {
   // No family and no values: only to be assigned (a default member, a resized vector).
   Problem() = default;
   // Throws std::invalid_argument unless `values` has one value per variable of the family.
-  Problem(const KernelFamily& family, std::vector<int64_t> values);
+  // `extents`: what a problem holds beyond its variables' values, as the family defines it
+  // (attention: a packed batch's sequence lengths); empty for most problems. Its variables still
+  // say what the search space reads (attention: the batch, the longest sequence, VARLEN).
+  Problem(const KernelFamily& family, std::vector<int64_t> values, std::vector<int64_t> extents = {});
 
   // Throws std::logic_error for a default-constructed Problem.
   const KernelFamily& family() const;
   bool empty() const { return family_ == nullptr; }
   // In the order of the family's problem_variables().
   const std::vector<int64_t>& values() const { return values_; }
+  const std::vector<int64_t>& extents() const { return extents_; }
   // Throws std::out_of_range for a name that is not one of the family's variables.
   int64_t value(std::string_view name) const;
   // name -> value, as a search space's expressions read them.
@@ -47,13 +51,14 @@ class Problem {
   double bytes_moved() const;
 
   friend bool operator==(const Problem& a, const Problem& b) {
-    return a.family_ == b.family_ && a.values_ == b.values_;
+    return a.family_ == b.family_ && a.values_ == b.values_ && a.extents_ == b.extents_;
   }
   friend bool operator!=(const Problem& a, const Problem& b) { return !(a == b); }
 
  private:
   const KernelFamily* family_ = nullptr;
   std::vector<int64_t> values_;
+  std::vector<int64_t> extents_;
 };
 
 }  // namespace evo

@@ -61,9 +61,9 @@ void run(const Shape& sh, const char* name) {
                             : kRelease  ? (kPvAsync ? 6 : 5)
                                         : (kPvAsync ? 4 : 3);
   using T = evo::fa::KernelTraits<0, C, D, BM, BN, W, ST, kSchedule, 1, SPLIT, kWgmma, kBoxRows,
-                                  kLazy, kFold, 0>;
+                                  kLazy, kFold, 0, 0>;
   auto kernel = evo::fa_s512_v3_kernel<0, C, D, BM, BN, W, ST, kSchedule, 1, SPLIT, kWgmma,
-                                       kBoxRows, kLazy, kFold, 0>;
+                                       kBoxRows, kLazy, kFold, 0, 0>;
   const size_t n = size_t(sh.b) * sh.h * sh.s * D;
   std::vector<__half> host[3] = {std::vector<__half>(n), std::vector<__half>(n),
                                  std::vector<__half>(n)};
@@ -88,7 +88,7 @@ void run(const Shape& sh, const char* name) {
   CHECK(cudaMemset(dev[3], 0xff, n * 2));  // NaN: an element the kernel never writes shows
   const float scale = 1.f / std::sqrt(float(D));
   evo_reference_attention_fp16<<<dim3((sh.s + 3) / 4, sh.b * sh.h), 128>>>(
-      dev[0], dev[1], dev[2], ref, sh.b, sh.h, sh.h, sh.s, sh.s, D, scale, C);
+      dev[0], dev[1], dev[2], ref, nullptr, nullptr, sh.b, sh.h, sh.h, sh.s, sh.s, D, scale, C);
   CHECK(cudaGetLastError());
 
   // VARIANT_SWEEP_SMEM=N launches with N bytes of dynamic shared memory instead of the kernel's

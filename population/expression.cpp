@@ -323,6 +323,139 @@ Expression Expression::parse(std::string_view text) {
   return e;
 }
 
+struct Expression::Bound::Op {
+  enum class Code { kLiteral, kSlot, kNegate, kNot, kMin, kMax, kAnd, kOr, kAdd, kSub, kMul, kDiv, kMod,
+                    kLt, kLe, kGt, kGe, kEq, kNe };
+  Code code = Code::kLiteral;
+  int64_t value = 0;  // kLiteral's value, kSlot's index
+  int lhs = -1, rhs = -1;
+};
+
+namespace {
+
+using Op = Expression::Bound::Op;
+
+Op::Code binary_code(const std::string& spelling) {
+  static const std::map<std::string, Op::Code> codes = {
+      {"&&", Op::Code::kAnd}, {"||", Op::Code::kOr}, {"+", Op::Code::kAdd}, {"-", Op::Code::kSub},
+      {"*", Op::Code::kMul},  {"/", Op::Code::kDiv}, {"%", Op::Code::kMod}, {"<", Op::Code::kLt},
+      {"<=", Op::Code::kLe},  {">", Op::Code::kGt},  {">=", Op::Code::kGe}, {"==", Op::Code::kEq},
+      {"!=", Op::Code::kNe}};
+  const auto it = codes.find(spelling);
+  if (it == codes.end()) throw InputError("unknown operator '" + spelling + "'");
+  return it->second;
+}
+
+// Appends n's operations in post-order and returns the index of n's own.
+int flatten(const Node& n, const std::function<size_t(const std::string&)>& slot_of, std::vector<Op>& out) {
+  Op op;
+  switch (n.kind) {
+    case Node::Kind::kLiteral:
+      op.value = n.value;
+      break;
+    case Node::Kind::kIdentifier:
+      op.code = Op::Code::kSlot;
+      op.value = static_cast<int64_t>(slot_of(n.name));
+      break;
+    case Node::Kind::kNegate:
+    case Node::Kind::kNot:
+      op.code = n.kind == Node::Kind::kNegate ? Op::Code::kNegate : Op::Code::kNot;
+      op.lhs = flatten(*n.lhs, slot_of, out);
+      break;
+    case Node::Kind::kMin:
+    case Node::Kind::kMax:
+    case Node::Kind::kBinary:
+      op.code = n.kind == Node::Kind::kMin ? Op::Code::kMin : n.kind == Node::Kind::kMax ? Op::Code::kMax
+                                                                                            : binary_code(n.name);
+      op.lhs = flatten(*n.lhs, slot_of, out);
+      op.rhs = flatten(*n.rhs, slot_of, out);
+      break;
+  }
+  out.push_back(op);
+  return static_cast<int>(out.size()) - 1;
+}
+
+class BoundEvaluator {
+ public:
+  BoundEvaluator(const std::string& text, const std::vector<Op>& ops, const int64_t* values)
+      : text_(text), ops_(ops), values_(values) {}
+
+  int64_t eval(int i) const {
+    const Op& op = ops_[static_cast<size_t>(i)];
+    using C = Op::Code;
+    switch (op.code) {
+      case C::kLiteral:
+        return op.value;
+      case C::kSlot:
+        return values_[op.value];
+      case C::kNot:
+        return eval(op.lhs) == 0 ? 1 : 0;
+      case C::kAnd:  // short-circuit, as the map's eval and C++
+        return eval(op.lhs) != 0 && eval(op.rhs) != 0 ? 1 : 0;
+      case C::kOr:
+        return eval(op.lhs) != 0 || eval(op.rhs) != 0 ? 1 : 0;
+      default:
+        break;
+    }
+    int64_t r = 0;
+    if (op.code == C::kNegate) {
+      if (__builtin_sub_overflow(int64_t{0}, eval(op.lhs), &r)) fail("integer overflow");
+      return r;
+    }
+    const int64_t a = eval(op.lhs), b = eval(op.rhs);
+    switch (op.code) {
+      case C::kMin: return std::min(a, b);
+      case C::kMax: return std::max(a, b);
+      case C::kAdd:
+        if (__builtin_add_overflow(a, b, &r)) fail("integer overflow");
+        return r;
+      case C::kSub:
+        if (__builtin_sub_overflow(a, b, &r)) fail("integer overflow");
+        return r;
+      case C::kMul:
+        if (__builtin_mul_overflow(a, b, &r)) fail("integer overflow");
+        return r;
+      case C::kDiv:
+      case C::kMod:
+        if (b == 0) fail("division by zero");
+        if (a == std::numeric_limits<int64_t>::min() && b == -1) fail("integer overflow");
+        return op.code == C::kDiv ? a / b : a % b;
+      case C::kLt: return a < b;
+      case C::kLe: return a <= b;
+      case C::kGt: return a > b;
+      case C::kGe: return a >= b;
+      case C::kEq: return a == b;
+      case C::kNe: return a != b;
+      default:
+        fail("corrupt expression");
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& why) const { throw InputError(why + " in '" + text_ + "'"); }
+
+  const std::string& text_;
+  const std::vector<Op>& ops_;
+  const int64_t* values_;
+};
+
+}  // namespace
+
+Expression::Bound Expression::bind(const std::function<size_t(const std::string&)>& slot_of) const {
+  if (!root_) throw InputError("binding an empty expression");
+  auto ops = std::make_shared<std::vector<Bound::Op>>();
+  flatten(*root_, slot_of, *ops);
+  Bound b;
+  b.text_ = text_;
+  b.ops_ = std::move(ops);
+  return b;
+}
+
+int64_t Expression::Bound::eval(const int64_t* values) const {
+  if (!ops_ || ops_->empty()) throw InputError("evaluating an empty expression");
+  return BoundEvaluator(text_, *ops_, values).eval(static_cast<int>(ops_->size()) - 1);
+}
+
 int64_t Expression::eval(const std::map<std::string, int64_t>& vars) const {
   if (!root_) throw InputError("evaluating an empty expression");
   return Evaluator(text_, vars).eval(*root_);

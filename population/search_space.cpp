@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <iterator>
 #include <limits>
 #include <mutex>
 #include <set>
@@ -49,6 +50,31 @@ struct SearchSpace::Impl {
   std::optional<Expression> tensor_map_box_rows;  // optional: TMA box rows, 0 without TMA
   std::optional<Expression> tensor_map_q_box_rows;  // optional: Q/O box rows, else K/V's
   std::optional<Expression> flops;
+  // The derived values and the constraints again, their identifiers bound to slots of one array:
+  // the problem's variables (in the family's order), the genes (in the space's), SMEM_LIMIT,
+  // SM_ARCH, then each derived value. violated_constraint() reads these, so that checking a genome
+  // builds no map of names (a sweep checks every genome of the space).
+  std::vector<Expression::Bound> bound_derived, bound_constraints;
+  size_t genes_slot = 0, limit_slot = 0, derived_slot = 0, slots = 0;
+
+  void bind_slots(const std::vector<std::string>& problem_names, const std::vector<Gene>& genes) {
+    std::map<std::string, size_t> slot;
+    for (const auto& name : problem_names) slot.emplace(name, slot.size());
+    genes_slot = slot.size();
+    for (const auto& g : genes) slot.emplace(g.name, slot.size());
+    limit_slot = slot.size();
+    for (const char* name : {"SMEM_LIMIT", "SM_ARCH"}) slot.emplace(name, slot.size());
+    derived_slot = slot.size();
+    for (const auto& d : derived) slot.emplace(d.name, slot.size());
+    slots = slot.size();
+    auto slot_of = [&](const std::string& name) {
+      const auto it = slot.find(name);
+      if (it == slot.end()) throw InputError("unknown identifier '" + name + "'");
+      return it->second;
+    };
+    for (const auto& d : derived) bound_derived.push_back(d.expr.bind(slot_of));
+    for (const auto& c : constraints) bound_constraints.push_back(c.expr.bind(slot_of));
+  }
 };
 
 namespace {
@@ -376,6 +402,7 @@ SearchSpace SearchSpace::from_json(std::string_view text, const KernelFamily& fa
 
   if (auto it = doc.find("flops"); it != doc.end()) impl->flops = checked_expression(*it, "flops", known);
 
+  impl->bind_slots(family.problem_variables(), space.genes_);
   space.impl_ = std::move(impl);
   return space;
 }
@@ -553,12 +580,15 @@ Genome SearchSpace::at_defaults(const Genome& g, const std::vector<size_t>& indi
   return out;
 }
 
-std::map<std::string, int64_t> SearchSpace::variables(const Genome& g, const Problem& p,
-                                                      int64_t smem_limit, int sm_arch) const {
+void SearchSpace::require_fits(const Genome& g) const {
   bool fits = g.template_id() == id_ && g.genes().size() == genes_.size();
   for (size_t i = 0; fits && i < genes_.size(); ++i) fits = g.genes()[i].first == genes_[i].name;
   if (!fits) throw InputError("genome '" + g.text() + "' does not fit the " + id_ + " search space");
+}
 
+std::map<std::string, int64_t> SearchSpace::variables(const Genome& g, const Problem& p,
+                                                      int64_t smem_limit, int sm_arch) const {
+  require_fits(g);
   std::map<std::string, int64_t> vars = p.variables();
   vars.insert(g.genes().begin(), g.genes().end());
   vars["SMEM_LIMIT"] = smem_limit;
@@ -569,10 +599,26 @@ std::map<std::string, int64_t> SearchSpace::variables(const Genome& g, const Pro
 
 std::optional<std::string> SearchSpace::violated_constraint(const Genome& g, const Problem& p,
                                                             int64_t smem_limit, int sm_arch) const {
-  const auto vars = variables(g, p, smem_limit, sm_arch);
-  for (const auto& c : impl_->constraints) {
-    if (c.reads_arch && sm_arch == kUnknownArch) continue;
-    if (c.expr.eval(vars) == 0) return c.name;
+  require_fits(g);
+  if (&p.family() != family_)
+    throw InputError("a " + std::string(p.family().id) + " problem is not one the " + id_ + " search space reads");
+  const Impl& s = *impl_;
+  // The slots bind_slots() laid out; small enough for the stack.
+  int64_t stack[64];
+  std::vector<int64_t> heap;
+  int64_t* v = stack;
+  if (s.slots > std::size(stack)) {
+    heap.resize(s.slots);
+    v = heap.data();
+  }
+  std::copy(p.values().begin(), p.values().end(), v);
+  for (size_t i = 0; i < genes_.size(); ++i) v[s.genes_slot + i] = g.genes()[i].second;
+  v[s.limit_slot] = smem_limit;
+  v[s.limit_slot + 1] = sm_arch;
+  for (size_t i = 0; i < s.bound_derived.size(); ++i) v[s.derived_slot + i] = s.bound_derived[i].eval(v);
+  for (size_t i = 0; i < s.constraints.size(); ++i) {
+    if (s.constraints[i].reads_arch && sm_arch == kUnknownArch) continue;
+    if (s.bound_constraints[i].eval(v) == 0) return s.constraints[i].name;
   }
   return std::nullopt;
 }

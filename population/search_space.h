@@ -147,6 +147,8 @@ class SearchSpace {
 
  private:
   struct Impl;
+  // Throws InputError for a genome of another space (another template, or other genes).
+  void require_fits(const Genome& g) const;
   void translate_retired(Genome& genome, const std::map<std::string, int64_t>& retired,
                          const std::set<std::string>& given, const std::string& whole) const;
   std::string id_;

@@ -64,44 +64,58 @@ std::vector<DType> tuned_dtypes(const std::vector<Problem>& problems) {
   return out;
 }
 
-// Every (variant, dtype, causal, head_dim) instantiation the table holds, as one `if` line each:
-// `body` is what the line does with "VariantN<DTYPE, CAUSAL, HEAD_DIM>".
+// Whether a variant serves packed batches (VARLEN 1) or dense ones (0): as the shapes it was tuned
+// and checked on (dense where it has none), for the same reason as tuned_dtypes.
+std::vector<int> tuned_layouts(const std::vector<Problem>& problems) {
+  std::vector<int> out;
+  for (const auto& problem : problems) {
+    const int varlen = shape_of(problem).varlen() ? 1 : 0;
+    if (std::find(out.begin(), out.end(), varlen) == out.end()) out.push_back(varlen);
+  }
+  if (out.empty()) out.push_back(0);
+  return out;
+}
+
+// Every (variant, dtype, causal, head_dim, varlen) instantiation the table holds, as one `if` line
+// each: `body` is what the line does with "VariantN<DTYPE, CAUSAL, HEAD_DIM, VARLEN>".
 void emit_instantiations(std::ostringstream& o, const ExportTable& t, const std::string& body) {
   for (size_t v = 0; v < t.problems.size(); ++v)
     for (DType d : tuned_dtypes(t.problems[v]))
-      for (int64_t hd : t.space.served.at("HEAD_DIM"))
-        for (int causal = 0; causal < 2; ++causal) {
-          const int dtype = static_cast<int>(d);
-          o << "  if (variant == " << v << " && dtype == " << dtype << " && causal == " << causal
-            << " && head_dim == " << hd << ") return Variant" << v << "<" << dtype << ", " << causal << ", "
-            << hd << ">::" << body << ";\n";
-        }
+      for (int varlen : tuned_layouts(t.problems[v]))
+        for (int64_t hd : t.space.served.at("HEAD_DIM"))
+          for (int causal = 0; causal < 2; ++causal) {
+            const int dtype = static_cast<int>(d);
+            o << "  if (variant == " << v << " && dtype == " << dtype << " && causal == " << causal
+              << " && head_dim == " << hd << " && varlen == " << varlen << ") return Variant" << v << "<"
+              << dtype << ", " << causal << ", " << hd << ", " << varlen << ">::" << body << ";\n";
+          }
 }
 
 // pick_variant() of a table of several genomes: the bucket of the call's exact shape, else the
-// nearest (batch, seq_q, seq_k) among the buckets of its dtype, head_dim and causality (the
-// measure of attention::shape_distance, which plans a workload's buckets), else the first
-// variant that serves them.
+// nearest (batch, seq_q, seq_k) among the buckets of its dtype, head_dim, causality and layout
+// (the measure of attention::shape_distance, which plans a workload's buckets; a packed batch by
+// its longest lengths), else the first variant that serves them.
 void emit_buckets(std::ostringstream& o, const ExportTable& t) {
   const size_t n = t.problems.size();
-  o << "// Shape buckets: each exported shape and the variant that won it.\n"
-    << "struct Bucket { int batch, heads, heads_kv, seq_q, seq_k, head_dim, causal, dtype, variant; };\n"
+  o << "// Shape buckets: each exported shape and the variant that won it (a packed batch: varlen 1,\n"
+    << "// seq_q and seq_k its longest sequence's).\n"
+    << "struct Bucket { int batch, heads, heads_kv, seq_q, seq_k, head_dim, causal, dtype, varlen, variant; };\n"
     << "static const Bucket kBuckets[] = {\n";
   for (size_t v = 0; v < n; ++v)
     for (const auto& problem : t.problems[v]) {
       const Shape sh = shape_of(problem);
       o << "  {" << sh.batch << ", " << sh.heads << ", " << sh.heads_kv << ", " << sh.seq_q << ", " << sh.seq_k
-        << ", " << sh.head_dim << ", " << (sh.causal ? 1 : 0) << ", " << static_cast<int>(sh.dtype) << ", " << v
-        << "},\n";
+        << ", " << sh.head_dim << ", " << (sh.causal ? 1 : 0) << ", " << static_cast<int>(sh.dtype) << ", "
+        << (sh.varlen() ? 1 : 0) << ", " << v << "},\n";
     }
   o << "};\n\n"
     << "static int pick_variant(int batch, int heads, int heads_kv, int seq_q, int seq_k, int head_dim, int causal,\n"
-    << "                        int dtype) {\n"
+    << "                        int dtype, int varlen) {\n"
     << "  int nearest = -1;\n"
     << "  double nearest_distance = 0.0;\n"
     << "  for (const Bucket& b : kBuckets) {\n"
-    << "    if (b.head_dim != head_dim || b.causal != causal || b.dtype != dtype ||\n"
-    << "        !serves(b.variant, dtype, causal, head_dim))\n"
+    << "    if (b.head_dim != head_dim || b.causal != causal || b.dtype != dtype || b.varlen != varlen ||\n"
+    << "        !serves(b.variant, dtype, causal, head_dim, varlen))\n"
     << "      continue;\n"
     << "    if (b.batch == batch && b.heads == heads && b.heads_kv == heads_kv && b.seq_q == seq_q &&\n"
     << "        b.seq_k == seq_k)\n"
@@ -119,25 +133,25 @@ void emit_buckets(std::ostringstream& o, const ExportTable& t) {
     << "  }\n"
     << "  if (nearest >= 0) return nearest;\n"
     << "  for (int v = 0; v < " << n << "; ++v)\n"
-    << "    if (serves(v, dtype, causal, head_dim)) return v;\n"
+    << "    if (serves(v, dtype, causal, head_dim, varlen)) return v;\n"
     << "  return -1;\n}\n\n";
 }
 
 std::string dispatch(const ExportTable& t) {
   std::ostringstream o;
-  // serves(): which (variant, dtype, causal, head_dim) instantiations exist.
-  o << "static bool serves(int variant, int dtype, int causal, int head_dim) {\n";
+  // serves(): which (variant, dtype, causal, head_dim, varlen) instantiations exist.
+  o << "static bool serves(int variant, int dtype, int causal, int head_dim, int varlen) {\n";
   emit_instantiations(o, t, "kValid");
   o << "  return false;\n}\n\n";
 
-  o << "static int launch_variant(int variant, int dtype, int causal, int head_dim, const evo::FaParams& p,\n"
-    << "                          cudaStream_t stream, bool programmatic) {\n";
+  o << "static int launch_variant(int variant, int dtype, int causal, int head_dim, int varlen,\n"
+    << "                          const evo::FaParams& p, cudaStream_t stream, bool programmatic) {\n";
   emit_instantiations(o, t, "launch(p, stream, programmatic)");
   o << "  return cudaErrorInvalidValue;\n}\n\n";
 
   if (t.problems.size() == 1)
-    o << "static int pick_variant(int, int, int, int, int, int head_dim, int causal, int dtype) {\n"
-      << "  return serves(0, dtype, causal, head_dim) ? 0 : -1;\n}\n\n";
+    o << "static int pick_variant(int, int, int, int, int, int head_dim, int causal, int dtype, int varlen) {\n"
+      << "  return serves(0, dtype, causal, head_dim, varlen) ? 0 : -1;\n}\n\n";
   else
     emit_buckets(o, t);
   return o.str();
@@ -147,6 +161,24 @@ std::string dispatch(const ExportTable& t) {
 // variant pick, then the launch. It never synchronizes.
 std::string entry_points(const ExportTable&) {
   std::ostringstream o;
+  o << "namespace evo_export {\n"
+    << "// The checks every entry point shares, on the call's scalars (no CUDA call: a bad call is refused\n"
+    << "// even without a GPU), then the pick and the launch.\n"
+    << "static int forward(evo::FaParams& p, int head_dim, int causal, int dtype, int varlen, cudaStream_t stream,\n"
+    << "                   int programmatic_launch) {\n"
+    << "  if (p.q == nullptr || p.k == nullptr || p.v == nullptr || p.o == nullptr) return cudaErrorInvalidValue;\n"
+    << "  if (p.batch <= 0 || p.heads <= 0 || p.heads_kv <= 0 || p.seq_q <= 0 || p.seq_k <= 0 || head_dim <= 0)\n"
+    << "    return cudaErrorInvalidValue;\n"
+    << "  if (p.heads % p.heads_kv != 0) return cudaErrorInvalidValue;\n"
+    << "  if (causal != 0 && causal != 1) return cudaErrorInvalidValue;\n"
+    << "  if (programmatic_launch != 0 && programmatic_launch != 1) return cudaErrorInvalidValue;\n"
+    << "  if (!std::isfinite(p.softmax_scale)) return cudaErrorInvalidValue;\n"
+    << "  const int variant = pick_variant(p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_k, head_dim, causal, dtype,\n"
+    << "                                   varlen);\n"
+    << "  if (variant < 0) return cudaErrorInvalidValue;  // no exported genome serves this call's kind\n"
+    << "  return launch_variant(variant, dtype, causal, head_dim, varlen, p, stream, programmatic_launch == 1);\n"
+    << "}\n"
+    << "}  // namespace evo_export\n\n";
   o << "// q: [batch, heads, seq_q, head_dim], k and v: [batch, heads_kv, seq_k, head_dim], o: [batch, heads,\n"
     << "// seq_q, head_dim], contiguous, of `dtype`: 0 fp16 (__half), 1 bf16 (__nv_bfloat16), the values of\n"
     << "// evo::DType. Query head h reads K/V head h / (heads / heads_kv) (grouped-query attention;\n"
@@ -164,23 +196,12 @@ std::string entry_points(const ExportTable&) {
     << "                                         int batch, int heads, int heads_kv, int seq_q, int seq_k,\n"
     << "                                         int head_dim, float softmax_scale, int causal, int dtype,\n"
     << "                                         cudaStream_t stream, int programmatic_launch) {\n"
-    << "  // Every check here runs before any CUDA call: a bad call is refused even without a GPU.\n"
-    << "  if (q == nullptr || k == nullptr || v == nullptr || o == nullptr) return cudaErrorInvalidValue;\n"
-    << "  if (batch <= 0 || heads <= 0 || heads_kv <= 0 || seq_q <= 0 || seq_k <= 0 || head_dim <= 0)\n"
-    << "    return cudaErrorInvalidValue;\n"
-    << "  if (heads % heads_kv != 0) return cudaErrorInvalidValue;\n"
-    << "  if (causal != 0 && causal != 1) return cudaErrorInvalidValue;\n"
-    << "  if (programmatic_launch != 0 && programmatic_launch != 1) return cudaErrorInvalidValue;\n"
     << "  // Bottom-right with more queries than keys would leave the first rows no key to attend to.\n"
     << "  if (causal == 1 && seq_q > seq_k) return cudaErrorInvalidValue;\n"
-    << "  if (!std::isfinite(softmax_scale)) return cudaErrorInvalidValue;\n"
     << "  // The kernel indexes with 32-bit integers.\n"
     << "  const long long longest = seq_q > seq_k ? seq_q : seq_k;\n"
     << "  if (static_cast<long long>(batch) * heads * longest * head_dim > 2147483647LL)\n"
     << "    return cudaErrorInvalidValue;\n"
-    << "  const int variant =\n"
-    << "      evo_export::pick_variant(batch, heads, heads_kv, seq_q, seq_k, head_dim, causal, dtype);\n"
-    << "  if (variant < 0) return cudaErrorInvalidValue;  // no exported genome serves this dtype and head_dim\n"
     << "  evo::FaParams p{};  // value-initialised: a field this file does not set (workspace) is null\n"
     << "  p.q = q;\n"
     << "  p.k = k;\n"
@@ -192,8 +213,45 @@ std::string entry_points(const ExportTable&) {
     << "  p.seq_q = seq_q;\n"
     << "  p.seq_k = seq_k;\n"
     << "  p.softmax_scale = softmax_scale;\n"
-    << "  return evo_export::launch_variant(variant, dtype, causal, head_dim, p, stream,\n"
-    << "                                    programmatic_launch == 1);\n"
+    << "  return evo_export::forward(p, head_dim, causal, dtype, 0, stream, programmatic_launch);\n"
+    << "}\n\n"
+    << "// A packed batch of `batch` sequences of their own lengths (FlashAttention's varlen layout): q and o\n"
+    << "// [total_q, heads, head_dim], k and v [total_k, heads_kv, head_dim], contiguous, of `dtype`; sequence b\n"
+    << "// holds rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] of q and o and rows cu_seqlens_k[b] ..\n"
+    << "// cu_seqlens_k[b + 1] of k and v (device arrays of batch + 1 ints, the first 0, the last total_q and\n"
+    << "// total_k). max_seq_q and max_seq_k: the longest sequence's lengths (the grid covers them). Causal is\n"
+    << "// bottom-right within each sequence; a sequence with more queries than keys (which the host cannot\n"
+    << "// see without reading cu_seqlens) gets zeros in the rows that see no key. Rows of o outside every\n"
+    << "// sequence are not written. Otherwise as evo_attention_forward_gqa; a file none of whose genomes was\n"
+    << "// tuned on a packed batch refuses every call (cudaErrorInvalidValue).\n"
+    << "extern \"C\" int evo_attention_forward_varlen(const void* q, const void* k, const void* v, void* o,\n"
+    << "                                            const int* cu_seqlens_q, const int* cu_seqlens_k, int batch,\n"
+    << "                                            int heads, int heads_kv, int max_seq_q, int max_seq_k,\n"
+    << "                                            int total_q, int total_k, int head_dim, float softmax_scale,\n"
+    << "                                            int causal, int dtype, cudaStream_t stream,\n"
+    << "                                            int programmatic_launch) {\n"
+    << "  if (cu_seqlens_q == nullptr || cu_seqlens_k == nullptr) return cudaErrorInvalidValue;\n"
+    << "  if (total_q < max_seq_q || total_k < max_seq_k || heads_kv <= 0) return cudaErrorInvalidValue;\n"
+    << "  // The kernel indexes with 32-bit integers.\n"
+    << "  if (static_cast<long long>(total_q) * heads * head_dim > 2147483647LL ||\n"
+    << "      static_cast<long long>(total_k) * heads_kv * head_dim > 2147483647LL)\n"
+    << "    return cudaErrorInvalidValue;\n"
+    << "  evo::FaParams p{};\n"
+    << "  p.q = q;\n"
+    << "  p.k = k;\n"
+    << "  p.v = v;\n"
+    << "  p.o = o;\n"
+    << "  p.batch = batch;\n"
+    << "  p.heads = heads;\n"
+    << "  p.heads_kv = heads_kv;\n"
+    << "  p.seq_q = max_seq_q;\n"
+    << "  p.seq_k = max_seq_k;\n"
+    << "  p.softmax_scale = softmax_scale;\n"
+    << "  p.cu_seqlens_q = cu_seqlens_q;\n"
+    << "  p.cu_seqlens_k = cu_seqlens_k;\n"
+    << "  p.total_q = total_q;\n"
+    << "  p.total_k = total_k;\n"
+    << "  return evo_export::forward(p, head_dim, causal, dtype, 1, stream, programmatic_launch);\n"
     << "}\n\n"
     << "// As many K/V heads as query heads; otherwise as evo_attention_forward_gqa.\n"
     << "extern \"C\" int evo_attention_forward_dtype(const void* q, const void* k, const void* v, void* o,\n"
@@ -228,7 +286,7 @@ const FamilyExport& export_entry() {
       "attention",
       "evo_attention_forward",
       "evo::FaParams",
-      {"DTYPE", "CAUSAL", "HEAD_DIM"},
+      {"DTYPE", "CAUSAL", "HEAD_DIM", "VARLEN"},
       {{"BATCH", "p.batch"}, {"HEADS", "p.heads"}, {"HEADS_KV", "p.heads_kv"}, {"SEQ_Q", "p.seq_q"},
        {"SEQ_K", "p.seq_k"}},
       "Entry point: `int evo_attention_forward_gqa(q, k, v, o, batch, heads, heads_kv, seq_q, seq_k, "
@@ -240,7 +298,11 @@ const FamilyExport& export_entry() {
       "seq_k, head_dim, softmax_scale, causal, stream)` is the fp16, equal-heads call, launched as a "
       "programmatic dependent launch (overlapping the previous kernel's tail); "
       "`evo_attention_forward_ex(..., programmatic_launch)` takes 0 for a plain launch and "
-      "`evo_attention_forward_dtype(..., dtype, stream, programmatic_launch)` a dtype.",
+      "`evo_attention_forward_dtype(..., dtype, stream, programmatic_launch)` a dtype. "
+      "`evo_attention_forward_varlen(q, k, v, o, cu_seqlens_q, cu_seqlens_k, batch, heads, heads_kv, "
+      "max_seq_q, max_seq_k, total_q, total_k, head_dim, softmax_scale, causal, dtype, stream, "
+      "programmatic_launch)` takes a packed batch (FlashAttention's varlen layout, [tokens, heads, "
+      "head_dim] with cumulative offsets), served by the genomes tuned on packed batches.",
       &bench_fields,
       &launch_arguments,
       &dispatch,

@@ -11,9 +11,10 @@ namespace evo::attention {
 namespace {
 
 const std::vector<std::string>& variables() {
-  // DTYPE: the DType's value (0 fp16, 1 bf16); CAUSAL: 0 or 1. to_problem and shape_of follow
-  // this order.
-  static const std::vector<std::string> names = {"BATCH", "HEADS", "HEADS_KV", "SEQ_Q", "SEQ_K", "HEAD_DIM", "CAUSAL", "DTYPE"};
+  // DTYPE: the DType's value (0 fp16, 1 bf16); CAUSAL: 0 or 1; VARLEN: 1 for a packed batch
+  // (BATCH sequences, SEQ_Q and SEQ_K the longest). to_problem and shape_of follow this order.
+  static const std::vector<std::string> names = {"BATCH", "HEADS", "HEADS_KV", "SEQ_Q", "SEQ_K",
+                                                 "HEAD_DIM", "CAUSAL", "DTYPE", "VARLEN"};
   return names;
 }
 

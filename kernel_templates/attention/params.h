@@ -11,7 +11,8 @@ namespace evo {
 
 struct FaParams {
   // Q and O [batch, heads, seq_q, head_dim], K and V [batch, heads_kv, seq_k, head_dim],
-  // contiguous, of the kernel's element type.
+  // contiguous, of the kernel's element type; VARLEN kernels (a packed batch): Q and O
+  // [total_q, heads, head_dim], K and V [total_k, heads_kv, head_dim].
   const void* q;
   const void* k;
   const void* v;
@@ -24,6 +25,13 @@ struct FaParams {
   // Scratch for kernels whose space asks for it ("workspace_bytes"), zeroed once by the caller;
   // nullptr when the launch needs none.
   void* workspace;
+  // VARLEN kernels only: sequence b's queries are rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] of
+  // Q and O, its keys rows cu_seqlens_k[b] .. cu_seqlens_k[b + 1] of K and V (device arrays of
+  // batch + 1 offsets, the first 0); seq_q and seq_k are then the longest sequence's lengths and
+  // total_q and total_k the rows of the tensors. Null and 0 for a dense batch.
+  const int* cu_seqlens_q;
+  const int* cu_seqlens_k;
+  int total_q, total_k;
   // TMA instantiations only: CUtensorMap descriptors of q, k, v and o, filled on the host by
   // evo::encode_attention_tensor_maps (attention_tensor_maps.h) before the launch; zeros otherwise.
   struct alignas(64) TensorMap {

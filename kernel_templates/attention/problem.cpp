@@ -111,11 +111,39 @@ int parse_suffixes(std::string_view whole, std::string_view suffixes, Shape& sha
   }
 }
 
+
+constexpr size_t kMaxPackedSequences = 4096;
+
+// "17+300/4096": each item one sequence, "L" (as many keys as queries) or "Lq/Lk". ('+', not ',':
+// a run's shapes are stored and listed comma-separated.)
+void parse_lengths(std::string_view whole, std::string_view list, Shape& shape) {
+  std::vector<int> queries, keys;
+  size_t start = 0;
+  while (true) {
+    const size_t plus = list.find('+', start);
+    const std::string_view item = list.substr(start, plus == std::string_view::npos ? plus : plus - start);
+    const size_t slash = item.find('/');
+    const int q = parse_dim(whole, item.substr(0, slash), "sequence length");
+    queries.push_back(q);
+    keys.push_back(slash == std::string_view::npos ? q : parse_dim(whole, item.substr(slash + 1), "key length"));
+    if (queries.size() > kMaxPackedSequences)
+      fail(whole, "a packed batch holds at most " + std::to_string(kMaxPackedSequences) + " sequences");
+    if (plus == std::string_view::npos) break;
+    start = plus + 1;
+  }
+  shape.pack(std::move(queries), std::move(keys));
+}
+
 }  // namespace
 
 Problem to_problem(const Shape& s) {
-  return Problem(family(), {s.batch, s.heads, s.heads_kv, s.seq_q, s.seq_k, s.head_dim, s.causal ? 1 : 0,
-                            static_cast<int64_t>(s.dtype)});
+  // A packed batch's extents: the query lengths, then the key lengths.
+  std::vector<int64_t> extents(s.lens_q.begin(), s.lens_q.end());
+  extents.insert(extents.end(), s.lens_k.begin(), s.lens_k.end());
+  return Problem(family(),
+                 {s.batch, s.heads, s.heads_kv, s.seq_q, s.seq_k, s.head_dim, s.causal ? 1 : 0,
+                  static_cast<int64_t>(s.dtype), s.varlen() ? 1 : 0},
+                 std::move(extents));
 }
 
 Shape shape_of(const Problem& p) {
@@ -131,6 +159,10 @@ Shape shape_of(const Problem& p) {
   s.head_dim = static_cast<int>(v[5]);
   s.causal = v[6] != 0;
   s.dtype = static_cast<DType>(v[7]);
+  const auto& e = p.extents();
+  const size_t n = e.size() / 2;
+  s.lens_q.assign(e.begin(), e.begin() + static_cast<long>(n));
+  s.lens_k.assign(e.begin() + static_cast<long>(n), e.end());
   return s;
 }
 
@@ -145,9 +177,44 @@ DType parse_dtype(std::string_view name) {
   throw InputError("unknown dtype '" + std::string(name) + "': expected " + dtype_choices());
 }
 
+void Shape::pack(std::vector<int> queries, std::vector<int> keys) {
+  if (queries.size() != keys.size() || queries.empty())
+    throw std::invalid_argument("a packed batch needs as many key lengths as query lengths, at least one");
+  lens_q = std::move(queries);
+  lens_k = std::move(keys);
+  batch = static_cast<int>(lens_q.size());
+  seq_q = *std::max_element(lens_q.begin(), lens_q.end());
+  seq_k = *std::max_element(lens_k.begin(), lens_k.end());
+}
+
+long long Shape::total_q() const {
+  if (!varlen()) return static_cast<long long>(batch) * seq_q;
+  long long n = 0;
+  for (int l : lens_q) n += l;
+  return n;
+}
+
+long long Shape::total_k() const {
+  if (!varlen()) return static_cast<long long>(batch) * seq_k;
+  long long n = 0;
+  for (int l : lens_k) n += l;
+  return n;
+}
+
 std::string Shape::text() const {
-  std::string t = std::to_string(batch) + "x" + std::to_string(heads) + "x" + std::to_string(seq_q);
-  if (seq_k != seq_q) t += "x" + std::to_string(seq_k);
+  std::string t;
+  if (varlen()) {
+    for (size_t i = 0; i < lens_q.size(); ++i) {
+      if (i > 0) t += "+";
+      t += std::to_string(lens_q[i]);
+      // (One sequence of equal lengths prints both: a list says it is one by a '+' or a '/'.)
+      if (lens_k[i] != lens_q[i] || lens_q.size() == 1) t += "/" + std::to_string(lens_k[i]);
+    }
+  } else {
+    t = std::to_string(batch) + "x" + std::to_string(heads) + "x" + std::to_string(seq_q);
+    if (seq_k != seq_q) t += "x" + std::to_string(seq_k);
+  }
+  if (varlen()) t += "x" + std::to_string(heads);
   t += "x" + std::to_string(head_dim);
   if (heads_kv != heads) t += ":kv" + std::to_string(heads_kv);
   if (causal) t += ":causal";
@@ -156,14 +223,20 @@ std::string Shape::text() const {
 }
 
 double Shape::flops() const {
-  const double sq = seq_q, sk = seq_k;
-  const double pairs = causal ? sq * sk - sq * sq / 2 : sq * sk;
-  return 4.0 * batch * heads * head_dim * pairs;
+  auto pairs = [&](double sq, double sk) { return causal ? sq * sk - sq * sq / 2 : sq * sk; };
+  double all = 0;
+  if (varlen()) {
+    for (size_t i = 0; i < lens_q.size(); ++i) all += pairs(lens_q[i], lens_k[i]);
+  } else {
+    all = batch * pairs(seq_q, seq_k);
+  }
+  return 4.0 * heads * head_dim * all;
 }
 
 double Shape::bytes_moved() const {
   const double element_bytes = 2;  // both dtypes are 16-bit
-  return element_bytes * batch * head_dim * (2.0 * heads * seq_q + 2.0 * heads_kv * seq_k);
+  return element_bytes * head_dim *
+         (2.0 * heads * static_cast<double>(total_q()) + 2.0 * heads_kv * static_cast<double>(total_k()));
 }
 
 Shape parse_shape(std::string_view text, bool causal_default, DType dtype_default) {
@@ -187,12 +260,21 @@ Shape parse_shape(std::string_view text, bool causal_default, DType dtype_defaul
     if (x == std::string_view::npos) break;
     start = x + 1;
   }
-  if (parts.size() != 4 && parts.size() != 5) fail(whole, "expected BxHxSxD or BxHxSqxSkxD");
+  // A packed batch's list holds a '+' or a '/' (one sequence: "3000/3000"), so that "1x8x512" stays
+  // a shape with a dimension left out, not a batch of one token.
+  const bool packed = parts.size() == 3 && parts[0].find_first_of("+/") != std::string_view::npos;
+  if (!packed && parts.size() != 4 && parts.size() != 5)
+    fail(whole, "expected BxHxSxD, BxHxSqxSkxD or LENSxHxD (a packed batch's lengths, '17+300/4096')");
 
-  shape.batch = parse_dim(whole, parts[0], "batch");
-  shape.heads = parse_dim(whole, parts[1], "heads");
-  shape.seq_q = parse_dim(whole, parts[2], parts.size() == 4 ? "seq" : "seq_q");
-  shape.seq_k = parts.size() == 4 ? shape.seq_q : parse_dim(whole, parts[3], "seq_k");
+  if (packed) {
+    parse_lengths(whole, parts[0], shape);
+    shape.heads = parse_dim(whole, parts[1], "heads");
+  } else {
+    shape.batch = parse_dim(whole, parts[0], "batch");
+    shape.heads = parse_dim(whole, parts[1], "heads");
+    shape.seq_q = parse_dim(whole, parts[2], parts.size() == 4 ? "seq" : "seq_q");
+    shape.seq_k = parts.size() == 4 ? shape.seq_q : parse_dim(whole, parts[3], "seq_k");
+  }
   shape.head_dim = parse_dim(whole, parts.back(), "head_dim");
   shape.heads_kv = heads_kv > 0 ? heads_kv : shape.heads;
   if (shape.heads % shape.heads_kv != 0)
@@ -200,16 +282,22 @@ Shape parse_shape(std::string_view text, bool causal_default, DType dtype_defaul
                     " query heads");
 
   const int64_t longest = std::max(shape.seq_q, shape.seq_k);
-  if (elements(shape.batch, shape.heads, longest, shape.head_dim) >= kMaxElements)
+  if (elements(shape.batch, shape.heads, longest, shape.head_dim) >= kMaxElements ||
+      elements(std::max(shape.total_q(), shape.total_k()), shape.heads, 1, shape.head_dim) >= kMaxElements)
     fail(whole, "a tensor of this shape has 2^31 elements or more");
   return shape;
 }
 
 void require_servable_causal(const Shape& shape, std::string_view text) {
-  if (shape.causal && shape.seq_q > shape.seq_k)
-    throw InputError("shape '" + std::string(text) + "': causal needs seq_q <= seq_k (" +
-                     std::to_string(shape.seq_q) + " > " + std::to_string(shape.seq_k) +
+  if (!shape.causal) return;
+  auto refuse = [&](int q, int k, const std::string& which) {
+    throw InputError("shape '" + std::string(text) + "': causal needs seq_q <= seq_k" + which + " (" +
+                     std::to_string(q) + " > " + std::to_string(k) +
                      ": the diagonal is aligned bottom-right, so the first rows would see no key)");
+  };
+  if (!shape.varlen() && shape.seq_q > shape.seq_k) refuse(shape.seq_q, shape.seq_k, "");
+  for (size_t i = 0; i < shape.lens_q.size(); ++i)
+    if (shape.lens_q[i] > shape.lens_k[i]) refuse(shape.lens_q[i], shape.lens_k[i], " in sequence " + std::to_string(i));
 }
 
 
@@ -220,7 +308,7 @@ std::string workload_group(const Shape& s) {
                                                                           : "prefill";
   return "heads " + std::to_string(s.heads) + "/" + std::to_string(s.heads_kv) + ", head dim " +
          std::to_string(s.head_dim) + ", " + (s.causal ? "causal" : "non-causal") + ", " +
-         std::string(dtype_name(s.dtype)) + ", " + phase;
+         std::string(dtype_name(s.dtype)) + ", " + phase + (s.varlen() ? " (packed)" : "");
 }
 
 double shape_distance(const Shape& a, const Shape& b) {
@@ -239,6 +327,8 @@ v1::Shape shape_to_proto(const Shape& p) {
   s.set_head_dim(p.head_dim);
   s.set_causal(p.causal);
   s.set_dtype(dtype_to_proto(p.dtype));
+  for (int l : p.lens_q) s.add_seq_lens_q(l);
+  for (int l : p.lens_k) s.add_seq_lens_k(l);
   return s;
 }
 
@@ -255,6 +345,17 @@ Shape shape_from_proto(const v1::Shape& s) {
   p.head_dim = s.head_dim();
   p.causal = s.causal();
   p.dtype = dtype_from_proto(s.dtype());
+  if (s.seq_lens_q_size() > 0 || s.seq_lens_k_size() > 0) {
+    if (s.seq_lens_q_size() != s.seq_lens_k_size() || s.seq_lens_q_size() > static_cast<int>(kMaxPackedSequences))
+      throw InputError("a packed batch has " + std::to_string(s.seq_lens_q_size()) + " query lengths and " +
+                       std::to_string(s.seq_lens_k_size()) + " key lengths: expected as many, at most " +
+                       std::to_string(kMaxPackedSequences));
+    for (int l : s.seq_lens_q())
+      if (l < 1) throw InputError("a packed batch's sequence lengths are at least 1");
+    for (int l : s.seq_lens_k())
+      if (l < 1) throw InputError("a packed batch's key lengths are at least 1");
+    p.pack({s.seq_lens_q().begin(), s.seq_lens_q().end()}, {s.seq_lens_k().begin(), s.seq_lens_k().end()});
+  }
   return p;
 }
 

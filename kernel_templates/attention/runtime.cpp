@@ -18,8 +18,8 @@
 namespace evo::attention {
 namespace {
 
-size_t q_elems(const Shape& s) { return size_t(s.batch) * s.heads * s.seq_q * s.head_dim; }
-size_t kv_elems(const Shape& s) { return size_t(s.batch) * s.heads_kv * s.seq_k * s.head_dim; }
+size_t q_elems(const Shape& s) { return size_t(s.total_q()) * s.heads * s.head_dim; }
+size_t kv_elems(const Shape& s) { return size_t(s.total_k()) * s.heads_kv * s.head_dim; }
 constexpr size_t kElementBytes = 2;  // fp16 and bf16 alike
 
 // The reference kernel gives each query row one warp, four rows to a block.
@@ -39,13 +39,33 @@ std::vector<uint16_t> random_elements(size_t n, uint64_t seed, DType dtype) {
 // keeps rising from tile to tile and the online softmax must shrink what it has accumulated. On
 // uniform inputs every later tile's max stays within 2^8 of the first's, and a kernel whose
 // rescale is wrong (or, with LAZY_RESCALE, never runs) would pass.
+// (A packed batch's keys grow along each sequence's own.)
 std::vector<uint16_t> growing_keys(const Shape& s, uint64_t seed) {
   std::vector<uint16_t> out(kv_elems(s));
-  const double last = std::max(1, s.seq_k - 1);
+  // Each key row's growth: [batch][heads_kv][seq_k] rows, or [tokens][heads_kv] for a packed batch.
+  std::vector<float> growth;
+  growth.reserve(out.size() / s.head_dim);
+  auto grow = [&](int key, int keys) {
+    growth.push_back(static_cast<float>(1.0 + 15.0 * key / std::max(1, keys - 1)));
+  };
+  if (s.varlen()) {
+    for (int keys : s.lens_k)
+      for (int key = 0; key < keys; ++key)
+        for (int h = 0; h < s.heads_kv; ++h) grow(key, keys);
+  } else {
+    for (int bh = 0; bh < s.batch * s.heads_kv; ++bh)
+      for (int key = 0; key < s.seq_k; ++key) grow(key, s.seq_k);
+  }
   parallel_for(out.size(), [&](size_t i) {
-    const int key = static_cast<int>((i / s.head_dim) % s.seq_k);
-    out[i] = float_to_bits(s.dtype, uniform_pm1(seed, i) * static_cast<float>(1.0 + 15.0 * key / last));
+    out[i] = float_to_bits(s.dtype, uniform_pm1(seed, i) * growth[i / s.head_dim]);
   });
+  return out;
+}
+
+// A packed batch's cumulative offsets: 0, then each sequence's end.
+std::vector<int> offsets(const std::vector<int>& lengths) {
+  std::vector<int> out = {0};
+  for (int l : lengths) out.push_back(out.back() + l);
   return out;
 }
 
@@ -95,6 +115,10 @@ class AttentionProblem : public ProblemRuntime {
     v_ = device_alloc(nkv_ * kElementBytes * sets_);
     o_ = device_alloc(nq_ * kElementBytes * sets_);
     if (with_reference) reference_ = device_alloc(nq_ * sizeof(float));
+    if (s.varlen()) {
+      cu_q_ = upload_offsets(s.lens_q);
+      cu_k_ = upload_offsets(s.lens_k);
+    }
     for (int i = 0; i < sets_; ++i) params_.push_back(params_for(i, launch));
   }
 
@@ -112,11 +136,13 @@ class AttentionProblem : public ProblemRuntime {
     if (!reference_) throw std::logic_error("prepared without the reference's output");
     const FaParams& p = params_.front();
     const void *q = p.q, *k = p.k, *v = p.v;
+    const int *cu_q = p.cu_seqlens_q, *cu_k = p.cu_seqlens_k;
     float* o = static_cast<float*>(reference_.get());
     int batch = p.batch, heads = p.heads, heads_kv = p.heads_kv, seq_q = p.seq_q, seq_k = p.seq_k;
     int head_dim = s_.head_dim, causal = s_.causal ? 1 : 0;
     float scale = p.softmax_scale;
-    void* args[] = {&q, &k, &v, &o, &batch, &heads, &heads_kv, &seq_q, &seq_k, &head_dim, &scale, &causal};
+    void* args[] = {&q,     &k,        &v,     &o,     &cu_q,     &cu_k,  &batch,
+                    &heads, &heads_kv, &seq_q, &seq_k, &head_dim, &scale, &causal};
     constexpr int kRowsPerBlock = kReferenceThreads / 32;
     const dim3 grid(static_cast<unsigned>((seq_q + kRowsPerBlock - 1) / kRowsPerBlock),
                     static_cast<unsigned>(batch * heads));
@@ -152,10 +178,23 @@ class AttentionProblem : public ProblemRuntime {
     p.seq_k = s_.seq_k;
     p.softmax_scale = 1.f / std::sqrt(static_cast<float>(s_.head_dim));
     p.workspace = launch.workspace;
+    if (s_.varlen()) {
+      p.cu_seqlens_q = static_cast<const int*>(cu_q_.get());
+      p.cu_seqlens_k = static_cast<const int*>(cu_k_.get());
+      p.total_q = static_cast<int>(s_.total_q());
+      p.total_k = static_cast<int>(s_.total_k());
+    }
     if (launch.tensor_map_box_rows > 0)
       EVO_CUDA_CHECK(encode_attention_tensor_maps(p, s_.dtype, s_.head_dim, launch.tensor_map_box_rows,
                                                   launch.tensor_map_q_box_rows));
     return p;
+  }
+
+  static DevicePtr upload_offsets(const std::vector<int>& lengths) {
+    const std::vector<int> cu = offsets(lengths);
+    DevicePtr out = device_alloc(cu.size() * sizeof(int));
+    EVO_CUDA_CHECK(cudaMemcpy(out.get(), cu.data(), cu.size() * sizeof(int), cudaMemcpyHostToDevice));
+    return out;
   }
 
   // The same values into every set.
@@ -169,6 +208,7 @@ class AttentionProblem : public ProblemRuntime {
   int sets_;
   size_t nq_, nkv_;
   DevicePtr q_, k_, v_, o_, reference_;
+  DevicePtr cu_q_, cu_k_;  // a packed batch's offsets, shared by every set
   std::vector<FaParams> params_;
 };
 
@@ -195,6 +235,11 @@ class AttentionRuntime : public FamilyRuntime {
     const Shape s = shape_of(p);
     std::vector<int64_t> words = {s.batch, s.heads, s.seq_q, s.seq_k, s.head_dim, int64_t(s.causal)};
     if (s.heads_kv != s.heads) words.push_back(s.heads_kv);
+    if (s.varlen()) {
+      words.push_back(-1);  // no dense shape's words hold a negative value
+      words.insert(words.end(), s.lens_q.begin(), s.lens_q.end());
+      words.insert(words.end(), s.lens_k.begin(), s.lens_k.end());
+    }
     return words;
   }
 
@@ -216,10 +261,26 @@ class AttentionRuntime : public FamilyRuntime {
   // where a warp-uniform branch can split a warpgroup. Two K/V heads with p's group of query
   // heads each, and, where p has fewer queries than keys (a KV cache), as few queries as p up to
   // the keys (the shifted diagonal).
+  // A packed batch gets one small packed batch of such lengths, and a sequence of 17 (a block
+  // whose rows run past its sequence's end into the next one's).
   std::vector<RuntimeProblem> sanitizer_problems(const RuntimeProblem& p) const override {
     const Shape s = shape_of(p);
     std::vector<RuntimeProblem> out;
     const int group = std::min(s.heads / s.heads_kv, 8);
+    if (s.varlen()) {
+      Shape small = s;
+      small.heads_kv = std::min(2, s.heads_kv);
+      small.heads = small.heads_kv * group;
+      std::vector<int> queries, keys;
+      const bool chunks = s.lens_q != s.lens_k;
+      for (int seq : {1152, 17, 300}) {
+        keys.push_back(seq);
+        queries.push_back(chunks ? std::min(seq, std::max(1, s.seq_q / 4)) : seq);
+      }
+      small.pack(queries, keys);
+      out.push_back(to_problem(small));
+      return out;
+    }
     for (int seq : {1152, 300}) {
       Shape small;
       small.batch = 1;

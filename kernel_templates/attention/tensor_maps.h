@@ -1,9 +1,12 @@
 #pragma once
 // Host side of fa_s512_v3's TMA gene: the tensor maps through which the copy engine reads Q, K and
 // V, and (wgmma blocks) writes O. Each is a 3-d view [batch * heads][seq][head_dim] of a
-// contiguous fp16 or bf16 tensor (two bytes an element either way), moved in boxes of 64 columns (128 bytes, the width of the 128-byte
-// swizzle the wgmma tiles use) by some rows of one (batch, head); rows past the sequence's end
-// arrive as zeros, and are not written. K and V boxes may be taller than Q and O ones. The
+// contiguous fp16 or bf16 tensor (two bytes an element either way), or, for a packed batch
+// ([tokens, heads, head_dim]), [heads][tokens][head_dim] of the same memory; it is moved in boxes
+// of 64 columns (128 bytes, the width of the 128-byte swizzle the wgmma tiles use) by some rows of
+// one slice; rows past the slice's end arrive as zeros, and are not written (a packed batch's
+// rows past a sequence's end are the next sequence's, which the kernel masks and never stores
+// through the map). K and V boxes may be taller than Q and O ones. The
 // kernel's traits (kTmaBoxCols, kTmaBoxRowsOf: its TMA_BOX_ROWS gene against each tile's rows)
 // name the same boxes, and the space's launch formulas "tensor_map_box_rows" (K, V) and
 // "tensor_map_q_box_rows" (Q, O) tell the host the rows.
@@ -45,11 +48,31 @@ inline bool tensor_map_data_type(DType dtype, CUtensorMapDataType& out) {
   return false;
 }
 
-// One map over `base` ([batch_heads][rows][head_dim] of dtype) into `out` (128 bytes,
-// 64-aligned). Returns cudaSuccess, or cudaErrorInvalidValue for a box the kernels never use, an
-// unknown dtype or a view the driver refuses.
-inline cudaError_t encode_attention_tensor_map(void* out, const void* base, DType dtype, int batch_heads,
-                                               int rows, int head_dim, int box_rows) {
+// The view a map reads: `slices` of `rows` rows of head_dim elements, consecutive rows
+// row_stride elements apart and consecutive slices slice_stride apart.
+struct TensorMapView {
+  int slices = 0, rows = 0, head_dim = 0;
+  long long row_stride = 0, slice_stride = 0;
+  friend bool operator==(const TensorMapView& a, const TensorMapView& b) {
+    return a.slices == b.slices && a.rows == b.rows && a.head_dim == b.head_dim && a.row_stride == b.row_stride &&
+           a.slice_stride == b.slice_stride;
+  }
+};
+
+// [slices][rows][head_dim], contiguous: a dense batch's (batch, head) slices.
+inline TensorMapView dense_view(int slices, int rows, int head_dim) {
+  return {slices, rows, head_dim, head_dim, static_cast<long long>(rows) * head_dim};
+}
+// [tokens][heads][head_dim] read as one slice per head.
+inline TensorMapView packed_view(int heads, int tokens, int head_dim) {
+  return {heads, tokens, head_dim, static_cast<long long>(heads) * head_dim, head_dim};
+}
+
+// One map over `base` (the view, of dtype) into `out` (128 bytes, 64-aligned). Returns
+// cudaSuccess, or cudaErrorInvalidValue for a box the kernels never use, an unknown dtype or a
+// view the driver refuses.
+inline cudaError_t encode_attention_tensor_map(void* out, const void* base, DType dtype, const TensorMapView& view,
+                                               int box_rows) {
   CUtensorMapDataType data_type{};
   if (!valid_tensor_map_box_rows(box_rows) || !tensor_map_data_type(dtype, data_type))
     return cudaErrorInvalidValue;
@@ -63,10 +86,10 @@ inline cudaError_t encode_attention_tensor_map(void* out, const void* base, DTyp
     return reinterpret_cast<EncodeTiledFn>(fn);
   }();
   if (encode == nullptr) return cudaErrorNotSupported;
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(head_dim), static_cast<cuuint64_t>(rows),
-                              static_cast<cuuint64_t>(batch_heads)};
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(head_dim) * 2,
-                                 static_cast<cuuint64_t>(rows) * head_dim * 2};
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(view.head_dim), static_cast<cuuint64_t>(view.rows),
+                              static_cast<cuuint64_t>(view.slices)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(view.row_stride) * 2,
+                                 static_cast<cuuint64_t>(view.slice_stride) * 2};
   const cuuint32_t box[3] = {kTensorMapBoxCols, static_cast<cuuint32_t>(box_rows), 1};
   const cuuint32_t unit[3] = {1, 1, 1};
   const CUresult r = encode(static_cast<CUtensorMap*>(out), data_type, 3,
@@ -81,25 +104,22 @@ inline cudaError_t encode_attention_tensor_map(void* out, const void* base, DTyp
 struct RememberedTensorMap {
   const void* base = nullptr;
   DType dtype = DType::kF16;
-  int batch_heads = 0, rows = 0, head_dim = 0, box_rows = 0;
+  TensorMapView view;
+  int box_rows = 0;
   CUtensorMap map;
 };
 
 inline cudaError_t encode_remembered(RememberedTensorMap& last, void* out, const void* base, DType dtype,
-                                     int batch_heads, int rows, int head_dim, int box_rows) {
-  if (last.base != base || last.dtype != dtype || last.batch_heads != batch_heads || last.rows != rows ||
-      last.head_dim != head_dim || last.box_rows != box_rows) {
-    const cudaError_t e =
-        encode_attention_tensor_map(&last.map, base, dtype, batch_heads, rows, head_dim, box_rows);
+                                     const TensorMapView& view, int box_rows) {
+  if (last.base != base || last.dtype != dtype || !(last.view == view) || last.box_rows != box_rows) {
+    const cudaError_t e = encode_attention_tensor_map(&last.map, base, dtype, view, box_rows);
     if (e != cudaSuccess) {
       last.base = nullptr;
       return e;
     }
     last.base = base;
     last.dtype = dtype;
-    last.batch_heads = batch_heads;
-    last.rows = rows;
-    last.head_dim = head_dim;
+    last.view = view;
     last.box_rows = box_rows;
   }
   *static_cast<CUtensorMap*>(out) = last.map;
@@ -108,21 +128,23 @@ inline cudaError_t encode_remembered(RememberedTensorMap& last, void* out, const
 
 // Fills the q_map, k_map, v_map and o_map of an FaParams-like struct from its q, k, v, o and
 // shape, tensors of `dtype`: K and V in boxes of kv_box_rows rows, Q and O in boxes of q_box_rows
-// (the launch formulas' values).
+// (the launch formulas' values). A packed batch (cu_seqlens_q set) is read as one slice per head
+// over its total_q / total_k tokens.
 template <class Params>
 cudaError_t encode_attention_tensor_maps(Params& p, DType dtype, int head_dim, int kv_box_rows,
                                          int q_box_rows) {
   static_assert(sizeof(p.q_map) == sizeof(CUtensorMap), "a tensor map is 128 opaque bytes");
   static thread_local RememberedTensorMap last[4];
-  const int bh = p.batch * p.heads;
-  const int bh_kv = p.batch * (p.heads_kv > 0 ? p.heads_kv : p.heads);
-  cudaError_t e = encode_remembered(last[0], &p.q_map, p.q, dtype, bh, p.seq_q, head_dim, q_box_rows);
-  if (e == cudaSuccess)
-    e = encode_remembered(last[1], &p.k_map, p.k, dtype, bh_kv, p.seq_k, head_dim, kv_box_rows);
-  if (e == cudaSuccess)
-    e = encode_remembered(last[2], &p.v_map, p.v, dtype, bh_kv, p.seq_k, head_dim, kv_box_rows);
-  if (e == cudaSuccess)
-    e = encode_remembered(last[3], &p.o_map, p.o, dtype, bh, p.seq_q, head_dim, q_box_rows);
+  const int heads_kv = p.heads_kv > 0 ? p.heads_kv : p.heads;
+  const bool packed = p.cu_seqlens_q != nullptr;
+  const TensorMapView qo = packed ? packed_view(p.heads, p.total_q, head_dim)
+                                  : dense_view(p.batch * p.heads, p.seq_q, head_dim);
+  const TensorMapView kv = packed ? packed_view(heads_kv, p.total_k, head_dim)
+                                  : dense_view(p.batch * heads_kv, p.seq_k, head_dim);
+  cudaError_t e = encode_remembered(last[0], &p.q_map, p.q, dtype, qo, q_box_rows);
+  if (e == cudaSuccess) e = encode_remembered(last[1], &p.k_map, p.k, dtype, kv, kv_box_rows);
+  if (e == cudaSuccess) e = encode_remembered(last[2], &p.v_map, p.v, dtype, kv, kv_box_rows);
+  if (e == cudaSuccess) e = encode_remembered(last[3], &p.o_map, p.o, dtype, qo, q_box_rows);
   return e;
 }
 

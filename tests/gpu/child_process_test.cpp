@@ -249,7 +249,7 @@ TEST(EvalRequestJson, RoundTrips) {
 TEST(TensorMaps, AnUnencodableViewIsAnErrorNotACrash) {
   alignas(64) unsigned char map[128] = {};
   alignas(16) static unsigned char base[256] = {};
-  EXPECT_NE(evo::encode_attention_tensor_map(map, base, evo::DType::kF16, 1, 0, 64, 64), cudaSuccess);
+  EXPECT_NE(evo::encode_attention_tensor_map(map, base, evo::DType::kF16, evo::dense_view(1, 0, 64), 64), cudaSuccess);
 }
 
 // The kernels' tiles are whole boxes of 32 or 64 rows, or one box of 128 or 256 (a whole tile);
@@ -259,7 +259,7 @@ TEST(TensorMaps, BoxHeightsTheKernelsNeverUseAreRefused) {
   alignas(64) unsigned char map[128] = {};
   alignas(16) static unsigned char base[64 * 64 * 2] = {};
   for (int rows : {0, 16, 48, 96, 192, 512, -64})
-    EXPECT_EQ(evo::encode_attention_tensor_map(map, base, evo::DType::kF16, 1, 64, 64, rows), cudaErrorInvalidValue)
+    EXPECT_EQ(evo::encode_attention_tensor_map(map, base, evo::DType::kF16, evo::dense_view(1, 64, 64), rows), cudaErrorInvalidValue)
         << rows;
 }
 
@@ -285,7 +285,7 @@ TEST(TensorMaps, AFailedEncodeForgetsTheRememberedMap) {
   EXPECT_NE(evo::encode_remembered(last, out, base, evo::DType::kF16, 1, 0, 64, 64), cudaSuccess);
 
   alignas(64) unsigned char fresh[128] = {};
-  const cudaError_t want = evo::encode_attention_tensor_map(fresh, base, evo::DType::kF16, 1, 8, 64, 64);
+  const cudaError_t want = evo::encode_attention_tensor_map(fresh, base, evo::DType::kF16, evo::dense_view(1, 8, 64), 64);
   EXPECT_EQ(evo::encode_remembered(last, out, base, evo::DType::kF16, 1, 8, 64, 64), want);
   if (want == cudaSuccess) {
     EXPECT_EQ(std::memcmp(out, fresh, sizeof out), 0);
@@ -299,7 +299,7 @@ TEST(TensorMaps, AnotherBoxHeightIsAnotherMap) {
   evo::RememberedTensorMap last = remembered_marker(base, 32);
   alignas(64) unsigned char out[128] = {};
   alignas(64) unsigned char fresh[128] = {};
-  const cudaError_t want = evo::encode_attention_tensor_map(fresh, base, evo::DType::kF16, 1, 32, 64, 32);
+  const cudaError_t want = evo::encode_attention_tensor_map(fresh, base, evo::DType::kF16, evo::dense_view(1, 32, 64), 32);
   EXPECT_EQ(evo::encode_remembered(last, out, base, evo::DType::kF16, 1, 32, 64, 32), want);
   if (want == cudaSuccess) {
     EXPECT_EQ(std::memcmp(out, fresh, sizeof out), 0);
@@ -314,7 +314,7 @@ TEST(TensorMaps, AnotherDtypeIsAnotherMap) {
   evo::RememberedTensorMap last = remembered_marker(base, 32);
   alignas(64) unsigned char out[128] = {};
   alignas(64) unsigned char fresh[128] = {};
-  const cudaError_t want = evo::encode_attention_tensor_map(fresh, base, evo::DType::kBF16, 1, 32, 64, 64);
+  const cudaError_t want = evo::encode_attention_tensor_map(fresh, base, evo::DType::kBF16, evo::dense_view(1, 32, 64), 64);
   EXPECT_EQ(evo::encode_remembered(last, out, base, evo::DType::kBF16, 1, 32, 64, 64), want);
   if (want == cudaSuccess) {
     EXPECT_EQ(std::memcmp(out, fresh, sizeof out), 0);
@@ -325,7 +325,7 @@ TEST(TensorMaps, AnotherDtypeIsAnotherMap) {
 TEST(TensorMaps, AnUnknownDtypeIsRefusedBeforeTheDriver) {
   alignas(64) unsigned char map[128] = {};
   alignas(16) static unsigned char base[64 * 64 * 2] = {};
-  EXPECT_EQ(evo::encode_attention_tensor_map(map, base, static_cast<evo::DType>(7), 1, 64, 64, 64),
+  EXPECT_EQ(evo::encode_attention_tensor_map(map, base, static_cast<evo::DType>(7), evo::dense_view(1, 64, 64), 64),
             cudaErrorInvalidValue);
 }
 

@@ -269,6 +269,35 @@ TEST(CudaEvaluator, GroupedHeadsKvCacheAndDecodeShapesPassEveryGate) {
   }
 }
 
+// Packed batches (varlen): sequences of ragged lengths, some shorter than a block and some whose
+// last block runs into the next sequence's rows, against chunks of a cache and whole prompts,
+// through every pipeline that can serve them (the sanitizer's run included).
+TEST(CudaEvaluator, PackedBatchesOfRaggedLengthsPassEveryGate) {
+  EVO_REQUIRE_GPU();
+  CudaEvaluator& ev = *shared_evaluator();
+  const auto& space = SearchSpace::for_template("fa_s512_v3");
+  const std::vector<Problem> shapes_64 = {problem("17+300+1152+5+777x8x64:kv2:causal"),
+                                          problem("1/4096+16/1024+200/777+3000/3000x8x64:kv2:causal"),
+                                          problem("33+1+4097x4x64")};
+  const std::vector<Problem> shapes_128 = {problem("17+250+600+1100+3000x32x128:kv8:causal:bf16"),
+                                           problem("1/4096+16/1024+512/4096x8x128:kv2:causal:bf16"),
+                                           problem("777+64+129x8x128:bf16")};
+  std::vector<std::pair<const char*, const std::vector<Problem>*>> cases = {
+      {"BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2", &shapes_64},
+      {"BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=1,SCHEDULE=sync", &shapes_64},
+      {"BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,SPLIT_KV=4", &shapes_128}};
+  if (ev.device().arch() == "sm_90a") {
+    cases.emplace_back("BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,WGMMA=1,TMA=1", &shapes_64);
+    cases.emplace_back("BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,TMA=1,STAGE_RELEASE=1", &shapes_128);
+    cases.emplace_back("BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=pingpong", &shapes_128);
+    cases.emplace_back("BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=2,WGMMA=1,TMA=1,SPLIT_KV=8", &shapes_128);
+  }
+  for (const auto& [genes, shapes] : cases) {
+    const v1::Evaluation e = ev.evaluate(space.parse(genes), *shapes, true);
+    EXPECT_EQ(e.status(), v1::OK) << genes << ": " << gate_summary(e);
+  }
+}
+
 TEST(CudaEvaluator, TwentyGenomesSpreadOverTheSpacePassCorrectness) {
   EVO_REQUIRE_GPU();
   CudaEvaluator& ev = *shared_evaluator();

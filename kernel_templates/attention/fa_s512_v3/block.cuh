@@ -72,6 +72,13 @@ struct Block {
   // The rows of this block's Q/O view: seq_q, or (PACK_GQA) seq_q for each query head of the
   // group, head after head; row r is then position r % seq_q.
   int rows;
+  // VARLEN: the block's sequence's queries and keys, and its first row in Q/O and in K/V (whose
+  // rows hold every head of a token). Unset for a dense batch: read them through seq_q(), seq_k(),
+  // q_map_row() and kv_map_row(), which give a dense batch's constants.
+  int own_seq_q, own_seq_k, q_row0, k_row0;
+  // The slice of the tensor maps' third dimension this block reads: (batch, head) for a dense
+  // batch, the head for a packed one (whose maps run over every token of the call).
+  int q_slice, kv_slice;
   const E* q;
   const E* k;
   const E* v;
@@ -110,31 +117,60 @@ struct Block {
     bh = blockIdx.y;
     const int heads_kv = p.heads_kv > 0 ? p.heads_kv : p.heads;
     const int group = p.heads / heads_kv;
+    const int batch_index = (int)blockIdx.y / p.heads, head = (int)blockIdx.y % p.heads;
+    if constexpr (T::kVarlen) {
+      q_row0 = p.cu_seqlens_q[batch_index];
+      own_seq_q = p.cu_seqlens_q[batch_index + 1] - q_row0;
+      k_row0 = p.cu_seqlens_k[batch_index];
+      own_seq_k = p.cu_seqlens_k[batch_index + 1] - k_row0;
+    }
+    const int seq_q = this->seq_q(), seq_k = this->seq_k();
     if constexpr (T::kPackGqa) {
       // The grid's y is (batch, K/V head); the group's query heads are consecutive, so its rows
       // are one [group * seq_q][head_dim] matrix starting at its first head's.
       bh_kv = bh;
-      rows = p.seq_q * group;
+      rows = seq_q * group;
     } else {
-      const int batch_index = (int)blockIdx.y / p.heads, head = (int)blockIdx.y % p.heads;
       bh_kv = batch_index * heads_kv + head / group;
-      rows = p.seq_q;
+      rows = seq_q;
     }
-    causal_shift = T::kCausal ? p.seq_k - p.seq_q : 0;
-    q = static_cast<const E*>(p.q) + bh * rows * T::kHeadDim;
-    k = static_cast<const E*>(p.k) + bh_kv * p.seq_k * T::kHeadDim;
-    v = static_cast<const E*>(p.v) + bh_kv * p.seq_k * T::kHeadDim;
-    o = static_cast<E*>(p.o) + bh * rows * T::kHeadDim;
+    causal_shift = T::kCausal ? seq_k - seq_q : 0;
+    if constexpr (T::kVarlen) {
+      q_slice = head;
+      kv_slice = head / group;
+      q = static_cast<const E*>(p.q) + ((long long)q_row0 * p.heads + head) * T::kHeadDim;
+      k = static_cast<const E*>(p.k) + ((long long)k_row0 * heads_kv + kv_slice) * T::kHeadDim;
+      v = static_cast<const E*>(p.v) + ((long long)k_row0 * heads_kv + kv_slice) * T::kHeadDim;
+      o = static_cast<E*>(p.o) + ((long long)q_row0 * p.heads + head) * T::kHeadDim;
+    } else {
+      q_slice = (int)bh;
+      kv_slice = (int)bh_kv;
+      q = static_cast<const E*>(p.q) + bh * rows * T::kHeadDim;
+      k = static_cast<const E*>(p.k) + bh_kv * seq_k * T::kHeadDim;
+      v = static_cast<const E*>(p.v) + bh_kv * seq_k * T::kHeadDim;
+      o = static_cast<E*>(p.o) + bh * rows * T::kHeadDim;
+    }
     // Keys this block needs: all of them, or (causal) up to its last row's diagonal. A packed
     // block whose rows run past its first head's holds that head's last position.
-    const int last_row_end = T::kPackGqa ? min(p.seq_q, m0 + T::kBlockM) : (T::kFold ? q0_back : m0) + T::kBlockM;
-    const int kv_end = T::kCausal ? min(p.seq_k, last_row_end + causal_shift) : p.seq_k;
+    const int last_row_end = T::kPackGqa ? min(seq_q, m0 + T::kBlockM) : (T::kFold ? q0_back : m0) + T::kBlockM;
+    const int kv_end = T::kCausal ? min(seq_k, last_row_end + causal_shift) : seq_k;
     const int all_tiles = (kv_end + T::kBlockN - 1) / T::kBlockN;
     // With SPLIT_KV, block z of the cluster takes its share of those tiles.
     const int tiles_per_split = (all_tiles + T::kSplitKV - 1) / T::kSplitKV;
     first_tile = T::kSplitKV > 1 ? (int)blockIdx.z * tiles_per_split : 0;
     n_tiles = T::kSplitKV > 1 ? max(0, min(all_tiles - first_tile, tiles_per_split)) : all_tiles;
     scale_log2 = p.softmax_scale * 1.4426950408889634f;
+  }
+
+  __device__ __forceinline__ int seq_q() const { return T::kVarlen ? own_seq_q : p.seq_q; }
+  __device__ __forceinline__ int seq_k() const { return T::kVarlen ? own_seq_k : p.seq_k; }
+  // The tensor maps' row of the sequence's query row r, and of its key row r.
+  __device__ __forceinline__ int q_map_row(int r) const { return T::kVarlen ? q_row0 + r : r; }
+  __device__ __forceinline__ int kv_map_row(int r) const { return T::kVarlen ? k_row0 + r : r; }
+  // Elements between consecutive rows of Q/O and of K/V: a packed batch's rows hold every head.
+  __device__ __forceinline__ int q_stride() const { return T::kVarlen ? p.heads * T::kHeadDim : T::kHeadDim; }
+  __device__ __forceinline__ int kv_stride() const {
+    return T::kVarlen ? (p.heads_kv > 0 ? p.heads_kv : p.heads) * T::kHeadDim : T::kHeadDim;
   }
 
   __device__ __forceinline__ const E* k_stage(int t) const {
@@ -163,8 +199,8 @@ struct Block {
     const int first_position = T::kPackGqa ? 0 : T::kFold ? row_g : m0;
     const int first_keys = T::kFold ? key_w + T::kKeysPerWarp : T::kBlockN;
     const bool crosses_diagonal = n0 + first_keys - 1 > first_position + causal_shift;
-    if (n0 + T::kBlockN > p.seq_k || (T::kCausal && crosses_diagonal))
-      mask_scores<T>(s, row_g, n0 + key_w, p.seq_k, causal_shift, p.seq_q, lane);
+    if (n0 + T::kBlockN > seq_k() || (T::kCausal && crosses_diagonal))
+      mask_scores<T>(s, row_g, n0 + key_w, seq_k(), causal_shift, seq_q(), lane);
   }
 };
 

@@ -141,9 +141,9 @@ __device__ __forceinline__ float output_scale(float row_sum) {
 
 // Normalises key group 0's rows and writes them out: straight from its registers
 // (kStoreFromRegisters), or staged as a tile in shared memory and copied out in 16-byte rows
-// by every thread of the block.
+// by every thread of the block. Row r of the output is o + r * o_stride.
 template <class T>
-__device__ __forceinline__ void store_output(unsigned char* smem, Element<T>* o, int m0, int seq_q,
+__device__ __forceinline__ void store_output(unsigned char* smem, Element<T>* o, int o_stride, int m0, int seq_q,
                                              const float (&acc)[T::kMTiles][T::kOTiles][4],
                                              const float (&row_sum)[T::kMTiles][2], int row_w,
                                              int warp_kv, int lane) {
@@ -159,7 +159,7 @@ __device__ __forceinline__ void store_output(unsigned char* smem, Element<T>* o,
 #pragma unroll
         for (int nt = 0; nt < T::kOTiles; ++nt) {
           const int col = nt * 8 + (lane & 3) * 2;
-          Element<T>* dst = T::kStoreFromRegisters ? o + (long long)(m0 + row) * T::kHeadDim + col
+          Element<T>* dst = T::kStoreFromRegisters ? o + (long long)(m0 + row) * o_stride + col
                                                : o_tile + tile_offset<T, T::kBlockM>(row, col);
           *reinterpret_cast<unsigned*>(dst) =
               pack2<T::kDType>(acc[mt][nt][2 * h] * inv, acc[mt][nt][2 * h + 1] * inv);
@@ -177,7 +177,7 @@ __device__ __forceinline__ void store_output(unsigned char* smem, Element<T>* o,
     const int row = c / T::kChunksPerRow;
     const int col = (c % T::kChunksPerRow) * 8;
     if (m0 + row < seq_q)
-      *reinterpret_cast<uint4*>(o + (long long)(m0 + row) * T::kHeadDim + col) =
+      *reinterpret_cast<uint4*>(o + (long long)(m0 + row) * o_stride + col) =
           *reinterpret_cast<const uint4*>(o_tile + tile_offset<T, T::kBlockM>(row, col));
   }
 }
@@ -224,8 +224,8 @@ __device__ __forceinline__ void store_output_tma(unsigned char* smem, const FaPa
 // block reads another's memory, so none has to stay for the others (it replaced reads of the
 // others' partials between two barriers: bench/NOTES.md).
 template <class T>
-__device__ __forceinline__ void merge_cluster_and_store(unsigned char* smem, Element<T>* o, int m0,
-                                                        int seq_q,
+__device__ __forceinline__ void merge_cluster_and_store(unsigned char* smem, Element<T>* o,
+                                                        int o_stride, int m0, int seq_q,
                                                         float (&acc)[T::kMTiles][T::kOTiles][4],
                                                         float (&row_max)[T::kMTiles][2],
                                                         float (&row_sum)[T::kMTiles][2], int warp_m,
@@ -293,7 +293,7 @@ __device__ __forceinline__ void merge_cluster_and_store(unsigned char* smem, Ele
 #pragma unroll
       for (int nt = 0; nt < T::kOTiles; ++nt) {
         if (nt < nt_begin || nt >= nt_end) continue;
-        *reinterpret_cast<unsigned*>(o + (long long)(m0 + row) * T::kHeadDim + nt * 8 +
+        *reinterpret_cast<unsigned*>(o + (long long)(m0 + row) * o_stride + nt * 8 +
                                      (lane & 3) * 2) =
             pack2<T::kDType>(acc[mt][nt][2 * h] * inv, acc[mt][nt][2 * h + 1] * inv);
       }

@@ -4,6 +4,11 @@
 // as one text that includes nothing beyond the CUDA toolkit's headers: the build inlines the
 // pieces in this folder and the family's (../) into it (cmake/EmbedText.cmake).
 //
+// A packed batch (VARLEN, the problem's: FlashAttention's varlen layout): Q and O [total_q, heads,
+// head_dim], K and V [total_k, heads_kv, head_dim], sequence b at the rows cu_seqlens[b] ..
+// cu_seqlens[b + 1]; the grid covers the longest sequence, and each block finds its sequence's
+// rows and lengths there (block.cuh).
+//
 // Grouped-query attention: K and V have heads_kv heads, and query head h reads K/V head
 // h / (heads / heads_kv); with PACK_GQA = 1 a block's rows come from the whole group of query
 // heads that shares a K/V head, so each K/V tile is read once for the group (a decode step's
@@ -97,10 +102,10 @@ __device__ __forceinline__ void epilogue(const Block<T>& b, float (&acc)[T::kMTi
                         b.warp_kv, b.lane);
   } else if constexpr (T::kSplitKV == 1) {
     // (Under mma.sync, the only path CAUSAL_FOLD takes, each warp stores its own rows.)
-    store_output<T>(b.smem.base, b.o, b.q0_own, b.rows, acc, softmax.row_sum, b.row_w,
+    store_output<T>(b.smem.base, b.o, b.q_stride(), b.q0_own, b.rows, acc, softmax.row_sum, b.row_w,
                     b.warp_kv, b.lane);
   } else {
-    merge_cluster_and_store<T>(b.smem.base, b.o, b.m0, b.rows, acc, softmax.row_max,
+    merge_cluster_and_store<T>(b.smem.base, b.o, b.q_stride(), b.m0, b.rows, acc, softmax.row_max,
                                softmax.row_sum, b.warp_m, b.row_w, b.warp_kv, b.lane);
   }
 }
@@ -121,6 +126,10 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   wait_for_prerequisite_grids();
   trap_if_short_of_shared_memory<T>();
   const Block<T> b(p, smem);
+  // VARLEN: the grid covers the longest sequence; a block past its own sequence's end has no rows
+  // (every block of a SPLIT_KV cluster shares its rows, so the cluster leaves as one).
+  if constexpr (T::kVarlen)
+    if (b.m0 >= b.seq_q()) return;
   const Pipe pipe(b);
   pipe.prologue();
 
@@ -155,12 +164,12 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 // which must stay in the kernel's parameter space rather than be copied to the stack.
 template <int DTYPE, int CAUSAL, int HEAD_DIM, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES,
           int SCHEDULE, int SWIZZLE, int SPLIT_KV, int WGMMA, int TMA_BOX_ROWS, int LAZY_RESCALE,
-          int CAUSAL_FOLD, int PACK_GQA>
+          int CAUSAL_FOLD, int PACK_GQA, int VARLEN>
 __global__ void __launch_bounds__(WARPS * 32) EVO_CLUSTER_DIMS(1, 1, SPLIT_KV)
     fa_s512_v3_kernel(const __grid_constant__ FaParams p) {
   fa::forward<fa::KernelTraits<DTYPE, CAUSAL, HEAD_DIM, BLOCK_M, BLOCK_N, WARPS, STAGES, SCHEDULE,
                                SWIZZLE, SPLIT_KV, WGMMA, TMA_BOX_ROWS, LAZY_RESCALE, CAUSAL_FOLD,
-                               PACK_GQA>>(p);
+                               PACK_GQA, VARLEN>>(p);
 }
 
 }  // namespace evo

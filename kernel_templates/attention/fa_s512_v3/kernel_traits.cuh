@@ -15,7 +15,7 @@ namespace fa {
 // The kernel's template arguments, as values.
 struct KernelConfig {
   int dtype, causal, head_dim, block_m, block_n, warps, stages, schedule, swizzle, split_kv, wgmma,
-      tma_box_rows, lazy_rescale, causal_fold, pack_gqa;
+      tma_box_rows, lazy_rescale, causal_fold, pack_gqa, varlen;
 };
 
 // What a config implies. Each field's comment says why it is as it is; bench/NOTES.md has the
@@ -37,6 +37,10 @@ struct Plan {
   // each K/V tile is read once for the group. Q arrives by plain loads and O leaves by plain
   // stores: a tensor map's box stops at one head's rows.
   bool pack;
+  // VARLEN (a packed batch, the problem's): each block finds its sequence's rows and lengths in
+  // cu_seqlens; Q/O and K/V rows are a token's, heads apart ([tokens, heads, head_dim]). The
+  // output leaves by plain stores: a tensor map's box would run on into the next sequence's rows.
+  bool varlen;
   int q_buffers;
   bool row_sum_mma;         // mma.sync: P's row sums from the tensor cores
   bool store_from_registers;  // mma.sync: the output leaves from key group 0's registers
@@ -100,10 +104,11 @@ EVO_HOST_DEVICE constexpr Plan plan(const KernelConfig& c) {
   p.p_buffers = p.pingpong && c.head_dim == 128 ? 2 : 1;
   p.fold = c.causal_fold != 0 && c.causal != 0;
   p.pack = c.pack_gqa != 0;
+  p.varlen = c.varlen != 0;
   p.q_buffers = p.fold ? 2 : 1;
   p.row_sum_mma = !c.wgmma;
   p.store_from_registers = !c.wgmma;
-  p.tma_store = c.wgmma && p.tma && c.split_kv == 1 && !p.pack;
+  p.tma_store = c.wgmma && p.tma && c.split_kv == 1 && !p.pack && !p.varlen;
   p.panels = c.wgmma || p.tma;
   p.threads = c.warps * 32;
   p.warps_m = min_of(c.warps, c.block_m / 16);
@@ -165,6 +170,8 @@ enum class Unsupported : int {
   kLazyRescaleQkAhead,  // LAZY_RESCALE: behind its branch ptxas serialises qk_ahead's wgmmas
   kFold,                // CAUSAL_FOLD: mma.sync, no SPLIT_KV, an even number of row warps
   kPackGqa,             // PACK_GQA: 0 or 1, and not with CAUSAL_FOLD (a group's rows are not one sequence)
+  kVarlen,              // VARLEN: 0 or 1, and neither folded (the fold pairs rows by the grid's length,
+                        // not the sequence's) nor packed (a group's rows are not a token's heads)
 };
 
 EVO_HOST_DEVICE constexpr int box_rows_of(int tile_rows, int box_rows) { return min_of(tile_rows, box_rows); }
@@ -202,6 +209,7 @@ EVO_HOST_DEVICE constexpr Unsupported check(const KernelConfig& c) {
   if (c.lazy_rescale && p.qk_ahead) return U::kLazyRescaleQkAhead;
   if (c.causal_fold && (c.wgmma || c.split_kv != 1 || p.warps_m % 2 != 0)) return U::kFold;
   if ((c.pack_gqa != 0 && c.pack_gqa != 1) || (c.pack_gqa && c.causal_fold)) return U::kPackGqa;
+  if ((c.varlen != 0 && c.varlen != 1) || (c.varlen && (c.causal_fold || c.pack_gqa))) return U::kVarlen;
   return U::kOk;
 }
 
@@ -217,11 +225,12 @@ struct KernelCannotImplement {
 
 template <int DTYPE_, int CAUSAL_, int HEAD_DIM_, int BLOCK_M_, int BLOCK_N_, int WARPS_,
           int STAGES_, int SCHEDULE_, int SWIZZLE_, int SPLIT_KV_, int WGMMA_, int TMA_BOX_ROWS_,
-          int LAZY_RESCALE_, int CAUSAL_FOLD_, int PACK_GQA_>
+          int LAZY_RESCALE_, int CAUSAL_FOLD_, int PACK_GQA_, int VARLEN_>
 struct KernelTraits {
   static constexpr KernelConfig kConfig{DTYPE_,   CAUSAL_, HEAD_DIM_,    BLOCK_M_,      BLOCK_N_,
                                         WARPS_,   STAGES_, SCHEDULE_,    SWIZZLE_,      SPLIT_KV_,
-                                        WGMMA_,   TMA_BOX_ROWS_, LAZY_RESCALE_, CAUSAL_FOLD_, PACK_GQA_};
+                                        WGMMA_,   TMA_BOX_ROWS_, LAZY_RESCALE_, CAUSAL_FOLD_, PACK_GQA_,
+                                        VARLEN_};
   static_assert(KernelCannotImplement<check(kConfig)>::kOk, "");
   static constexpr Plan kPlan = plan(kConfig);
 
@@ -249,6 +258,7 @@ struct KernelTraits {
   static constexpr int kPBuffers = kPlan.p_buffers;
   static constexpr bool kFold = kPlan.fold;
   static constexpr bool kPackGqa = kPlan.pack;
+  static constexpr bool kVarlen = kPlan.varlen;
   static constexpr int kQBuffers = kPlan.q_buffers;
   static constexpr bool kRowSumMma = kPlan.row_sum_mma;
   static constexpr bool kStoreFromRegisters = kPlan.store_from_registers;

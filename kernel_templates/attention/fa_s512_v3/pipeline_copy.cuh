@@ -29,15 +29,15 @@ struct PipelineCopy {
   __device__ __forceinline__ void load_kv(int t) const {  // tile t into its stage, every thread
     const int stage = t % T::kStages;
     const int n0 = (b.first_tile + t) * T::kBlockN;
-    load_tile<T, T::kBlockN>(b.k_tiles + stage * T::kKVElems, b.k, n0, b.p.seq_k);
-    load_tile<T, T::kBlockN>(b.v_tiles + stage * T::kKVElems, b.v, n0, b.p.seq_k);
+    load_tile<T, T::kBlockN>(b.k_tiles + stage * T::kKVElems, b.k, n0, b.seq_k(), b.kv_stride());
+    load_tile<T, T::kBlockN>(b.v_tiles + stage * T::kKVElems, b.v, n0, b.seq_k(), b.kv_stride());
   }
 
   // Q, then (cp.async) the first kPrefetch K/V tiles, each its own group.
   __device__ __forceinline__ void prologue() const {
-    load_tile<T, T::kBlockM>(b.q_tile, b.q, b.q0_front, b.rows);
+    load_tile<T, T::kBlockM>(b.q_tile, b.q, b.q0_front, b.rows, b.q_stride());
     if constexpr (T::kFold)
-      load_tile<T, T::kBlockM>(b.q_tile + T::kQElems, b.q, b.q0_back, b.rows);
+      load_tile<T, T::kBlockM>(b.q_tile + T::kQElems, b.q, b.q0_back, b.rows, b.q_stride());
     if constexpr (T::kCpAsync) {
       cp_async_commit();
 #pragma unroll

@@ -59,11 +59,11 @@ struct PipelineTma {
   }
   __device__ __forceinline__ void copy_k(int t) const {  // tile t's K into its stage
     tma_load_tile<T, T::kBlockN>(b.k_tiles + (t % T::kStages) * T::kKVElems, b.p.k_map,
-                                 (b.first_tile + t) * T::kBlockN, (int)b.bh_kv, k_bar(t));
+                                 b.kv_map_row((b.first_tile + t) * T::kBlockN), b.kv_slice, k_bar(t));
   }
   __device__ __forceinline__ void copy_v(int t) const {
     tma_load_tile<T, T::kBlockN>(b.v_tiles + (t % T::kStages) * T::kKVElems, b.p.v_map,
-                                 (b.first_tile + t) * T::kBlockN, (int)b.bh_kv, v_bar(t));
+                                 b.kv_map_row((b.first_tile + t) * T::kBlockN), b.kv_slice, v_bar(t));
   }
   // kSplitRefill: K or V of tile t alone, into the one stage, each on its own barrier.
   __device__ __forceinline__ void load_k(int t) const {
@@ -97,9 +97,9 @@ struct PipelineTma {
       for (int t = 0; t < T::kPrologueTiles; ++t)
         if (t < b.n_tiles) expect_kv(t);
       if constexpr (!T::kPackGqa)
-        tma_load_tile<T, T::kBlockM>(b.q_tile, b.p.q_map, b.q0_front, (int)b.bh, b.smem.full_q);
+        tma_load_tile<T, T::kBlockM>(b.q_tile, b.p.q_map, b.q_map_row(b.q0_front), b.q_slice, b.smem.full_q);
       if constexpr (T::kFold)
-        tma_load_tile<T, T::kBlockM>(b.q_tile + T::kQElems, b.p.q_map, b.q0_back, (int)b.bh,
+        tma_load_tile<T, T::kBlockM>(b.q_tile + T::kQElems, b.p.q_map, b.q_map_row(b.q0_back), b.q_slice,
                                      b.smem.full_q);
 #pragma unroll
       for (int t = 0; t < T::kPrologueTiles; ++t)

@@ -26,11 +26,12 @@ __device__ __forceinline__ int tile_offset(int row, int col) {
   }
 }
 
-// Copies rows [row0, row0 + ROWS) of a [seq][HEAD_DIM] matrix into a tile; rows at or past
-// `seq` become zeros. Every thread of the block takes part; kAsync: by cp.async (the caller
+// Copies rows [row0, row0 + ROWS) of a [seq][HEAD_DIM] matrix (rows `stride` elements apart:
+// HEAD_DIM, or a packed batch's heads * HEAD_DIM) into a tile; rows at or past `seq` become zeros. Every thread of the block takes part; kAsync: by cp.async (the caller
 // commits and waits), else through registers.
 template <class T, int ROWS, bool kAsync = T::kCpAsync>
-__device__ __forceinline__ void load_tile(Element<T>* tile, const Element<T>* src, int row0, int seq) {
+__device__ __forceinline__ void load_tile(Element<T>* tile, const Element<T>* src, int row0, int seq,
+                                          int stride = T::kHeadDim) {
   constexpr int kChunks = ROWS * T::kChunksPerRow;
   constexpr int kIters = (kChunks + T::kThreads - 1) / T::kThreads;
 #pragma unroll
@@ -40,7 +41,7 @@ __device__ __forceinline__ void load_tile(Element<T>* tile, const Element<T>* sr
     const int row = c / T::kChunksPerRow;
     const int col = (c % T::kChunksPerRow) * 8;
     const bool valid = row0 + row < seq;
-    const Element<T>* g = src + (long long)(valid ? row0 + row : 0) * T::kHeadDim + col;
+    const Element<T>* g = src + (long long)(valid ? row0 + row : 0) * stride + col;
     Element<T>* s = tile + tile_offset<T, ROWS>(row, col);
     if constexpr (kAsync) {
       cp_async_16(s, g, valid);

@@ -53,7 +53,7 @@ TEST(SearchSpaceTest, LoadsTheRealSpace) {
                                       "box_rows_need_tma", "pingpong_two_warpgroups",
                                       "qk_ahead_three_stages", "lazy_rescale_not_with_qk_ahead",
                                       "causal_fold_pairs_row_warps", "pack_gqa_not_folded",
-                                      "shared_memory_fits_device",
+                                      "varlen_rows_are_one_sequence", "shared_memory_fits_device",
                                       "supported_head_dim"}));
 }
 

@@ -156,6 +156,12 @@ TEST(ShapeTest, RejectsEveryMalformedForm) {
   const std::pair<const char*, const char*> cases[] = {
       {"", "expected BxHxSxD"},
       {"1x8x512", "expected BxHxSxD"},
+      {"17,300x8x64", "expected BxHxSxD"},
+      {"17++300x8x64", "empty sequence length"},
+      {"17+0x8x64", "sequence length must be at least 1"},
+      {"17+300/x8x64", "empty key length"},
+      {"17+300/4096/2x8x64", "'4096/2' is not a positive integer"},
+      {"17+300x8", "expected BxHxSxD"},
       {"1x8x512x64x64x2", "expected BxHxSxD"},
       {"1x8x512x", "empty head_dim"},
       {"x8x512x64", "empty batch"},
@@ -194,6 +200,59 @@ TEST(ShapeTest, RejectsEveryMalformedForm) {
           << e.what();
     }
   }
+}
+
+TEST(ShapeTest, APackedBatchListsItsSequences) {
+  const Shape s = parse_shape("17+300/4096+3000x32x128:kv8:causal:bf16");
+  ASSERT_TRUE(s.varlen());
+  EXPECT_EQ(s.lens_q, (std::vector<int>{17, 300, 3000}));
+  EXPECT_EQ(s.lens_k, (std::vector<int>{17, 4096, 3000}));
+  // The search space and the grid read the count and the longest lengths.
+  EXPECT_EQ(s.batch, 3);
+  EXPECT_EQ(s.seq_q, 3000);
+  EXPECT_EQ(s.seq_k, 4096);
+  EXPECT_EQ(s.total_q(), 17 + 300 + 3000);
+  EXPECT_EQ(s.total_k(), 17 + 4096 + 3000);
+  EXPECT_EQ(s.heads, 32);
+  EXPECT_EQ(s.heads_kv, 8);
+  EXPECT_EQ(s.text(), "17+300/4096+3000x32x128:kv8:causal:bf16");
+  // One sequence says it is a list by its '/'.
+  EXPECT_EQ(parse_shape("3000/3000x8x64").text(), "3000/3000x8x64");
+  EXPECT_EQ(parse_shape("3000/3000x8x64").batch, 1);
+  // FLOPs and bytes are each sequence's own, summed.
+  const double pairs = (17.0 * 17 - 17.0 * 17 / 2) + (300.0 * 4096 - 300.0 * 300 / 2) + (3000.0 * 3000 - 3000.0 * 3000 / 2);
+  EXPECT_DOUBLE_EQ(s.flops(), 4.0 * 32 * 128 * pairs);
+  EXPECT_DOUBLE_EQ(s.bytes_moved(), 2.0 * 128 * (2.0 * 32 * (17 + 300 + 3000) + 2.0 * 8 * (17 + 4096 + 3000)));
+  // A packed batch differs from the dense batch of its longest lengths.
+  EXPECT_NE(s, parse_shape("3x32x3000x4096x128:kv8:causal:bf16"));
+}
+
+TEST(ShapeTest, APackedBatchTravelsAndComesBackWhole) {
+  const Shape s = parse_shape("1/4096+16/1024x32x128:kv8:causal:bf16");
+  const v1::Shape wire = shape_to_proto(s);
+  EXPECT_EQ(wire.seq_lens_q_size(), 2);
+  EXPECT_EQ(shape_from_proto(wire), s);
+  EXPECT_EQ(shape_of(to_problem(s)), s);
+  EXPECT_EQ(to_problem(s).value("VARLEN"), 1);
+  EXPECT_EQ(to_problem(parse_shape("1x8x512x64")).value("VARLEN"), 0);
+
+  v1::Shape uneven = wire;
+  uneven.add_seq_lens_q(5);
+  EXPECT_THROW(shape_from_proto(uneven), InputError);
+  v1::Shape zero = wire;
+  zero.set_seq_lens_k(0, 0);
+  EXPECT_THROW(shape_from_proto(zero), InputError);
+}
+
+TEST(ShapeTest, APackedSequenceWithMoreQueriesThanKeysIsRefusedForTuning) {
+  const Shape s = parse_shape("17+300/200x8x64:causal");
+  try {
+    require_servable_causal(s, "17+300/200x8x64:causal");
+    ADD_FAILURE() << "accepted a causal sequence of 300 queries over 200 keys";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("in sequence 1 (300 > 200"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(require_servable_causal(parse_shape("17+300/200x8x64"), "non-causal"));
 }
 
 TEST(ShapeTest, AcceptsTheLargestAllowedTensor) {

@@ -44,7 +44,8 @@ fa::KernelConfig config_of(const Genome& g, const Problem& problem, int dtype) {
                           gene("TMA_BOX_ROWS"),
                           gene("LAZY_RESCALE"),
                           gene("CAUSAL_FOLD"),
-                          gene("PACK_GQA")};
+                          gene("PACK_GQA"),
+                          p.varlen() ? 1 : 0};
 }
 
 struct Tally {
@@ -109,7 +110,7 @@ TEST(KernelPlan, TheSpaceAndTheKernelAgreeOnEveryGenome) {
 
 // check() is what a bad instantiation hits first: each rule refuses what it says.
 TEST(KernelPlan, CheckNamesTheRuleABadConfigBreaks) {
-  const fa::KernelConfig ok{0, 0, 64, 64, 128, 4, 2, 1, 1, 1, 0, 64, 0, 0, 0};
+  const fa::KernelConfig ok{0, 0, 64, 64, 128, 4, 2, 1, 1, 1, 0, 64, 0, 0, 0, 0};
   EXPECT_EQ(fa::check(ok), fa::Unsupported::kOk);
   auto with = [&](auto edit) {
     fa::KernelConfig c = ok;
@@ -128,6 +129,23 @@ TEST(KernelPlan, CheckNamesTheRuleABadConfigBreaks) {
   EXPECT_EQ(with([](auto& c) { c.pack_gqa = 1; }), fa::Unsupported::kOk);
   EXPECT_EQ(with([](auto& c) { c.pack_gqa = 2; }), fa::Unsupported::kPackGqa);
   EXPECT_EQ(with([](auto& c) { c.pack_gqa = 1, c.causal_fold = 1, c.warps = 8; }), fa::Unsupported::kPackGqa);
+  EXPECT_EQ(with([](auto& c) { c.varlen = 1; }), fa::Unsupported::kOk);
+  EXPECT_EQ(with([](auto& c) { c.varlen = 2; }), fa::Unsupported::kVarlen);
+  EXPECT_EQ(with([](auto& c) { c.varlen = 1, c.pack_gqa = 1; }), fa::Unsupported::kVarlen);
+  EXPECT_EQ(with([](auto& c) { c.varlen = 1, c.causal = 1, c.causal_fold = 1, c.warps = 8; }),
+            fa::Unsupported::kVarlen);
+}
+
+// A packed batch's output leaves by plain stores: a TMA store's box would run into the next
+// sequence's rows. The plan says so, and the space's shared-memory formula agrees (no output tile).
+TEST(KernelPlan, APackedBatchNeverStoresThroughTheTensorMap) {
+  fa::KernelConfig c{0, 0, 128, 128, 128, 8, 2, 5, 1, 1, 1, 64, 0, 0, 0, 0};
+  ASSERT_EQ(fa::check(c), fa::Unsupported::kOk);
+  EXPECT_TRUE(fa::plan(c).tma_store);
+  c.varlen = 1;
+  ASSERT_EQ(fa::check(c), fa::Unsupported::kOk);
+  EXPECT_FALSE(fa::plan(c).tma_store);
+  EXPECT_LT(fa::plan(c).smem_bytes, fa::plan(fa::KernelConfig{0, 0, 128, 128, 128, 8, 2, 5, 1, 1, 1, 64, 0, 0, 0, 0}).smem_bytes);
 }
 
 }  // namespace

@@ -28,11 +28,15 @@ namespace {
   X(softmax_scale, 48)          \
   X(heads_kv, 52)               \
   X(workspace, 56)              \
-  X(q_map, 64)                  \
-  X(k_map, 192)                 \
-  X(v_map, 320)                 \
-  X(o_map, 448)
-constexpr size_t kFaParamsSize = 576;
+  X(cu_seqlens_q, 64)           \
+  X(cu_seqlens_k, 72)           \
+  X(total_q, 80)                \
+  X(total_k, 84)                \
+  X(q_map, 128)                 \
+  X(k_map, 256)                 \
+  X(v_map, 384)                 \
+  X(o_map, 512)
+constexpr size_t kFaParamsSize = 640;
 constexpr size_t kFaParamsAlign = 64;
 
 #define EVO_HOST_OFFSET_CHECK(field, offset) \
