@@ -7,6 +7,8 @@ A figure that could not be measured is None and prints as "n/a"; "note" says why
 "graph_clock", where present, are bench_clocks.summarize's account of the SM clock while it was timed.
 "variant", where present, says the kernel did not run its native path (EXPANDED_KV: an SDPA backend
 that refused grouped-query heads, run on K/V expanded to every query head); its figures carry a "*".
+A packed variable-length batch's row has "varlen": {"seq_q": [...], "seq_k": [...]}; its "shape" is evo's
+varlen text. Kernels of EXTRA_KERNELS (flash_attn's varlen function) get columns only where a row has them.
 """
 from __future__ import annotations
 
@@ -15,8 +17,11 @@ import math
 
 # "evolved" is the library as exported (PDL allowed), "evolved_plain" the same kernel launched plainly.
 KERNELS = ("evolved", "evolved_plain", "cudnn", "flash", "triton")
+# Peers that run only for some rows (flash_attn: packed batches, where the package is installed): a column
+# after the others wherever any row has one.
+EXTRA_KERNELS = ("flash_attn",)
 KERNEL_TITLES = {"evolved": "evolved", "evolved_plain": "ev plain", "cudnn": "cuDNN", "flash": "flash",
-                 "triton": "Triton"}
+                 "triton": "Triton", "flash_attn": "flash_attn"}
 SDPA_KERNELS = ("cudnn", "flash")
 METHODS = (("graph_us", "per-call median by CUDA-graph replay"),
            ("launch_us", "per-launch median of event-timed single calls, L2 flushed before each"))
@@ -28,6 +33,18 @@ REL_L2_LIMIT = REL_L2_LIMITS["fp16"]
 # once, before the timed calls (the expansion's own time is not in its figures).
 EXPANDED_KV = "expanded kv"
 VARIANT_MARK = "*"
+# What the peers run on a packed variable-length batch (compare_sdpa.make_varlen_candidates; the notes
+# column says it again per row).
+VARLEN_LEGEND = ("packed batches: L0,L1,...xHxD (Lq/Lk where a sequence's query and key lengths differ), one "
+                 "varlen batch; evolved, Triton and flash_attn run it packed (cu_seqlens), cuDNN once on the batch "
+                 "padded to its longest sequence with a mask giving each sequence its own keys, flash one SDPA call "
+                 "per sequence; padding is not timed and only the valid rows are checked")
+
+
+def columns(results: list[dict]) -> tuple:
+    """The kernels the tables show: KERNELS always, then each of EXTRA_KERNELS that some row measured."""
+    extra = tuple(k for k in EXTRA_KERNELS if any(k in row.get("kernels", {}) for row in results))
+    return KERNELS + extra
 
 
 def rel_l2_ok(value, dtype: str = "fp16") -> bool:
@@ -95,13 +112,14 @@ def _timing_cell(row: dict, kernel: str, field: str) -> str:
 
 
 def timing_table(results: list[dict], field: str) -> str:
-    headers = ["B,H,S,D", "causal"] + [f"{KERNEL_TITLES[k]} µs" for k in KERNELS] + \
+    kernels = columns(results)
+    headers = ["B,H,S,D", "causal"] + [f"{KERNEL_TITLES[k]} µs" for k in kernels] + \
               ["ev/best SDPA", "ev/Triton", "plain/best SDPA", "floor µs", "ev/floor"]
     rows = []
     for row in results:
         r = ratios(row, field)
         rows.append([row["shape"], str(int(row["causal"]))] +
-                    [_timing_cell(row, k, field) for k in KERNELS] +
+                    [_timing_cell(row, k, field) for k in kernels] +
                     [fmt_ratio(r["evolved_over_best_sdpa"]), fmt_ratio(r["evolved_over_triton"]),
                      fmt_ratio(r["plain_over_best_sdpa"]), fmt_us(row.get("floors", {}).get("floor_us")),
                      fmt_ratio(r["evolved_over_floor"])])
@@ -111,23 +129,27 @@ def timing_table(results: list[dict], field: str) -> str:
 def legend_lines(results: list[dict]) -> list[str]:
     """What the shape spellings and marks in the tables mean, where any row needs it."""
     lines = []
-    if any(":kv" in row["shape"] or row["shape"].count(",") == 4 for row in results):
+    dense = [row for row in results if not row.get("varlen")]
+    if any(":kv" in row["shape"] or row["shape"].count(",") == 4 for row in dense):
         lines.append("shapes: B,H,S,D, or B,H,Sq,Sk,D where the query and key lengths differ; :kvN = N K/V heads "
                      "shared by the H query heads (grouped-query); causal with Sq < Sk is bottom-right aligned")
-    if any(_figure(row, k, "variant") for row in results for k in KERNELS):
+    if len(dense) < len(results):
+        lines.append(VARLEN_LEGEND)
+    if any(_figure(row, k, "variant") for row in results for k in columns(results)):
         lines.append(f"{VARIANT_MARK} = not the backend's native path: it refused enable_gqa and ran on K/V "
                      f"expanded to every query head ({EXPANDED_KV}; the expansion is not timed; see the notes)")
     return lines
 
 
 def accuracy_table(results: list[dict]) -> str:
-    headers = ["B,H,S,D", "causal"] + [f"rel-L2 {KERNEL_TITLES[k]}" for k in KERNELS] + ["Triton winner", "notes"]
+    kernels = columns(results)
+    headers = ["B,H,S,D", "causal"] + [f"rel-L2 {KERNEL_TITLES[k]}" for k in kernels] + ["Triton winner", "notes"]
     rows = []
     for row in results:
         notes = "; ".join(f"{KERNEL_TITLES[k]}: {_figure(row, k, 'note')}"
-                          for k in KERNELS if _figure(row, k, "note"))
+                          for k in kernels if _figure(row, k, "note"))
         rows.append([row["shape"], str(int(row["causal"]))] +
-                    [fmt_rel_l2(_figure(row, k, "rel_l2"), row.get("dtype", "fp16")) for k in KERNELS] +
+                    [fmt_rel_l2(_figure(row, k, "rel_l2"), row.get("dtype", "fp16")) for k in kernels] +
                     [_figure(row, "triton", "config") or "n/a", notes])
     return render_table(headers, rows)
 
@@ -146,8 +168,9 @@ def fmt_clock(clock) -> str:
 
 
 def clock_table(results: list[dict], field: str) -> str:
-    headers = ["B,H,S,D", "causal"] + [f"{KERNEL_TITLES[k]} MHz" for k in KERNELS]
-    rows = [[row["shape"], str(int(row["causal"]))] + [fmt_clock(_figure(row, k, field)) for k in KERNELS]
+    kernels = columns(results)
+    headers = ["B,H,S,D", "causal"] + [f"{KERNEL_TITLES[k]} MHz" for k in kernels]
+    rows = [[row["shape"], str(int(row["causal"]))] + [fmt_clock(_figure(row, k, field)) for k in kernels]
             for row in results]
     return render_table(headers, rows)
 
@@ -163,7 +186,7 @@ def header_lines(env: dict) -> list[str]:
     return [
         f"GPU: {env.get('gpu', 'n/a')} ({env.get('sm_count', '?')} SMs)",
         f"torch {env.get('torch', 'n/a')} (CUDA {env.get('cuda', 'n/a')}), cuDNN {env.get('cudnn', 'n/a')}, "
-        f"Triton {env.get('triton', 'n/a')}",
+        f"Triton {env.get('triton', 'n/a')}" + (f", flash_attn {env['flash_attn']}" if env.get("flash_attn") else ""),
         f"inputs and outputs: {env.get('dtype', 'fp16')}",
         f"measured rates: fp16 matmul {env.get('matmul_tflops', float('nan')):.1f} TFLOP/s, "
         f"device copy {env.get('copy_gbps', float('nan')):.0f} GB/s",
@@ -203,7 +226,7 @@ def json_document(env: dict, results: list[dict]) -> dict:
         enriched = dict(row)
         enriched["ratios"] = {field: ratios(row, field) for field, _ in METHODS}
         enriched["accuracy_ok"] = {k: rel_l2_ok(_figure(row, k, "rel_l2"), row.get("dtype", "fp16"))
-                                   for k in KERNELS if _figure(row, k, "rel_l2") is not None}
+                                   for k in KERNELS + EXTRA_KERNELS if _figure(row, k, "rel_l2") is not None}
         rows.append(enriched)
     return clean({"environment": env, "rel_l2_limit": REL_L2_LIMITS[env.get("dtype", "fp16")],
                   "methods": {field: title for field, title in METHODS}, "results": rows})

@@ -13,8 +13,20 @@ only where they differ), then ":kvN" only where N != H. Causality and the elemen
 apart in the bench (--causal, --dtype; the "causal" and "dtype" fields of a dispatch entry); evo's
 ":causal" and ":bf16" suffixes are read only by parse_problem (dispatch files).
 
+A packed variable-length batch (FlashAttention's varlen layout) is a VarlenShape, spelled with three
+'x'-separated fields, the first a comma list of per-sequence lengths:
+    L0,L1,...xHxD                        each item L (query and key length L) or Lq/Lk (Lq queries
+                                         against Lk keys, a chunk over a cache); one item is still varlen
+    ... then ":kvN"                      as above
+e.g. "17,250,600,1100,1500,2000,2500,3000x32x128:kv8"; the batch is the number of items. Q and O are
+[total_q, heads, head_dim], K and V [total_k, heads_kv, head_dim], sequence b's rows at its offset in
+cu_seqlens (0, L0, L0+L1, ...). A text with exactly three 'x'-separated fields is varlen; the dense
+spellings above have four or five (or none, in the comma forms).
+
 Causal with seq_q == seq_k is top-left (row i sees keys 0..i); with seq_q < seq_k bottom-right (row i
-sees keys 0..seq_k - seq_q + i, FlashAttention's convention); with seq_q > seq_k it is refused.
+sees keys 0..seq_k - seq_q + i, FlashAttention's convention); with seq_q > seq_k it is refused. A
+varlen batch is causal per sequence, bottom-right aligned in each, and refused where any sequence
+has more queries than keys.
 """
 from __future__ import annotations
 
@@ -32,8 +44,9 @@ DTYPES = ("fp16", "bf16")
 
 # --suite NAME: the workload file bench/workloads/NAME.json, the one `evoctl submit --workload`
 # tunes for (llama3-8b: bf16, 32 query heads sharing 8 KV heads, head dim 128; its decode shapes
-# are non-causal, which for one query row is what bottom-right causal means). Each shape runs
-# only with the causal setting the file gives it, in the file's dtype.
+# are non-causal, which for one query row is what bottom-right causal means; llama3-8b-packed: the
+# same heads, one packed causal batch of 8 prompts of 17 to 3000 tokens). Each shape runs only
+# with the causal setting the file gives it, in the file's dtype.
 WORKLOADS_DIR = Path(__file__).resolve().parent / "workloads"
 
 
@@ -59,9 +72,6 @@ def read_workload(path) -> dict:
     return {"dtype": dtype, "problems": tuple(problems)}
 
 
-
-
-
 class ShapeError(ValueError):
     """A shape or causal flag given on the command line or in a dispatch file is malformed."""
 
@@ -81,6 +91,11 @@ class Shape:
             object.__setattr__(self, "heads_kv", self.heads)
         if self.seq_k is None:
             object.__setattr__(self, "seq_k", self.seq)
+
+    @property
+    def is_varlen(self) -> bool:
+        """False: one length for every batch entry (VarlenShape is the packed kind)."""
+        return False
 
     @property
     def seq_q(self) -> int:
@@ -115,23 +130,101 @@ class Shape:
         return self._dims("x")
 
 
-_GRAMMAR = "B,H,S,D or B,H,Sq,Sk,D (or BxHxSxD, BxHxSqxSkxD) with positive integers, then optionally :kvN"
+@dataclass(frozen=True)
+class VarlenShape:
+    """A packed batch of sequences of their own lengths: Q and O [total_q, heads, head_dim], K and V
+    [total_k, heads_kv, head_dim], sequence b's (seq_q, seq_k) = seqs[b]."""
+    seqs: tuple                   # ((seq_q, seq_k), ...) per sequence, in packing order
+    heads: int
+    head_dim: int
+    heads_kv: int | None = None   # None: heads (no grouping)
+
+    def __post_init__(self):
+        object.__setattr__(self, "seqs", tuple((int(q), int(k)) for q, k in self.seqs))
+        if self.heads_kv is None:
+            object.__setattr__(self, "heads_kv", self.heads)
+
+    @property
+    def is_varlen(self) -> bool:
+        return True
+
+    @property
+    def batch(self) -> int:
+        return len(self.seqs)
+
+    @property
+    def seqlens_q(self) -> tuple:
+        return tuple(q for q, _ in self.seqs)
+
+    @property
+    def seqlens_k(self) -> tuple:
+        return tuple(k for _, k in self.seqs)
+
+    @property
+    def total_q(self) -> int:
+        return sum(self.seqlens_q)
+
+    @property
+    def total_k(self) -> int:
+        return sum(self.seqlens_k)
+
+    @property
+    def max_seq_q(self) -> int:
+        return max(self.seqlens_q)
+
+    @property
+    def max_seq_k(self) -> int:
+        return max(self.seqlens_k)
+
+    @property
+    def cu_seqlens_q(self) -> tuple:
+        """batch + 1 offsets of the sequences' first query rows: 0, Lq0, Lq0 + Lq1, ..., total_q."""
+        return _cumulative(self.seqlens_q)
+
+    @property
+    def cu_seqlens_k(self) -> tuple:
+        return _cumulative(self.seqlens_k)
+
+    @property
+    def group(self) -> int:
+        """Query heads per KV head."""
+        return self.heads // self.heads_kv
+
+    @property
+    def is_gqa(self) -> bool:
+        return self.heads_kv != self.heads
+
+    @property
+    def equal_lengths(self) -> bool:
+        """Every sequence has as many queries as keys."""
+        return all(q == k for q, k in self.seqs)
+
+    @property
+    def key(self) -> str:
+        """evo's canonical spelling: the lengths (Lq/Lk only where they differ), heads, head_dim, then
+        :kvN only where N != H."""
+        items = ",".join(str(q) if q == k else f"{q}/{k}" for q, k in self.seqs)
+        return f"{items}x{self.heads}x{self.head_dim}" + (f":kv{self.heads_kv}" if self.is_gqa else "")
+
+    @property
+    def label(self) -> str:
+        """The tables' spelling: the canonical one (the comma list leaves no other)."""
+        return self.key
 
 
-def parse_problem(text: str) -> tuple[Shape, bool | None, str | None]:
-    """evo's problem text: a shape (see the module's docstring), then the suffixes ":kvN", ":causal"
-    and ":bf16" in any order, each at most once. Returns (shape, causal, dtype), causal and dtype
-    None where the text does not say."""
-    body, *suffixes = text.strip().lower().split(":")
-    parts = re.split(r"[,x]", body)
-    if len(parts) not in (4, 5) or not all(p.isdigit() for p in parts):
-        raise ShapeError(f"bad shape '{text}': expected {_GRAMMAR}")
-    numbers = [int(p) for p in parts]
-    if len(numbers) == 4:
-        batch, heads, seq_q, head_dim = numbers
-        seq_k = seq_q
-    else:
-        batch, heads, seq_q, seq_k, head_dim = numbers
+def _cumulative(lengths) -> tuple:
+    offsets = [0]
+    for n in lengths:
+        offsets.append(offsets[-1] + n)
+    return tuple(offsets)
+
+
+_GRAMMAR = ("B,H,S,D or B,H,Sq,Sk,D (or BxHxSxD, BxHxSqxSkxD) with positive integers, or a packed batch "
+            "L0,L1,...xHxD (each L a length or Lq/Lk), then optionally :kvN")
+
+
+def _parse_suffixes(text: str, suffixes: list[str]) -> tuple[int | None, bool | None, str | None]:
+    """(heads_kv, causal, dtype) that ":kvN", ":causal" and ":bf16" name, None where absent."""
     heads_kv, causal, dtype = None, None, None
     for suffix in suffixes:
         match = re.fullmatch(r"kv(\d+)", suffix)
@@ -145,8 +238,10 @@ def parse_problem(text: str) -> tuple[Shape, bool | None, str | None]:
             raise ShapeError(f"bad shape '{text}': ':{suffix}' given twice")
         else:
             raise ShapeError(f"bad shape '{text}': unknown suffix ':{suffix}' (expected :kvN, :causal or :bf16)")
-    if min(numbers) <= 0:
-        raise ShapeError(f"bad shape '{text}': every dimension must be positive")
+    return heads_kv, causal, dtype
+
+
+def _check_heads(text: str, heads: int, heads_kv: int | None, head_dim: int) -> None:
     if head_dim not in SUPPORTED_HEAD_DIMS:
         raise ShapeError(f"bad shape '{text}': head_dim {head_dim} is not one of {SUPPORTED_HEAD_DIMS}")
     if heads_kv is not None:
@@ -156,13 +251,57 @@ def parse_problem(text: str) -> tuple[Shape, bool | None, str | None]:
             raise ShapeError(f"bad shape '{text}': {heads_kv} KV heads for {heads} query heads (at most {heads})")
         if heads % heads_kv:
             raise ShapeError(f"bad shape '{text}': {heads_kv} KV heads do not divide {heads} query heads")
-    shape = Shape(batch, heads, seq_q, head_dim, heads_kv, seq_k)
+
+
+def _parse_varlen(text: str, fields: list[str], heads_kv: int | None) -> VarlenShape:
+    """The three 'x'-separated fields of a packed batch: lengths, heads, head_dim."""
+    lengths, heads_text, dim_text = fields
+    if not heads_text.isdigit() or not dim_text.isdigit():
+        raise ShapeError(f"bad shape '{text}': expected {_GRAMMAR}")
+    seqs = []
+    for item in lengths.split(","):
+        match = re.fullmatch(r"(\d+)(?:/(\d+))?", item)
+        if not match:
+            raise ShapeError(f"bad shape '{text}': sequence '{item}' is not a length L or Lq/Lk")
+        seq_q = int(match.group(1))
+        seq_k = int(match.group(2)) if match.group(2) is not None else seq_q
+        seqs.append((seq_q, seq_k))
+    heads, head_dim = int(heads_text), int(dim_text)
+    if heads <= 0 or head_dim <= 0 or min(min(pair) for pair in seqs) <= 0:
+        raise ShapeError(f"bad shape '{text}': every length and dimension must be positive")
+    _check_heads(text, heads, heads_kv, head_dim)
+    return VarlenShape(tuple(seqs), heads, head_dim, heads_kv)
+
+
+def parse_problem(text: str) -> tuple[Shape | VarlenShape, bool | None, str | None]:
+    """evo's problem text: a shape or a packed batch (see the module's docstring), then the suffixes
+    ":kvN", ":causal" and ":bf16" in any order, each at most once. Returns (shape, causal, dtype),
+    causal and dtype None where the text does not say."""
+    body, *suffixes = text.strip().lower().split(":")
+    heads_kv, causal, dtype = _parse_suffixes(text, suffixes)
+    fields = body.split("x")
+    if len(fields) == 3:
+        shape = _parse_varlen(text, fields, heads_kv)
+    else:
+        parts = re.split(r"[,x]", body)
+        if len(parts) not in (4, 5) or not all(p.isdigit() for p in parts):
+            raise ShapeError(f"bad shape '{text}': expected {_GRAMMAR}")
+        numbers = [int(p) for p in parts]
+        if len(numbers) == 4:
+            batch, heads, seq_q, head_dim = numbers
+            seq_k = seq_q
+        else:
+            batch, heads, seq_q, seq_k, head_dim = numbers
+        if min(numbers) <= 0:
+            raise ShapeError(f"bad shape '{text}': every dimension must be positive")
+        _check_heads(text, heads, heads_kv, head_dim)
+        shape = Shape(batch, heads, seq_q, head_dim, heads_kv, seq_k)
     if causal:
         check_causal(shape, True)
     return shape, causal, dtype
 
 
-def parse_shape(text: str) -> Shape:
+def parse_shape(text: str) -> Shape | VarlenShape:
     """A shape as --shapes takes it: dims and ":kvN"; causality and dtype come from --causal and --dtype."""
     shape, causal, dtype = parse_problem(text)
     if causal is not None or dtype is not None:
@@ -171,9 +310,18 @@ def parse_shape(text: str) -> Shape:
     return shape
 
 
-def check_causal(shape: Shape, causal: bool) -> None:
-    """Bottom-right causal with more queries than keys leaves the first rows no key: refused."""
-    if causal and shape.seq > shape.seq_k:
+def check_causal(shape: Shape | VarlenShape, causal: bool) -> None:
+    """Bottom-right causal with more queries than keys leaves the first rows no key: refused (for a
+    packed batch, where any one sequence has more queries than keys)."""
+    if not causal:
+        return
+    if shape.is_varlen:
+        for index, (seq_q, seq_k) in enumerate(shape.seqs):
+            if seq_q > seq_k:
+                raise ShapeError(f"shape {shape.key}: causal with sequence {index}'s seq_q {seq_q} > seq_k {seq_k} "
+                                 f"is refused (bottom-right aligned, its first {seq_q - seq_k} rows would see no key)")
+        return
+    if shape.seq > shape.seq_k:
         raise ShapeError(f"shape {shape.key}: causal with seq_q {shape.seq} > seq_k {shape.seq_k} is refused "
                          f"(bottom-right aligned, the first {shape.seq - shape.seq_k} rows would see no key)")
 
@@ -221,34 +369,47 @@ def group_problems(pairs) -> list[tuple[Shape, list[bool]]]:
     return list(grouped.items())
 
 
-def visible_pairs(shape: Shape, causal: bool) -> int:
-    """(query row, key) score entries one head computes: Sq*Sk, or under bottom-right causal the sum over
-    rows i of min(Sk, Sk - Sq + i + 1), which for Sq <= Sk is Sq*(Sk - Sq) + Sq*(Sq + 1)/2."""
-    sq, sk = shape.seq, shape.seq_k
+def _pairs(sq: int, sk: int, causal: bool) -> int:
     if not causal:
         return sq * sk
-    check_causal(shape, True)
     return sq * (sk - sq) + sq * (sq + 1) // 2
 
 
-def attention_flops(shape: Shape, causal: bool) -> float:
+def visible_pairs(shape: Shape | VarlenShape, causal: bool) -> int:
+    """(query row, key) score entries one head computes: Sq*Sk, or under bottom-right causal the sum over
+    rows i of min(Sk, Sk - Sq + i + 1), which for Sq <= Sk is Sq*(Sk - Sq) + Sq*(Sq + 1)/2. For a dense
+    shape that is per batch entry; for a packed batch, summed over its sequences (one head's whole
+    share of the batch)."""
+    if causal:
+        check_causal(shape, True)
+    if shape.is_varlen:
+        return sum(_pairs(sq, sk, causal) for sq, sk in shape.seqs)
+    return _pairs(shape.seq, shape.seq_k, causal)
+
+
+def attention_flops(shape: Shape | VarlenShape, causal: bool) -> float:
     """Matrix FLOPs of the forward: QK^T and PV, 2*D per visible (row, key) pair each, per query head.
 
     Non-causal 4*B*H*Sq*Sk*D; causal counts exactly the pairs on or below the (shifted) diagonal, which
-    for Sq == Sk is the familiar (S+1)/(2S) of the full count.
+    for Sq == Sk is the familiar (S+1)/(2S) of the full count. A packed batch: 4*H*D times the pairs
+    summed over its sequences (each counted as a dense shape of batch 1 would be).
     """
-    return 4.0 * shape.batch * shape.heads * visible_pairs(shape, causal) * shape.head_dim
+    batch = 1 if shape.is_varlen else shape.batch
+    return 4.0 * batch * shape.heads * visible_pairs(shape, causal) * shape.head_dim
 
 
-def attention_bytes(shape: Shape) -> float:
+def attention_bytes(shape: Shape | VarlenShape) -> float:
     """Compulsory DRAM traffic of 2-byte elements (fp16 or bf16): read Q and write O once (H heads of
-    Sq rows), read K and V once (heads_kv heads of Sk rows): a KV head serves its whole group."""
+    Sq rows), read K and V once (heads_kv heads of Sk rows): a KV head serves its whole group. A
+    packed batch: the same of total_q query rows and total_k key rows (cu_seqlens' few bytes aside)."""
+    if shape.is_varlen:
+        return 2.0 * shape.head_dim * (2 * shape.heads * shape.total_q + 2 * shape.heads_kv * shape.total_k)
     q_and_o = 2 * shape.heads * shape.seq
     k_and_v = 2 * shape.heads_kv * shape.seq_k
     return 2.0 * shape.batch * shape.head_dim * (q_and_o + k_and_v)
 
 
-def floors_us(shape: Shape, causal: bool, matmul_tflops: float, copy_gbps: float) -> dict:
+def floors_us(shape: Shape | VarlenShape, causal: bool, matmul_tflops: float, copy_gbps: float) -> dict:
     """The two lower bounds on one call, in microseconds, from measured device rates."""
     compute = attention_flops(shape, causal) / (matmul_tflops * 1e12) * 1e6 if matmul_tflops > 0 else math.nan
     memory = attention_bytes(shape) / (copy_gbps * 1e9) * 1e6 if copy_gbps > 0 else math.nan

@@ -192,6 +192,32 @@ def reference_attention(q, k, v, causal: bool, scale: float) -> torch.Tensor:
     return out
 
 
+def reference_attention_varlen(q, k, v, seqlens_q, seqlens_k, causal: bool, scale: float) -> torch.Tensor:
+    """A packed variable-length batch's float32 reference, one sequence at a time.
+
+    q [total_q, heads, head_dim], k and v [total_k, heads_kv, head_dim]; sequence b owns the next
+    seqlens_q[b] query rows and seqlens_k[b] key rows (host ints: the offsets cu_seqlens holds). Each
+    sequence goes through reference_attention on its own rows alone, so it sees only its own keys, and
+    causal is bottom-right aligned per sequence (row i sees keys 0 .. i + Lk - Lq). Returns float32
+    [total_q, heads, head_dim].
+    """
+    if len(seqlens_q) != len(seqlens_k):
+        raise ValueError(f"reference_attention_varlen: {len(seqlens_q)} query lengths, {len(seqlens_k)} key lengths")
+    if sum(seqlens_q) != q.shape[0] or sum(seqlens_k) != k.shape[0]:
+        raise ValueError(f"reference_attention_varlen: lengths sum to {sum(seqlens_q)} queries and {sum(seqlens_k)} "
+                         f"keys, the tensors hold {q.shape[0]} and {k.shape[0]}")
+    out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
+    q_at = k_at = 0
+    for seq_q, seq_k in zip(seqlens_q, seqlens_k):
+        # [rows, heads, D] -> [1, heads, rows, D]: the dense reference's layout (views, no copy).
+        q_b, k_b, v_b = (t[at:at + n].transpose(0, 1).unsqueeze(0)
+                         for t, at, n in ((q, q_at, seq_q), (k, k_at, seq_k), (v, k_at, seq_k)))
+        out[q_at:q_at + seq_q] = reference_attention(q_b, k_b, v_b, causal, scale)[0].transpose(0, 1)
+        q_at += seq_q
+        k_at += seq_k
+    return out
+
+
 def rel_l2(out: torch.Tensor, ref: torch.Tensor) -> float:
     """||out - ref|| / ||ref||; NaN when out holds NaN (poisoned, unwritten elements)."""
     return ((out.float() - ref).norm() / ref.norm()).item()

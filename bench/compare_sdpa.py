@@ -5,6 +5,7 @@ and flash backends vs autotuned Triton.
     python3 bench/compare_sdpa.py --evolved LIB.so [--dispatch dispatch.json] [--shapes 1,8,512,64 ...]
                                   [--causal both] [--dtype fp16|bf16] [--json out.json] [--iters N]
     python3 bench/compare_sdpa.py --evolved LIB.so --suite llama3-8b      # served-model shapes, bf16
+    python3 bench/compare_sdpa.py --evolved LIB.so --suite llama3-8b-packed   # one packed varlen batch
 
 Every kernel gets the same fresh random inputs per shape, is checked against a float32 reference by
 relative L2 error, and is timed by CUDA-graph replay and per launch (see bench_timing.py and NOTES.md).
@@ -16,6 +17,21 @@ apart from the query length ("B,H,Sq,Sk,D"); causal is then bottom-right aligned
 enable_gqa=True and bottom-right causal as attn_mask=causal_lower_right(Sq, Sk); a backend that
 refuses enable_gqa is run once more on K/V expanded to every query head, and its figures are marked
 so (bench_report.EXPANDED_KV). The evolved kernel runs those shapes through evo_attention_forward_gqa.
+
+A packed variable-length batch ("17,250,600,1100,1500,2000,2500,3000x32x128:kv8", bench_shapes.VarlenShape;
+--suite llama3-8b-packed) gets packed inputs, Q [total_q, H, D] and K, V [total_k, Hkv, D] with int32
+cu_seqlens, and every peer runs on them (make_varlen_candidates):
+    evolved     evo_attention_forward_varlen on the packed tensors (both launches);
+    Triton      triton_fa.triton_varlen_attention on the packed tensors;
+    flash_attn  flash_attn_varlen_func on the packed tensors, only where the package imports;
+    cuDNN       one SDPA call on the batch padded to its longest sequence, [B, H, Lmax, D], with a boolean
+                attn_mask that gives each sequence only its own keys (bottom-right causal per sequence);
+    flash       SDPA's flash backend takes no attn_mask: one SDPA call per sequence in a Python loop, on
+                views of the packed tensors, all of them inside the timed call (and the captured graph).
+The padded inputs and the mask are built once, outside the timed calls; the padded output's valid rows
+are gathered back into the packed layout (untimed) before the check. Each output is checked against a
+float32 reference computed sequence by sequence (bench_timing.reference_attention_varlen) by relative L2
+over the whole packed output.
 """
 from __future__ import annotations
 
@@ -35,8 +51,8 @@ from bench_args import parse_args  # noqa: E402
 from bench_clocks import ClockWatch, attach_clocks  # noqa: E402
 from bench_rounds import merge_rounds, round_order  # noqa: E402
 from bench_dispatch import DispatchError, DispatchTable, load_dispatch  # noqa: E402
-from bench_report import (EXPANDED_KV, KERNELS, fmt_rel_l2, fmt_us, header_lines, render_report,  # noqa: E402
-                          write_json)
+from bench_report import (EXPANDED_KV, EXTRA_KERNELS, KERNELS, fmt_rel_l2, fmt_us, header_lines,  # noqa: E402
+                          render_report, write_json)
 from bench_shapes import Shape, attention_bytes, attention_flops, floors_us  # noqa: E402
 
 NO_GPU = "no GPU: compare_sdpa needs a CUDA device"
@@ -47,6 +63,14 @@ GQA_ENTRY_MISSING = ("library exported before grouped-query heads and unequal le
 # What the cuDNN column runs at bottom-right causal (seq_q != seq_k): with flash and efficient switched
 # off, torch's CausalBias builds the boolean mask on every call and hands it to SDPA as attn_mask.
 CUDNN_LOWER_RIGHT = "bottom-right causal as a dense boolean attn_mask, built once outside the timed calls"
+VARLEN_ENTRY_MISSING = ("library exported before packed variable-length batches "
+                        "(no evo_attention_forward_varlen)")
+# What an SDPA peer runs for a packed batch (SDPA has no packed call): its note in the report.
+SDPA_PADDED = ("padded: one SDPA call on the batch padded to its longest sequence [B, H, Lmax, D] with a "
+               "boolean attn_mask giving each sequence its own keys; padding, mask and unpadding not timed")
+SDPA_PADDED_CAUSAL = SDPA_PADDED.replace("its own keys", "its own keys, bottom-right causal per sequence")
+SDPA_PER_SEQUENCE = ("per sequence: a Python loop of one SDPA call per sequence on views of the packed tensors, "
+                     "every call timed (and captured in the graph)")
 
 
 # torch's names of the --dtype choices.
@@ -64,6 +88,7 @@ class Candidate:
     name: str
     call: Callable | None
     context: Callable = contextlib.nullcontext
+    unpack: Callable | None = None         # the checked call's output -> the reference's layout (not timed)
     poison: Callable | None = None         # fills the output with NaN so unwritten elements show
     config: Callable | None = None         # describes the variant that ran (Triton's autotune winner)
     unavailable: str = ""                  # why it cannot run at all for this problem
@@ -216,6 +241,208 @@ def evolved_candidate(torch, name, lib, genome, q, k, v, causal, scale, programm
                      config=lambda: genome or os.path.basename(lib.path))
 
 
+@dataclass
+class VarlenInputs:
+    """One packed batch's inputs, shared by every peer and both causal settings: q [total_q, H, D], k and v
+    [total_k, Hkv, D], cu_q and cu_k int32 device tensors of batch + 1 offsets, the lengths as host ints.
+    The padded copies and per-sequence views the SDPA peers need are built once, on first use."""
+    q: object
+    k: object
+    v: object
+    cu_q: object
+    cu_k: object
+    seqlens_q: tuple
+    seqlens_k: tuple
+    cache: dict = field(default_factory=dict)
+
+    @property
+    def max_seq_q(self) -> int:
+        return max(self.seqlens_q)
+
+    @property
+    def max_seq_k(self) -> int:
+        return max(self.seqlens_k)
+
+
+def varlen_inputs(torch, shape, gen, device, elem) -> VarlenInputs:
+    """Fresh random packed inputs of a VarlenShape, drawn q, k, v in that order."""
+    q = torch.randn((shape.total_q, shape.heads, shape.head_dim), generator=gen, device=device, dtype=elem)
+    k, v = (torch.randn((shape.total_k, shape.heads_kv, shape.head_dim), generator=gen, device=device, dtype=elem)
+            for _ in range(2))
+    cu_q, cu_k = (torch.tensor(cu, dtype=torch.int32, device=device) for cu in (shape.cu_seqlens_q, shape.cu_seqlens_k))
+    return VarlenInputs(q, k, v, cu_q, cu_k, tuple(shape.seqlens_q), tuple(shape.seqlens_k))
+
+
+def pad_packed(packed, seqlens, max_len: int):
+    """[total, heads, D] -> [B, heads, max_len, D] contiguous, sequence b's rows first, zeros after."""
+    _, heads, head_dim = packed.shape
+    padded = packed.new_zeros((len(seqlens), max_len, heads, head_dim))
+    at = 0
+    for b, n in enumerate(seqlens):
+        padded[b, :n] = packed[at:at + n]
+        at += n
+    return padded.transpose(1, 2).contiguous()
+
+
+def unpad(torch, padded, seqlens):
+    """[B, heads, Lmax, D] -> [total, heads, D]: the valid rows of each sequence, packed again."""
+    return torch.cat([padded[b, :, :n].transpose(0, 1) for b, n in enumerate(seqlens)], dim=0)
+
+
+def padded_mask(torch, seqlens_q, seqlens_k, causal: bool, device):
+    """SDPA's boolean attn_mask for a padded batch, [B, 1, Lmax_q, Lmax_k], True where a query may attend:
+    key j of sequence b is seen where j < Lk_b and, causal, j <= i + Lk_b - Lq_b (bottom-right per
+    sequence). A padding row (i >= Lq_b) sees every valid key of its sequence, so that no row is wholly
+    masked (a row of nothing is NaN in some backends); those rows are never compared."""
+    lq = torch.tensor(list(seqlens_q), device=device).view(-1, 1, 1)
+    lk = torch.tensor(list(seqlens_k), device=device).view(-1, 1, 1)
+    rows = torch.arange(max(seqlens_q), device=device).view(1, -1, 1)
+    cols = torch.arange(max(seqlens_k), device=device).view(1, 1, -1)
+    mask = (cols < lk).expand(len(seqlens_q), max(seqlens_q), max(seqlens_k))
+    if causal:
+        mask = mask & (cols <= rows + (lk - lq))
+    return mask.contiguous().unsqueeze(1)
+
+
+def padded_inputs(torch, data: VarlenInputs):
+    """(q, k, v) padded to the longest sequence, [B, H, Lmax_q, D] and [B, Hkv, Lmax_k, D], built once."""
+    if "padded" not in data.cache:
+        data.cache["padded"] = (pad_packed(data.q, data.seqlens_q, data.max_seq_q),
+                                pad_packed(data.k, data.seqlens_k, data.max_seq_k),
+                                pad_packed(data.v, data.seqlens_k, data.max_seq_k))
+    return data.cache["padded"]
+
+
+def sequence_views(data: VarlenInputs) -> list:
+    """Per sequence (q, k, v) as [1, heads, L, D] views of the packed tensors (no copy: a packed row block
+    [L, heads, D] is SDPA's [1, heads, L, D] with the heads and rows strides swapped)."""
+    views, q_at, k_at = [], 0, 0
+    for seq_q, seq_k in zip(data.seqlens_q, data.seqlens_k):
+        views.append(tuple(t[at:at + n].unsqueeze(0).transpose(1, 2)
+                           for t, at, n in ((data.q, q_at, seq_q), (data.k, k_at, seq_k), (data.v, k_at, seq_k))))
+        q_at += seq_q
+        k_at += seq_k
+    return views
+
+
+def sdpa_padded_candidate(torch, name, backend, data: VarlenInputs, causal, scale) -> Candidate:
+    """One SDPA call on the padded batch with padded_mask; grouped-query heads natively (enable_gqa), or,
+    where the backend refuses that, on padded K/V expanded to every query head (EXPANDED_KV). The padded
+    output's valid rows are packed again after the checked call, untimed."""
+    import torch.nn.functional as F
+    from torch.nn.attention import sdpa_kernel
+
+    def context():
+        return sdpa_kernel([backend])
+    q_pad, k_pad, v_pad = padded_inputs(torch, data)
+    mask = padded_mask(torch, data.seqlens_q, data.seqlens_k, causal, q_pad.device)
+    kwargs = {"scale": scale, "attn_mask": mask, "is_causal": False}
+    grouped = q_pad.shape[1] != k_pad.shape[1]
+    if grouped:
+        kwargs["enable_gqa"] = True
+    how = SDPA_PADDED_CAUSAL if causal else SDPA_PADDED
+
+    def unpack(out):
+        return unpad(torch, out, data.seqlens_q)
+    cand = Candidate(name, lambda: F.scaled_dot_product_attention(q_pad, k_pad, v_pad, **kwargs), context=context,
+                     how=how, unpack=unpack)
+    if grouped:
+        built = {}
+
+        def expanded() -> Candidate:
+            if "cand" not in built:
+                group = q_pad.shape[1] // k_pad.shape[1]
+                k_all, v_all = k_pad.repeat_interleave(group, dim=1), v_pad.repeat_interleave(group, dim=1)
+                plain = {key: value for key, value in kwargs.items() if key != "enable_gqa"}
+                built["cand"] = Candidate(name, lambda: F.scaled_dot_product_attention(q_pad, k_all, v_all, **plain),
+                                          context=context, how=how, unpack=unpack, variant=EXPANDED_KV)
+            return built["cand"]
+        cand.fallback = expanded
+    return cand
+
+
+def sdpa_per_sequence_candidate(torch, name, backend, data: VarlenInputs, causal, scale) -> Candidate:
+    """A Python loop of one SDPA call per sequence, each on its views of the packed tensors, with the dense
+    shapes' arguments (sdpa_arguments: is_causal, or causal_lower_right where Lq != Lk, and enable_gqa).
+    Where the backend refuses enable_gqa, the fallback runs on each sequence's K/V expanded to every
+    query head (EXPANDED_KV), built once. The outputs are packed again after the checked call, untimed."""
+    import torch.nn.functional as F
+    from torch.nn.attention import sdpa_kernel
+
+    def context():
+        return sdpa_kernel([backend])
+    views = sequence_views(data)
+    calls = [(q_b, k_b, v_b, sdpa_arguments(q_b, k_b, causal, scale, native_gqa=True)) for q_b, k_b, v_b in views]
+
+    def loop(items):
+        return lambda: [F.scaled_dot_product_attention(q_b, k_b, v_b, **kw) for q_b, k_b, v_b, kw in items]
+
+    def unpack(outs):
+        return torch.cat([out[0].transpose(0, 1) for out in outs], dim=0)
+    cand = Candidate(name, loop(calls), context=context, how=SDPA_PER_SEQUENCE, unpack=unpack)
+    if data.q.shape[1] != data.k.shape[1]:
+        built = {}
+
+        def expanded() -> Candidate:
+            if "cand" not in built:
+                group = data.q.shape[1] // data.k.shape[1]
+                items = []
+                for q_b, k_b, v_b in views:
+                    k_all, v_all = k_b.repeat_interleave(group, dim=1), v_b.repeat_interleave(group, dim=1)
+                    items.append((q_b, k_all, v_all, sdpa_arguments(q_b, k_all, causal, scale, native_gqa=False)))
+                built["cand"] = Candidate(name, loop(items), context=context, how=SDPA_PER_SEQUENCE, unpack=unpack,
+                                          variant=EXPANDED_KV)
+            return built["cand"]
+        cand.fallback = expanded
+    return cand
+
+
+def varlen_evolved_candidates(torch, data: VarlenInputs, causal, scale, evolved,
+                              dtype: str = "fp16") -> list[Candidate]:
+    """The evolved library on the packed batch through evo_attention_forward_varlen, with a plain launch
+    and as exported (PDL allowed), each writing its own NaN-poisoned output."""
+    lib, genome, why_not = evolved
+    cands = []
+    for name, programmatic in (("evolved_plain", False), ("evolved", True)):
+        if lib is None:
+            cands.append(Candidate(name, None, unavailable=why_not))
+        elif not lib.has_varlen_entry:
+            cands.append(Candidate(name, None, unavailable=VARLEN_ENTRY_MISSING))
+        else:
+            o = torch.empty_like(data.q)
+
+            def run_evolved(o=o, programmatic=programmatic):
+                lib.forward_varlen(data.q, data.k, data.v, o, data.cu_q, data.cu_k, data.max_seq_q, data.max_seq_k,
+                                   causal, scale, programmatic=programmatic, dtype=dtype)
+                return o
+            cands.append(Candidate(name, run_evolved, poison=lambda o=o: o.fill_(float("nan")),
+                                   config=lambda: genome or os.path.basename(lib.path)))
+    return cands
+
+
+def make_varlen_candidates(torch, data: VarlenInputs, causal, scale, evolved, triton_mod, dtype: str = "fp16",
+                           flash_attn=None) -> list[Candidate]:
+    """Every peer on one packed batch (the module's docstring says what each runs), in the dense order:
+    SDPA cuDNN, SDPA flash, Triton, flash_attn (where given), then the evolved kernel, last."""
+    from torch.nn.attention import SDPBackend
+
+    cands = [sdpa_padded_candidate(torch, "cudnn", SDPBackend.CUDNN_ATTENTION, data, causal, scale),
+             sdpa_per_sequence_candidate(torch, "flash", SDPBackend.FLASH_ATTENTION, data, causal, scale)]
+    if triton_mod is None:
+        cands.append(Candidate("triton", None, unavailable="Triton not available"))
+    else:
+        out = torch.empty_like(data.q)
+        cands.append(Candidate("triton", lambda: triton_mod.triton_varlen_attention(
+            data.q, data.k, data.v, data.cu_q, data.cu_k, data.max_seq_q, data.max_seq_k, causal, scale, out),
+            config=triton_mod.winning_varlen_config))
+    if flash_attn is not None:
+        # FlashAttention 2.1 and later align causal bottom-right where Lq != Lk, as evo does.
+        cands.append(Candidate("flash_attn", lambda: flash_attn.flash_attn_varlen_func(
+            data.q, data.k, data.v, data.cu_q, data.cu_k, data.max_seq_q, data.max_seq_k, dropout_p=0.0,
+            softmax_scale=scale, causal=causal)))
+    return cands + varlen_evolved_candidates(torch, data, causal, scale, evolved, dtype)
+
+
 def cover_text(cover: dict | None) -> str:
     """The per-launch spin, on the progress line where it was widened or samples were dropped."""
     if not cover or not (cover["widened"] or cover["dropped"]):
@@ -243,6 +470,8 @@ def _measure_one(torch, timing, cand: Candidate, ref, args, flusher) -> dict:
                 if cand.poison:
                     cand.poison()
                 out = cand.call()
+                if cand.unpack:
+                    out = cand.unpack(out)
                 torch.cuda.synchronize()
                 res["rel_l2"] = timing.rel_l2(out, ref)
                 if cand.config:
@@ -295,6 +524,34 @@ def measure_floor_inputs(torch, timing, device, args) -> dict:
     return env
 
 
+def problem_runner(torch, timing, shape, gen, device, elem, scale, evolved, triton_mod, dtype, flash_attn=None):
+    """One shape's fresh inputs, as (reference(causal), candidates(causal)): the float32 reference and the
+    peers for each causal setting, on the same inputs. A dense shape's are drawn q, k, v in that order
+    ([B, H, Sq, D], [B, Hkv, Sk, D]: equal-head, equal-length shapes get the inputs they always had); a
+    packed batch's are packed (varlen_inputs)."""
+    if shape.is_varlen:
+        data = varlen_inputs(torch, shape, gen, device, elem)
+
+        def reference(causal):
+            return timing.reference_attention_varlen(data.q, data.k, data.v, data.seqlens_q, data.seqlens_k, causal,
+                                                     scale)
+
+        def candidates(causal):
+            return make_varlen_candidates(torch, data, causal, scale, evolved.lookup(shape, causal, dtype),
+                                          triton_mod, dtype, flash_attn)
+        return reference, candidates
+    q_dims = (shape.batch, shape.heads, shape.seq, shape.head_dim)
+    kv_dims = (shape.batch, shape.heads_kv, shape.seq_k, shape.head_dim)
+    q, k, v = (torch.randn(dims, generator=gen, device=device, dtype=elem) for dims in (q_dims, kv_dims, kv_dims))
+
+    def reference(causal):
+        return timing.reference_attention(q, k, v, causal, scale)
+
+    def candidates(causal):
+        return make_candidates(torch, q, k, v, causal, scale, evolved.lookup(shape, causal, dtype), triton_mod, dtype)
+    return reference, candidates
+
+
 def run(args, dispatch) -> int:
     import torch
     import bench_timing as timing
@@ -319,7 +576,16 @@ def run(args, dispatch) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 1
 
+    flash_attn = None
+    if any(shape.is_varlen for shape, _ in args.problems):
+        try:   # an extra peer for packed batches where FlashAttention's package is installed; none otherwise
+            import flash_attn
+        except Exception:
+            flash_attn = None
+
     env = environment(torch, triton_version)
+    if flash_attn is not None:
+        env["flash_attn"] = getattr(flash_attn, "__version__", "?")
     env.update({"dtype": args.dtype, "iters": args.iters, "graph_calls": args.graph_calls, "graph_replays": args.graph_replays,
                 "seed": args.seed, "argv": sys.argv[1:]})
     props = torch.cuda.get_device_properties(device)
@@ -327,10 +593,13 @@ def run(args, dispatch) -> int:
         triton_fa.set_smem_limit(getattr(props, "shared_memory_per_block_optin", 0) or 227 * 1024)
         if args.triton_precompile_jobs > 0:
             t0 = time.time()
-            problems = [(s.head_dim, c, s.seq, s.seq_k, s.group) for s, settings in args.problems for c in settings]
+            problems = [(s.head_dim, c, s.seq, s.seq_k, s.group) for s, settings in args.problems for c in settings
+                        if not s.is_varlen]
+            packed = [(s.head_dim, c, s.heads, s.heads_kv, s.max_seq_q) for s, settings in args.problems
+                      for c in settings if s.is_varlen]
             try:
                 count, failures = triton_fa.precompile(problems, args.triton_precompile_jobs,
-                                                       TORCH_DTYPES[args.dtype])
+                                                       TORCH_DTYPES[args.dtype], varlen=packed)
                 env["triton_precompile"] = {"configs": count, "failed": failures, "seconds": time.time() - t0}
                 print(f"Triton: pre-compiled {count} configs in {time.time() - t0:.1f} s with "
                       f"{args.triton_precompile_jobs} processes ({len(failures)} did not compile)", flush=True)
@@ -350,24 +619,21 @@ def run(args, dispatch) -> int:
         clocks.start()
         for index, (shape, causal_settings) in enumerate(args.problems):
             gen = torch.Generator(device=device).manual_seed(args.seed + index)
-            q_dims = (shape.batch, shape.heads, shape.seq, shape.head_dim)
-            kv_dims = (shape.batch, shape.heads_kv, shape.seq_k, shape.head_dim)
             elem = getattr(torch, TORCH_DTYPES[args.dtype])
-            # Drawn in the order q, k, v: equal-head, equal-length shapes get the inputs they always had.
-            q, k, v = (torch.randn(dims, generator=gen, device=device, dtype=elem)
-                       for dims in (q_dims, kv_dims, kv_dims))
             scale = 1.0 / math.sqrt(shape.head_dim)
+            reference, candidates = problem_runner(torch, timing, shape, gen, device, elem, scale, evolved, triton_fa,
+                                                   args.dtype, flash_attn)
             for causal in causal_settings:
-                ref = timing.reference_attention(q, k, v, causal, scale)
+                ref = reference(causal)
                 row = {"shape": shape.label, "key": shape.key, "causal": causal, "dtype": args.dtype,
                        "gflop": attention_flops(shape, causal) / 1e9, "mib": attention_bytes(shape) / 2 ** 20,
                        "floors": floors_us(shape, causal, env["matmul_tflops"], env["copy_gbps"]),
                        "kernels": {}}
+                if shape.is_varlen:
+                    row["varlen"] = {"seq_q": list(shape.seqlens_q), "seq_k": list(shape.seqlens_k)}
                 results.append(row)
                 t0 = time.time()
-                cands = {c.name: c for c in make_candidates(torch, q, k, v, causal, scale,
-                                                            evolved.lookup(shape, causal, args.dtype), triton_fa,
-                                                            args.dtype)}
+                cands = {c.name: c for c in candidates(causal)}
                 rounds = {name: [] for name in cands}
                 measured.append((row, rounds))
                 for r in range(args.rounds):
@@ -382,7 +648,7 @@ def run(args, dispatch) -> int:
                               f"{'  ' + res['note'] if res['note'] else ''}", flush=True)
                 row["seconds"] = time.time() - t0
                 del ref, cands   # the candidates hold the inputs (and any expanded K/V) of this shape
-            del q, k, v
+            del reference, candidates   # and these the inputs themselves (and a packed batch's padded copies)
             torch.cuda.empty_cache()
     except ContextLost as err:
         print(f"fatal: {err}; the figures so far are reported below", flush=True)
@@ -392,7 +658,7 @@ def run(args, dispatch) -> int:
     attach_clocks((res for _, rounds in measured for per_kernel in rounds.values() for res in per_kernel),
                   clocks.summary)
     for row, rounds in measured:   # the table's column order, whatever ran
-        row["kernels"] = {k: merge_rounds(rounds[k]) for k in KERNELS if rounds.get(k)}
+        row["kernels"] = {k: merge_rounds(rounds[k]) for k in KERNELS + EXTRA_KERNELS if rounds.get(k)}
     print("\n" + render_report(env, results), flush=True)
     if args.json:
         write_json(args.json, env, results)

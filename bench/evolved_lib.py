@@ -12,6 +12,13 @@ extern "C" int evo_attention_forward_gqa(const void* q, const void* k, const voi
     int causal, int dtype, cudaStream_t stream, int programmatic_launch);
     // grouped-query heads (K and V have heads_kv heads; query head h reads KV head
     // h / (heads / heads_kv)) and seq_q != seq_k (causal bottom-right aligned); 1 = a call it cannot serve
+extern "C" int evo_attention_forward_varlen(const void* q, const void* k, const void* v, void* o,
+    const int* cu_seqlens_q, const int* cu_seqlens_k, int batch, int heads, int heads_kv,
+    int max_seq_q, int max_seq_k, int total_q, int total_k, int head_dim, float softmax_scale,
+    int causal, int dtype, cudaStream_t stream, int programmatic_launch);
+    // a packed variable-length batch (FlashAttention's varlen layout): q and o [total_q, heads,
+    // head_dim], k and v [total_k, heads_kv, head_dim], cu_seqlens_* int32 device arrays of batch + 1
+    // offsets; causal bottom-right aligned per sequence
 
 With PDL a launch may start while the previous kernel in the stream is finishing. The benchmark
 times both launches (bench/NOTES.md). `evo_attention_forward_ex` is optional: libraries exported
@@ -20,7 +27,9 @@ fp16 calls go through those two; a bf16 call needs `evo_attention_forward_dtype`
 exported before bf16 lack (`has_dtype_entry`). A problem with heads_kv != heads or seq_q != seq_k
 goes through `evo_attention_forward_gqa` (both launches, either dtype), which libraries exported before
 grouped-query heads lack (`has_gqa_entry`); equal-head, equal-length problems keep the entry points
-above, as before.
+above, as before. A packed variable-length batch goes through `evo_attention_forward_varlen`
+(`forward_varlen`, both launches, either dtype), which libraries exported before varlen lack
+(`has_varlen_entry`).
 """
 from __future__ import annotations
 
@@ -34,6 +43,10 @@ _DTYPE_ARGTYPES = _ARGTYPES[:-1] + [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
 # dtype, stream, programmatic_launch.
 _GQA_ARGTYPES = [ctypes.c_void_p] * 4 + [ctypes.c_int] * 6 + [ctypes.c_float, ctypes.c_int, ctypes.c_int,
                                                               ctypes.c_void_p, ctypes.c_int]
+# evo_attention_forward_varlen: q, k, v, o, cu_seqlens_q, cu_seqlens_k, batch, heads, heads_kv, max_seq_q,
+# max_seq_k, total_q, total_k, head_dim, scale, causal, dtype, stream, programmatic_launch.
+_VARLEN_ARGTYPES = [ctypes.c_void_p] * 6 + [ctypes.c_int] * 8 + [ctypes.c_float, ctypes.c_int, ctypes.c_int,
+                                                                  ctypes.c_void_p, ctypes.c_int]
 # The exported entry point's dtype argument (the values of evo::DType).
 DTYPE_CODES = {"fp16": 0, "bf16": 1}
 
@@ -81,6 +94,14 @@ class EvolvedLib:
             fn_gqa.argtypes = _GQA_ARGTYPES
             fn_gqa.restype = ctypes.c_int
         self._fn_gqa = fn_gqa
+        try:
+            fn_varlen = self._lib.evo_attention_forward_varlen
+        except AttributeError:
+            fn_varlen = None
+        else:
+            fn_varlen.argtypes = _VARLEN_ARGTYPES
+            fn_varlen.restype = ctypes.c_int
+        self._fn_varlen = fn_varlen
         self.path = path
 
     @property
@@ -98,6 +119,12 @@ class EvolvedLib:
         """Whether the library exports evo_attention_forward_gqa, so that problems with heads_kv != heads
         or seq_q != seq_k can run."""
         return self._fn_gqa is not None
+
+    @property
+    def has_varlen_entry(self) -> bool:
+        """Whether the library exports evo_attention_forward_varlen, so that packed variable-length
+        batches (forward_varlen) can run."""
+        return self._fn_varlen is not None
 
     @staticmethod
     def needs_gqa_entry(q, k) -> bool:
@@ -162,3 +189,27 @@ class EvolvedLib:
         if rc != 0:
             raise EvolvedError(f"{name} returned {rc} for q {tuple(q.shape)} k {tuple(k.shape)} "
                                f"causal={int(causal)} dtype={dtype}")
+
+    def forward_varlen(self, q, k, v, o, cu_seqlens_q, cu_seqlens_k, max_seq_q: int, max_seq_k: int, causal: bool,
+                       scale: float, programmatic: bool = True, dtype: str = "fp16") -> None:
+        """One packed variable-length batch through evo_attention_forward_varlen, on torch's current
+        stream: q and o [total_q, heads, head_dim], k and v [total_k, heads_kv, head_dim], cu_seqlens_q
+        and cu_seqlens_k int32 device tensors of batch + 1 offsets; max_seq_q and max_seq_k the longest
+        sequence's lengths (host ints, so that the call needs no device read and graph capture works)."""
+        if dtype not in DTYPE_CODES:
+            raise EvolvedError(f"unknown dtype '{dtype}': expected {' or '.join(DTYPE_CODES)}")
+        if self._fn_varlen is None:
+            raise EvolvedError(f"{self.path} does not export evo_attention_forward_varlen (exported before packed "
+                               f"variable-length batches)")
+        import torch
+        total_q, heads, head_dim = q.shape
+        total_k, heads_kv = k.shape[0], k.shape[1]
+        batch = cu_seqlens_q.shape[0] - 1
+        stream = torch.cuda.current_stream().cuda_stream
+        rc = self._fn_varlen(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), cu_seqlens_q.data_ptr(),
+                             cu_seqlens_k.data_ptr(), batch, heads, heads_kv, max_seq_q, max_seq_k, total_q, total_k,
+                             head_dim, ctypes.c_float(scale), int(causal), DTYPE_CODES[dtype],
+                             ctypes.c_void_p(stream), int(programmatic))
+        if rc != 0:
+            raise EvolvedError(f"evo_attention_forward_varlen returned {rc} for q {tuple(q.shape)} k {tuple(k.shape)} "
+                               f"batch {batch} causal={int(causal)} dtype={dtype}")

@@ -102,6 +102,63 @@ class ShapeParsing(unittest.TestCase):
         with self.assertRaises(bench_shapes.ShapeError):
             bench_shapes.parse_causal("maybe")
 
+    def test_packed_varlen_text_parses_and_prints_canonically(self):
+        text = "17,250,600,1100,1500,2000,2500,3000x32x128:kv8:causal:bf16"
+        shape, causal, dtype = bench_shapes.parse_problem(text)
+        self.assertEqual((causal, dtype), (True, "bf16"))
+        self.assertTrue(shape.is_varlen)
+        self.assertFalse(bench_shapes.parse_shape("1x8x512x64").is_varlen)
+        self.assertEqual(shape.key, "17,250,600,1100,1500,2000,2500,3000x32x128:kv8")
+        self.assertEqual(shape.label, shape.key)
+        self.assertEqual((shape.batch, shape.heads, shape.heads_kv, shape.head_dim, shape.group), (8, 32, 8, 128, 4))
+        self.assertEqual(shape.seqlens_q, (17, 250, 600, 1100, 1500, 2000, 2500, 3000))
+        self.assertEqual(shape.seqlens_k, shape.seqlens_q)
+        self.assertEqual((shape.total_q, shape.total_k, shape.max_seq_q, shape.max_seq_k), (10967, 10967, 3000, 3000))
+        self.assertEqual(shape.cu_seqlens_q, (0, 17, 267, 867, 1967, 3467, 5467, 7967, 10967))
+        self.assertTrue(shape.equal_lengths)
+        # Lq/Lk items: a chunk of 512 queries over 4096 keys beside a whole prompt.
+        chunked = bench_shapes.parse_shape("512/4096,3000x32x128:kv8")
+        self.assertEqual(chunked.seqs, ((512, 4096), (3000, 3000)))
+        self.assertEqual((chunked.cu_seqlens_q, chunked.cu_seqlens_k), ((0, 512, 3512), (0, 4096, 7096)))
+        self.assertEqual((chunked.max_seq_q, chunked.max_seq_k), (3000, 4096))
+        self.assertFalse(chunked.equal_lengths)
+        # Canonical text: L where Lq == Lk, :kvN only where N != H; it parses back to the same shape.
+        for given, key in {"512/4096,3000x32x128:kv8": "512/4096,3000x32x128:kv8",
+                           " 512/512,7X8X64:KV8 ": "512,7x8x64",
+                           "3000x32x128": "3000x32x128",
+                           "1/64x8x64:kv2": "1/64x8x64:kv2"}.items():
+            parsed = bench_shapes.parse_shape(given)
+            self.assertEqual(parsed.key, key, given)
+            self.assertEqual(bench_shapes.parse_shape(parsed.key), parsed, given)
+        # One item is still a packed batch, and not the dense shape of batch 1.
+        single = bench_shapes.parse_shape("3000x32x128:kv8")
+        self.assertEqual((single.is_varlen, single.batch), (True, 1))
+        self.assertNotEqual(single, bench_shapes.parse_shape("1x32x3000x128:kv8"))
+        self.assertEqual(bench_shapes.VarlenShape(((5, 5),), 8, 64), bench_shapes.VarlenShape(((5, 5),), 8, 64, 8))
+        # The comma forms with four or five numbers and no x are the dense shapes they always were.
+        self.assertEqual(bench_shapes.parse_shape("1,8,512,64"), bench_shapes.Shape(1, 8, 512, 64))
+
+    def test_packed_varlen_text_rejects_malformed(self):
+        cases = {"x32x128": "sequence '' is not", "17,,250x32x128": "sequence '' is not",
+                 "17,abcx32x128": "sequence 'abc'", "17,5/x32x128": "sequence '5/'", "17,5/6/7x32x128": "'5/6/7'",
+                 "17,0x32x128": "positive", "17,5/0x32x128": "positive", "17,250x0x128": "positive",
+                 "17,250x32x96": "head_dim 96", "17,250xhx128": "expected", "17,250x32x128:kv5": "do not divide",
+                 "17,250x8x64:kv16": "at most 8", "17,250x32x128:kv8:kv8": "given twice",
+                 "17,250x32x128:fp8": "unknown suffix"}
+        for text, why in cases.items():
+            with self.assertRaisesRegex(bench_shapes.ShapeError, why, msg=text):
+                bench_shapes.parse_problem(text)
+        # Causal is bottom-right per sequence: one with more queries than keys refuses the whole batch.
+        wide = bench_shapes.parse_shape("17,3000/10x32x128:kv8")
+        bench_shapes.check_causal(wide, False)
+        with self.assertRaisesRegex(bench_shapes.ShapeError, "sequence 1's seq_q 3000 > seq_k 10 is refused"):
+            bench_shapes.check_causal(wide, True)
+        with self.assertRaisesRegex(bench_shapes.ShapeError, "is refused"):
+            bench_shapes.parse_problem("17,3000/10x32x128:kv8:causal")
+        bench_shapes.check_causal(bench_shapes.parse_shape("17,10/3000x32x128"), True)
+        with self.assertRaisesRegex(bench_shapes.ShapeError, "--causal"):
+            bench_shapes.parse_shape("17,250x32x128:causal")
+
 
 class Floors(unittest.TestCase):
     shape = bench_shapes.Shape(1, 8, 512, 64)
@@ -139,6 +196,30 @@ class Floors(unittest.TestCase):
         self.assertEqual(f["floor_us"], f["memory_us"])     # decode is judged against the memory floor
         self.assertEqual(bench_shapes.attention_bytes(bench_shapes.parse_shape("1x32x1x4096x128")),
                          q_and_o + 4 * k_and_v)
+
+    def test_packed_batch_sums_its_sequences(self):
+        # 3 queries over 5 keys (bottom-right: 3 + 4 + 5 seen) and 4 over 4 (1 + 2 + 3 + 4).
+        small = bench_shapes.parse_shape("3/5,4x1x64")
+        self.assertEqual(bench_shapes.visible_pairs(small, True), 12 + 10)
+        self.assertEqual(bench_shapes.visible_pairs(small, False), 15 + 16)
+        self.assertEqual(bench_shapes.attention_flops(small, True), 4.0 * 1 * 64 * 22)
+        self.assertEqual(bench_shapes.attention_flops(small, False), 4.0 * 1 * 64 * 31)
+        self.assertEqual(bench_shapes.attention_bytes(small), 2.0 * 64 * (2 * 1 * 7 + 2 * 1 * 9))
+        # The packed prompts cost what the same prompts as dense batches of one cost, added up.
+        packed = bench_shapes.parse_shape("17,250,600,1100,1500,2000,2500,3000x32x128:kv8")
+        dense = [bench_shapes.Shape(1, 32, n, 128, heads_kv=8) for n in packed.seqlens_q]
+        for causal in (False, True):
+            self.assertEqual(bench_shapes.attention_flops(packed, causal),
+                             sum(bench_shapes.attention_flops(d, causal) for d in dense))
+        self.assertEqual(bench_shapes.attention_flops(packed, True),
+                         4.0 * 32 * 128 * sum(n * (n + 1) // 2 for n in packed.seqlens_q))
+        self.assertEqual(bench_shapes.attention_bytes(packed), sum(bench_shapes.attention_bytes(d) for d in dense))
+        self.assertEqual(bench_shapes.attention_bytes(packed), 2.0 * 128 * (2 * 32 * 10967 + 2 * 8 * 10967))
+        f = bench_shapes.floors_us(packed, True, matmul_tflops=500.0, copy_gbps=4000.0)
+        self.assertAlmostEqual(f["compute_us"], bench_shapes.attention_flops(packed, True) / 500e12 * 1e6)
+        self.assertEqual(f["floor_us"], max(f["compute_us"], f["memory_us"]))
+        with self.assertRaisesRegex(bench_shapes.ShapeError, "is refused"):
+            bench_shapes.attention_flops(bench_shapes.parse_shape("4/3x1x64"), True)
 
     def test_floor_is_the_larger_bound(self):
         f = bench_shapes.floors_us(self.shape, False, matmul_tflops=500.0, copy_gbps=4000.0)
@@ -183,6 +264,19 @@ class Dispatch(unittest.TestCase):
         self.assertEqual((prefill.path, prefill.causal, prefill.dtype), ("/base/prefill.so", True, "bf16"))
         # An entry written before grouped-query heads means heads_kv = heads, seq_k = seq.
         self.assertEqual(table.lookup(bench_shapes.Shape(1, 8, 512, 64, 8, 512), False).path, "/base/old.so")
+
+    def test_packed_batch_entries(self):
+        doc = {"shapes": [{"shape": "17,250,3000x32x128:kv8:causal:bf16", "lib": "packed.so"},
+                          {"shape": "1x32x3000x128:kv8", "causal": True, "dtype": "bf16", "lib": "dense.so"}]}
+        table = bench_dispatch.parse_dispatch(doc, "/base")
+        packed = table.lookup(bench_shapes.parse_shape("17,250,3000x32x128:kv8"), True, "bf16")
+        self.assertEqual((packed.path, packed.causal, packed.dtype), ("/base/packed.so", True, "bf16"))
+        self.assertIsNone(table.lookup(bench_shapes.parse_shape("3000x32x128:kv8"), True, "bf16"))
+        self.assertEqual(table.lookup(bench_shapes.parse_shape("1x32x3000x128:kv8"), True, "bf16").path,
+                         "/base/dense.so")
+        with self.assertRaisesRegex(bench_dispatch.DispatchError, "is refused"):
+            bench_dispatch.parse_dispatch({"shapes": [{"shape": "17,30/10x8x64", "causal": True, "lib": "a.so"}]},
+                                          "/base")
 
     def test_rejects_disagreeing_or_refused_entries(self):
         cases = {
@@ -266,6 +360,30 @@ class Arguments(unittest.TestCase):
             self.assertIn("the bench runs one dtype (bf16)", self.parse_error(["--suite", f.name]))
         finally:
             os.unlink(f.name)
+
+    def test_llama3_8b_packed_suite(self):
+        self.assertIn("llama3-8b-packed", bench_shapes.SUITES)
+        args = bench_args.parse_args(["--suite", "llama3-8b-packed"])
+        self.assertEqual(args.dtype, "bf16")
+        self.assertEqual([(shape.key, settings) for shape, settings in args.problems],
+                         [("17,250,600,1100,1500,2000,2500,3000x32x128:kv8", [True])])
+        shape = args.shape_list[0]
+        self.assertTrue(shape.is_varlen)
+        self.assertEqual((shape.batch, shape.heads, shape.heads_kv, shape.head_dim), (8, 32, 8, 128))
+        self.assertEqual((min(shape.seqlens_q), max(shape.seqlens_q)), (17, 3000))
+        path = str(bench_shapes.WORKLOADS_DIR / "llama3-8b-packed.json")
+        self.assertEqual(bench_args.parse_args(["--suite", path]).problems, args.problems)
+        # The workload file follows llama3-8b.json's format.
+        with open(path) as f:
+            doc = json.load(f)
+        self.assertEqual((doc["name"], doc["dtype"]), ("llama3-8b-packed", "bf16"))
+        self.assertEqual([sorted(entry) for entry in doc["shapes"]], [["shape", "weight"]])
+        # --shapes takes packed batches too, with every causal setting.
+        args = bench_args.parse_args(["--shapes", "17,512/4096x32x128:kv8", "1,8,512,64"])
+        self.assertEqual([(s.key, c) for s, c in args.problems],
+                         [("17,512/4096x32x128:kv8", [False, True]), ("1x8x512x64", [False, True])])
+        self.assertIn("sequence 0's seq_q 4096 > seq_k 512 is refused",
+                      self.parse_error(["--shapes", "4096/512x32x128:kv8", "--causal", "1"]))
 
     def test_shapes_run_every_causal_setting_unless_refused(self):
         args = bench_args.parse_args(["--shapes", "1x32x512x4096x128:kv8", "1,8,512,64", "--dtype", "bf16"])
@@ -381,6 +499,40 @@ class Report(unittest.TestCase):
                                             {"graph_us": 2.0, "rel_l2": 1e-4, "variant": bench_report.EXPANDED_KV}])
         self.assertEqual(merged["variant"], bench_report.EXPANDED_KV)
         self.assertIsNone(bench_rounds.merge_rounds([{"graph_us": 1.0, "rel_l2": 1e-4}])["variant"])
+
+    def test_a_packed_row_explains_its_peers_and_flash_attn_gets_a_column_where_it_ran(self):
+        row = sample_row(evolved=(40.0, 60.0, 1e-3, "", "g"), cudnn=(80.0, 90.0, 2e-3, compare_sdpa.SDPA_PADDED_CAUSAL,
+                                                                      None),
+                         flash=(70.0, 95.0, 2e-3, compare_sdpa.SDPA_PER_SEQUENCE, None),
+                         triton=(64.0, 90.0, 1e-3, "", "64x64, 4 warps, 2 stages"),
+                         flash_attn=(50.0, 70.0, 2e-3, "", None))
+        row.update(shape="17,250,3000x32x128:kv8", causal=True, dtype="bf16",
+                   varlen={"seq_q": [17, 250, 3000], "seq_k": [17, 250, 3000]})
+        text = bench_report.render_report({"gpu": "g", "dtype": "bf16", "flash_attn": "2.8.3"}, [row])
+        self.assertIn("flash_attn 2.8.3", text)
+        self.assertIn("packed batches: L0,L1,...xHxD", text)
+        self.assertNotIn(":kvN = N K/V heads", text)        # the dense spellings' legend is not this row's
+        timing = text.split("## per-call median by CUDA-graph replay (µs)\n")[1].split("\n\n")[0].splitlines()
+        headers = [c.strip() for c in timing[0].strip("|").split("|")]
+        cells = [c.strip() for c in timing[2].strip("|").split("|")]
+        self.assertEqual(headers[:8], ["B,H,S,D", "causal", "evolved µs", "ev plain µs", "cuDNN µs", "flash µs",
+                                       "Triton µs", "flash_attn µs"])
+        self.assertEqual(cells[:8], ["17,250,3000x32x128:kv8", "1", "40.00", "n/a", "80.00", "70.00", "64.00",
+                                     "50.00"])
+        self.assertEqual(dict(zip(headers, cells))["ev/best SDPA"], "0.57x")
+        self.assertIn("cuDNN: padded: one SDPA call", text)
+        self.assertIn("flash: per sequence: a Python loop", text)
+        self.assertIn("rel-L2 flash_attn", text)
+        self.assertIn("flash_attn MHz", text)
+        doc = bench_report.json_document({"gpu": "g", "dtype": "bf16"}, [row])
+        self.assertTrue(doc["results"][0]["accuracy_ok"]["flash_attn"])
+        self.assertEqual(doc["results"][0]["varlen"]["seq_q"], [17, 250, 3000])
+        # No flash_attn figures, no column: the dense reports are as they were.
+        self.assertNotIn("flash_attn", bench_report.render_report({"gpu": "g"}, [self.row]))
+        self.assertEqual(bench_report.columns([self.row]), bench_report.KERNELS)
+        both = bench_report.render_report({"gpu": "g", "dtype": "bf16"}, [self.row, row])
+        self.assertIn("| 1,8,512,64 ", both)
+        self.assertIn("flash_attn µs", both)
 
     def test_rel_l2_flags(self):
         self.assertTrue(bench_report.rel_l2_ok(2e-3))
@@ -629,6 +781,22 @@ class TritonSpace(unittest.TestCase):
         self.assertEqual(triton_fa_space.key_ranges(0, 64, 128, 512, 4096, True), (3584, 3648))
 
 
+class TritonVarlenSpace(unittest.TestCase):
+    def test_row_blocks_of_a_packed_batch_cover_each_sequence_once(self):
+        for seqlens in ((17, 250, 600, 1100, 1500, 2000, 2500, 3000), (1,), (64, 1, 65), (128, 128)):
+            for block_m in (16, 32, 64, 128):
+                blocks = triton_fa_space.varlen_row_blocks(seqlens, block_m)
+                for b, seq_q in enumerate(seqlens):
+                    rows = [r for bb, pid_m in blocks if bb == b
+                            for r in range(pid_m * block_m, min(seq_q, (pid_m + 1) * block_m))]
+                    self.assertEqual(rows, list(range(seq_q)), (seqlens, block_m, b))
+                grid = -(-max(seqlens) // block_m) * len(seqlens)
+                self.assertLessEqual(len(blocks), grid)
+        # 8 prompts of 17 to 3000 tokens, 64-row blocks: 47 blocks per sequence in the grid, 181 working.
+        blocks = triton_fa_space.varlen_row_blocks((17, 250, 600, 1100, 1500, 2000, 2500, 3000), 64)
+        self.assertEqual(len(blocks), 1 + 4 + 10 + 18 + 24 + 32 + 40 + 47)
+
+
 STUB_KERNEL = r"""
 #include <cuda_runtime.h>
 extern "C" int evo_attention_forward(const void* q, const void* k, const void* v, void* o, int batch,
@@ -701,6 +869,17 @@ int evo_attention_forward_gqa(const void* q, const void* k, const void* v, void*
   return (head_dim == 96 || heads % heads_kv) ? 1 : 0;   /* cudaErrorInvalidValue: a call it cannot serve */
 }
 #endif
+#ifdef WITH_VARLEN
+int last_batch = -1, last_heads = -1, last_max_q = -1, last_max_k = -1, last_total_q = -1, last_total_k = -1;
+int evo_attention_forward_varlen(const void* q, const void* k, const void* v, void* o, const int* cu_seqlens_q,
+    const int* cu_seqlens_k, int batch, int heads, int heads_kv, int max_seq_q, int max_seq_k, int total_q,
+    int total_k, int head_dim, float softmax_scale, int causal, int dtype, void* stream, int programmatic) {
+  last_entry = 5; last_programmatic = programmatic; last_head_dim = head_dim; last_heads_kv = heads_kv;
+  last_batch = batch; last_heads = heads; last_max_q = max_seq_q; last_max_k = max_seq_k; last_total_q = total_q;
+  last_total_k = total_k; last_causal = causal; last_dtype = dtype;
+  return (head_dim == 96 || heads % heads_kv) ? 1 : 0;
+}
+#endif
 #ifdef WITH_DTYPE
 int evo_attention_forward_dtype(const void* q, const void* k, const void* v, void* o, int batch, int heads,
     int seq_q, int seq_k, int head_dim, float softmax_scale, int causal, int dtype, void* stream,
@@ -766,6 +945,9 @@ class PlainLaunch(unittest.TestCase):
         cls.gqa_lib = os.path.join(cls.tmp, "gqa.so")
         subprocess.run(["cc", "-shared", "-fPIC", "-DWITH_EX", "-DWITH_DTYPE", "-DWITH_GQA", "-o", cls.gqa_lib, src],
                        check=True)
+        cls.varlen_lib = os.path.join(cls.tmp, "varlen.so")
+        subprocess.run(["cc", "-shared", "-fPIC", "-DWITH_EX", "-DWITH_DTYPE", "-DWITH_GQA", "-DWITH_VARLEN", "-o",
+                        cls.varlen_lib, src], check=True)
 
     @classmethod
     def tearDownClass(cls):
@@ -859,6 +1041,51 @@ class PlainLaunch(unittest.TestCase):
             self.assertEqual(self.last_call(lib), (4, 0))
             pdl.call()
             self.assertEqual(self.last_call(lib), (4, 1))
+
+    def test_packed_batches_go_through_the_varlen_entry_and_need_it(self):
+        lib = EvolvedLib(self.varlen_lib)
+        self.assertTrue(lib.has_varlen_entry)
+        self.assertFalse(EvolvedLib(self.gqa_lib).has_varlen_entry)
+        names = ("last_entry", "last_programmatic", "last_batch", "last_heads", "last_heads_kv", "last_max_q",
+                 "last_max_k", "last_total_q", "last_total_k", "last_head_dim", "last_causal", "last_dtype")
+
+        def varlen_call(lib, head_dim=128, **kwargs):
+            q, k = FakeTensor((10967, 32, head_dim)), FakeTensor((11479, 8, head_dim))
+            with mock.patch.dict(sys.modules, fake_torch()):
+                lib.forward_varlen(q, k, k, FakeTensor(q.shape), FakeTensor((9,)), FakeTensor((9,)), 3000, 3512, True,
+                                   0.088, **kwargs)
+            return tuple(ctypes.c_int.in_dll(lib._lib, n).value for n in names)
+        self.assertEqual(varlen_call(lib, dtype="bf16"), (5, 1, 8, 32, 8, 3000, 3512, 10967, 11479, 128, 1, 1))
+        self.assertEqual(varlen_call(lib, programmatic=False)[:2], (5, 0))
+        self.assertEqual(varlen_call(lib)[-1], 0)                                  # fp16
+        with self.assertRaisesRegex(EvolvedError, r"evo_attention_forward_varlen returned 1 for q \(10967, 32, 96\)"):
+            varlen_call(lib, head_dim=96)
+        with self.assertRaisesRegex(EvolvedError, "unknown dtype 'fp8'"):
+            varlen_call(lib, dtype="fp8")
+        old = EvolvedLib(self.gqa_lib)
+        with self.assertRaisesRegex(EvolvedError, "does not export evo_attention_forward_varlen"):
+            varlen_call(old)
+        with mock.patch.dict(sys.modules, fake_torch()):
+            torch = sys.modules["torch"]
+            q, k, cu = FakeTensor((267, 32, 128)), FakeTensor((267, 8, 128)), FakeTensor((3,))
+            data = compare_sdpa.VarlenInputs(q, k, k, cu, cu, (17, 250), (17, 250))
+            self.assertEqual((data.max_seq_q, data.max_seq_k), (250, 250))
+            cands = compare_sdpa.varlen_evolved_candidates(torch, data, True, 0.088, (old, "", ""), "bf16")
+            self.assertEqual([(c.name, c.call, c.unavailable) for c in cands],
+                             [("evolved_plain", None, compare_sdpa.VARLEN_ENTRY_MISSING),
+                              ("evolved", None, compare_sdpa.VARLEN_ENTRY_MISSING)])
+            none = compare_sdpa.varlen_evolved_candidates(torch, data, True, 0.088, (None, "", "no --evolved library"))
+            self.assertEqual([c.unavailable for c in none], ["no --evolved library"] * 2)
+            plain, pdl = compare_sdpa.varlen_evolved_candidates(torch, data, True, 0.088, (lib, "g1", ""), "bf16")
+            self.assertEqual((plain.name, pdl.name, plain.config()), ("evolved_plain", "evolved", "g1"))
+            plain.poison()
+            out = plain.call()
+            self.assertTrue(math.isnan(out.filled))                     # poisoned, its own packed output
+            self.assertEqual(out.shape, (267, 32, 128))
+            self.assertEqual(self.last_call(lib), (5, 0))
+            self.assertEqual(ctypes.c_int.in_dll(lib._lib, "last_batch").value, 2)
+            self.assertIsNot(pdl.call(), out)
+            self.assertEqual(self.last_call(lib), (5, 1))
 
     def test_sdpa_gets_native_gqa_and_bottom_right_causal(self):
         with mock.patch.dict(sys.modules, fake_torch()):
@@ -988,6 +1215,112 @@ class Fallback(unittest.TestCase):
         res = self.measure(compare_sdpa.Candidate("cudnn", self.refused, fallback=no_memory))
         self.assertEqual(res["note"], "refused: No available kernel. Aborting execution.; "
                                       "expanded kv not built: CUDA out of memory")
+
+
+def _torch_at_least(major: int, minor: int) -> bool:
+    if importlib.util.find_spec("torch") is None:
+        return False
+    import torch
+    return tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (major, minor)
+
+
+@unittest.skipUnless(importlib.util.find_spec("torch") is not None, "PyTorch is not installed here")
+class VarlenReference(unittest.TestCase):
+    """The packed batch's reference and the SDPA peers' padding, on the CPU in float32."""
+
+    def setUp(self):
+        import torch
+        import bench_timing
+        self.torch, self.timing = torch, bench_timing
+        gen = torch.Generator().manual_seed(7)
+        # Two sequences: 2 queries over 3 keys (bottom-right causal: row 0 sees keys 0..1) and 3 over 3;
+        # 4 query heads over 2 K/V heads, head dim 8.
+        self.seqlens_q, self.seqlens_k = (2, 3), (3, 3)
+        self.q = torch.randn(5, 4, 8, generator=gen)
+        self.k = torch.randn(6, 2, 8, generator=gen)
+        self.v = torch.randn(6, 2, 8, generator=gen)
+
+    def reference(self, causal, k=None, v=None):
+        return self.timing.reference_attention_varlen(self.q, self.k if k is None else k, self.v if v is None else v,
+                                                      self.seqlens_q, self.seqlens_k, causal, 0.35)
+
+    def naive(self, causal):
+        """Row by row: sequence b's query row i of head h over keys j of KV head h // 2 that it sees."""
+        torch = self.torch
+        out = torch.zeros(5, 4, 8)
+        q_at = k_at = 0
+        for seq_q, seq_k in zip(self.seqlens_q, self.seqlens_k):
+            for i in range(seq_q):
+                seen = [j for j in range(seq_k) if not causal or j <= i + seq_k - seq_q]
+                for h in range(4):
+                    keys = self.k[[k_at + j for j in seen], h // 2]
+                    weights = torch.softmax(keys @ self.q[q_at + i, h] * 0.35, dim=0)
+                    out[q_at + i, h] = weights @ self.v[[k_at + j for j in seen], h // 2]
+            q_at += seq_q
+            k_at += seq_k
+        return out
+
+    def test_each_sequence_sees_its_own_keys_bottom_right(self):
+        for causal in (False, True):
+            ref = self.reference(causal)
+            self.assertEqual((tuple(ref.shape), ref.dtype), ((5, 4, 8), self.torch.float32))
+            self.assertTrue(self.torch.allclose(ref, self.naive(causal), atol=1e-5), causal)
+        # Causal row 0 of the 3-over-3 sequence (packed row 2) sees its own key 0 alone: V row 3 exactly.
+        ref = self.reference(True)
+        for h in range(4):
+            self.assertTrue(self.torch.allclose(ref[2, h], self.v[3, h // 2]))
+        # Changing the second sequence's keys and values leaves the first one's output alone.
+        k, v = self.k.clone(), self.v.clone()
+        k[3:], v[3:] = 5.0, -5.0
+        changed = self.reference(True, k, v)
+        self.assertTrue(self.torch.equal(changed[:2], ref[:2]))
+        self.assertFalse(self.torch.allclose(changed[2:], ref[2:]))
+        with self.assertRaisesRegex(ValueError, "lengths sum to"):
+            self.timing.reference_attention_varlen(self.q, self.k, self.v, (2, 2), (3, 3), False, 0.35)
+
+    def test_padded_mask_pads_and_unpads(self):
+        torch = self.torch
+        mask = compare_sdpa.padded_mask(torch, self.seqlens_q, self.seqlens_k, True, "cpu")
+        self.assertEqual(tuple(mask.shape), (2, 1, 3, 3))
+        self.assertEqual(mask[:, 0].tolist(), [[[True, True, False], [True, True, True], [True, True, True]],
+                                               [[True, False, False], [True, True, False], [True, True, True]]])
+        short = compare_sdpa.padded_mask(torch, (1, 2), (1, 2), False, "cpu")   # key padding alone
+        self.assertEqual(short[:, 0].tolist(), [[[True, False], [True, False]], [[True, True], [True, True]]])
+        data = compare_sdpa.VarlenInputs(self.q, self.k, self.v, None, None, self.seqlens_q, self.seqlens_k)
+        q_pad, k_pad, v_pad = compare_sdpa.padded_inputs(torch, data)
+        self.assertIs(compare_sdpa.padded_inputs(torch, data)[0], q_pad)            # built once
+        self.assertEqual((tuple(q_pad.shape), tuple(k_pad.shape)), ((2, 4, 3, 8), (2, 2, 3, 8)))
+        self.assertTrue(q_pad.is_contiguous())
+        self.assertTrue(torch.equal(q_pad[0, :, 2], torch.zeros(4, 8)))          # padding rows are zeros
+        self.assertTrue(torch.equal(compare_sdpa.unpad(torch, q_pad, self.seqlens_q), self.q))
+        # Masked attention on the padded batch, unpadded: the packed reference.
+        for causal in (False, True):
+            mask = compare_sdpa.padded_mask(torch, self.seqlens_q, self.seqlens_k, causal, "cpu")
+            k_all, v_all = k_pad.repeat_interleave(2, dim=1), v_pad.repeat_interleave(2, dim=1)
+            scores = (q_pad @ k_all.transpose(-1, -2) * 0.35).masked_fill(~mask, float("-inf"))
+            out = compare_sdpa.unpad(torch, torch.softmax(scores, dim=-1) @ v_all, self.seqlens_q)
+            self.assertTrue(torch.allclose(out, self.reference(causal), atol=1e-5), causal)
+        views = compare_sdpa.sequence_views(data)
+        self.assertEqual([tuple(t.shape) for t in views[0]], [(1, 4, 2, 8), (1, 2, 3, 8), (1, 2, 3, 8)])
+        self.assertTrue(torch.equal(views[1][0][0, :, 0], self.q[2]))             # views, not copies
+        self.assertEqual(views[1][0].data_ptr(), self.q[2].data_ptr())
+
+    @unittest.skipUnless(_torch_at_least(2, 5), "SDPA's enable_gqa needs torch 2.5")
+    def test_the_sdpa_peers_calls_match_the_reference(self):
+        torch = self.torch
+        data = compare_sdpa.VarlenInputs(self.q, self.k, self.v, None, None, self.seqlens_q, self.seqlens_k)
+        for causal in (False, True):
+            ref = self.reference(causal)
+            padded = compare_sdpa.sdpa_padded_candidate(torch, "cudnn", None, data, causal, 0.35)
+            looped = compare_sdpa.sdpa_per_sequence_candidate(torch, "flash", None, data, causal, 0.35)
+            self.assertEqual((padded.how, looped.how),
+                             (compare_sdpa.SDPA_PADDED_CAUSAL if causal else compare_sdpa.SDPA_PADDED,
+                              compare_sdpa.SDPA_PER_SEQUENCE))
+            for cand in (padded, looped, padded.fallback(), looped.fallback()):
+                out = cand.unpack(cand.call())      # the CPU's math backend: no sdpa_kernel context here
+                self.assertEqual(tuple(out.shape), (5, 4, 8))
+                self.assertTrue(torch.allclose(out, ref, atol=1e-5), (cand.name, cand.variant, causal))
+            self.assertEqual(padded.fallback().variant, bench_report.EXPANDED_KV)
 
 
 class NoGpuExit(unittest.TestCase):

@@ -8,6 +8,12 @@ torch's scaled_dot_product_attention(is_causal=True); causal with Sq > Sk is ref
 work: tail rows and columns are masked. Key blocks wholly below the (shifted) diagonal (and, without
 causal, all full key blocks) run without masks; only the diagonal and tail blocks pay for them
 (triton_fa_space.key_ranges is the same arithmetic in plain Python, tested without a GPU).
+
+triton_varlen_attention runs a packed variable-length batch (FlashAttention's varlen layout): Q and O
+[total_q, H, D], K and V [total_k, Hkv, D], int32 cu_seqlens_q / cu_seqlens_k of batch + 1 offsets. One
+program per (row block of the longest sequence, batch * H); a program whose row block starts past its
+own sequence's end exits at once. Within a sequence the arithmetic is the dense kernel's (the same
+loop, its rows H * D or Hkv * D elements apart): bottom-right causal per sequence, GQA, fp16 or bf16.
 """
 from __future__ import annotations
 
@@ -38,7 +44,8 @@ def _configs() -> list:
 
 def _prune(configs, named_args, **kwargs):
     args = {**named_args, **kwargs}
-    head_dim, seq_q = args["HEAD_DIM"], args.get("SEQ_Q")
+    # The varlen kernel prunes by its longest sequence: no row block is taller than that one needs.
+    head_dim, seq_q = args["HEAD_DIM"], args.get("SEQ_Q", args.get("MAX_SEQ_Q"))
     kept = []
     for cfg in configs:
         tile = space.TileConfig(cfg.kwargs["BLOCK_M"], cfg.kwargs["BLOCK_N"], cfg.num_warps, cfg.num_stages)
@@ -55,11 +62,12 @@ def _quick_bench(kernel_call, quantiles):
 
 @triton.jit
 def _attend(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_n, offs_d, lo, hi, seq_k, diag, qk_scale,
-            HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, MASKED: tl.constexpr):
+            KV_ROW: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, MASKED: tl.constexpr):
     # diag = seq_k - seq_q: row i sees keys 0 .. i + diag under causal (bottom-right aligned).
+    # KV_ROW: elements from one key row to the next (HEAD_DIM in [B, Hkv, S, D]; Hkv * HEAD_DIM packed).
     for start_n in range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
-        kv_offs = cols[:, None] * HEAD_DIM + offs_d[None, :]
+        kv_offs = cols[:, None] * KV_ROW + offs_d[None, :]
         if MASKED:
             col_ok = cols < seq_k
             k = tl.load(k_base + kv_offs, mask=col_ok[:, None], other=0.0)
@@ -132,6 +140,61 @@ def fa_fwd_kernel(Q, K, V, O, qk_scale, BH, SEQ_Q, SEQ_K, GROUP,
     tl.store(o_base + q_offs, acc.to(O.dtype.element_ty), mask=row_ok[:, None])
 
 
+# A packed batch: the autotune key is the batch's extent (its longest sequence and totals), the heads
+# (they set the row strides) and the dense key's head dim and causality.
+@triton.autotune(configs=_configs(), key=["BATCH", "MAX_SEQ_Q", "MAX_SEQ_K", "TOTAL_Q", "TOTAL_K", "HEADS", "HEADS_KV",
+                                          "HEAD_DIM", "CAUSAL"],
+                 prune_configs_by={"early_config_prune": _prune}, do_bench=_quick_bench, cache_results=True)
+@triton.jit(do_not_specialize=["BATCH", "MAX_SEQ_Q", "MAX_SEQ_K", "TOTAL_Q", "TOTAL_K"])
+def fa_varlen_kernel(Q, K, V, O, CU_Q, CU_K, qk_scale, BATCH, MAX_SEQ_Q, MAX_SEQ_K, TOTAL_Q, TOTAL_K,
+                     HEADS: tl.constexpr, HEADS_KV: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    # BATCH, MAX_SEQ_* and TOTAL_* are only autotune keys: the grid is (row blocks of the longest
+    # sequence, BATCH * HEADS), and each program reads its sequence's bounds from CU_Q and CU_K.
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // HEADS
+    h = pid_bh % HEADS
+    q_start = tl.load(CU_Q + b)
+    seq_q = tl.load(CU_Q + b + 1) - q_start
+    if pid_m * BLOCK_M >= seq_q:
+        return   # this row block lies past the end of a shorter sequence
+    k_start = tl.load(CU_K + b)
+    seq_k = tl.load(CU_K + b + 1) - k_start
+    kv_h = h // (HEADS // HEADS_KV)
+    # Row r of head h of sequence b: element ((start + r) * heads + h) * HEAD_DIM of the packed tensor.
+    q_base = Q + (q_start.to(tl.int64) * HEADS + h) * HEAD_DIM
+    o_base = O + (q_start.to(tl.int64) * HEADS + h) * HEAD_DIM
+    k_base = K + (k_start.to(tl.int64) * HEADS_KV + kv_h) * HEAD_DIM
+    v_base = V + (k_start.to(tl.int64) * HEADS_KV + kv_h) * HEAD_DIM
+
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    row_ok = offs_m < seq_q
+    q_offs = offs_m[:, None] * (HEADS * HEAD_DIM) + offs_d[None, :]
+    q = tl.load(q_base + q_offs, mask=row_ok[:, None], other=0.0)
+
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+
+    # The dense kernel's bounds with this sequence's lengths (triton_fa_space.key_ranges).
+    diag = seq_k - seq_q
+    if CAUSAL:
+        hi = tl.minimum(seq_k, (pid_m + 1) * BLOCK_M + diag)
+        full_end = (tl.minimum(pid_m * BLOCK_M + diag, seq_k) // BLOCK_N) * BLOCK_N
+    else:
+        hi = seq_k
+        full_end = (seq_k // BLOCK_N) * BLOCK_N
+    acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_n, offs_d, 0, full_end, seq_k, diag,
+                            qk_scale, HEADS_KV * HEAD_DIM, BLOCK_N, CAUSAL, False)
+    acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_n, offs_d, full_end, hi, seq_k, diag,
+                            qk_scale, HEADS_KV * HEAD_DIM, BLOCK_N, CAUSAL, True)
+    acc = acc / l_i[:, None]
+    tl.store(o_base + q_offs, acc.to(O.dtype.element_ty), mask=row_ok[:, None])
+
+
 def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> None:
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dtype not in (torch.float16, torch.bfloat16) or not t.is_cuda or not t.is_contiguous() or t.dim() != 4:
@@ -158,12 +221,58 @@ def triton_attention(q, k, v, causal: bool, softmax_scale: float | None = None, 
     return o
 
 
-def winning_config() -> str:
-    """The config the autotuner chose for the most recent call."""
-    cfg = getattr(fa_fwd_kernel, "best_config", None)
+def _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k) -> None:
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dtype not in (torch.float16, torch.bfloat16) or not t.is_cuda or not t.is_contiguous() or t.dim() != 3:
+            raise ValueError(f"triton_varlen_attention: {name} must be a contiguous 3-D fp16 or bf16 CUDA tensor "
+                             f"[total, heads, D]")
+    if not q.dtype == k.dtype == v.dtype:
+        raise ValueError(f"triton_varlen_attention: q, k and v must share one dtype, got {q.dtype}, {k.dtype}, "
+                         f"{v.dtype}")
+    if q.shape[-1] not in (64, 128) or k.shape != v.shape or q.shape[2] != k.shape[2] or q.shape[1] % k.shape[1] != 0:
+        raise ValueError(f"triton_varlen_attention: unsupported shapes q{tuple(q.shape)} k{tuple(k.shape)} "
+                         f"v{tuple(v.shape)}")
+    for name, cu in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+        if cu.dtype != torch.int32 or not cu.is_cuda or cu.dim() != 1 or cu.shape[0] < 2:
+            raise ValueError(f"triton_varlen_attention: {name} must be a 1-D int32 CUDA tensor of batch + 1 offsets")
+    if cu_seqlens_q.shape != cu_seqlens_k.shape:
+        raise ValueError("triton_varlen_attention: cu_seqlens_q and cu_seqlens_k must have batch + 1 entries each")
+
+
+def triton_varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seq_q: int, max_seq_k: int, causal: bool,
+                            softmax_scale: float | None = None, out=None):
+    """A packed variable-length batch: O [total_q, H, D] = per sequence softmax(Q K^T * scale [+ its
+    bottom-right causal mask]) V, K and V [total_k, Hkv, D] with Hkv dividing H. max_seq_q and max_seq_k
+    are host ints (no device read: the call can be captured in a graph); a causal batch must give
+    every sequence at least as many keys as queries, which is the caller's to check (bench_shapes
+    does). Autotunes on the first call of each key."""
+    _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k)
+    total_q, heads, head_dim = q.shape
+    total_k, heads_kv = k.shape[0], k.shape[1]
+    batch = cu_seqlens_q.shape[0] - 1
+    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
+    o = out if out is not None else torch.empty_like(q)
+    grid = lambda meta: (triton.cdiv(max_seq_q, meta["BLOCK_M"]), batch * heads)  # noqa: E731
+    fa_varlen_kernel[grid](q, k, v, o, cu_seqlens_q, cu_seqlens_k, scale * LOG2E, batch, max_seq_q, max_seq_k,
+                           total_q, total_k, HEADS=heads, HEADS_KV=heads_kv, HEAD_DIM=head_dim, CAUSAL=bool(causal))
+    return o
+
+
+def _describe_best(kernel) -> str:
+    cfg = getattr(kernel, "best_config", None)
     if cfg is None:
         return "n/a"
     return space.describe(cfg.kwargs["BLOCK_M"], cfg.kwargs["BLOCK_N"], cfg.num_warps, cfg.num_stages)
+
+
+def winning_config() -> str:
+    """The config the autotuner chose for the most recent call."""
+    return _describe_best(fa_fwd_kernel)
+
+
+def winning_varlen_config() -> str:
+    """The config the autotuner chose for the most recent packed-batch call."""
+    return _describe_best(fa_varlen_kernel)
 
 
 # --- parallel pre-compilation ---------------------------------------------------------------------------
@@ -187,11 +296,33 @@ def _precompile_one(task) -> str:
         return f"{space.describe(block_m, block_n, warps, stages)}: {str(err).splitlines()[0] if str(err) else err}"
 
 
-def precompile(problems, jobs: int, dtype: str = "float16") -> tuple[int, list[str]]:
+def _precompile_varlen_one(task) -> str:
+    head_dim, causal, heads, heads_kv, dtype, block_m, block_n, warps, stages = task
+    try:
+        elem = getattr(torch, dtype)
+        q = torch.empty((1, heads, head_dim), dtype=elem, device="cuda")
+        kv = torch.empty((1, heads_kv, head_dim), dtype=elem, device="cuda")
+        cu = torch.zeros(2, dtype=torch.int32, device="cuda")
+        fa_varlen_kernel.fn.warmup(q, kv, kv, q, cu, cu, 1.0, 1, 1, 1, 1, 1, HEADS=heads, HEADS_KV=heads_kv,
+                                   HEAD_DIM=head_dim, CAUSAL=causal, BLOCK_M=block_m, BLOCK_N=block_n,
+                                   num_warps=warps, num_stages=stages, grid=(1,))
+        return ""
+    except Exception as err:  # as above: the autotuner's business
+        first = str(err).splitlines()[0] if str(err) else err
+        return f"varlen {space.describe(block_m, block_n, warps, stages)}: {first}"
+
+
+def _precompile_task(item) -> str:
+    kind, task = item
+    return _precompile_varlen_one(task) if kind == "varlen" else _precompile_one(task)
+
+
+def precompile(problems, jobs: int, dtype: str = "float16", varlen=()) -> tuple[int, list[str]]:
     """problems: iterable of (head_dim, causal, seq_q, seq_k, group), group = query heads per KV head
-    (the old (head_dim, causal, seq) means seq_q = seq_k = seq, group 1); dtype: torch's name of the
-    inputs' element type ("float16", "bfloat16"), which Triton compiles for. Returns (configs
-    compiled, failures)."""
+    (the old (head_dim, causal, seq) means seq_q = seq_k = seq, group 1); varlen: iterable of
+    (head_dim, causal, heads, heads_kv, max_seq_q) of packed batches (fa_varlen_kernel); dtype: torch's
+    name of the inputs' element type ("float16", "bfloat16"), which Triton compiles for. Returns
+    (configs compiled, failures)."""
     tasks = {}
     for problem in problems:
         if len(problem) == 3:
@@ -200,12 +331,18 @@ def precompile(problems, jobs: int, dtype: str = "float16") -> tuple[int, list[s
             head_dim, causal, seq_q, seq_k, group = problem
         variant = (head_dim, bool(causal), _specialization(seq_q), _specialization(seq_k), _specialization(group))
         for t in space.pruned_space(head_dim, _SMEM_LIMIT[0], seq_q):
-            tasks.setdefault(variant + (t,), (head_dim, bool(causal), seq_q, seq_k, group, dtype,
-                                              t.block_m, t.block_n, t.warps, t.stages))
+            tasks.setdefault(("dense",) + variant + (t,), ("dense", (head_dim, bool(causal), seq_q, seq_k, group,
+                                                                     dtype, t.block_m, t.block_n, t.warps, t.stages)))
+    for head_dim, causal, heads, heads_kv, max_seq_q in varlen:
+        # The kernel's integers are not specialized: one compile per (heads, head dim, causal, tile).
+        for t in space.pruned_space(head_dim, _SMEM_LIMIT[0], max_seq_q):
+            tasks.setdefault(("varlen", head_dim, bool(causal), heads, heads_kv, t),
+                             ("varlen", (head_dim, bool(causal), heads, heads_kv, dtype, t.block_m, t.block_n,
+                                         t.warps, t.stages)))
     tasks = list(tasks.values())
     if jobs <= 0 or not tasks:
         return 0, []
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(processes=min(jobs, len(tasks), os.cpu_count() or 1)) as pool:
-        failures = [f for f in pool.map(_precompile_one, tasks, chunksize=1) if f]
+        failures = [f for f in pool.map(_precompile_task, tasks, chunksize=1) if f]
     return len(tasks), failures

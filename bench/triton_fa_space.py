@@ -83,3 +83,12 @@ def key_ranges(pid_m: int, block_m: int, block_n: int, seq_q: int, seq_k: int, c
         hi = seq_k
         full_end = (seq_k // block_n) * block_n
     return full_end, hi
+
+
+def varlen_row_blocks(seqlens_q, block_m: int) -> list[tuple[int, int]]:
+    """The (sequence, row block) programs of triton_fa.fa_varlen_kernel's grid that do work, per head: the
+    grid has cdiv(max(seqlens_q), block_m) row blocks for every sequence, and a block whose first row is
+    at or past its own sequence's length exits at once. Row block pid_m of sequence b covers rows
+    pid_m * block_m .. min(seq_q, (pid_m + 1) * block_m) - 1, its keys as key_ranges gives them."""
+    blocks = -(-max(seqlens_q) // block_m)
+    return [(b, pid_m) for b, seq_q in enumerate(seqlens_q) for pid_m in range(blocks) if pid_m * block_m < seq_q]
