@@ -19,9 +19,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--arch", default=None, help="nvcc -arch for builds (default sm_90a)")
     parser.add_argument("--shapes", nargs="+", default=None, metavar="B,H,S,D",
                         help="shapes to run (default: the issue-5 suite): B,H,S,D or B,H,Sq,Sk,D (x for the "
-                             "commas works too), or a packed variable-length batch L0,L1,...xHxD (each L a length "
+                             "commas works too), or a packed variable-length batch L0+L1+...xHxD (each L a length "
                              "or Lq/Lk), then :kvN for N K/V heads, e.g. 1x32x512x4096x128:kv8 or "
-                             "17,250,3000x32x128:kv8")
+                             "17+250+3000x32x128:kv8")
     parser.add_argument("--suite", default=None, metavar="NAME|FILE",
                         help="a workload's served-model shapes, each with its own causal setting, in the "
                              "workload's dtype: a file (the one `evoctl submit --workload` takes) or the name of "

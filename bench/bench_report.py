@@ -35,7 +35,7 @@ EXPANDED_KV = "expanded kv"
 VARIANT_MARK = "*"
 # What the peers run on a packed variable-length batch (compare_sdpa.make_varlen_candidates; the notes
 # column says it again per row).
-VARLEN_LEGEND = ("packed batches: L0,L1,...xHxD (Lq/Lk where a sequence's query and key lengths differ), one "
+VARLEN_LEGEND = ("packed batches: L0+L1+...xHxD (Lq/Lk where a sequence's query and key lengths differ), one "
                  "varlen batch; evolved, Triton and flash_attn run it packed (cu_seqlens), cuDNN once on the batch "
                  "padded to its longest sequence with a mask giving each sequence its own keys, flash one SDPA call "
                  "per sequence; padding is not timed and only the valid rows are checked")

@@ -14,14 +14,14 @@ apart in the bench (--causal, --dtype; the "causal" and "dtype" fields of a disp
 ":causal" and ":bf16" suffixes are read only by parse_problem (dispatch files).
 
 A packed variable-length batch (FlashAttention's varlen layout) is a VarlenShape, spelled with three
-'x'-separated fields, the first a comma list of per-sequence lengths:
-    L0,L1,...xHxD                        each item L (query and key length L) or Lq/Lk (Lq queries
-                                         against Lk keys, a chunk over a cache); one item is still varlen
+'x'-separated fields, the first the per-sequence lengths joined by '+':
+    L0+L1+...xHxD                        each item L (query and key length L) or Lq/Lk (Lq queries
+                                         against Lk keys, a chunk over a cache); one sequence is L/L
     ... then ":kvN"                      as above
-e.g. "17,250,600,1100,1500,2000,2500,3000x32x128:kv8"; the batch is the number of items. Q and O are
+e.g. "17+250+600+1100+1500+2000+2500+3000x32x128:kv8"; the batch is the number of items. Q and O are
 [total_q, heads, head_dim], K and V [total_k, heads_kv, head_dim], sequence b's rows at its offset in
-cu_seqlens (0, L0, L0+L1, ...). A text with exactly three 'x'-separated fields is varlen; the dense
-spellings above have four or five (or none, in the comma forms).
+cu_seqlens (0, L0, L0+L1, ...). A text with three 'x'-separated fields whose first holds a '+' or a
+'/' is varlen; the dense spellings above have four or five (or none, in the comma forms).
 
 Causal with seq_q == seq_k is top-left (row i sees keys 0..i); with seq_q < seq_k bottom-right (row i
 sees keys 0..seq_k - seq_q + i, FlashAttention's convention); with seq_q > seq_k it is refused. A
@@ -203,12 +203,12 @@ class VarlenShape:
     def key(self) -> str:
         """evo's canonical spelling: the lengths (Lq/Lk only where they differ), heads, head_dim, then
         :kvN only where N != H."""
-        items = ",".join(str(q) if q == k else f"{q}/{k}" for q, k in self.seqs)
+        items = "+".join(str(q) if q == k and len(self.seqs) > 1 else f"{q}/{k}" for q, k in self.seqs)
         return f"{items}x{self.heads}x{self.head_dim}" + (f":kv{self.heads_kv}" if self.is_gqa else "")
 
     @property
     def label(self) -> str:
-        """The tables' spelling: the canonical one (the comma list leaves no other)."""
+        """The tables' spelling: the canonical one."""
         return self.key
 
 
@@ -220,7 +220,7 @@ def _cumulative(lengths) -> tuple:
 
 
 _GRAMMAR = ("B,H,S,D or B,H,Sq,Sk,D (or BxHxSxD, BxHxSqxSkxD) with positive integers, or a packed batch "
-            "L0,L1,...xHxD (each L a length or Lq/Lk), then optionally :kvN")
+            "L0+L1+...xHxD (each L a length or Lq/Lk), then optionally :kvN")
 
 
 def _parse_suffixes(text: str, suffixes: list[str]) -> tuple[int | None, bool | None, str | None]:
@@ -259,7 +259,7 @@ def _parse_varlen(text: str, fields: list[str], heads_kv: int | None) -> VarlenS
     if not heads_text.isdigit() or not dim_text.isdigit():
         raise ShapeError(f"bad shape '{text}': expected {_GRAMMAR}")
     seqs = []
-    for item in lengths.split(","):
+    for item in lengths.split("+"):
         match = re.fullmatch(r"(\d+)(?:/(\d+))?", item)
         if not match:
             raise ShapeError(f"bad shape '{text}': sequence '{item}' is not a length L or Lq/Lk")
@@ -280,7 +280,7 @@ def parse_problem(text: str) -> tuple[Shape | VarlenShape, bool | None, str | No
     body, *suffixes = text.strip().lower().split(":")
     heads_kv, causal, dtype = _parse_suffixes(text, suffixes)
     fields = body.split("x")
-    if len(fields) == 3:
+    if len(fields) == 3 and ("+" in fields[0] or "/" in fields[0]):
         shape = _parse_varlen(text, fields, heads_kv)
     else:
         parts = re.split(r"[,x]", body)

@@ -18,7 +18,7 @@ enable_gqa=True and bottom-right causal as attn_mask=causal_lower_right(Sq, Sk);
 refuses enable_gqa is run once more on K/V expanded to every query head, and its figures are marked
 so (bench_report.EXPANDED_KV). The evolved kernel runs those shapes through evo_attention_forward_gqa.
 
-A packed variable-length batch ("17,250,600,1100,1500,2000,2500,3000x32x128:kv8", bench_shapes.VarlenShape;
+A packed variable-length batch ("17+250+600+1100+1500+2000+2500+3000x32x128:kv8", bench_shapes.VarlenShape;
 --suite llama3-8b-packed) gets packed inputs, Q [total_q, H, D] and K, V [total_k, Hkv, D] with int32
 cu_seqlens, and every peer runs on them (make_varlen_candidates):
     evolved     evo_attention_forward_varlen on the packed tensors (both launches);

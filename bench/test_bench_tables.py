@@ -103,12 +103,12 @@ class ShapeParsing(unittest.TestCase):
             bench_shapes.parse_causal("maybe")
 
     def test_packed_varlen_text_parses_and_prints_canonically(self):
-        text = "17,250,600,1100,1500,2000,2500,3000x32x128:kv8:causal:bf16"
+        text = "17+250+600+1100+1500+2000+2500+3000x32x128:kv8:causal:bf16"
         shape, causal, dtype = bench_shapes.parse_problem(text)
         self.assertEqual((causal, dtype), (True, "bf16"))
         self.assertTrue(shape.is_varlen)
         self.assertFalse(bench_shapes.parse_shape("1x8x512x64").is_varlen)
-        self.assertEqual(shape.key, "17,250,600,1100,1500,2000,2500,3000x32x128:kv8")
+        self.assertEqual(shape.key, "17+250+600+1100+1500+2000+2500+3000x32x128:kv8")
         self.assertEqual(shape.label, shape.key)
         self.assertEqual((shape.batch, shape.heads, shape.heads_kv, shape.head_dim, shape.group), (8, 32, 8, 128, 4))
         self.assertEqual(shape.seqlens_q, (17, 250, 600, 1100, 1500, 2000, 2500, 3000))
@@ -117,21 +117,21 @@ class ShapeParsing(unittest.TestCase):
         self.assertEqual(shape.cu_seqlens_q, (0, 17, 267, 867, 1967, 3467, 5467, 7967, 10967))
         self.assertTrue(shape.equal_lengths)
         # Lq/Lk items: a chunk of 512 queries over 4096 keys beside a whole prompt.
-        chunked = bench_shapes.parse_shape("512/4096,3000x32x128:kv8")
+        chunked = bench_shapes.parse_shape("512/4096+3000x32x128:kv8")
         self.assertEqual(chunked.seqs, ((512, 4096), (3000, 3000)))
         self.assertEqual((chunked.cu_seqlens_q, chunked.cu_seqlens_k), ((0, 512, 3512), (0, 4096, 7096)))
         self.assertEqual((chunked.max_seq_q, chunked.max_seq_k), (3000, 4096))
         self.assertFalse(chunked.equal_lengths)
         # Canonical text: L where Lq == Lk, :kvN only where N != H; it parses back to the same shape.
-        for given, key in {"512/4096,3000x32x128:kv8": "512/4096,3000x32x128:kv8",
-                           " 512/512,7X8X64:KV8 ": "512,7x8x64",
-                           "3000x32x128": "3000x32x128",
+        for given, key in {"512/4096+3000x32x128:kv8": "512/4096+3000x32x128:kv8",
+                           " 512/512+7X8X64:KV8 ": "512+7x8x64",
+                           "3000/3000x32x128": "3000/3000x32x128",
                            "1/64x8x64:kv2": "1/64x8x64:kv2"}.items():
             parsed = bench_shapes.parse_shape(given)
             self.assertEqual(parsed.key, key, given)
             self.assertEqual(bench_shapes.parse_shape(parsed.key), parsed, given)
-        # One item is still a packed batch, and not the dense shape of batch 1.
-        single = bench_shapes.parse_shape("3000x32x128:kv8")
+        # One sequence is a packed batch by its '/', and not the dense shape of batch 1.
+        single = bench_shapes.parse_shape("3000/3000x32x128:kv8")
         self.assertEqual((single.is_varlen, single.batch), (True, 1))
         self.assertNotEqual(single, bench_shapes.parse_shape("1x32x3000x128:kv8"))
         self.assertEqual(bench_shapes.VarlenShape(((5, 5),), 8, 64), bench_shapes.VarlenShape(((5, 5),), 8, 64, 8))
@@ -139,25 +139,26 @@ class ShapeParsing(unittest.TestCase):
         self.assertEqual(bench_shapes.parse_shape("1,8,512,64"), bench_shapes.Shape(1, 8, 512, 64))
 
     def test_packed_varlen_text_rejects_malformed(self):
-        cases = {"x32x128": "sequence '' is not", "17,,250x32x128": "sequence '' is not",
-                 "17,abcx32x128": "sequence 'abc'", "17,5/x32x128": "sequence '5/'", "17,5/6/7x32x128": "'5/6/7'",
-                 "17,0x32x128": "positive", "17,5/0x32x128": "positive", "17,250x0x128": "positive",
-                 "17,250x32x96": "head_dim 96", "17,250xhx128": "expected", "17,250x32x128:kv5": "do not divide",
-                 "17,250x8x64:kv16": "at most 8", "17,250x32x128:kv8:kv8": "given twice",
-                 "17,250x32x128:fp8": "unknown suffix"}
+        cases = {"+x32x128": "sequence '' is not", "17++250x32x128": "sequence '' is not",
+                 "3000x32x128": "expected",
+                 "17+abcx32x128": "sequence 'abc'", "17+5/x32x128": "sequence '5/'", "17+5/6/7x32x128": "'5/6/7'",
+                 "17+0x32x128": "positive", "17+5/0x32x128": "positive", "17+250x0x128": "positive",
+                 "17+250x32x96": "head_dim 96", "17+250xhx128": "expected", "17+250x32x128:kv5": "do not divide",
+                 "17+250x8x64:kv16": "at most 8", "17+250x32x128:kv8:kv8": "given twice",
+                 "17+250x32x128:fp8": "unknown suffix"}
         for text, why in cases.items():
             with self.assertRaisesRegex(bench_shapes.ShapeError, why, msg=text):
                 bench_shapes.parse_problem(text)
         # Causal is bottom-right per sequence: one with more queries than keys refuses the whole batch.
-        wide = bench_shapes.parse_shape("17,3000/10x32x128:kv8")
+        wide = bench_shapes.parse_shape("17+3000/10x32x128:kv8")
         bench_shapes.check_causal(wide, False)
         with self.assertRaisesRegex(bench_shapes.ShapeError, "sequence 1's seq_q 3000 > seq_k 10 is refused"):
             bench_shapes.check_causal(wide, True)
         with self.assertRaisesRegex(bench_shapes.ShapeError, "is refused"):
-            bench_shapes.parse_problem("17,3000/10x32x128:kv8:causal")
-        bench_shapes.check_causal(bench_shapes.parse_shape("17,10/3000x32x128"), True)
+            bench_shapes.parse_problem("17+3000/10x32x128:kv8:causal")
+        bench_shapes.check_causal(bench_shapes.parse_shape("17+10/3000x32x128"), True)
         with self.assertRaisesRegex(bench_shapes.ShapeError, "--causal"):
-            bench_shapes.parse_shape("17,250x32x128:causal")
+            bench_shapes.parse_shape("17+250x32x128:causal")
 
 
 class Floors(unittest.TestCase):
@@ -199,14 +200,14 @@ class Floors(unittest.TestCase):
 
     def test_packed_batch_sums_its_sequences(self):
         # 3 queries over 5 keys (bottom-right: 3 + 4 + 5 seen) and 4 over 4 (1 + 2 + 3 + 4).
-        small = bench_shapes.parse_shape("3/5,4x1x64")
+        small = bench_shapes.parse_shape("3/5+4x1x64")
         self.assertEqual(bench_shapes.visible_pairs(small, True), 12 + 10)
         self.assertEqual(bench_shapes.visible_pairs(small, False), 15 + 16)
         self.assertEqual(bench_shapes.attention_flops(small, True), 4.0 * 1 * 64 * 22)
         self.assertEqual(bench_shapes.attention_flops(small, False), 4.0 * 1 * 64 * 31)
         self.assertEqual(bench_shapes.attention_bytes(small), 2.0 * 64 * (2 * 1 * 7 + 2 * 1 * 9))
         # The packed prompts cost what the same prompts as dense batches of one cost, added up.
-        packed = bench_shapes.parse_shape("17,250,600,1100,1500,2000,2500,3000x32x128:kv8")
+        packed = bench_shapes.parse_shape("17+250+600+1100+1500+2000+2500+3000x32x128:kv8")
         dense = [bench_shapes.Shape(1, 32, n, 128, heads_kv=8) for n in packed.seqlens_q]
         for causal in (False, True):
             self.assertEqual(bench_shapes.attention_flops(packed, causal),
@@ -266,16 +267,16 @@ class Dispatch(unittest.TestCase):
         self.assertEqual(table.lookup(bench_shapes.Shape(1, 8, 512, 64, 8, 512), False).path, "/base/old.so")
 
     def test_packed_batch_entries(self):
-        doc = {"shapes": [{"shape": "17,250,3000x32x128:kv8:causal:bf16", "lib": "packed.so"},
+        doc = {"shapes": [{"shape": "17+250+3000x32x128:kv8:causal:bf16", "lib": "packed.so"},
                           {"shape": "1x32x3000x128:kv8", "causal": True, "dtype": "bf16", "lib": "dense.so"}]}
         table = bench_dispatch.parse_dispatch(doc, "/base")
-        packed = table.lookup(bench_shapes.parse_shape("17,250,3000x32x128:kv8"), True, "bf16")
+        packed = table.lookup(bench_shapes.parse_shape("17+250+3000x32x128:kv8"), True, "bf16")
         self.assertEqual((packed.path, packed.causal, packed.dtype), ("/base/packed.so", True, "bf16"))
-        self.assertIsNone(table.lookup(bench_shapes.parse_shape("3000x32x128:kv8"), True, "bf16"))
+        self.assertIsNone(table.lookup(bench_shapes.parse_shape("3000/3000x32x128:kv8"), True, "bf16"))
         self.assertEqual(table.lookup(bench_shapes.parse_shape("1x32x3000x128:kv8"), True, "bf16").path,
                          "/base/dense.so")
         with self.assertRaisesRegex(bench_dispatch.DispatchError, "is refused"):
-            bench_dispatch.parse_dispatch({"shapes": [{"shape": "17,30/10x8x64", "causal": True, "lib": "a.so"}]},
+            bench_dispatch.parse_dispatch({"shapes": [{"shape": "17+30/10x8x64", "causal": True, "lib": "a.so"}]},
                                           "/base")
 
     def test_rejects_disagreeing_or_refused_entries(self):
@@ -366,7 +367,7 @@ class Arguments(unittest.TestCase):
         args = bench_args.parse_args(["--suite", "llama3-8b-packed"])
         self.assertEqual(args.dtype, "bf16")
         self.assertEqual([(shape.key, settings) for shape, settings in args.problems],
-                         [("17,250,600,1100,1500,2000,2500,3000x32x128:kv8", [True])])
+                         [("17+250+600+1100+1500+2000+2500+3000x32x128:kv8", [True])])
         shape = args.shape_list[0]
         self.assertTrue(shape.is_varlen)
         self.assertEqual((shape.batch, shape.heads, shape.heads_kv, shape.head_dim), (8, 32, 8, 128))
@@ -379,9 +380,9 @@ class Arguments(unittest.TestCase):
         self.assertEqual((doc["name"], doc["dtype"]), ("llama3-8b-packed", "bf16"))
         self.assertEqual([sorted(entry) for entry in doc["shapes"]], [["shape", "weight"]])
         # --shapes takes packed batches too, with every causal setting.
-        args = bench_args.parse_args(["--shapes", "17,512/4096x32x128:kv8", "1,8,512,64"])
+        args = bench_args.parse_args(["--shapes", "17+512/4096x32x128:kv8", "1,8,512,64"])
         self.assertEqual([(s.key, c) for s, c in args.problems],
-                         [("17,512/4096x32x128:kv8", [False, True]), ("1x8x512x64", [False, True])])
+                         [("17+512/4096x32x128:kv8", [False, True]), ("1x8x512x64", [False, True])])
         self.assertIn("sequence 0's seq_q 4096 > seq_k 512 is refused",
                       self.parse_error(["--shapes", "4096/512x32x128:kv8", "--causal", "1"]))
 
@@ -506,18 +507,18 @@ class Report(unittest.TestCase):
                          flash=(70.0, 95.0, 2e-3, compare_sdpa.SDPA_PER_SEQUENCE, None),
                          triton=(64.0, 90.0, 1e-3, "", "64x64, 4 warps, 2 stages"),
                          flash_attn=(50.0, 70.0, 2e-3, "", None))
-        row.update(shape="17,250,3000x32x128:kv8", causal=True, dtype="bf16",
+        row.update(shape="17+250+3000x32x128:kv8", causal=True, dtype="bf16",
                    varlen={"seq_q": [17, 250, 3000], "seq_k": [17, 250, 3000]})
         text = bench_report.render_report({"gpu": "g", "dtype": "bf16", "flash_attn": "2.8.3"}, [row])
         self.assertIn("flash_attn 2.8.3", text)
-        self.assertIn("packed batches: L0,L1,...xHxD", text)
+        self.assertIn("packed batches: L0+L1+...xHxD", text)
         self.assertNotIn(":kvN = N K/V heads", text)        # the dense spellings' legend is not this row's
         timing = text.split("## per-call median by CUDA-graph replay (µs)\n")[1].split("\n\n")[0].splitlines()
         headers = [c.strip() for c in timing[0].strip("|").split("|")]
         cells = [c.strip() for c in timing[2].strip("|").split("|")]
         self.assertEqual(headers[:8], ["B,H,S,D", "causal", "evolved µs", "ev plain µs", "cuDNN µs", "flash µs",
                                        "Triton µs", "flash_attn µs"])
-        self.assertEqual(cells[:8], ["17,250,3000x32x128:kv8", "1", "40.00", "n/a", "80.00", "70.00", "64.00",
+        self.assertEqual(cells[:8], ["17+250+3000x32x128:kv8", "1", "40.00", "n/a", "80.00", "70.00", "64.00",
                                      "50.00"])
         self.assertEqual(dict(zip(headers, cells))["ev/best SDPA"], "0.57x")
         self.assertIn("cuDNN: padded: one SDPA call", text)
