@@ -27,7 +27,8 @@ past L2), the median with one input set left in L2, and TFLOP/s.
 
   --seed TEMPLATE      kernel template, e.g. fa_s512_v3
   --genome TEXT        'BLOCK_M=32,BLOCK_N=64,...' (genes not named take their defaults; '' = default genome)
-  --shape S            BxHxSxD or BxHxSqxSkxD, optional ':kvN' (K/V heads), ':causal' (aligned
+  --shape S            BxHxSxD, BxHxSqxSkxD or a packed batch LENSxHxD (17+300/4096x8x64),
+                       optional ':kvN' (K/V heads), ':causal' (aligned
                        bottom-right) and ':bf16' suffixes; repeatable
                        (default 1x8x512x64)
   --causal             every shape without a causal suffix is causal

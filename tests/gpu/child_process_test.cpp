@@ -268,9 +268,7 @@ TEST(TensorMaps, BoxHeightsTheKernelsNeverUseAreRefused) {
 evo::RememberedTensorMap remembered_marker(const void* base, int rows) {
   evo::RememberedTensorMap last;
   last.base = base;
-  last.batch_heads = 1;
-  last.rows = rows;
-  last.head_dim = 64;
+  last.view = evo::dense_view(1, rows, 64);
   last.box_rows = 64;
   std::memset(&last.map, 0xab, sizeof last.map);
   return last;
@@ -282,11 +280,11 @@ TEST(TensorMaps, AFailedEncodeForgetsTheRememberedMap) {
   alignas(16) static unsigned char base[4096] = {};
   evo::RememberedTensorMap last = remembered_marker(base, 8);
   alignas(64) unsigned char out[128] = {};
-  EXPECT_NE(evo::encode_remembered(last, out, base, evo::DType::kF16, 1, 0, 64, 64), cudaSuccess);
+  EXPECT_NE(evo::encode_remembered(last, out, base, evo::DType::kF16, evo::dense_view(1, 0, 64), 64), cudaSuccess);
 
   alignas(64) unsigned char fresh[128] = {};
   const cudaError_t want = evo::encode_attention_tensor_map(fresh, base, evo::DType::kF16, evo::dense_view(1, 8, 64), 64);
-  EXPECT_EQ(evo::encode_remembered(last, out, base, evo::DType::kF16, 1, 8, 64, 64), want);
+  EXPECT_EQ(evo::encode_remembered(last, out, base, evo::DType::kF16, evo::dense_view(1, 8, 64), 64), want);
   if (want == cudaSuccess) {
     EXPECT_EQ(std::memcmp(out, fresh, sizeof out), 0);
   }
@@ -300,7 +298,7 @@ TEST(TensorMaps, AnotherBoxHeightIsAnotherMap) {
   alignas(64) unsigned char out[128] = {};
   alignas(64) unsigned char fresh[128] = {};
   const cudaError_t want = evo::encode_attention_tensor_map(fresh, base, evo::DType::kF16, evo::dense_view(1, 32, 64), 32);
-  EXPECT_EQ(evo::encode_remembered(last, out, base, evo::DType::kF16, 1, 32, 64, 32), want);
+  EXPECT_EQ(evo::encode_remembered(last, out, base, evo::DType::kF16, evo::dense_view(1, 32, 64), 32), want);
   if (want == cudaSuccess) {
     EXPECT_EQ(std::memcmp(out, fresh, sizeof out), 0);
     EXPECT_EQ(last.box_rows, 32);
@@ -315,10 +313,27 @@ TEST(TensorMaps, AnotherDtypeIsAnotherMap) {
   alignas(64) unsigned char out[128] = {};
   alignas(64) unsigned char fresh[128] = {};
   const cudaError_t want = evo::encode_attention_tensor_map(fresh, base, evo::DType::kBF16, evo::dense_view(1, 32, 64), 64);
-  EXPECT_EQ(evo::encode_remembered(last, out, base, evo::DType::kBF16, 1, 32, 64, 64), want);
+  EXPECT_EQ(evo::encode_remembered(last, out, base, evo::DType::kBF16, evo::dense_view(1, 32, 64), 64), want);
   if (want == cudaSuccess) {
     EXPECT_EQ(std::memcmp(out, fresh, sizeof out), 0);
     EXPECT_EQ(last.dtype, evo::DType::kBF16);
+  }
+}
+
+// A packed batch's view (one slice per head over every token) is another map than the dense view
+// of the same bytes.
+TEST(TensorMaps, APackedViewIsAnotherMap) {
+  alignas(16) static unsigned char base[4096] = {};
+  evo::RememberedTensorMap last = remembered_marker(base, 32);
+  alignas(64) unsigned char out[128] = {};
+  alignas(64) unsigned char fresh[128] = {};
+  const evo::TensorMapView packed = evo::packed_view(1, 32, 64);
+  EXPECT_FALSE(packed == evo::dense_view(1, 32, 64));  // rows heads * 64 apart, heads 64 apart
+  const cudaError_t want = evo::encode_attention_tensor_map(fresh, base, evo::DType::kF16, packed, 64);
+  EXPECT_EQ(evo::encode_remembered(last, out, base, evo::DType::kF16, packed, 64), want);
+  if (want == cudaSuccess) {
+    EXPECT_EQ(std::memcmp(out, fresh, sizeof out), 0);
+    EXPECT_TRUE(last.view == packed);
   }
 }
 

@@ -88,6 +88,36 @@ TEST(ExpressionTest, EvaluationErrorsNameTheExpression) {
   EXPECT_EQ(error_of("X / -1", {{"X", INT64_MIN}}), "integer overflow in 'X / -1'");
 }
 
+// The slot-bound form computes what the map form computes, and fails alike.
+TEST(ExpressionTest, BoundToSlotsItEvaluatesAndFailsAsTheMapDoes) {
+  const std::vector<std::string> names = {"A", "B", "X"};
+  auto slot_of = [&](const std::string& name) -> size_t {
+    for (size_t i = 0; i < names.size(); ++i)
+      if (names[i] == name) return i;
+    throw InputError("unknown identifier '" + name + "'");
+  };
+  const char* texts[] = {"A + B * X", "min(A, B) - max(X, 3) % 4", "!(A < B) || X >= 2 && B != 0",
+                         "-A / (B - X)", "A <= B == (X > 1)", "B == 0 || A / B > 1"};
+  for (const int64_t a : {-7, 0, 5}) {
+    for (const int64_t b : {0, 3}) {
+      const std::map<std::string, int64_t> vars = {{"A", a}, {"B", b}, {"X", 2}};
+      const int64_t values[] = {a, b, 2};
+      for (const char* text : texts) {
+        const Expression e = Expression::parse(text);
+        std::string by_map, by_slots;
+        int64_t map_value = 0, slot_value = 0;
+        try { map_value = e.eval(vars); } catch (const InputError& err) { by_map = err.what(); }
+        try { slot_value = e.bind(slot_of).eval(values); } catch (const InputError& err) { by_slots = err.what(); }
+        EXPECT_EQ(by_slots, by_map) << text << " at A=" << a << " B=" << b;
+        EXPECT_EQ(slot_value, map_value) << text << " at A=" << a << " B=" << b;
+      }
+    }
+  }
+  const int64_t big[] = {INT64_MIN, 1, 2};
+  EXPECT_THROW(Expression::parse("-A").bind(slot_of).eval(big), InputError);
+  EXPECT_THROW(Expression::parse("A + FOO").bind(slot_of), InputError);
+}
+
 TEST(ExpressionTest, SyntaxErrorsNameExpressionAndPosition) {
   const std::pair<const char*, const char*> cases[] = {
       {"", "unexpected end"},

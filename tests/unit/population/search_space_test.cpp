@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -287,6 +288,38 @@ TEST(SearchSpaceTest, EveryConstraintRejectsItsViolation) {
                      problem("1x8x512x128"), 99 * 1024),
             "shared_memory_fits_device");
   EXPECT_EQ(violated(space().default_genome(), problem("1x8x512x96"), limit), "supported_head_dim");
+  // A packed batch's rows are one sequence, found at run time: neither folded nor packed by group.
+  const Problem packed = problem("17+300x8x64:kv2:causal");
+  EXPECT_EQ(violated(with({{"CAUSAL_FOLD", 1}}), packed, limit), "varlen_rows_are_one_sequence");
+  EXPECT_EQ(violated(with({{"PACK_GQA", 1}}), packed, limit), "varlen_rows_are_one_sequence");
+  EXPECT_EQ(violated(with({{"PACK_GQA", 1}}), problem("1x8x300x64:kv2:causal"), limit), "(valid)");
+}
+
+// violated_constraint() evaluates the constraints on slots bound at load; variables() and the
+// formulas evaluate them by name. Both name the same first violated constraint for every sampled
+// genome, dense and packed, on each target.
+TEST(SearchSpaceTest, SlotBoundChecksAgreeWithTheFormulasByName) {
+  const auto constraints = space().constraints();
+  int compared = 0, valid = 0;
+  for (uint64_t i = 0; i < space().size(); i += 331) {
+    const Genome g = space().at(i);
+    for (const char* text : {"2x8x1000x64:causal", "1x32x1x4096x128:kv8:bf16", "17+3000/3000x32x128:kv8:causal"})
+      for (int arch : {80, 90}) {
+        const Problem p = problem(text);
+        const auto vars = space().variables(g, p, kDefaultSmemLimit, arch);
+        std::optional<std::string> by_name;
+        for (const auto& c : constraints)
+          if (c.expr.eval(vars) == 0) {
+            by_name = c.name;
+            break;
+          }
+        ASSERT_EQ(space().violated_constraint(g, p, kDefaultSmemLimit, arch), by_name) << g.text() << " at " << text;
+        ++compared;
+        valid += !by_name.has_value();
+      }
+  }
+  EXPECT_GT(compared, 1000);
+  EXPECT_GT(valid, 10);
 }
 
 // A gene that no shape of a run uses names no kernel of its own there: canonical() sets it to its
@@ -312,7 +345,11 @@ TEST(SearchSpaceTest, CanonicalSetsGenesNoShapeUsesToTheirDefaults) {
   EXPECT_EQ(space().launch(folded, causal).smem_bytes,
             space().launch(unfolded, causal).smem_bytes + 32 * 64 * 2);  // the second Q tile
   EXPECT_EQ(space().genes().back().name, "PACK_GQA");
-  EXPECT_EQ(space().genes().back().used_when, "HEADS_KV < HEADS");
+  EXPECT_EQ(space().genes().back().used_when, "HEADS_KV < HEADS && VARLEN == 0");
+  // A packed batch uses neither the fold nor the group packing.
+  const Genome packed_both = space().parse("BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,CAUSAL_FOLD=1,PACK_GQA=1");
+  EXPECT_EQ(space().canonical(packed_both, {problem("17+300x8x64:kv2:causal")}),
+            space().parse("BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2"));
 }
 
 TEST(SearchSpaceTest, ParseAcceptsPrefixSpacesAndDefaults) {

@@ -97,6 +97,8 @@ TEST(KernelPlan, TheSpaceAndTheKernelAgreeOnEveryGenome) {
     hold(problem(64, true), sm_arch, tally);
     hold(problem(128, false), sm_arch, tally);
   }
+  // A packed batch of grouped heads: VARLEN takes the output tile and CAUSAL_FOLD and PACK_GQA away.
+  hold(attention::to_problem(attention::parse_shape("17+300+1152x8x128:kv2:causal")), 90, tally);
   spdlog::set_level(level);
   std::printf("%llu genome/problem/target triples, %llu valid; %llu the kernel implements but a "
               "kernel-side constraint refuses\n",
