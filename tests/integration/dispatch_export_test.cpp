@@ -74,9 +74,9 @@ TEST(DispatchExport, TwoRunsForTwoShapesExportAsOneTableThatNvccBuilds) {
   const std::string source = slurp(out);
   EXPECT_NE(source.find("struct Variant0"), std::string::npos);
   EXPECT_NE(source.find("struct Variant1"), std::string::npos);
-  EXPECT_NE(source.find("{1, 8, 8, 512, 512, 64, 0, 0, 0},"), std::string::npos);
-  EXPECT_NE(source.find("{1, 8, 8, 512, 512, 64, 1, 0, 0},"), std::string::npos);
-  EXPECT_NE(source.find("{2, 8, 8, 512, 512, 64, 0, 0, 1},"), std::string::npos);
+  EXPECT_NE(source.find("{1, 8, 8, 512, 512, 64, 0, 0, 0, 0},"), std::string::npos);
+  EXPECT_NE(source.find("{1, 8, 8, 512, 512, 64, 1, 0, 0, 0},"), std::string::npos);
+  EXPECT_NE(source.find("{2, 8, 8, 512, 512, 64, 0, 0, 0, 1},"), std::string::npos);
   EXPECT_NE(source.find("run " + small.run_id() + ": " + small_best), std::string::npos);
   EXPECT_NE(source.find("run " + medium.run_id() + ": " + medium_best), std::string::npos);
 

@@ -122,7 +122,7 @@ TEST_F(Evoctl, ABadWorkloadIsOneLineAndStartsNoRun) {
   std::ofstream(file) << R"({"seed": "fa_s512_v3", "shapes": [{"shape": "1x8x512x64"}, {"shape": "1x8x512"}]})";
   const auto r = run({"submit", "--workload", file.string()});
   EXPECT_EQ(r.exit_status, 2);
-  EXPECT_EQ(r.err, "evoctl: workload " + file.string() + ": malformed shape '1x8x512': expected BxHxSxD or BxHxSqxSkxD\n");
+  EXPECT_EQ(r.err, "evoctl: workload " + file.string() + ": malformed shape '1x8x512': expected BxHxSxD, BxHxSqxSkxD or LENSxHxD (a packed batch's lengths, '17+300/4096')\n");
   EXPECT_TRUE(server_.service.submits.empty());
   const auto with_shape = run({"submit", "--workload", file.string(), "--shape", "1x8x512x64"});
   EXPECT_EQ(with_shape.exit_status, 2);

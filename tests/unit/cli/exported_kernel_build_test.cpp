@@ -84,6 +84,32 @@ TEST_F(ExportedKernel, GqaEntryPointRefusesHeadsThatDoNotDivideAndCausalPastTheK
   }
 }
 
+// The packed-batch entry point: offsets missing, totals shorter than the longest sequence, more
+// than 2^31 elements, and (these files were tuned on dense batches only) every packed call of a
+// file no genome of which was tuned on one, refused before any CUDA call.
+TEST_F(ExportedKernel, VarlenEntryPointRefusesBadOffsetsAndAFileTunedOnDenseBatches) {
+  for (const Built* b : {&standalone_, &dispatch_, &tma_}) {
+    const EntryPointVarlen f = entry_varlen_of(*b);
+    ASSERT_NE(f, nullptr);
+    char buf[4] = {};
+    const void* p = buf;
+    void* out = buf;
+    const int cu[3] = {0, 17, 317};
+    EXPECT_EQ(f(p, p, p, out, nullptr, cu, 2, 8, 2, 300, 300, 317, 317, 64, 0.125f, 1, 0, nullptr, 1),
+              kCudaErrorInvalidValue) << "no cu_seqlens_q";
+    EXPECT_EQ(f(p, p, p, out, cu, nullptr, 2, 8, 2, 300, 300, 317, 317, 64, 0.125f, 1, 0, nullptr, 1),
+              kCudaErrorInvalidValue) << "no cu_seqlens_k";
+    EXPECT_EQ(f(p, p, p, out, cu, cu, 2, 8, 2, 300, 300, 299, 317, 64, 0.125f, 1, 0, nullptr, 1),
+              kCudaErrorInvalidValue) << "total_q under the longest sequence";
+    EXPECT_EQ(f(p, p, p, out, cu, cu, 2, 8, 3, 300, 300, 317, 317, 64, 0.125f, 1, 0, nullptr, 1),
+              kCudaErrorInvalidValue) << "heads_kv 3 of 8";
+    EXPECT_EQ(f(p, p, p, out, cu, cu, 2, 1024, 1024, 300, 300, 1 << 20, 1 << 20, 64, 0.125f, 0, 0, nullptr, 1),
+              kCudaErrorInvalidValue) << "over 2^31 elements";
+    EXPECT_EQ(f(p, p, p, out, cu, cu, 2, 8, 2, 300, 300, 317, 317, 64, 0.125f, 1, 0, nullptr, 1),
+              kCudaErrorInvalidValue) << "a well-formed packed call to a file tuned on dense batches";
+  }
+}
+
 TEST_F(ExportedKernel, RefusesWhatItCannotServeWithoutTouchingTheDriver) {
   const EntryPoint standalone = entry_of(standalone_);
   ASSERT_NE(standalone, nullptr);

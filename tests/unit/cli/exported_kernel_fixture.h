@@ -29,6 +29,10 @@ using EntryPointDtype = int (*)(const void*, const void*, const void*, void*, in
 // causal, dtype, stream, programmatic_launch.
 using EntryPointGqa = int (*)(const void*, const void*, const void*, void*, int, int, int, int, int, int, float,
                               int, int, void*, int);
+// evo_attention_forward_varlen: q, k, v, o, cu_seqlens_q, cu_seqlens_k, batch, heads, heads_kv,
+// max_seq_q, max_seq_k, total_q, total_k, head_dim, scale, causal, dtype, stream, programmatic_launch.
+using EntryPointVarlen = int (*)(const void*, const void*, const void*, void*, const int*, const int*, int, int, int,
+                                 int, int, int, int, int, float, int, int, void*, int);
 constexpr int kCudaErrorInvalidValue = 1;
 
 inline std::string find_nvcc() {
@@ -119,6 +123,10 @@ class ExportedKernel : public ::testing::Test {
   static EntryPointGqa entry_gqa_of(const Built& b) {
     EXPECT_EQ(b.status, 0) << "nvcc failed on the exported kernel:\n" << b.log;
     return b.handle ? reinterpret_cast<EntryPointGqa>(dlsym(b.handle, "evo_attention_forward_gqa")) : nullptr;
+  }
+  static EntryPointVarlen entry_varlen_of(const Built& b) {
+    EXPECT_EQ(b.status, 0) << "nvcc failed on the exported kernel:\n" << b.log;
+    return b.handle ? reinterpret_cast<EntryPointVarlen>(dlsym(b.handle, "evo_attention_forward_varlen")) : nullptr;
   }
   static EntryPointEx entry_ex_of(const Built& b) {
     EXPECT_EQ(b.status, 0) << "nvcc failed on the exported kernel:\n" << b.log;

@@ -30,8 +30,8 @@ TEST(Exporter, SourceExposesTheCEntryPointAndBakesInTheGenes) {
   EXPECT_NE(r.source().find("evo::fa_s512_v3_kernel<DTYPE_, CAUSAL_, HEAD_DIM_, " + std::to_string(g.genes()[0].second)),
             std::string::npos);
   // Both causal values and every head dim of the space are dispatched, for the dtype it was tuned on.
-  EXPECT_NE(r.source().find("Variant0<0, 1, 128>::launch"), std::string::npos);
-  EXPECT_NE(r.source().find("Variant0<0, 0, 64>::launch"), std::string::npos);
+  EXPECT_NE(r.source().find("Variant0<0, 1, 128, 0>::launch"), std::string::npos);
+  EXPECT_NE(r.source().find("Variant0<0, 0, 64, 0>::launch"), std::string::npos);
   EXPECT_EQ(r.source().find("Variant0<1, "), std::string::npos) << "no bf16 instantiation of an fp16 run";
   EXPECT_NE(r.source().find("extern \"C\" int evo_attention_forward_dtype("), std::string::npos);
   EXPECT_EQ(r.genome().rfind("fa_s512_v3:BLOCK_M=", 0), 0u);
@@ -279,8 +279,8 @@ TEST(Exporter, DispatchTableRoutesBucketsToTheirVariants) {
   const auto r = export_dispatch_table(
       {{a, {shape_1x8x512x64()}, measured_evaluation(false)}, {b, {big}, measured_evaluation(false)}});
   EXPECT_NE(r.source().find("struct Variant1"), std::string::npos);
-  EXPECT_NE(r.source().find("{1, 8, 8, 512, 512, 64, 0, 0, 0},"), std::string::npos);
-  EXPECT_NE(r.source().find("{16, 16, 16, 512, 512, 64, 0, 0, 1},"), std::string::npos);
+  EXPECT_NE(r.source().find("{1, 8, 8, 512, 512, 64, 0, 0, 0, 0},"), std::string::npos);
+  EXPECT_NE(r.source().find("{16, 16, 16, 512, 512, 64, 0, 0, 0, 1},"), std::string::npos);
   EXPECT_NE(r.report().find("## Variant 1"), std::string::npos);
   EXPECT_NE(r.genome().find(";"), std::string::npos);
 }
@@ -331,11 +331,11 @@ TEST(Exporter, DispatchTableKeysOnDtype) {
   const Genome a = default_genome();
   const auto r = export_dispatch_table(
       t, {{a, {shape_1x8x512x64()}, measured_evaluation(false)}, {a, {bf16}, measured_evaluation(false)}}, {});
-  EXPECT_NE(r.source().find("{1, 8, 8, 512, 512, 64, 0, 0, 0},"), std::string::npos);
-  EXPECT_NE(r.source().find("{1, 8, 8, 512, 512, 64, 0, 1, 1},"), std::string::npos);
-  EXPECT_NE(r.source().find("Variant0<0, 0, 64>::launch"), std::string::npos);
-  EXPECT_EQ(r.source().find("Variant0<1, 0, 64>::launch"), std::string::npos) << "variant 0 never saw bf16";
-  EXPECT_NE(r.source().find("Variant1<1, 0, 64>::launch"), std::string::npos);
+  EXPECT_NE(r.source().find("{1, 8, 8, 512, 512, 64, 0, 0, 0, 0},"), std::string::npos);
+  EXPECT_NE(r.source().find("{1, 8, 8, 512, 512, 64, 0, 1, 0, 1},"), std::string::npos);
+  EXPECT_NE(r.source().find("Variant0<0, 0, 64, 0>::launch"), std::string::npos);
+  EXPECT_EQ(r.source().find("Variant0<1, 0, 64, 0>::launch"), std::string::npos) << "variant 0 never saw bf16";
+  EXPECT_NE(r.source().find("Variant1<1, 0, 64, 0>::launch"), std::string::npos);
   EXPECT_NE(r.source().find("b.dtype != dtype"), std::string::npos);
   EXPECT_NE(r.source().find("evo::fa_s512_v3_kernel<DTYPE_, CAUSAL_, HEAD_DIM_,"), std::string::npos);
   ASSERT_EQ(r.buckets_size(), 2);

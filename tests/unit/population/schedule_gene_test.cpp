@@ -69,7 +69,7 @@ TEST(ScheduleGeneTest, LabelInTextCodeInExpressions) {
   EXPECT_NE(g.text().find(",SCHEDULE=pingpong,"), std::string::npos) << g.text();
   EXPECT_EQ(space().parse(g.text()), g);
   const Problem p = problem("1x8x512x64");
-  EXPECT_EQ(space().kernel_name(g, p), "evo::fa_s512_v3_kernel<0, 0, 64, 128, 64, 8, 3, 7, 1, 1, 1, 64, 0, 0, 0>");
+  EXPECT_EQ(space().kernel_name(g, p), "evo::fa_s512_v3_kernel<0, 0, 64, 128, 64, 8, 3, 7, 1, 1, 1, 64, 0, 0, 0, 0>");
   const auto vars = space().variables(g, p, kDefaultSmemLimit, 90);
   EXPECT_EQ(vars.at("SCHEDULE"), 7);
   EXPECT_EQ(vars.at("DTYPE"), 0);

@@ -158,9 +158,9 @@ TEST(SearchSpaceTest, OutputTileAfterTheMergeBufferCountsInSharedMemory) {
 
 TEST(SearchSpaceTest, KernelName) {
   EXPECT_EQ(space().kernel_name(space().default_genome(), problem("1x8x512x64")),
-            "evo::fa_s512_v3_kernel<0, 0, 64, 32, 64, 4, 2, 1, 1, 1, 0, 64, 0, 0, 0>");
+            "evo::fa_s512_v3_kernel<0, 0, 64, 32, 64, 4, 2, 1, 1, 1, 0, 64, 0, 0, 0, 0>");
   EXPECT_EQ(space().kernel_name(space().parse("BLOCK_M=128,SWIZZLE=0"), problem("1x8x512x128:causal")),
-            "evo::fa_s512_v3_kernel<0, 1, 128, 128, 64, 4, 2, 1, 0, 1, 0, 64, 0, 0, 0>");
+            "evo::fa_s512_v3_kernel<0, 1, 128, 128, 64, 4, 2, 1, 0, 1, 0, 64, 0, 0, 0, 0>");
 }
 
 TEST(SearchSpaceTest, FlopsFromTheSpace) {

@@ -138,9 +138,9 @@ TEST_F(ExportRunsTest, TwoRunsMakeOneTableWhoseBucketsAreEachRunsWinner) {
   // dtype, variant) that route each run's shapes to its winner.
   EXPECT_NE(r.source().find("struct Variant0"), std::string::npos);
   EXPECT_NE(r.source().find("struct Variant1"), std::string::npos);
-  EXPECT_NE(r.source().find("{1, 8, 8, 512, 512, 64, 0, 0, 0},"), std::string::npos);
-  EXPECT_NE(r.source().find("{1, 8, 8, 512, 512, 64, 1, 0, 0},"), std::string::npos);
-  EXPECT_NE(r.source().find("{2, 16, 16, 1024, 1024, 128, 0, 0, 1},"), std::string::npos);
+  EXPECT_NE(r.source().find("{1, 8, 8, 512, 512, 64, 0, 0, 0, 0},"), std::string::npos);
+  EXPECT_NE(r.source().find("{1, 8, 8, 512, 512, 64, 1, 0, 0, 0},"), std::string::npos);
+  EXPECT_NE(r.source().find("{2, 16, 16, 1024, 1024, 128, 0, 0, 0, 1},"), std::string::npos);
   // The report lists each bucket with its run, shapes, genome and figures; nothing is estimated.
   EXPECT_NE(r.report().find("## Buckets"), std::string::npos);
   EXPECT_NE(r.report().find("| 0 | " + a + " | `1x8x512x64`, `1x8x512x64:causal` | `" + top_genome(a)),

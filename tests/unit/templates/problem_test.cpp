@@ -20,11 +20,11 @@ const KernelFamily& family() { return attention::family(); }
 TEST(ProblemTest, HoldsTheFamilysVariablesInItsOrder) {
   const Problem p = family().parse("2x16x1000x2000x128:causal:bf16", {});
   EXPECT_EQ(&p.family(), &family());
-  EXPECT_EQ(p.values(), (std::vector<int64_t>{2, 16, 16, 1000, 2000, 128, 1, 1}));
+  EXPECT_EQ(p.values(), (std::vector<int64_t>{2, 16, 16, 1000, 2000, 128, 1, 1, 0}));
   EXPECT_EQ(p.value("SEQ_K"), 2000);
   EXPECT_EQ(p.variables(), (std::map<std::string, int64_t>{{"BATCH", 2}, {"HEADS", 16}, {"HEADS_KV", 16},
                                                           {"SEQ_Q", 1000}, {"SEQ_K", 2000}, {"HEAD_DIM", 128},
-                                                          {"CAUSAL", 1}, {"DTYPE", 1}}));
+                                                          {"CAUSAL", 1}, {"DTYPE", 1}, {"VARLEN", 0}}));
   EXPECT_THROW(p.value("BLOCK_M"), std::out_of_range);
   EXPECT_EQ(p.text(), "2x16x1000x2000x128:causal:bf16");
   // Bottom-right causal: 1000 rows see 1000..1999 of the 2000 keys, 1000 * 2000 - 1000^2 / 2 pairs.
