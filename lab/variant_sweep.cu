@@ -98,7 +98,15 @@ void run(const Shape& sh, const char* name) {
   CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   cudaFuncAttributes attr;
   CHECK(cudaFuncGetAttributes(&attr, kernel));
-  evo::FaParams params{dev[0], dev[1], dev[2], dev[3], sh.b, sh.h, sh.s, sh.s, scale, nullptr, {}, {}, {}};
+  evo::FaParams params{};  // value-initialised: equal heads, no workspace, a dense batch
+  params.q = dev[0];
+  params.k = dev[1];
+  params.v = dev[2];
+  params.o = dev[3];
+  params.batch = sh.b;
+  params.heads = params.heads_kv = sh.h;
+  params.seq_q = params.seq_k = sh.s;
+  params.softmax_scale = scale;
   if (kTma)
     CHECK(evo::encode_attention_tensor_maps(params, evo::DType::kF16, D, std::min(kBoxRows, BN), std::min(kBoxRows, BM)));
   const dim3 grid((sh.s + BM - 1) / BM, sh.b * sh.h, SPLIT);
