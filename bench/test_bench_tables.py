@@ -343,6 +343,7 @@ class Arguments(unittest.TestCase):
         self.assertEqual(args.dtype, "bf16")
         self.assertEqual([(shape.key, settings) for shape, settings in args.problems],
                          [("1x32x2048x128:kv8", [True]), ("4x32x4096x128:kv8", [True]),
+                          ("17+250+600+1100+1500+2000+2500+3000x32x128:kv8", [True]),
                           ("1x32x512x4096x128:kv8", [True]), ("16x32x1x4096x128:kv8", [False]),
                           ("64x32x1x1024x128:kv8", [False]), ("1x32x1x32768x128:kv8", [False])])
         self.assertTrue(all((s.heads, s.heads_kv, s.head_dim) == (32, 8, 128) for s in args.shape_list))
