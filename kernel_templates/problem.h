@@ -3,7 +3,7 @@
 // [batch, heads, seq, head_dim] problem, causal or not, in one dtype), as code outside the family
 // holds it: the family and the values of its problem variables, in the family's order. The
 // variables are the names a search space's expressions read (attention: BATCH, HEADS,
-// HEADS_KV, SEQ_Q, SEQ_K, HEAD_DIM, CAUSAL, DTYPE). Only the family's own code (kernel_templates/<family>/) reads
+// HEADS_KV, SEQ_Q, SEQ_K, HEAD_DIM, CAUSAL, DTYPE, VARLEN). Only the family's own code (kernel_templates/<family>/) reads
 // them as typed fields; everyone else passes a Problem whole, prints it, and hands its variables
 // to the search space.
 #include <cstdint>

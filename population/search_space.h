@@ -2,7 +2,7 @@
 // A template's search space, read from its .space.json (kernel_templates/): genes and their
 // domains, derived values, named validity constraints, the kernel's name expression and launch
 // formulas. Expressions are integer arithmetic over genes, derived values, the problem (BATCH,
-// HEADS, HEADS_KV, SEQ_Q, SEQ_K, HEAD_DIM, CAUSAL, DTYPE: 0 fp16, 1 bf16) and the device (SMEM_LIMIT, and
+// HEADS, HEADS_KV, SEQ_Q, SEQ_K, HEAD_DIM, CAUSAL, DTYPE: 0 fp16, 1 bf16, VARLEN) and the device (SMEM_LIMIT, and
 // SM_ARCH: 90 for an sm_90a target, 0 while unknown): + - * / %, comparisons, && || !,
 // parentheses, min(a,b), max(a,b). A space may list "retired_genes": genes of older genome texts,
 // each replaced by a gene whose values the derived value of the retired gene's name maps back
@@ -31,7 +31,7 @@ struct Gene {
   std::vector<std::string> labels;  // empty for an integer gene
   int64_t default_value = 0;
   std::string doc;
-  // An expression over the problem (BATCH, HEADS, HEADS_KV, SEQ_Q, SEQ_K, HEAD_DIM, CAUSAL, DTYPE) that is nonzero
+  // An expression over the problem (BATCH, HEADS, HEADS_KV, SEQ_Q, SEQ_K, HEAD_DIM, CAUSAL, DTYPE, VARLEN) that is nonzero
   // where the gene changes the kernel; empty: always. Where it is zero for every shape of a run,
   // every value of the gene runs the same code, and the run keeps only the default (canonical()).
   std::string used_when;
