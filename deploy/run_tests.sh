@@ -9,7 +9,7 @@ build="${EVO_BUILD_DIR:-$root/build-tests}"
 
 "$root/deploy/install_deps.sh"
 # -O2 without debug info: the tests want optimised code (they enumerate whole search spaces and
-# run daemons) but no debugger, and on two cores the debug info was a third of the build's time.
+# run daemons) but no debugger, and on two cores the debug info was about a quarter of the build's time.
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DEVO_BUILD_TESTS=ON
 cmake --build "$build" -j"$(nproc)"
 cd "$build"
