@@ -18,6 +18,14 @@ struct Expression::Node {
   std::shared_ptr<const Node> lhs, rhs;
 };
 
+struct Expression::Bound::Op {
+  enum class Code { kLiteral, kSlot, kNegate, kNot, kMin, kMax, kAnd, kOr, kAdd, kSub, kMul, kDiv, kMod,
+                    kLt, kLe, kGt, kGe, kEq, kNe };
+  Code code = Code::kLiteral;
+  int64_t value = 0;  // kLiteral's value, kSlot's index
+  int lhs = -1, rhs = -1;
+};
+
 namespace {
 
 using Node = Expression::Node;
@@ -187,6 +195,54 @@ class Parser {
   int depth_ = 0;
 };
 
+using Op = Expression::Bound::Op;
+
+Op::Code binary_code(const std::string& spelling) {
+  static const std::map<std::string, Op::Code> codes = {
+      {"&&", Op::Code::kAnd}, {"||", Op::Code::kOr}, {"+", Op::Code::kAdd}, {"-", Op::Code::kSub},
+      {"*", Op::Code::kMul},  {"/", Op::Code::kDiv}, {"%", Op::Code::kMod}, {"<", Op::Code::kLt},
+      {"<=", Op::Code::kLe},  {">", Op::Code::kGt},  {">=", Op::Code::kGe}, {"==", Op::Code::kEq},
+      {"!=", Op::Code::kNe}};
+  const auto it = codes.find(spelling);
+  if (it == codes.end()) throw InputError("unknown operator '" + spelling + "'");
+  return it->second;
+}
+
+// The arithmetic both evaluators share, on evaluated operands (&&, || and unary ops aside, which
+// decide what to evaluate): overflow and division by zero are InputErrors naming the expression.
+int64_t apply(Op::Code code, int64_t a, int64_t b, const std::string& text) {
+  auto fail = [&](const char* why) { throw InputError(std::string(why) + " in '" + text + "'"); };
+  using C = Op::Code;
+  int64_t r = 0;
+  switch (code) {
+    case C::kMin: return std::min(a, b);
+    case C::kMax: return std::max(a, b);
+    case C::kAdd:
+      if (__builtin_add_overflow(a, b, &r)) fail("integer overflow");
+      return r;
+    case C::kSub:
+      if (__builtin_sub_overflow(a, b, &r)) fail("integer overflow");
+      return r;
+    case C::kMul:
+      if (__builtin_mul_overflow(a, b, &r)) fail("integer overflow");
+      return r;
+    case C::kDiv:
+    case C::kMod:
+      if (b == 0) fail("division by zero");
+      if (a == std::numeric_limits<int64_t>::min() && b == -1) fail("integer overflow");
+      return code == C::kDiv ? a / b : a % b;
+    case C::kLt: return a < b;
+    case C::kLe: return a <= b;
+    case C::kGt: return a > b;
+    case C::kGe: return a >= b;
+    case C::kEq: return a == b;
+    case C::kNe: return a != b;
+    default:
+      fail("corrupt expression");
+  }
+  return 0;
+}
+
 class Evaluator {
  public:
   Evaluator(const std::string& text, const std::map<std::string, int64_t>& vars)
@@ -229,31 +285,7 @@ class Evaluator {
     if (op == "&&") return eval(*n.lhs) != 0 && eval(*n.rhs) != 0 ? 1 : 0;
     if (op == "||") return eval(*n.lhs) != 0 || eval(*n.rhs) != 0 ? 1 : 0;
     const int64_t a = eval(*n.lhs), b = eval(*n.rhs);
-    int64_t r = 0;
-    if (op == "+") {
-      if (__builtin_add_overflow(a, b, &r)) fail("integer overflow");
-      return r;
-    }
-    if (op == "-") {
-      if (__builtin_sub_overflow(a, b, &r)) fail("integer overflow");
-      return r;
-    }
-    if (op == "*") {
-      if (__builtin_mul_overflow(a, b, &r)) fail("integer overflow");
-      return r;
-    }
-    if (op == "/" || op == "%") {
-      if (b == 0) fail("division by zero");
-      if (a == std::numeric_limits<int64_t>::min() && b == -1) fail("integer overflow");
-      return op == "/" ? a / b : a % b;
-    }
-    if (op == "<") return a < b;
-    if (op == "<=") return a <= b;
-    if (op == ">") return a > b;
-    if (op == ">=") return a >= b;
-    if (op == "==") return a == b;
-    if (op == "!=") return a != b;
-    fail("unknown operator '" + op + "'");
+    return apply(binary_code(op), a, b, text_);
   }
 
   const std::string& text_;
@@ -323,28 +355,7 @@ Expression Expression::parse(std::string_view text) {
   return e;
 }
 
-struct Expression::Bound::Op {
-  enum class Code { kLiteral, kSlot, kNegate, kNot, kMin, kMax, kAnd, kOr, kAdd, kSub, kMul, kDiv, kMod,
-                    kLt, kLe, kGt, kGe, kEq, kNe };
-  Code code = Code::kLiteral;
-  int64_t value = 0;  // kLiteral's value, kSlot's index
-  int lhs = -1, rhs = -1;
-};
-
 namespace {
-
-using Op = Expression::Bound::Op;
-
-Op::Code binary_code(const std::string& spelling) {
-  static const std::map<std::string, Op::Code> codes = {
-      {"&&", Op::Code::kAnd}, {"||", Op::Code::kOr}, {"+", Op::Code::kAdd}, {"-", Op::Code::kSub},
-      {"*", Op::Code::kMul},  {"/", Op::Code::kDiv}, {"%", Op::Code::kMod}, {"<", Op::Code::kLt},
-      {"<=", Op::Code::kLe},  {">", Op::Code::kGt},  {">=", Op::Code::kGe}, {"==", Op::Code::kEq},
-      {"!=", Op::Code::kNe}};
-  const auto it = codes.find(spelling);
-  if (it == codes.end()) throw InputError("unknown operator '" + spelling + "'");
-  return it->second;
-}
 
 // Appends n's operations in post-order and returns the index of n's own.
 int flatten(const Node& n, const std::function<size_t(const std::string&)>& slot_of, std::vector<Op>& out) {
@@ -402,33 +413,7 @@ class BoundEvaluator {
       if (__builtin_sub_overflow(int64_t{0}, eval(op.lhs), &r)) fail("integer overflow");
       return r;
     }
-    const int64_t a = eval(op.lhs), b = eval(op.rhs);
-    switch (op.code) {
-      case C::kMin: return std::min(a, b);
-      case C::kMax: return std::max(a, b);
-      case C::kAdd:
-        if (__builtin_add_overflow(a, b, &r)) fail("integer overflow");
-        return r;
-      case C::kSub:
-        if (__builtin_sub_overflow(a, b, &r)) fail("integer overflow");
-        return r;
-      case C::kMul:
-        if (__builtin_mul_overflow(a, b, &r)) fail("integer overflow");
-        return r;
-      case C::kDiv:
-      case C::kMod:
-        if (b == 0) fail("division by zero");
-        if (a == std::numeric_limits<int64_t>::min() && b == -1) fail("integer overflow");
-        return op.code == C::kDiv ? a / b : a % b;
-      case C::kLt: return a < b;
-      case C::kLe: return a <= b;
-      case C::kGt: return a > b;
-      case C::kGe: return a >= b;
-      case C::kEq: return a == b;
-      case C::kNe: return a != b;
-      default:
-        fail("corrupt expression");
-    }
+    return apply(op.code, eval(op.lhs), eval(op.rhs), text_);
   }
 
  private:
