@@ -235,7 +235,7 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
 std::string help_text(const std::string& command) {
   if (command == "submit")
     return "usage: evoctl submit --seed TEMPLATE [--shape BxHx[Sq]xSxD[:kvN][:causal][:bf16] ...] [--causal]\n"
-           "                     [--dtype fp16|bf16]\n"
+           "                     [--dtype fp16|bf16|e4m3]\n"
            "                     [--generations N] [--population P] [--top-k K]\n"
            "                     [--strategy evolve|random|exhaustive] [--rng-seed S]\n"
            "                     [--device-class CLASS] [--start GENOME ...] [--start-from RUN ...]\n"
@@ -248,7 +248,8 @@ std::string help_text(const std::string& command) {
            "worker that leases (CLASS as status and runs print it, e.g. sm_90a/NVIDIA H200 or\n"
            "sm_90a/model/estimated: a run waits, QUEUED, until a worker of that class leases).\n"
            "--causal applies to every shape given without :causal or :nc, --dtype (fp16, the default,\n"
-           "or bf16: the element type of Q, K, V and O) to every shape given without :fp16 or :bf16;\n"
+           "bf16, or e4m3: FP8 Q, K and V with per-head scales and a bf16 O) to every shape given\n"
+           "without a dtype suffix;\n"
            "a run may mix dtypes, as it may mix causal and not. A shape may name the query and key\n"
            "lengths apart as BxHxSqxSkxD (causal aligns the diagonal bottom-right and needs Sq <= Sk),\n"
            "K/V heads as :kvN, and a packed batch of sequences of their own lengths as LENSxHxD\n"

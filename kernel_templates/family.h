@@ -66,6 +66,10 @@ struct KernelFamily {
   int64_t (*value_of_label)(std::string_view variable, std::string_view label);
   std::string (*value_text)(std::string_view variable, int64_t value);
 
+  // ---- The SASS gate: the tensor-core instruction a problem's kernel must hold (its mnemonic,
+  // "QGMMA" for FP8 warpgroup MMA), or "" where any will do (HMMA, HGMMA or QGMMA).
+  std::string_view (*tensor_core_instruction)(const Problem& p);
+
   // ---- The export (kernel_templates/<family>/export_entry.cpp): its part of an exported .cu.
   const FamilyExport& (*export_entry)();
   // ---- The model evaluator's estimate (kernel_templates/<family>/model_estimate.cpp): how long

@@ -40,7 +40,7 @@ inline v1::Gate gate_of(const v1::GateVerdict& g) { return enum_or_label(g.kind(
 inline v1::Verdict verdict_of(const v1::GateVerdict& g) { return enum_or_label(g.outcome(), g.verdict()); }
 
 // evo.v1.DType, whose zero value is a dtype (fp16), not UNSPECIFIED: a label is the name less
-// "DTYPE_", lowercased ("bf16"); nullopt for any other text. The choices read "fp16 or bf16".
+// "DTYPE_", lowercased ("bf16"); nullopt for any other text. The choices read "fp16, bf16 or e4m3".
 std::optional<v1::DType> parse_dtype_label(std::string_view text);
 std::string dtype_label_choices();
 

@@ -122,13 +122,14 @@ std::optional<CacheEntry> CompileCache::load(const std::string& key) const {
     e.name_expression = j.at("name_expression").get<std::string>();
     e.options = j.at("options").get<std::string>();
     e.resources = resources_from_json(j.at("resources"));
-    if (j.contains("tensor_cores")) {
+    // (A verdict without its counts, from before the counts were kept, is read again.)
+    if (j.contains("tensor_cores") && j.at("tensor_cores").contains("ops")) {
       const auto& t = j.at("tensor_cores");
       const auto verdict = t.at("verdict").get<std::string>();  // its label: the sidecar is text
       const auto parsed = parse_label<v1::Verdict>(verdict);
       if (parsed != v1::VERDICT_PASSED && parsed != v1::VERDICT_FAILED)
         throw std::runtime_error("SASS verdict '" + verdict + "'");
-      e.tensor_cores = SassVerdict{*parsed, t.at("detail").get<std::string>()};
+      e.tensor_cores = SassVerdict{*parsed, t.at("detail").get<std::string>(), t.at("ops").get<TensorCoreOps>()};
     }
     if (e.lowered_name.empty()) throw std::runtime_error("empty lowered name");
     return e;
@@ -148,7 +149,9 @@ CacheEntry CompileCache::store(const std::string& key, std::string_view cubin,
                       {"cubin_fnv1a", fnv1a_hex(cubin)},
                       {"resources", resources_to_json(entry.resources)}};
   if (entry.tensor_cores && entry.tensor_cores->verdict != v1::VERDICT_SKIPPED)
-    j["tensor_cores"] = {{"verdict", label(entry.tensor_cores->verdict)}, {"detail", entry.tensor_cores->detail}};
+    j["tensor_cores"] = {{"verdict", label(entry.tensor_cores->verdict)},
+                         {"detail", entry.tensor_cores->detail},
+                         {"ops", entry.tensor_cores->ops}};
   // Cubin first: a sidecar in place always describes a complete cubin. A concurrent writer of the
   // same key writes identical bytes, so whichever rename lands last is equally right.
   write_atomically(entry.cubin_path, cubin);

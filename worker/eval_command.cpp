@@ -29,10 +29,10 @@ past L2), the median with one input set left in L2, and TFLOP/s.
   --genome TEXT        'BLOCK_M=32,BLOCK_N=64,...' (genes not named take their defaults; '' = default genome)
   --shape S            BxHxSxD, BxHxSqxSkxD or a packed batch LENSxHxD (17+300/4096x8x64),
                        optional ':kvN' (K/V heads), ':causal' (aligned
-                       bottom-right) and ':bf16' suffixes; repeatable
+                       bottom-right) and ':bf16' or ':e4m3' suffixes; repeatable
                        (default 1x8x512x64)
   --causal             every shape without a causal suffix is causal
-  --dtype T            fp16 (default) or bf16: the dtype of every shape without a dtype suffix
+  --dtype T            fp16 (default), bf16 or e4m3: the dtype of every shape without a dtype suffix
   --backend B          cuda (default; needs a GPU) or model (NVRTC + analytical estimate, no GPU)
   --arch SM            NVRTC target (cuda: from the device; model: default sm_90a)
   --sanitize           also run the compute-sanitizer gate (cuda): memcheck, racecheck, initcheck

@@ -167,14 +167,14 @@ struct KernelCompiler::Impl {
     k.options = e.options;
     k.compile_ms = ms;
     k.cache_hit = hit;
-    k.tensor_cores = e.tensor_cores.value_or(SassVerdict{v1::VERDICT_SKIPPED, "the SASS was not read"});
+    k.tensor_cores = e.tensor_cores.value_or(SassVerdict{v1::VERDICT_SKIPPED, "the SASS was not read", {}});
     return k;
   }
 
   CompiledKernel compile_or_load(const Request& req, const std::string& key) {
     if (auto hit = cache.load(key)) {
       spdlog::debug("event=compile_cache_hit {}key={} kernel={}", log_ids(), key, req.name_expression);
-      if (!hit->tensor_cores) {  // an entry from before the cache kept the SASS verdict
+      if (!hit->tensor_cores) {  // an entry from before the cache kept the SASS verdict and its counts
         if (const auto cubin = read_cubin(hit->cubin_path)) judge_sass(key, *cubin, *hit);
       }
       return from_entry(*hit, 0, true);

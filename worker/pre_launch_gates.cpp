@@ -121,14 +121,22 @@ std::optional<std::vector<CompiledKernel>> run_pre_launch_gates(
                (all_hits ? " (cached)" : ""),
            clock.lap_ms());  // waited for: a prefetched compile may have started long before
 
-  // Gate 3: the SASS of each distinct kernel.
+  // Gate 3: the SASS of each distinct kernel, with the instruction its problem needs, if any.
   std::map<std::string, SassVerdict> judged;
-  for (const auto& k : kernels) {
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const CompiledKernel& k = kernels[i];
     if (judged.count(k.lowered_name)) continue;
     SassVerdict v = k.tensor_cores;  // read on the compile pool (KernelCompiler)
     if (v.verdict == v1::VERDICT_FAILED)
       return reject(eval, v1::RESOURCE_REJECT, v1::GATE_TENSOR_CORES,
                     v.detail + " (" + k.name_expression + ")", g, clock);
+    if (v.verdict == v1::VERDICT_PASSED) {
+      const std::string missing =
+          missing_instruction(v.ops, space->family().tensor_core_instruction(shapes[i]));
+      if (!missing.empty())
+        return reject(eval, v1::RESOURCE_REJECT, v1::GATE_TENSOR_CORES,
+                      missing + " at " + shapes[i].text() + " (" + k.name_expression + ")", g, clock);
+    }
     judged.emplace(k.lowered_name, std::move(v));
   }
   const SassVerdict& first = judged.begin()->second;

@@ -42,13 +42,12 @@ std::optional<std::string> find_cuobjdump() {
   return std::nullopt;
 }
 
-std::optional<int> count_tensor_core_ops(std::string_view sass_listing,
-                                         std::string_view lowered_name) {
+std::optional<TensorCoreOps> count_tensor_core_ops(std::string_view sass_listing, std::string_view lowered_name) {
   static const std::regex kFunction(R"(Function\s*:\s*(\S+))");
-  static const std::regex kTensorOp(R"(\b(HMMA|HGMMA)\b)");
+  static const std::regex kTensorOp(R"(\b(HMMA|HGMMA|QGMMA)\b)");
   std::istringstream in{std::string(sass_listing)};
   bool inside = false, found = false;
-  int count = 0;
+  TensorCoreOps ops;
   for (std::string line; std::getline(in, line);) {
     std::smatch m;
     if (std::regex_search(line, m, kFunction)) {
@@ -56,30 +55,46 @@ std::optional<int> count_tensor_core_ops(std::string_view sass_listing,
       found = found || inside;
       continue;
     }
-    if (inside && std::regex_search(line, kTensorOp)) ++count;
+    if (inside && std::regex_search(line, m, kTensorOp)) ++ops[m[1].str()];
   }
   if (!found) return std::nullopt;
-  return count;
+  return ops;
+}
+
+int total_ops(const TensorCoreOps& ops) {
+  int n = 0;
+  for (const auto& [name, count] : ops) n += count;
+  return n;
+}
+
+std::string missing_instruction(const TensorCoreOps& ops, std::string_view required) {
+  if (required.empty() || ops.count(std::string(required)) > 0) return "";
+  std::string found;
+  for (const auto& [name, count] : ops) found += (found.empty() ? "" : ", ") + std::to_string(count) + " " + name;
+  return "no " + std::string(required) + " instruction in the SASS, which this problem's dtype needs (found " +
+         (found.empty() ? "none" : found) + ")";
 }
 
 SassVerdict check_tensor_core_sass(const std::string& cubin_path, const std::string& lowered_name) {
   const auto tool = find_cuobjdump();
-  if (!tool) return {v1::VERDICT_SKIPPED, "cuobjdump not found in PATH or $CUDA_HOME/bin"};
+  if (!tool) return {v1::VERDICT_SKIPPED, "cuobjdump not found in PATH or $CUDA_HOME/bin", {}};
   const std::string cmd = shell_quote(*tool) + " --dump-sass " + shell_quote(cubin_path) + " 2>&1";
   FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (!pipe) return {v1::VERDICT_SKIPPED, "cannot run cuobjdump"};
+  if (!pipe) return {v1::VERDICT_SKIPPED, "cannot run cuobjdump", {}};
   std::string listing;
   std::array<char, 4096> buf;
   for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0;) listing.append(buf.data(), n);
   const int status = ::pclose(pipe);
   if (status != 0 || listing.empty()) {
     spdlog::warn("event=cuobjdump_failed cubin={} status={}", cubin_path, status);
-    return {v1::VERDICT_SKIPPED, "cuobjdump failed on the cubin"};
+    return {v1::VERDICT_SKIPPED, "cuobjdump failed on the cubin", {}};
   }
-  const auto count = count_tensor_core_ops(listing, lowered_name);
-  if (!count) return {v1::VERDICT_FAILED, "kernel " + lowered_name + " not found in the SASS listing"};
-  if (*count == 0) return {v1::VERDICT_FAILED, "no HMMA/HGMMA instruction in the SASS: tensor cores unused"};
-  return {v1::VERDICT_PASSED, std::to_string(*count) + " HMMA/HGMMA instructions in the SASS"};
+  const auto ops = count_tensor_core_ops(listing, lowered_name);
+  if (!ops) return {v1::VERDICT_FAILED, "kernel " + lowered_name + " not found in the SASS listing", {}};
+  if (ops->empty()) return {v1::VERDICT_FAILED, "no HMMA/HGMMA/QGMMA instruction in the SASS: tensor cores unused", {}};
+  std::string names;
+  for (const auto& [name, count] : *ops) names += (names.empty() ? "" : "/") + name;
+  return {v1::VERDICT_PASSED, std::to_string(total_ops(*ops)) + " " + names + " instructions in the SASS", *ops};
 }
 
 }  // namespace evo

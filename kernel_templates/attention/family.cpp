@@ -72,11 +72,17 @@ std::string value_text(std::string_view variable, int64_t value) {
   return std::to_string(value);
 }
 
+// e4m3 is only worth its bytes on the FP8 tensor cores: a kernel that widened it to 16 bits
+// would pass every other gate.
+std::string_view tensor_core_instruction(const Problem& p) {
+  return shape_of(p).dtype == DType::kE4M3 ? "QGMMA" : "";
+}
+
 }  // namespace
 
 const KernelFamily& family() {
   static const KernelFamily f{
-      "attention",         kEmbedded_attention_reference, kEmbedded_attention_tensor_maps,
+      "attention",         kEmbedded_attention_reference, kEmbedded_attention_export_support,
       "1x8x512x64",        &variables,          &parse,
       &text,               &flops,              &bytes_moved,
       &require_tunable,    &submit_defaults,
@@ -84,6 +90,7 @@ const KernelFamily& family() {
       v1::Problem::kAttention, &to_proto,
       &from_proto,
       &served_variables,   &value_of_label,     &value_text,
+      &tensor_core_instruction,
       &export_entry,       &model_wave_seconds,
   };
   return f;

@@ -68,9 +68,11 @@ double wave_seconds(const ModelInput& in, const ChainConstants& chain) {
   const double padded_keys = kv_tiles * block_n;                 // tails are computed, then masked
   const double mma_flops = 4.0 * block_m * padded_keys * d;      // Q*K^T and P*V
   const double softmax_flops = 8.0 * block_m * padded_keys;      // scale, max, exp, sum, rescale
-  // Q,O once; K,V per block; two bytes an element, fp16 and bf16 alike (the tensor cores run
-  // both at one rate, so the estimate does not read the dtype).
-  double bytes = 2.0 * (2.0 * block_m * d + 2.0 * padded_keys * d);
+  // Q,O once; K,V per block; two bytes an element, fp16 and bf16 alike (the tensor cores run both
+  // at one rate), one for e4m3's inputs, whose tensor cores run at twice that rate.
+  const double in_bytes = input_bytes(shape.dtype);
+  const double fp8_speedup = shape.dtype == DType::kE4M3 ? 2.0 : 1.0;
+  double bytes = (in_bytes + 2.0) * block_m * d + 2.0 * in_bytes * padded_keys * d;
   if (split > 1) bytes += 4.0 * block_m * (d + 2);  // fp32 partial sent to the cluster's other blocks
 
   // Per-SM rates. The tensor pipes of an SM's four sub-partitions need about two warps each
@@ -81,7 +83,7 @@ double wave_seconds(const ModelInput& in, const ChainConstants& chain) {
   // WGMMA genomes issue warpgroup MMAs, which reach the tensor cores' full rate on sm_90a.
   const bool wgmma = vars.count("WGMMA") && vars.at("WGMMA") == 1 && dev.wgmma_tflops > 0;
   const double sm_mma = (wgmma ? dev.wgmma_tflops : dev.mma_sync_tflops) * 1e12 / dev.sm_count *
-                        issue_efficiency;
+                        issue_efficiency * fp8_speedup;
   const double sm_fp32 = dev.fp32_tflops * 1e12 / dev.sm_count;
   // K/V tiles of one head are re-read by each of its blocks: mostly L2 hits.
   const double sm_bw = dev.l2_gbps * 1e9 / dev.sm_count;

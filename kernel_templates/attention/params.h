@@ -12,7 +12,8 @@ namespace evo {
 struct FaParams {
   // Q and O [batch, heads, seq_q, head_dim], K and V [batch, heads_kv, seq_k, head_dim],
   // contiguous, of the kernel's element type; VARLEN kernels (a packed batch): Q and O
-  // [total_q, heads, head_dim], K and V [total_k, heads_kv, head_dim].
+  // [total_q, heads, head_dim], K and V [total_k, heads_kv, head_dim]. DTYPE e4m3: V is V^T,
+  // [batch, heads_kv, head_dim, seq_k rounded up to 16], and O is bf16 (dtype.h).
   const void* q;
   const void* k;
   const void* v;
@@ -32,6 +33,11 @@ struct FaParams {
   const int* cu_seqlens_q;
   const int* cu_seqlens_k;
   int total_q, total_k;
+  // DTYPE e4m3 only: device arrays of float scales, Q's per (batch, head) and K's and V's per
+  // (batch, K/V head), each element of a tensor standing for element * scale; null otherwise.
+  const float* q_scale;
+  const float* k_scale;
+  const float* v_scale;
   // TMA instantiations only: CUtensorMap descriptors of q, k, v and o, filled on the host by
   // evo::encode_attention_tensor_maps (attention_tensor_maps.h) before the launch; zeros otherwise.
   struct alignas(64) TensorMap {

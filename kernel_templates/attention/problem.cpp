@@ -55,7 +55,7 @@ struct DTypeName {
   DType dtype;
   std::string_view name;
 };
-constexpr DTypeName kDTypes[] = {{DType::kF16, "fp16"}, {DType::kBF16, "bf16"}};
+constexpr DTypeName kDTypes[] = {{DType::kF16, "fp16"}, {DType::kBF16, "bf16"}, {DType::kE4M3, "e4m3"}};
 
 const DTypeName* find_dtype(std::string_view name) {
   for (const auto& d : kDTypes)
@@ -63,7 +63,7 @@ const DTypeName* find_dtype(std::string_view name) {
   return nullptr;
 }
 
-// "fp16 or bf16"
+// "fp16, bf16 or e4m3"
 std::string dtype_choices() {
   std::string out;
   for (size_t i = 0; i < std::size(kDTypes); ++i) {
@@ -234,9 +234,9 @@ double Shape::flops() const {
 }
 
 double Shape::bytes_moved() const {
-  const double element_bytes = 2;  // both dtypes are 16-bit
-  return element_bytes * head_dim *
-         (2.0 * heads * static_cast<double>(total_q()) + 2.0 * heads_kv * static_cast<double>(total_k()));
+  const double in = input_bytes(dtype), out = input_bytes(output_dtype(dtype));
+  return head_dim * ((in + out) * heads * static_cast<double>(total_q()) +
+                     2.0 * in * heads_kv * static_cast<double>(total_k()));
 }
 
 Shape parse_shape(std::string_view text, bool causal_default, DType dtype_default) {
@@ -359,7 +359,17 @@ Shape shape_from_proto(const v1::Shape& s) {
   return p;
 }
 
-v1::DType dtype_to_proto(DType d) { return d == DType::kBF16 ? v1::DTYPE_BF16 : v1::DTYPE_FP16; }
+v1::DType dtype_to_proto(DType d) {
+  switch (d) {
+    case DType::kBF16:
+      return v1::DTYPE_BF16;
+    case DType::kE4M3:
+      return v1::DTYPE_E4M3;
+    case DType::kF16:
+      break;
+  }
+  return v1::DTYPE_FP16;
+}
 
 DType dtype_from_proto(v1::DType d) {
   switch (d) {
@@ -367,10 +377,12 @@ DType dtype_from_proto(v1::DType d) {
       return DType::kF16;
     case v1::DTYPE_BF16:
       return DType::kBF16;
+    case v1::DTYPE_E4M3:
+      return DType::kE4M3;
     default:
       // An enum value from a newer peer: proto3 keeps it, and guessing fp16 would tune, time or
       // export the wrong kernel.
-      throw InputError("unknown dtype " + std::to_string(static_cast<int>(d)) + ": expected fp16 or bf16");
+      throw InputError("unknown dtype " + std::to_string(static_cast<int>(d)) + ": expected " + dtype_choices());
   }
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // The attention family's problem: Q and O [batch, heads, seq_q, head_dim], K and V [batch,
 // heads_kv, seq_k, head_dim] (grouped-query attention: query head h reads K/V head
-// h / (heads / heads_kv)), causal or not, in fp16 or bf16; or a packed batch of sequences of
+// h / (heads / heads_kv)), causal or not, in fp16, bf16 or e4m3 (FP8 Q/K/V, bf16 O); or a packed batch of sequences of
 // their own lengths (FlashAttention's varlen): Q and O [total_q, heads, head_dim], K and V
 // [total_k, heads_kv, head_dim], sequence i at rows cu_seqlens[i] .. cu_seqlens[i + 1].
 // attention::Shape is its typed view, for the family's own code (the grammar here, the worker's
@@ -47,7 +47,8 @@ struct Shape {
   // Sq*Sk - Sq*Sq/2 (half of the square for Sq == Sk, the convention FlashAttention's figures use;
   // bottom-right for Sq < Sk).
   double flops() const;
-  // Q and O of `heads` heads, K and V of `heads_kv`, each read or written once, 16-bit elements.
+  // Q and O of `heads` heads, K and V of `heads_kv`, each read or written once, in the dtype's
+  // bytes (e4m3: one byte in, a bf16 out).
   double bytes_moved() const;
   // Bottom-right causal alignment: query row i sees keys 0 .. i + causal_shift().
   int causal_shift() const { return seq_k - seq_q; }
@@ -65,18 +66,18 @@ const KernelFamily& family();
 Problem to_problem(const Shape& s);
 Shape shape_of(const Problem& p);
 
-// "fp16", "bf16".
+// "fp16", "bf16", "e4m3".
 std::string_view dtype_name(DType d);
-// The inverse of dtype_name; throws InputError "unknown dtype 'fp8': expected fp16 or bf16".
+// The inverse of dtype_name; throws InputError "unknown dtype 'fp8': expected fp16, bf16 or e4m3".
 DType parse_dtype(std::string_view name);
 
 // Throws InputError naming the problem: "malformed shape '1x8x512': expected BxHxSxD".
 // Every dimension must be in 1..2^20 and the tensor under 2^31 elements. A packed batch is
 // "LENSxHxD", LENS a '+'-separated list of at most 4096 sequences, each "L" or "Lq/Lk". Suffixes, in any order
-// and each at most once: ":causal" or ":nc", a dtype (":fp16", ":bf16") and ":kvN" (N K/V heads,
+// and each at most once: ":causal" or ":nc", a dtype (":fp16", ":bf16", ":e4m3") and ":kvN" (N K/V heads,
 // dividing the query heads; the query heads where it is absent); the defaults apply where the
 // text has none. A suffix ending in a digit names a dtype, and an unknown one is
-// "unknown dtype 'fp8' in shape '1x8x512x64:fp8': expected fp16 or bf16".
+// "unknown dtype 'fp8' in shape '1x8x512x64:fp8': expected fp16, bf16 or e4m3".
 Shape parse_shape(std::string_view text, bool causal_default = false, DType dtype_default = DType::kF16);
 
 // For a shape to tune or evaluate: throws InputError when it is causal with seq_q > seq_k (for a

@@ -8,7 +8,7 @@
 // cu_seqlens_k (a packed batch) the tensors are [tokens, heads, head_dim], sequence b at rows
 // cu_seqlens[b] .. cu_seqlens[b + 1], and seq_q and seq_k are the longest lengths (the grid's).
 // One kernel per element type of Q, K and V (evo::reference_attention_kernel names them), all in
-// one compile of this text.
+// one compile of this text; e4m3 checks run the float one on the values their bytes stand for.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -16,6 +16,7 @@
 
 __device__ __forceinline__ float evo_reference_float(__half x) { return __half2float(x); }
 __device__ __forceinline__ float evo_reference_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float evo_reference_float(float x) { return x; }
 
 template <class Elem>
 __device__ void evo_reference_attention(const Elem* __restrict__ q, const Elem* __restrict__ k,
@@ -102,6 +103,14 @@ extern "C" __global__ void evo_reference_attention_bf16(const __nv_bfloat16* q, 
                                                         int batch, int heads, int heads_kv, int seq_q,
                                                         int seq_k, int head_dim, float softmax_scale,
                                                         int causal) {
+  evo_reference_attention(q, k, v, o, cu_seqlens_q, cu_seqlens_k, batch, heads, heads_kv, seq_q, seq_k,
+                          head_dim, softmax_scale, causal);
+}
+
+extern "C" __global__ void evo_reference_attention_fp32(const float* q, const float* k, const float* v, float* o,
+                                                        const int* cu_seqlens_q, const int* cu_seqlens_k,
+                                                        int batch, int heads, int heads_kv, int seq_q, int seq_k,
+                                                        int head_dim, float softmax_scale, int causal) {
   evo_reference_attention(q, k, v, o, cu_seqlens_q, cu_seqlens_k, batch, heads, heads_kv, seq_q, seq_k,
                           head_dim, softmax_scale, causal);
 }

@@ -1,10 +1,12 @@
 #pragma once
 // Host side of fa_s512_v3's TMA gene: the tensor maps through which the copy engine reads Q, K and
 // V, and (wgmma blocks) writes O. Each is a 3-d view [batch * heads][seq][head_dim] of a
-// contiguous fp16 or bf16 tensor (two bytes an element either way), or, for a packed batch
-// ([tokens, heads, head_dim]), [heads][tokens][head_dim] of the same memory; it is moved in boxes
-// of 64 columns (128 bytes, the width of the 128-byte swizzle the wgmma tiles use) by some rows of
-// one slice; rows past the slice's end arrive as zeros, and are not written (a packed batch's
+// contiguous fp16 or bf16 tensor (two bytes an element), e4m3 one (a byte; its V is V^T,
+// [batch * heads_kv][head_dim][seq_k], fp8.h) or, for a packed batch ([tokens, heads,
+// head_dim]), [heads][tokens][head_dim] of the same memory; it is moved in boxes 128 bytes wide
+// (the width of the 128-byte swizzle the wgmma tiles use; 64 bytes with the 64-byte swizzle
+// where e4m3 rows are 64 bytes, and in V^T's boxes of 64 keys) by some rows of one slice; rows
+// past the slice's end arrive as zeros, and are not written (a packed batch's
 // rows past a sequence's end are the next sequence's, which the kernel masks and never stores
 // through the map). K and V boxes may be taller than Q and O ones. The
 // kernel's traits (kTmaBoxCols, kTmaBoxRowsOf: its TMA_BOX_ROWS gene against each tile's rows)
@@ -19,13 +21,13 @@
 #include <cstdint>
 
 #include "dtype.h"
+#include "fp8.h"
 
 namespace evo {
 
-inline constexpr unsigned kTensorMapBoxCols = 64;
-
 // The box heights a kernel may ask for: the copy engine takes up to 256 rows, and the kernel's
-// tiles are whole boxes of 32 or 64 rows, or one box of the whole tile (up to 256 rows).
+// tiles are whole boxes of 32 or 64 rows, or one box of the whole tile (up to 256 rows; e4m3's
+// V^T: head_dim rows).
 inline constexpr bool valid_tensor_map_box_rows(int box_rows) {
   return box_rows == 32 || box_rows == 64 || box_rows == 128 || box_rows == 256;
 }
@@ -44,12 +46,15 @@ inline bool tensor_map_data_type(DType dtype, CUtensorMapDataType& out) {
     case DType::kBF16:
       out = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
       return true;
+    case DType::kE4M3:  // bytes: the copy engine only moves them
+      out = CU_TENSOR_MAP_DATA_TYPE_UINT8;
+      return true;
   }
   return false;
 }
 
-// The view a map reads: `slices` of `rows` rows of head_dim elements, consecutive rows
-// row_stride elements apart and consecutive slices slice_stride apart.
+// The view a map reads: `slices` of `rows` rows of head_dim elements (V^T's: seq_k keys),
+// consecutive rows row_stride elements apart and consecutive slices slice_stride apart.
 struct TensorMapView {
   int slices = 0, rows = 0, head_dim = 0;
   long long row_stride = 0, slice_stride = 0;
@@ -67,15 +72,30 @@ inline TensorMapView dense_view(int slices, int rows, int head_dim) {
 inline TensorMapView packed_view(int heads, int tokens, int head_dim) {
   return {heads, tokens, head_dim, static_cast<long long>(heads) * head_dim, head_dim};
 }
+// e4m3's V^T: [slices][head_dim][seq_k] bytes, rows e4m3_vt_pitch(seq_k) apart.
+inline TensorMapView transposed_view(int slices, int seq_k, int head_dim) {
+  const long long pitch = e4m3_vt_pitch(seq_k);
+  return {slices, head_dim, seq_k, pitch, pitch * head_dim};
+}
 
-// One map over `base` (the view, of dtype) into `out` (128 bytes, 64-aligned). Returns
-// cudaSuccess, or cudaErrorInvalidValue for a box the kernels never use, an unknown dtype or a
-// view the driver refuses.
+// The bytes of a box's row, each with the swizzle of its width: kRowBoxBytes, 128 (the 128-byte
+// swizzle's width) or a row's bytes where it has fewer (e4m3 at head dim 64); 64 for V^T, a box of
+// 64 keys whatever seq_k is.
+inline constexpr int kRowBoxBytes = 0;
+inline constexpr int kVtBoxRowBytes = 64;
+
+// One map over `base` (the view, of dtype) into `out` (128 bytes, 64-aligned), in boxes of
+// box_rows rows by box_row_bytes. Returns cudaSuccess, or cudaErrorInvalidValue for a box the
+// kernels never use, an unknown dtype or a view the driver refuses.
 inline cudaError_t encode_attention_tensor_map(void* out, const void* base, DType dtype, const TensorMapView& view,
-                                               int box_rows) {
+                                               int box_rows, int box_row_bytes = kRowBoxBytes) {
   CUtensorMapDataType data_type{};
   if (!valid_tensor_map_box_rows(box_rows) || !tensor_map_data_type(dtype, data_type))
     return cudaErrorInvalidValue;
+  const int bytes = input_bytes(dtype);
+  const long long row_bytes = static_cast<long long>(view.head_dim) * bytes;
+  const int box_bytes = box_row_bytes != kRowBoxBytes ? box_row_bytes : row_bytes < 128 ? static_cast<int>(row_bytes) : 128;
+  if (box_bytes != 128 && box_bytes != 64) return cudaErrorInvalidValue;
   static EncodeTiledFn encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult found{};
@@ -88,13 +108,13 @@ inline cudaError_t encode_attention_tensor_map(void* out, const void* base, DTyp
   if (encode == nullptr) return cudaErrorNotSupported;
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(view.head_dim), static_cast<cuuint64_t>(view.rows),
                               static_cast<cuuint64_t>(view.slices)};
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(view.row_stride) * 2,
-                                 static_cast<cuuint64_t>(view.slice_stride) * 2};
-  const cuuint32_t box[3] = {kTensorMapBoxCols, static_cast<cuuint32_t>(box_rows), 1};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(view.row_stride) * bytes,
+                                 static_cast<cuuint64_t>(view.slice_stride) * bytes};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(box_bytes / bytes), static_cast<cuuint32_t>(box_rows), 1};
   const cuuint32_t unit[3] = {1, 1, 1};
   const CUresult r = encode(static_cast<CUtensorMap*>(out), data_type, 3,
-                            const_cast<void*>(base), dims, strides, box, unit,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            const_cast<void*>(base), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            box_bytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
@@ -105,14 +125,15 @@ struct RememberedTensorMap {
   const void* base = nullptr;
   DType dtype = DType::kF16;
   TensorMapView view;
-  int box_rows = 0;
+  int box_rows = 0, box_row_bytes = 0;
   CUtensorMap map;
 };
 
 inline cudaError_t encode_remembered(RememberedTensorMap& last, void* out, const void* base, DType dtype,
-                                     const TensorMapView& view, int box_rows) {
-  if (last.base != base || last.dtype != dtype || !(last.view == view) || last.box_rows != box_rows) {
-    const cudaError_t e = encode_attention_tensor_map(&last.map, base, dtype, view, box_rows);
+                                     const TensorMapView& view, int box_rows, int box_row_bytes = kRowBoxBytes) {
+  if (last.base != base || last.dtype != dtype || !(last.view == view) || last.box_rows != box_rows ||
+      last.box_row_bytes != box_row_bytes) {
+    const cudaError_t e = encode_attention_tensor_map(&last.map, base, dtype, view, box_rows, box_row_bytes);
     if (e != cudaSuccess) {
       last.base = nullptr;
       return e;
@@ -121,15 +142,17 @@ inline cudaError_t encode_remembered(RememberedTensorMap& last, void* out, const
     last.dtype = dtype;
     last.view = view;
     last.box_rows = box_rows;
+    last.box_row_bytes = box_row_bytes;
   }
   *static_cast<CUtensorMap*>(out) = last.map;
   return cudaSuccess;
 }
 
 // Fills the q_map, k_map, v_map and o_map of an FaParams-like struct from its q, k, v, o and
-// shape, tensors of `dtype`: K and V in boxes of kv_box_rows rows, Q and O in boxes of q_box_rows
-// (the launch formulas' values). A packed batch (cu_seqlens_q set) is read as one slice per head
-// over its total_q / total_k tokens.
+// shape, tensors of `dtype` (O of output_dtype(dtype)): K and V in boxes of kv_box_rows rows, Q
+// and O in boxes of q_box_rows (the launch formulas' values); e4m3's V^T in boxes of 64 keys by
+// head_dim rows. A packed batch (cu_seqlens_q set) is read as one slice per head over its
+// total_q / total_k tokens.
 template <class Params>
 cudaError_t encode_attention_tensor_maps(Params& p, DType dtype, int head_dim, int kv_box_rows,
                                          int q_box_rows) {
@@ -143,8 +166,16 @@ cudaError_t encode_attention_tensor_maps(Params& p, DType dtype, int head_dim, i
                                   : dense_view(p.batch * heads_kv, p.seq_k, head_dim);
   cudaError_t e = encode_remembered(last[0], &p.q_map, p.q, dtype, qo, q_box_rows);
   if (e == cudaSuccess) e = encode_remembered(last[1], &p.k_map, p.k, dtype, kv, kv_box_rows);
-  if (e == cudaSuccess) e = encode_remembered(last[2], &p.v_map, p.v, dtype, kv, kv_box_rows);
-  if (e == cudaSuccess) e = encode_remembered(last[3], &p.o_map, p.o, dtype, qo, q_box_rows);
+  if (e == cudaSuccess) {
+    if (dtype == DType::kE4M3) {
+      if (packed) return cudaErrorInvalidValue;  // V^T has no packed layout
+      e = encode_remembered(last[2], &p.v_map, p.v, dtype, transposed_view(p.batch * heads_kv, p.seq_k, head_dim),
+                            head_dim, kVtBoxRowBytes);
+    } else {
+      e = encode_remembered(last[2], &p.v_map, p.v, dtype, kv, kv_box_rows);
+    }
+  }
+  if (e == cudaSuccess) e = encode_remembered(last[3], &p.o_map, p.o, output_dtype(dtype), qo, q_box_rows);
   return e;
 }
 

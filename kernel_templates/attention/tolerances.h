@@ -15,8 +15,28 @@ inline constexpr Tolerance kFp16Tolerance{2e-3, 2e-2};
 inline constexpr double kBf16RoundingOverFp16 = 8.0;
 inline constexpr Tolerance kBf16Tolerance{kFp16Tolerance.max_rel_l2_error * kBf16RoundingOverFp16,
                                           kFp16Tolerance.max_abs_error * kBf16RoundingOverFp16};
+// e4m3: the reference reads the values the FP8 bytes stand for (byte times scale), so again what
+// the gate sees is the kernel's own rounding, and one dominates: P rounded to e4m3 before P*V, 3
+// stored mantissa bits, within 2^-4 of each probability (the bf16 output adds 2^-9). An output
+// element is a weighted mean of V's values with weights off by at most 2^-4 of themselves, so it
+// is off by at most 2^-4 of the largest |V| (the checks draw |V| <= 2), and the relative L2 error,
+// the weights' errors averaging over the keys, by at most 2^-4. Probabilities below e4m3's normal
+// range (2^-6) round in absolute steps of 2^-10 instead; they weigh a row least. Derived from the
+// format, as bf16's; a wrong tile or a wrong head's scale (the checks draw the heads' amplitudes
+// x0.5 to x2) errs by tens of percent.
+inline constexpr double kE4m3PRounding = 0.0625;  // 2^-4
+inline constexpr double kE4m3LargestV = 2.0;
+inline constexpr Tolerance kE4m3Tolerance{kE4m3PRounding, kE4m3PRounding * kE4m3LargestV};
 inline constexpr Tolerance tolerance_for(DType d) {
-  return d == DType::kBF16 ? kBf16Tolerance : kFp16Tolerance;
+  switch (d) {
+    case DType::kBF16:
+      return kBf16Tolerance;
+    case DType::kE4M3:
+      return kE4m3Tolerance;
+    case DType::kF16:
+      break;
+  }
+  return kFp16Tolerance;
 }
 
 }  // namespace evo::attention

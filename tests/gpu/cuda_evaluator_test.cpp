@@ -304,6 +304,37 @@ TEST(CudaEvaluator, PackedBatchesOfRaggedLengthsPassEveryGate) {
   }
 }
 
+// FP8: e4m3 Q, K and V with per-head scales, V transposed, a bf16 output. Lengths 1, 17, 777 and
+// 4097 (a tile's first row alone, partial tiles, a tile past a 4096 boundary), head dims 64 (the
+// 64-byte swizzle) and 128, causal, a cache and grouped heads; every schedule the dtype takes, a
+// warpgroup reading the second half of a tile's keys (WARPS_KV 2), a cluster, LAZY_RESCALE. Every
+// gate: QGMMA in the SASS, the float32 reference of the values the bytes stand for, the repeated
+// launches, the sanitizer's four tools.
+TEST(CudaEvaluator, E4m3GenomesPassEveryGateOnRaggedLengths) {
+  EVO_REQUIRE_GPU();
+  CudaEvaluator& ev = *shared_evaluator();
+  if (ev.device().arch() != "sm_90a") GTEST_SKIP() << "e4m3 genomes need wgmma, on sm_90a";
+  const auto& space = SearchSpace::for_template("fa_s512_v3");
+  const std::vector<Problem> shapes_64 = {problem("1x8x17x64:e4m3"), problem("2x8x777x64:causal:e4m3"),
+                                          problem("1x4x1x4097x64:kv2:e4m3")};
+  const std::vector<Problem> shapes_128 = {problem("1x8x4097x128:causal:e4m3"),
+                                           problem("2x8x17x777x128:kv2:causal:e4m3"), problem("1x8x1x128:e4m3")};
+  const std::vector<std::pair<const char*, const std::vector<Problem>*>> cases = {
+      {"BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=tma", &shapes_64},
+      {"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=tma_pv", &shapes_128},
+      {"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=pingpong,LAZY_RESCALE=1", &shapes_64},
+      {"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=pingpong", &shapes_128},
+      {"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=3,WGMMA=1,SCHEDULE=qk_ahead_release", &shapes_128},
+      {"BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=tma_release_pv", &shapes_128},
+      {"BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=tma_release,SPLIT_KV=2", &shapes_64}};
+  for (const auto& [genes, shapes] : cases) {
+    const v1::Evaluation e = ev.evaluate(space.parse(genes), *shapes, true);
+    EXPECT_EQ(e.status(), v1::OK) << genes << ": " << gate_summary(e);
+    ASSERT_GE(e.gates_size(), 3) << genes;
+    EXPECT_NE(e.gates(2).detail().find("QGMMA"), std::string::npos) << genes << ": " << e.gates(2).detail();
+  }
+}
+
 TEST(CudaEvaluator, TwentyGenomesSpreadOverTheSpacePassCorrectness) {
   EVO_REQUIRE_GPU();
   CudaEvaluator& ev = *shared_evaluator();

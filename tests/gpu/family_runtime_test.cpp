@@ -4,11 +4,14 @@
 // every stored result's inputs, so it must be deliberate.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "attention/fp8.h"
 #include "attention/runtime.h"
 #include "family_runtime.h"
 #include "gate_math.h"
@@ -52,6 +55,8 @@ TEST(AttentionRuntime, ReferenceKernelPerDtype) {
   const FamilyRuntime& r = attention::runtime();
   EXPECT_EQ(r.reference_kernel(problem("1x8x512x64")), "evo_reference_attention_fp16");
   EXPECT_EQ(r.reference_kernel(problem("1x8x512x64:causal:bf16")), "evo_reference_attention_bf16");
+  // e4m3: the float one, over the values the bytes stand for.
+  EXPECT_EQ(r.reference_kernel(problem("1x8x512x64:e4m3")), "evo_reference_attention_fp32");
   // The parent compiles the source under the first name; the cubin holds them all.
   EXPECT_EQ(r.reference_kernels().front(), "evo_reference_attention_fp16");
 }
@@ -62,6 +67,62 @@ TEST(AttentionRuntime, SizesOfAnInputSetAndOfTheTensors) {
   const Problem s = problem("1x2x100x300x64:bf16");
   EXPECT_EQ(r.input_set_bytes(s), (2 * 12800 + 2 * 38400) * 2);
   EXPECT_DOUBLE_EQ(r.elements(s), 2.0 * 12800 + 2.0 * 38400);
+}
+
+// e4m3: Q and K a byte an element, V^T's rows padded to 16 bytes, O bf16.
+TEST(AttentionRuntime, AnE4m3InputSetHoldsBytesAPaddedVAndABf16Output) {
+  const FamilyRuntime& r = attention::runtime();
+  const Problem s = problem("1x2x100x300x64:e4m3");
+  EXPECT_EQ(r.input_set_bytes(s), 12800 * (1 + 2) + 38400 + 2 * 64 * 304);
+}
+
+// The scale rule (fp8.h): the largest magnitude over 448; 1 for zeros; never below 2^-126; NaN for
+// NaN or an infinity.
+TEST(E4m3Scale, ThePerHeadRuleAndItsEdges) {
+  EXPECT_EQ(e4m3_scale(448.f), 1.f);
+  EXPECT_EQ(e4m3_scale(1.f), 1.f / 448);
+  EXPECT_EQ(e4m3_scale(0.f), 1.f) << "the predecessor's zero-input bug";
+  EXPECT_EQ(e4m3_scale(1e-40f), kE4m3MinScale);
+  EXPECT_GT(e4m3_scale(1e-40f), 0.f);
+  EXPECT_TRUE(std::isnan(e4m3_scale(std::numeric_limits<float>::infinity())));
+  EXPECT_TRUE(std::isnan(e4m3_scale(std::nanf(""))));
+  EXPECT_EQ(e4m3_vt_pitch(1), 16);
+  EXPECT_EQ(e4m3_vt_pitch(16), 16);
+  EXPECT_EQ(e4m3_vt_pitch(4097), 4112);
+}
+
+// Host quantization as the exported quantizer does it: one scale per slice, the largest value at
+// 448, an all-zero slice at scale 1 and zeros, a NaN slice NaN throughout, one huge outlier
+// flattening the rest of its slice to zeros and e4m3's smallest steps, V's layout transposed with
+// its pad zero.
+TEST(E4m3Quantize, ScalesPerSliceAndTransposesV) {
+  const int rows = 3, cols = 2;
+  std::vector<float> v = {1, -2, 3, -4, 0.5f, 4,       // slice 0: largest 4
+                          0, 0, 0, 0, 0, 0,            // slice 1: zeros
+                          1, std::nanf(""), 1, 1, 1, 1,  // slice 2: a NaN
+                          1e6f, 1, 1, 1, 1, 1};        // slice 3: an outlier
+  const attention::Fp8Tensor t = attention::quantize_e4m3(v, 4, rows, cols, false);
+  ASSERT_EQ(t.scales.size(), 4u);
+  EXPECT_EQ(t.scales[0], 4.f / 448);
+  EXPECT_EQ(t.scales[1], 1.f);
+  EXPECT_TRUE(std::isnan(t.scales[2]));
+  EXPECT_EQ(t.scales[3], 1e6f / 448);
+  EXPECT_EQ(t.bytes[5], 0x7E) << "the largest value maps to 448";
+  EXPECT_EQ(t.bytes[3], 0xFE);
+  EXPECT_FLOAT_EQ(t.values[5], 4.f);
+  for (int i = 6; i < 12; ++i) EXPECT_EQ(t.bytes[size_t(i)], 0) << i;
+  EXPECT_EQ(t.values[6], 0.f);
+  EXPECT_TRUE(std::isnan(t.values[12]));
+  EXPECT_FLOAT_EQ(t.values[18], 1e6f);
+  EXPECT_EQ(t.values[19], 0.f) << "1 under a scale of 1e6/448 is below e4m3's smallest step";
+  // Transposed: slice s, column c, row r at (s * cols + c) * 16 + r.
+  const attention::Fp8Tensor vt = attention::quantize_e4m3(v, 4, rows, cols, true);
+  ASSERT_EQ(vt.bytes.size(), size_t(4 * cols * 16));
+  EXPECT_EQ(vt.bytes[0 * 16 + 2], t.bytes[4]);   // slice 0, col 0, row 2
+  EXPECT_EQ(vt.bytes[1 * 16 + 2], t.bytes[5]);   // slice 0, col 1, row 2
+  EXPECT_EQ(vt.bytes[1 * 16 + 3], 0) << "pad";
+  for (size_t i = 0; i < 12; ++i) EXPECT_EQ(vt.values[i], t.values[i]) << "the values keep the untransposed layout";
+  EXPECT_THROW(attention::quantize_e4m3(v, 3, rows, cols, false), std::invalid_argument);
 }
 
 TEST(AttentionRuntime, TheHardInputIsScoresGrowingAlongTheKeys) {

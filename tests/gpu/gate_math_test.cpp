@@ -60,6 +60,35 @@ TEST(Bf16Host, RoundTripsExactValuesAndRoundsToNearestEven) {
   EXPECT_EQ(bits_to_float(DType::kBF16, 0x4040), 3.f);
 }
 
+// e4m3 ("fn": no infinities, NaN only at S.1111.111): every code widens to its value and rounds
+// back to itself; ties go to even; beyond 448 saturates; below 2^-6 steps of 2^-9.
+TEST(ElementBits, E4m3RoundTripsEveryCodeAndRoundsToNearestEven) {
+  for (int b = 0; b < 256; ++b) {
+    const float f = e4m3_bits_to_float(static_cast<uint8_t>(b));
+    if ((b & 0x7F) == 0x7F) {
+      EXPECT_TRUE(std::isnan(f)) << b;
+      continue;
+    }
+    if (b == 0x80) continue;  // -0 rounds to -0, the same code
+    ASSERT_EQ(float_to_e4m3_bits(f), b) << b << " " << f;
+  }
+  EXPECT_EQ(e4m3_bits_to_float(0x7E), 448.f);
+  EXPECT_EQ(e4m3_bits_to_float(0x08), 1.f / 64);   // smallest normal
+  EXPECT_EQ(e4m3_bits_to_float(0x01), 1.f / 512);  // smallest subnormal
+  EXPECT_EQ(e4m3_bits_to_float(0x38), 1.f);
+  EXPECT_EQ(float_to_e4m3_bits(1.f + 1.f / 16), 0x38);        // halfway between 1 and 1.125: even
+  EXPECT_EQ(float_to_e4m3_bits(1.f + 3.f / 16), 0x3A);        // halfway between 1.125 and 1.25: even
+  EXPECT_EQ(float_to_e4m3_bits(1.f + 1.f / 16 + 1e-6f), 0x39);  // past halfway: up
+  EXPECT_EQ(float_to_e4m3_bits(1.5f / 512), 0x02);             // subnormal tie: even
+  EXPECT_EQ(float_to_e4m3_bits(1e-4f), 0x00);
+  EXPECT_EQ(float_to_e4m3_bits(-1e-4f), 0x80);
+  EXPECT_EQ(float_to_e4m3_bits(460.f), 0x7E);  // saturates
+  EXPECT_EQ(float_to_e4m3_bits(std::numeric_limits<float>::infinity()), 0x7E);
+  EXPECT_EQ(float_to_e4m3_bits(-1e30f), 0xFE);
+  EXPECT_EQ(float_to_e4m3_bits(std::nanf("")), 0x7F);
+  EXPECT_EQ(float_to_e4m3_bits(0.0150f), 0x08);  // just below 2^-6 rounds up into the normals
+}
+
 // The poison, bytes of kPoisonByte, is a NaN in both element types, so an unwritten element never
 // reads as a value; and no element of either widens to the float that marks it unwritten.
 TEST(ElementBits, PoisonIsANaNInEveryDtype) {

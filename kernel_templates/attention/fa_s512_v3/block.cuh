@@ -82,10 +82,11 @@ struct Block {
   const E* q;
   const E* k;
   const E* v;
-  E* o;
+  OutElement<T>* o;
   int first_tile;  // SPLIT_KV: this block's share of the tiles starts here
   int n_tiles;     // the K/V tiles this block reads
-  float scale_log2;
+  float scale_log2;  // the softmax scale in base 2, times (e4m3) Q's and K's scales
+  float v_scale;     // e4m3: V's scale, which the output takes once; 1 otherwise
 
   __device__ __forceinline__ Block(const FaParams& params, const SharedLayout<T>& layout)
       : p(params), smem(layout) {
@@ -135,20 +136,21 @@ struct Block {
       rows = seq_q;
     }
     causal_shift = T::kCausal ? seq_k - seq_q : 0;
+    // (Q, K and V rows are kQkCols units; e4m3's V^T is read through its tensor map only.)
     if constexpr (T::kVarlen) {
       q_slice = head;
       kv_slice = head / group;
-      q = static_cast<const E*>(p.q) + ((long long)q_row0 * p.heads + head) * T::kHeadDim;
-      k = static_cast<const E*>(p.k) + ((long long)k_row0 * heads_kv + kv_slice) * T::kHeadDim;
-      v = static_cast<const E*>(p.v) + ((long long)k_row0 * heads_kv + kv_slice) * T::kHeadDim;
-      o = static_cast<E*>(p.o) + ((long long)q_row0 * p.heads + head) * T::kHeadDim;
+      q = static_cast<const E*>(p.q) + ((long long)q_row0 * p.heads + head) * T::kQkCols;
+      k = static_cast<const E*>(p.k) + ((long long)k_row0 * heads_kv + kv_slice) * T::kQkCols;
+      v = static_cast<const E*>(p.v) + ((long long)k_row0 * heads_kv + kv_slice) * T::kQkCols;
+      o = static_cast<OutElement<T>*>(p.o) + ((long long)q_row0 * p.heads + head) * T::kHeadDim;
     } else {
       q_slice = (int)bh;
       kv_slice = (int)bh_kv;
-      q = static_cast<const E*>(p.q) + bh * rows * T::kHeadDim;
-      k = static_cast<const E*>(p.k) + bh_kv * seq_k * T::kHeadDim;
-      v = static_cast<const E*>(p.v) + bh_kv * seq_k * T::kHeadDim;
-      o = static_cast<E*>(p.o) + bh * rows * T::kHeadDim;
+      q = static_cast<const E*>(p.q) + bh * rows * T::kQkCols;
+      k = static_cast<const E*>(p.k) + bh_kv * seq_k * T::kQkCols;
+      v = static_cast<const E*>(p.v) + bh_kv * seq_k * T::kQkCols;
+      o = static_cast<OutElement<T>*>(p.o) + bh * rows * T::kHeadDim;
     }
     // Keys this block needs: all of them, or (causal) up to its last row's diagonal. A packed
     // block whose rows run past its first head's holds that head's last position.
@@ -160,6 +162,11 @@ struct Block {
     first_tile = T::kSplitKV > 1 ? (int)blockIdx.z * tiles_per_split : 0;
     n_tiles = T::kSplitKV > 1 ? max(0, min(all_tiles - first_tile, tiles_per_split)) : all_tiles;
     scale_log2 = p.softmax_scale * 1.4426950408889634f;
+    v_scale = 1.f;
+    if constexpr (T::kDType == DType::kE4M3) {  // (no PACK_GQA: bh is one query head's)
+      scale_log2 *= p.q_scale[bh] * p.k_scale[bh_kv];
+      v_scale = p.v_scale[bh_kv];
+    }
   }
 
   __device__ __forceinline__ int seq_q() const { return T::kVarlen ? own_seq_q : p.seq_q; }
@@ -167,7 +174,8 @@ struct Block {
   // The tensor maps' row of the sequence's query row r, and of its key row r.
   __device__ __forceinline__ int q_map_row(int r) const { return T::kVarlen ? q_row0 + r : r; }
   __device__ __forceinline__ int kv_map_row(int r) const { return T::kVarlen ? k_row0 + r : r; }
-  // Elements between consecutive rows of Q/O and of K/V: a packed batch's rows hold every head.
+  // Units between consecutive rows of Q/O and of K/V: a packed batch's rows hold every head.
+  // (16-bit types only: e4m3 reads through tensor maps and has no packed batches.)
   __device__ __forceinline__ int q_stride() const { return T::kVarlen ? p.heads * T::kHeadDim : T::kHeadDim; }
   __device__ __forceinline__ int kv_stride() const {
     return T::kVarlen ? (p.heads_kv > 0 ? p.heads_kv : p.heads) * T::kHeadDim : T::kHeadDim;

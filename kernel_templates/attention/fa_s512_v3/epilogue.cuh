@@ -143,11 +143,11 @@ __device__ __forceinline__ float output_scale(float row_sum) {
 // (kStoreFromRegisters), or staged as a tile in shared memory and copied out in 16-byte rows
 // by every thread of the block. Row r of the output is o + r * o_stride.
 template <class T>
-__device__ __forceinline__ void store_output(unsigned char* smem, Element<T>* o, int o_stride, int m0, int seq_q,
+__device__ __forceinline__ void store_output(unsigned char* smem, OutElement<T>* o, int o_stride, int m0, int seq_q,
                                              const float (&acc)[T::kMTiles][T::kOTiles][4],
                                              const float (&row_sum)[T::kMTiles][2], int row_w,
                                              int warp_kv, int lane) {
-  Element<T>* o_tile = reinterpret_cast<Element<T>*>(smem);
+  OutElement<T>* o_tile = reinterpret_cast<OutElement<T>*>(smem);
   if (warp_kv == 0) {
 #pragma unroll
     for (int mt = 0; mt < T::kMTiles; ++mt)
@@ -159,23 +159,24 @@ __device__ __forceinline__ void store_output(unsigned char* smem, Element<T>* o,
 #pragma unroll
         for (int nt = 0; nt < T::kOTiles; ++nt) {
           const int col = nt * 8 + (lane & 3) * 2;
-          Element<T>* dst = T::kStoreFromRegisters ? o + (long long)(m0 + row) * o_stride + col
+          OutElement<T>* dst = T::kStoreFromRegisters ? o + (long long)(m0 + row) * o_stride + col
                                                : o_tile + tile_offset<T, T::kBlockM>(row, col);
           *reinterpret_cast<unsigned*>(dst) =
-              pack2<T::kDType>(acc[mt][nt][2 * h] * inv, acc[mt][nt][2 * h + 1] * inv);
+              pack2<T::kOutDType>(acc[mt][nt][2 * h] * inv, acc[mt][nt][2 * h + 1] * inv);
         }
       }
   }
   if constexpr (T::kStoreFromRegisters) return;
   __syncthreads();
-  constexpr int kChunks = T::kBlockM * T::kChunksPerRow;
+  constexpr int kChunksPerRow = T::kHeadDim / 8;  // O's 16-byte chunks
+  constexpr int kChunks = T::kBlockM * kChunksPerRow;
   constexpr int kIters = (kChunks + T::kThreads - 1) / T::kThreads;
 #pragma unroll
   for (int i = 0; i < kIters; ++i) {
     const int c = threadIdx.x + i * T::kThreads;
     if (kChunks % T::kThreads != 0 && c >= kChunks) break;
-    const int row = c / T::kChunksPerRow;
-    const int col = (c % T::kChunksPerRow) * 8;
+    const int row = c / kChunksPerRow;
+    const int col = (c % kChunksPerRow) * 8;
     if (m0 + row < seq_q)
       *reinterpret_cast<uint4*>(o + (long long)(m0 + row) * o_stride + col) =
           *reinterpret_cast<const uint4*>(o_tile + tile_offset<T, T::kBlockM>(row, col));
@@ -193,7 +194,7 @@ __device__ __forceinline__ void store_output_tma(unsigned char* smem, const FaPa
                                                  int warp_kv, int lane) {
   static_assert((T::kSmemEpilogueAt + T::kSmemMerge) % 1024 == 0,
                 "the output tile starts a swizzle period");
-  Element<T>* o_tile = reinterpret_cast<Element<T>*>(smem + T::kSmemEpilogueAt + T::kSmemMerge);
+  OutElement<T>* o_tile = reinterpret_cast<OutElement<T>*>(smem + T::kSmemEpilogueAt + T::kSmemMerge);
   if (warp_kv != 0) return;
 #pragma unroll
   for (int mt = 0; mt < T::kMTiles; ++mt) {
@@ -204,10 +205,10 @@ __device__ __forceinline__ void store_output_tma(unsigned char* smem, const FaPa
 #pragma unroll
     for (int nt = 0; nt < T::kOTiles; nt += 2) {
       unsigned r[4];
-      r[0] = pack2<T::kDType>(acc[mt][nt][0] * inv0, acc[mt][nt][1] * inv0);
-      r[1] = pack2<T::kDType>(acc[mt][nt][2] * inv1, acc[mt][nt][3] * inv1);
-      r[2] = pack2<T::kDType>(acc[mt][nt + 1][0] * inv0, acc[mt][nt + 1][1] * inv0);
-      r[3] = pack2<T::kDType>(acc[mt][nt + 1][2] * inv1, acc[mt][nt + 1][3] * inv1);
+      r[0] = pack2<T::kOutDType>(acc[mt][nt][0] * inv0, acc[mt][nt][1] * inv0);
+      r[1] = pack2<T::kOutDType>(acc[mt][nt][2] * inv1, acc[mt][nt][3] * inv1);
+      r[2] = pack2<T::kOutDType>(acc[mt][nt + 1][0] * inv0, acc[mt][nt + 1][1] * inv0);
+      r[3] = pack2<T::kOutDType>(acc[mt][nt + 1][2] * inv1, acc[mt][nt + 1][3] * inv1);
       stmatrix_x4(o_tile + tile_offset<T, T::kBlockM>(row, (nt + (lane >> 4)) * 8), r);
     }
   }
@@ -224,7 +225,7 @@ __device__ __forceinline__ void store_output_tma(unsigned char* smem, const FaPa
 // block reads another's memory, so none has to stay for the others (it replaced reads of the
 // others' partials between two barriers: bench/NOTES.md).
 template <class T>
-__device__ __forceinline__ void merge_cluster_and_store(unsigned char* smem, Element<T>* o,
+__device__ __forceinline__ void merge_cluster_and_store(unsigned char* smem, OutElement<T>* o,
                                                         int o_stride, int m0, int seq_q,
                                                         float (&acc)[T::kMTiles][T::kOTiles][4],
                                                         float (&row_max)[T::kMTiles][2],
@@ -295,7 +296,7 @@ __device__ __forceinline__ void merge_cluster_and_store(unsigned char* smem, Ele
         if (nt < nt_begin || nt >= nt_end) continue;
         *reinterpret_cast<unsigned*>(o + (long long)(m0 + row) * o_stride + nt * 8 +
                                      (lane & 3) * 2) =
-            pack2<T::kDType>(acc[mt][nt][2 * h] * inv, acc[mt][nt][2 * h + 1] * inv);
+            pack2<T::kOutDType>(acc[mt][nt][2 * h] * inv, acc[mt][nt][2 * h + 1] * inv);
       }
     }
 }

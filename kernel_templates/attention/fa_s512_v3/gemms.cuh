@@ -36,29 +36,67 @@ __device__ __forceinline__ void scores_mma_sync(
     }
 }
 
-// S = Q K^T for the warpgroup's 64 rows: one chain of HEAD_DIM/16 wgmmas, issued and committed
-// as one group but not waited for. The first overwrites s.
+// S = Q K^T for the warpgroup's 64 rows: one chain of kQkSteps wgmmas (32 bytes of the head dim
+// each), issued and committed as one group but not waited for. The first overwrites s.
 template <class T>
 __device__ __forceinline__ void issue_scores_wgmma(float (&s)[T::kSTiles][4], const Element<T>* q_tile,
                                                    const Element<T>* k_tile, int row_wg, int key_w) {
-  const unsigned long long q_desc = smem_desc(q_tile + tile_offset<T, T::kBlockM>(row_wg, 0), 16);
+  constexpr int kP = T::kQkPanel;
+  const unsigned long long q_desc = smem_desc<kP>(q_tile + tile_offset<T, T::kBlockM, kP>(row_wg, 0), 16);
   const unsigned long long k_desc =
-      per_iteration<T>(smem_desc(k_tile + tile_offset<T, T::kBlockN>(key_w, 0), 16));
+      per_iteration<T>(smem_desc<kP>(k_tile + tile_offset<T, T::kBlockN, kP>(key_w, 0), 16));
 #pragma unroll
   for (int ks = 0; ks < T::kQkSteps; ++ks)
-    Wgmma<T::kKeysPerWarp, T::kDType>::ss(s, q_desc + (tile_offset<T, T::kBlockM>(0, ks * 16) >> 3),
-                               k_desc + (tile_offset<T, T::kBlockN>(0, ks * 16) >> 3), ks > 0);
+    Wgmma<T::kKeysPerWarp, T::kDType>::ss(s, q_desc + (tile_offset<T, T::kBlockM, kP>(0, ks * 16) >> 3),
+                                          k_desc + (tile_offset<T, T::kBlockN, kP>(0, ks * 16) >> 3), ks > 0);
   wgmma_commit();
 }
 
-// P as m16n8k16 A fragments: the fp32 scores of each k16 step of keys, rounded to pairs of the
-// element type.
+// e4m3: P's A fragment of one k32 step (m16n8k32: register j holds 4 consecutive keys, 4q..4q+3 of
+// the step's first 16 (j = 0, 1) or last 16 (j = 2, 3), of row r (j even) or r + 8, q = lane % 4).
+// The scores' layout gives lane q keys 8n + 2q and 8n + 2q + 1 of each n8 tile n instead, so the
+// keys cross lanes: each lane rounds its own to e4m3 and packs, per row, those of tiles 0 and 1
+// (x: 2q, 2q+1, 8+2q, 9+2q) and of tiles 2 and 3 (y), and the four lanes of a row exchange them in
+// two shuffles a register. Lane q's keys 4q..4q+3 are the low halves of lanes 2q and 2q + 1's x
+// for q < 2, the high halves of lanes 2q - 4 and 2q - 3's for q >= 2; so in the first round even
+// lanes send low halves (both rows in one register) and odd lanes high ones, and in the second the
+// reverse, and each lane receives from the lane that sends what it needs.
+template <class T>
+__device__ __forceinline__ void pack_p_e4m3(unsigned (&a)[4], const float (&s)[T::kSTiles][4], int kk) {
+  const int lane = threadIdx.x & 31, q = lane & 3;
+  const int row_base = lane & ~3;
+  const bool odd = lane & 1, high = q >= 2;
+  // Round 1 sends the halves odd ? high : low, round 2 the others; both rows in one register.
+  const unsigned send1 = odd ? 0x7632u : 0x5410u, send2 = odd ? 0x5410u : 0x7632u;
+  const int from1 = row_base + (high ? 2 * q - 3 : 2 * q), from2 = row_base + (high ? 2 * q - 4 : 2 * q + 1);
+  // Round 1 brings lane 2q's (q < 2) or lane 2q - 3's (q >= 2): keys 4q, 4q+1 or 4q+2, 4q+3.
+  const unsigned first_pair = high ? 0x1054u : 0x5410u, second_pair = high ? 0x3276u : 0x7632u;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {  // keys 0-15 of the step (tiles 0, 1), then 16-31
+    const float (&t0)[4] = s[4 * kk + 2 * half];
+    const float (&t1)[4] = s[4 * kk + 2 * half + 1];
+    const unsigned row_r = pack2_e4m3(t0[0], t0[1]) | (pack2_e4m3(t1[0], t1[1]) << 16);
+    const unsigned row_r8 = pack2_e4m3(t0[2], t0[3]) | (pack2_e4m3(t1[2], t1[3]) << 16);
+    const unsigned got1 = __shfl_sync(0xffffffffu, byte_perm(row_r, row_r8, send1), from1);
+    const unsigned got2 = __shfl_sync(0xffffffffu, byte_perm(row_r, row_r8, send2), from2);
+    // got1/got2: [row r: 2 keys, row r+8: 2 keys]; the lower keys come from the lower lane.
+    a[2 * half] = byte_perm(got1, got2, first_pair);
+    a[2 * half + 1] = byte_perm(got1, got2, second_pair);
+  }
+}
+
+// P as the A fragments of P*V: the fp32 scores of each k-step of keys, rounded to the element type
+// (pairs of 16-bit values as m16n8k16 wants them, or e4m3 through pack_p_e4m3).
 template <class T>
 __device__ __forceinline__ void pack_p(unsigned (&a)[4], const float (&s)[T::kSTiles][4], int kk) {
-  a[0] = pack2<T::kDType>(s[2 * kk][0], s[2 * kk][1]);
-  a[1] = pack2<T::kDType>(s[2 * kk][2], s[2 * kk][3]);
-  a[2] = pack2<T::kDType>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-  a[3] = pack2<T::kDType>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+  if constexpr (T::kDType == DType::kE4M3) {
+    pack_p_e4m3<T>(a, s, kk);
+  } else {
+    a[0] = pack2<T::kDType>(s[2 * kk][0], s[2 * kk][1]);
+    a[1] = pack2<T::kDType>(s[2 * kk][2], s[2 * kk][3]);
+    a[2] = pack2<T::kDType>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    a[3] = pack2<T::kDType>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+  }
 }
 
 // O += P V through mma.sync, V fragments by transposing ldmatrix, and the rows' sums of P into
@@ -92,17 +130,27 @@ __device__ __forceinline__ void accumulate_pv_mma_sync(float (&acc)[T::kMTiles][
   }
 }
 
-// O += P V for the warpgroup: P from registers, V (head dim contiguous, N-major) through a
-// descriptor; a 128-wide head dim spans two panels. Committed as one group, not waited for.
+// O += P V for the warpgroup: P from registers, V through a descriptor, committed as one group
+// and not waited for. 16-bit V: head dim contiguous (N-major), a 128-wide head dim spanning two
+// panels. e4m3: V^T, keys contiguous (K-major) in panels of 64 keys, each k32 step half a panel.
 template <class T>
 __device__ __forceinline__ void issue_pv_wgmma(float (&acc)[T::kOTiles][4],
                                                const unsigned (&p_frag)[T::kPvSteps][4],
                                                const Element<T>* v_tile, int key_w) {
-  const unsigned long long v_desc = per_iteration<T>(
-      smem_desc(v_tile + tile_offset<T, T::kBlockN>(key_w, 0), T::kBlockN * 64 * 2));
+  if constexpr (T::kVTransposed) {
+    constexpr int kP = T::kVtPanel;
 #pragma unroll
-  for (int kk = 0; kk < T::kPvSteps; ++kk)
-    Wgmma<T::kHeadDim, T::kDType>::rs(acc, p_frag[kk], v_desc + (tile_offset<T, T::kBlockN>(kk * 16, 0) >> 3));
+    for (int kk = 0; kk < T::kPvSteps; ++kk)
+      Wgmma<T::kHeadDim, T::kDType>::rs(
+          acc, p_frag[kk],
+          per_iteration<T>(smem_desc<kP>(v_tile + tile_offset<T, T::kHeadDim, kP>(0, key_w / 2 + kk * 16), 16)));
+  } else {
+    const unsigned long long v_desc = per_iteration<T>(
+        smem_desc(v_tile + tile_offset<T, T::kBlockN>(key_w, 0), T::kBlockN * 64 * 2));
+#pragma unroll
+    for (int kk = 0; kk < T::kPvSteps; ++kk)
+      Wgmma<T::kHeadDim, T::kDType>::rs(acc, p_frag[kk], v_desc + (tile_offset<T, T::kBlockN>(kk * 16, 0) >> 3));
+  }
   wgmma_commit();
 }
 

@@ -148,6 +148,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   if constexpr (!T::kMergeApart) __syncthreads();
   if (b.n_tiles == 0) pipe.drain();  // a split without keys: nothing waited for its copies yet
   softmax.finish();
+  if constexpr (T::kDType == DType::kE4M3) softmax.scale_output(b.v_scale);
   epilogue<T>(b, acc, softmax);
 }
 

@@ -48,6 +48,15 @@ struct Plan {
   // and sent out by bulk tensor stores.
   bool tma_store;
   bool panels;  // tiles in 128-byte-swizzled 64-column panels (wgmma's descriptors, TMA)
+  // Shared-memory tiles count 16-bit units: an fp16 or bf16 element, or (e4m3) two FP8 ones, so
+  // that a k-step of either GEMM is 16 units (32 bytes: k16 of 16-bit types, k32 of FP8) and the
+  // swizzled layouts keep their byte geometry. qk_cols: units in a row of Q or K; qk_panel: the
+  // units of one swizzle atom's row, 64 (128-byte swizzle) or, for e4m3 at head dim 64, 32
+  // (64-byte swizzle).
+  int in_bytes, qk_cols, qk_panel;
+  // e4m3: V arrives transposed ([head_dim][keys]: FP8 wgmma reads B K-major only), each tile in
+  // boxes of 64 keys (32 units, 64-byte swizzle) by head_dim rows.
+  bool v_transposed;
   int threads;
   int warps_m, warps_kv;  // the block's warps: warps_m split the rows, warps_kv the keys
   int rows_per_warp, keys_per_warp;
@@ -64,7 +73,7 @@ struct Plan {
   int prologue_tiles;  // tiles the prologue issues: every stage where stages refill themselves
   bool kv_barriers;    // TMA under mma.sync: each stage's K and V complete on barriers of their own
   int full_barriers;   // TMA: one per stage (K and V, or K), Q's, then V's
-  // Shared memory: Q tile(s), then STAGES K tiles, then STAGES V tiles (16-bit elements). After
+  // Shared memory: Q tile(s), then STAGES K tiles, then STAGES V tiles (16-bit units). After
   // the main loop the same bytes hold the output tile or the key groups' merge buffer (fp32),
   // unless merge_apart gives those their own bytes past the tiles.
   int q_elems, kv_elems;
@@ -110,6 +119,10 @@ EVO_HOST_DEVICE constexpr Plan plan(const KernelConfig& c) {
   p.store_from_registers = !c.wgmma;
   p.tma_store = c.wgmma && p.tma && c.split_kv == 1 && !p.pack && !p.varlen;
   p.panels = c.wgmma || p.tma;
+  p.in_bytes = c.dtype == static_cast<int>(DType::kE4M3) ? 1 : 2;
+  p.qk_cols = c.head_dim * p.in_bytes / 2;
+  p.qk_panel = min_of(64, p.qk_cols);
+  p.v_transposed = p.in_bytes == 1;
   p.threads = c.warps * 32;
   p.warps_m = min_of(c.warps, c.block_m / 16);
   p.warps_kv = c.warps / p.warps_m;
@@ -117,21 +130,21 @@ EVO_HOST_DEVICE constexpr Plan plan(const KernelConfig& c) {
   p.keys_per_warp = c.block_n / p.warps_kv;
   p.m_tiles = p.rows_per_warp / 16;
   p.s_tiles = p.keys_per_warp / 8;
-  p.pv_steps = p.keys_per_warp / 16;
-  p.qk_steps = c.head_dim / 16;
+  p.pv_steps = p.keys_per_warp * p.in_bytes / 32;
+  p.qk_steps = p.qk_cols / 16;
   p.o_tiles = c.head_dim / 8;
-  p.chunks_per_row = c.head_dim / 8;
+  p.chunks_per_row = p.qk_cols / 8;
   p.prefetch = c.stages - 1 - (p.pv_async ? 1 : 0);
   p.split_refill = p.pipeline == Pipeline::kTma && c.stages == 1;
   p.wait_v_before_pack = p.split_refill && c.head_dim == 64;
   p.prologue_tiles = p.stage_release || p.split_refill ? c.stages : p.prefetch;
   p.kv_barriers = p.tma && !c.wgmma;
   p.full_barriers = c.stages + 1 + (p.split_refill ? 1 : 0) + (p.kv_barriers ? c.stages : 0);
-  p.q_elems = c.block_m * c.head_dim;
-  p.kv_elems = c.block_n * c.head_dim;
+  p.q_elems = c.block_m * p.qk_cols;
+  p.kv_elems = c.block_n * p.qk_cols;
   p.smem_main = 2 * (p.q_buffers * p.q_elems + 2 * c.stages * p.kv_elems);
   p.smem_merge = (p.warps_kv - 1) * c.block_m * 4 * (c.head_dim + 8);
-  p.smem_epilogue = p.smem_merge + (p.tma_store ? 2 * p.q_elems : 0);
+  p.smem_epilogue = p.smem_merge + (p.tma_store ? 2 * c.block_m * c.head_dim : 0);  // O: 16-bit
   p.smem_align = p.panels ? 1024 : 0;
   p.smem_barriers = p.tma ? 128 : 0;
   p.merge_apart = c.split_kv == 1 && p.warps_kv > 1 && p.tma &&
@@ -147,7 +160,7 @@ EVO_HOST_DEVICE constexpr Plan plan(const KernelConfig& c) {
 // The rules a config must keep for the kernel to implement it, in the order check() tests them.
 enum class Unsupported : int {
   kOk = 0,
-  kDType,               // DTYPE: 0 (fp16) or 1 (bf16)
+  kDType,               // DTYPE: 0 (fp16), 1 (bf16) or 2 (e4m3)
   kSchedule,            // SCHEDULE: a code of fa::Schedule
   kHeadDim,             // 64 or 128
   kBlockM,              // whole m16 MMA tiles
@@ -172,13 +185,16 @@ enum class Unsupported : int {
   kPackGqa,             // PACK_GQA: 0 or 1, and not with CAUSAL_FOLD (a group's rows are not one sequence)
   kVarlen,              // VARLEN: 0 or 1, and neither folded (the fold pairs rows by the grid's length,
                         // not the sequence's) nor packed (a group's rows are not a token's heads)
+  kE4m3,                // e4m3: wgmma (QGMMA) fed by TMA, V^T in boxes of 64 keys, dense batches
+                        // with Q by tensor map (no PACK_GQA, no VARLEN)
 };
 
 EVO_HOST_DEVICE constexpr int box_rows_of(int tile_rows, int box_rows) { return min_of(tile_rows, box_rows); }
 
 EVO_HOST_DEVICE constexpr Unsupported check(const KernelConfig& c) {
   using U = Unsupported;
-  if (c.dtype != static_cast<int>(DType::kF16) && c.dtype != static_cast<int>(DType::kBF16))
+  if (c.dtype != static_cast<int>(DType::kF16) && c.dtype != static_cast<int>(DType::kBF16) &&
+      c.dtype != static_cast<int>(DType::kE4M3))
     return U::kDType;
   if (!schedule_is_valid(c.schedule)) return U::kSchedule;
   if (c.head_dim != 64 && c.head_dim != 128) return U::kHeadDim;
@@ -210,6 +226,8 @@ EVO_HOST_DEVICE constexpr Unsupported check(const KernelConfig& c) {
   if (c.causal_fold && (c.wgmma || c.split_kv != 1 || p.warps_m % 2 != 0)) return U::kFold;
   if ((c.pack_gqa != 0 && c.pack_gqa != 1) || (c.pack_gqa && c.causal_fold)) return U::kPackGqa;
   if ((c.varlen != 0 && c.varlen != 1) || (c.varlen && (c.causal_fold || c.pack_gqa))) return U::kVarlen;
+  if (p.in_bytes == 1 && (!c.wgmma || !p.tma || c.pack_gqa || c.varlen || c.block_n % 64 != 0))
+    return U::kE4m3;
   return U::kOk;
 }
 
@@ -235,6 +253,7 @@ struct KernelTraits {
   static constexpr Plan kPlan = plan(kConfig);
 
   static constexpr DType kDType = static_cast<DType>(DTYPE_);
+  static constexpr DType kOutDType = output_dtype(kDType);
   static constexpr bool kCausal = CAUSAL_ != 0;
   static constexpr int kHeadDim = HEAD_DIM_;
   static constexpr int kBlockM = BLOCK_M_;
@@ -264,6 +283,13 @@ struct KernelTraits {
   static constexpr bool kStoreFromRegisters = kPlan.store_from_registers;
   static constexpr bool kTmaStore = kPlan.tma_store;
   static constexpr bool kPanels = kPlan.panels;
+  static constexpr int kInBytes = kPlan.in_bytes;
+  static constexpr int kQkCols = kPlan.qk_cols;    // 16-bit units in a row of Q or K
+  static constexpr int kQkPanel = kPlan.qk_panel;  // ... in a row of one swizzle atom
+  static constexpr bool kVTransposed = kPlan.v_transposed;
+  static constexpr int kVtPanel = 32;              // e4m3 V^T: 64 keys a row, 64-byte swizzle
+  // A tensor map's column coordinate per unit: e4m3 maps count bytes.
+  static constexpr int kMapColsPerUnit = 2 / kInBytes;
 
   static constexpr int kThreads = kPlan.threads;
   static constexpr int kWarpsM = kPlan.warps_m;
@@ -272,10 +298,10 @@ struct KernelTraits {
   static constexpr int kKeysPerWarp = kPlan.keys_per_warp;
   static constexpr int kMTiles = kPlan.m_tiles;    // m16 tiles per warp
   static constexpr int kSTiles = kPlan.s_tiles;    // n8 tiles of S per warp
-  static constexpr int kPvSteps = kPlan.pv_steps;  // k16 steps of P*V
-  static constexpr int kQkSteps = kPlan.qk_steps;  // k16 steps of Q*K^T
+  static constexpr int kPvSteps = kPlan.pv_steps;  // k16 (e4m3: k32) steps of P*V
+  static constexpr int kQkSteps = kPlan.qk_steps;  // k16 (e4m3: k32) steps of Q*K^T
   static constexpr int kOTiles = kPlan.o_tiles;    // n8 tiles of O
-  static constexpr int kChunksPerRow = kPlan.chunks_per_row;  // 16-byte chunks per smem row
+  static constexpr int kChunksPerRow = kPlan.chunks_per_row;  // 16-byte chunks per smem row of Q, K
   static constexpr int kPrefetch = kPlan.prefetch;
   static constexpr bool kSplitRefill = kPlan.split_refill;
   static constexpr bool kWaitVBeforePack = kPlan.wait_v_before_pack;
@@ -297,11 +323,10 @@ struct KernelTraits {
   static constexpr int kSmemInbox = kPlan.smem_inbox;
   static constexpr int kSmemBytes = kPlan.smem_bytes;
 
-  // A bulk tensor copy moves one box: 64 columns (the 128-byte swizzle's width) by TMA_BOX_ROWS
-  // rows of one (batch, head), or by the tile's rows where the tile is shorter: 256 means each
-  // tile in one box per panel. The host encodes the same boxes (the space's launch formulas
-  // tell encode_attention_tensor_maps both heights).
-  static constexpr int kTmaBoxCols = 64;
+  // A bulk tensor copy moves one box: a panel's width (kQkPanel units of Q and K; 64 columns of
+  // O) by TMA_BOX_ROWS rows of one (batch, head), or by the tile's rows where the tile is
+  // shorter: 256 means each tile in one box per panel. The host encodes the same boxes (the
+  // space's launch formulas tell encode_attention_tensor_maps both heights).
   static constexpr int kTmaBoxRows = TMA_BOX_ROWS_;
   template <int kTileRows>
   static constexpr int kTmaBoxRowsOf = box_rows_of(kTileRows, kTmaBoxRows);

@@ -62,8 +62,13 @@ struct PipelineTma {
                                  b.kv_map_row((b.first_tile + t) * T::kBlockN), b.kv_slice, k_bar(t));
   }
   __device__ __forceinline__ void copy_v(int t) const {
-    tma_load_tile<T, T::kBlockN>(b.v_tiles + (t % T::kStages) * T::kKVElems, b.p.v_map,
-                                 b.kv_map_row((b.first_tile + t) * T::kBlockN), b.kv_slice, v_bar(t));
+    if constexpr (T::kVTransposed) {
+      tma_load_vt_tile<T>(b.v_tiles + (t % T::kStages) * T::kKVElems, b.p.v_map,
+                          (b.first_tile + t) * T::kBlockN, b.kv_slice, v_bar(t));
+    } else {
+      tma_load_tile<T, T::kBlockN>(b.v_tiles + (t % T::kStages) * T::kKVElems, b.p.v_map,
+                                   b.kv_map_row((b.first_tile + t) * T::kBlockN), b.kv_slice, v_bar(t));
+    }
   }
   // kSplitRefill: K or V of tile t alone, into the one stage, each on its own barrier.
   __device__ __forceinline__ void load_k(int t) const {

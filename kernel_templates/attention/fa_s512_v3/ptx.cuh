@@ -66,9 +66,16 @@ template <>
 struct ElementOf<DType::kBF16> {
   using type = __nv_bfloat16;
 };
-// The element type of a kernel's traits T.
+// e4m3 tensors are moved and addressed in 16-bit units, two FP8 elements each (kernel_traits.cuh).
+template <>
+struct ElementOf<DType::kE4M3> {
+  using type = unsigned short;
+};
+// The unit of a kernel's Q, K and V tiles and tensors, and the element type of its O.
 template <class T>
 using Element = typename ElementOf<T::kDType>::type;
+template <class T>
+using OutElement = typename ElementOf<T::kOutDType>::type;
 
 // d += a * b, m16n8k16, 16-bit inputs of type D, fp32 accumulators.
 template <DType D>
@@ -131,6 +138,24 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
     __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<unsigned*>(&h);
   }
+}
+// Two floats rounded to e4m3 (to nearest, finite values beyond 448 saturated), lo in bits 0-7
+// and hi in bits 8-15 of the result.
+__device__ __forceinline__ unsigned pack2_e4m3(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  unsigned short r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
+  __trap();  // e4m3 kernels are compiled for sm_90a only (kernel_traits.cuh: kE4m3)
+  return 0;
+#endif
+}
+// Bytes of a and b chosen by a prmt selector (a's bytes are 0-3, b's 4-7).
+__device__ __forceinline__ unsigned byte_perm(unsigned a, unsigned b, unsigned selector) {
+  unsigned r;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(selector));
+  return r;
 }
 // 1.0 twice, as pack2 would give it.
 template <DType D>

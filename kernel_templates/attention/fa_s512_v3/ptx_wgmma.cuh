@@ -17,13 +17,17 @@ __device__ __forceinline__ unsigned long long per_iteration(unsigned long long d
 }
 
 // Shared-memory matrix descriptor: start address, leading and stride byte offsets (all in 16-byte
-// units) and the 128-byte swizzle mode. K-major tiles ignore the leading offset; for N-major ones
-// it is the distance between 64-column panels. The stride offset is the distance between groups of
-// 8 rows, 1024 bytes in these tiles.
+// units) and the swizzle mode, 128-byte (panels of 64 units) or 64-byte (e4m3's panels of 32).
+// K-major tiles ignore the leading offset; for N-major ones it is the distance between 64-column
+// panels. The stride offset is the distance between groups of 8 rows: 8 swizzled rows.
+template <int PANEL = 64>
 __device__ __forceinline__ unsigned long long smem_desc(const void* p, unsigned leading_bytes) {
+  static_assert(PANEL == 64 || PANEL == 32, "128- or 64-byte swizzle");
+  constexpr unsigned long long kStride = 8 * PANEL * 2;
+  constexpr unsigned long long kMode = PANEL == 64 ? 1 : 2;
   return (unsigned long long)((smem_addr(p) & 0x3FFFF) >> 4) |
-         ((unsigned long long)((leading_bytes >> 4) & 0x3FFF) << 16) |
-         ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
+         ((unsigned long long)((leading_bytes >> 4) & 0x3FFF) << 16) | ((kStride >> 4) << 32) |
+         (kMode << 62);
 }
 
 // Register accesses before a wgmma, and shared-memory writes of the generic proxy (cp.async, st)
@@ -70,25 +74,27 @@ __device__ __forceinline__ void fence_operands(unsigned (&a)[N][4]) {
 
 #define EVO_ACC4(d, j) "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
 
-// wgmma.mma_async m64nNk16, 16-bit inputs of type D, fp32 accumulators, one specialisation per
-// N (32, 64, 128) and input type, written for each type by EVO_WGMMA_FOR:
-//   ss(d, a, b, accumulate): d (+)= A[64x16] * B[16xN]; A and B from shared memory, both K-major.
-//   rs(d, a, b): d += A[64x16] * B[16xN]; A from registers (the m16n8k16 A fragment of each
-//     warp's 16 rows), B from shared memory, N-major (transposed). (N = 64 and 128 only.)
+// wgmma.mma_async m64nNkK, inputs of type D, fp32 accumulators, one specialisation per N (32,
+// 64, 128) and input type, written for each type by EVO_WGMMA_FOR; K is 16 for 16-bit types and
+// 32 for e4m3 (32 bytes of a row either way):
+//   ss(d, a, b, accumulate): d (+)= A[64xK] * B[KxN]; A and B from shared memory, both K-major.
+//   rs(d, a, b): d += A[64xK] * B[KxN]; A from registers (the m16n8k16 A fragment of each warp's
+//     16 rows; e4m3: the m16n8k32 one), B from shared memory, N-major (transposed) for 16-bit
+//     types and K-major for e4m3, which has no transposed form. (N = 64 and 128 only.)
 template <int N, DType D>
 struct Wgmma;
 
 #if EVO_HAS_WGMMA
-#define EVO_WGMMA_FOR(D, AB) \
+#define EVO_WGMMA_FOR(D, AB, K, SS_TAIL, RS_TAIL) \
 template <> \
 struct Wgmma<32, D> { \
   static __device__ __forceinline__ void ss(float (&d)[4][4], unsigned long long a, \
                                             unsigned long long b, int accumulate) { \
     asm volatile( \
         "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n" \
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32." AB "." AB " " \
+        "wgmma.mma_async.sync.aligned.m64n32" K ".f32." AB "." AB " " \
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, " \
-        "%16, %17, p, 1, 1, 0, 0;\n}\n" \
+        "%16, %17, " SS_TAIL ";\n}\n" \
         : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3) \
         : "l"(a), "l"(b), "r"(accumulate)); \
   } \
@@ -99,10 +105,10 @@ struct Wgmma<64, D> { \
                                             unsigned long long b, int accumulate) { \
     asm volatile( \
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" \
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32." AB "." AB " " \
+        "wgmma.mma_async.sync.aligned.m64n64" K ".f32." AB "." AB " " \
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, " \
         "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
-        "%32, %33, p, 1, 1, 0, 0;\n}\n" \
+        "%32, %33, " SS_TAIL ";\n}\n" \
         : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4), \
           EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7) \
         : "l"(a), "l"(b), "r"(accumulate)); \
@@ -111,10 +117,10 @@ struct Wgmma<64, D> { \
                                             unsigned long long b) { \
     asm volatile( \
         "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n" \
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32." AB "." AB " " \
+        "wgmma.mma_async.sync.aligned.m64n64" K ".f32." AB "." AB " " \
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, " \
         "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
-        "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n" \
+        "{%32, %33, %34, %35}, %36, " RS_TAIL ";\n}\n" \
         : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4), \
           EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7) \
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1)); \
@@ -126,12 +132,12 @@ struct Wgmma<128, D> { \
                                             unsigned long long b, int accumulate) { \
     asm volatile( \
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" \
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32." AB "." AB " " \
+        "wgmma.mma_async.sync.aligned.m64n128" K ".f32." AB "." AB " " \
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, " \
         "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, " \
         "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, " \
         "%53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, " \
-        "%64, %65, p, 1, 1, 0, 0;\n}\n" \
+        "%64, %65, " SS_TAIL ";\n}\n" \
         : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4), \
           EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7), EVO_ACC4(d, 8), EVO_ACC4(d, 9), \
           EVO_ACC4(d, 10), EVO_ACC4(d, 11), EVO_ACC4(d, 12), EVO_ACC4(d, 13), EVO_ACC4(d, 14), \
@@ -142,12 +148,12 @@ struct Wgmma<128, D> { \
                                             unsigned long long b) { \
     asm volatile( \
         "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n" \
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32." AB "." AB " " \
+        "wgmma.mma_async.sync.aligned.m64n128" K ".f32." AB "." AB " " \
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, " \
         "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, " \
         "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, " \
         "%53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, " \
-        "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n" \
+        "{%64, %65, %66, %67}, %68, " RS_TAIL ";\n}\n" \
         : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4), \
           EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7), EVO_ACC4(d, 8), EVO_ACC4(d, 9), \
           EVO_ACC4(d, 10), EVO_ACC4(d, 11), EVO_ACC4(d, 12), EVO_ACC4(d, 13), EVO_ACC4(d, 14), \
@@ -155,8 +161,9 @@ struct Wgmma<128, D> { \
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1)); \
   } \
 };
-EVO_WGMMA_FOR(DType::kF16, "f16")
-EVO_WGMMA_FOR(DType::kBF16, "bf16")
+EVO_WGMMA_FOR(DType::kF16, "f16", "k16", "p, 1, 1, 0, 0", "p, 1, 1, 1")
+EVO_WGMMA_FOR(DType::kBF16, "bf16", "k16", "p, 1, 1, 0, 0", "p, 1, 1, 1")
+EVO_WGMMA_FOR(DType::kE4M3, "e4m3", "k32", "p, 1, 1", "p, 1, 1")
 #undef EVO_WGMMA_FOR
 #else
 // Without sm_90a features the instructions do not exist: a WGMMA genome built for another

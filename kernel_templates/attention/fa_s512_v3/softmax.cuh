@@ -97,6 +97,16 @@ struct Softmax {
     }
   }
 
+  // The output's rows are acc / row_sum: dividing the sums by s multiplies them by s (e4m3: V's
+  // scale, applied once here rather than to every element of V). Key groups and split blocks merge
+  // sums divided alike.
+  __device__ __forceinline__ void scale_output(float s) {
+#pragma unroll
+    for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) row_sum[mt][h] /= s;
+  }
+
   // After the last tile: each row's whole sum over this warp's keys, in row_sum.
   __device__ __forceinline__ void finish() {
 #pragma unroll

@@ -160,10 +160,10 @@ TEST(EvoctlDuration, ReadsUnitsLargestFirstAndPlainSeconds) {
 TEST_F(Evoctl, ABadDtypeIsOneUsageErrorNamingTheChoices) {
   const auto flag = run({"submit", "--seed", "fa_s512_v3", "--dtype", "fp8"});
   EXPECT_EQ(flag.exit_status, 2);
-  EXPECT_EQ(flag.err, "evoctl: --dtype: unknown dtype 'fp8': expected fp16 or bf16\n");
+  EXPECT_EQ(flag.err, "evoctl: --dtype: unknown dtype 'fp8': expected fp16, bf16 or e4m3\n");
   const auto suffix = run({"submit", "--seed", "fa_s512_v3", "--shape", "1x8x512x64:fp8"});
   EXPECT_EQ(suffix.exit_status, 2);
-  EXPECT_EQ(suffix.err, "evoctl: --shape: unknown dtype 'fp8' in shape '1x8x512x64:fp8': expected fp16 or bf16\n");
+  EXPECT_EQ(suffix.err, "evoctl: --shape: unknown dtype 'fp8' in shape '1x8x512x64:fp8': expected fp16, bf16 or e4m3\n");
 }
 
 // The start genomes as sent: each a message, and its canonical text for an evod before messages.

@@ -6,10 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <random>
+#include <tuple>
 #include <vector>
 
+#include "attention/element_bits.h"
+#include "attention/fp8.h"
 #include "attention/problem.h"
+#include "attention/tolerances.h"
 #include "exported_kernel_fixture.h"
 
 namespace evo {
@@ -120,16 +125,109 @@ double chained_error(EntryPoint f, int heads, int s, int d, int chains) {
   return worst;
 }
 
+// evo_attention_quantize_fp8: x, x_dtype, out, scales, batch, heads, seq, head_dim, transpose, stream.
+using QuantizeFp8 = int (*)(const void*, int, void*, float*, int, int, int, int, int, void*);
+// evo_attention_forward_fp8: q, k, v_t, o, q_scale, k_scale, v_scale, batch, heads, heads_kv, seq_q,
+// seq_k, head_dim, scale, causal, stream, programmatic_launch.
+using ForwardFp8 = int (*)(const void*, const void*, const void*, void*, const float*, const float*, const float*,
+                           int, int, int, int, int, int, float, int, void*, int);
+
+// One fp16 tensor [heads, s, d] quantized on the GPU by the exported quantizer, against the rule
+// on the host (fp8.h, element_bits.h): bytes and scales must be identical. Returns the values the
+// bytes stand for, [heads][s][d], and leaves the bytes on the device in *bytes and the scales in
+// *scales.
+std::vector<float> quantize_on_gpu(QuantizeFp8 quantize, const std::vector<__half>& x, int heads, int s, int d,
+                                   bool transpose, void** bytes, float** scales) {
+  const size_t n = x.size();
+  const size_t pitch = static_cast<size_t>(e4m3_vt_pitch(s));
+  const size_t out_bytes = transpose ? size_t(heads) * d * pitch : n;
+  void* dx = nullptr;
+  EXPECT_EQ(cudaMalloc(&dx, n * sizeof(__half)), cudaSuccess);
+  EXPECT_EQ(cudaMalloc(bytes, out_bytes), cudaSuccess);
+  EXPECT_EQ(cudaMalloc(scales, heads * sizeof(float)), cudaSuccess);
+  cudaMemcpy(dx, x.data(), n * sizeof(__half), cudaMemcpyHostToDevice);
+  cudaMemset(*bytes, 0x7F, out_bytes);  // NaN: the pad must be written too
+  EXPECT_EQ(quantize(dx, 0, *bytes, *scales, 1, heads, s, d, transpose ? 1 : 0, nullptr), 0);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cudaFree(dx);
+  std::vector<uint8_t> got(out_bytes);
+  std::vector<float> got_scales(static_cast<size_t>(heads));
+  cudaMemcpy(got.data(), *bytes, out_bytes, cudaMemcpyDeviceToHost);
+  cudaMemcpy(got_scales.data(), *scales, heads * sizeof(float), cudaMemcpyDeviceToHost);
+  std::vector<float> values(n);
+  int wrong = 0;
+  for (int h = 0; h < heads; ++h) {
+    float absmax = 0;
+    for (size_t i = 0; i < size_t(s) * d; ++i) absmax = std::max(absmax, std::fabs(__half2float(x[h * size_t(s) * d + i])));
+    const float scale = e4m3_scale(absmax);
+    EXPECT_EQ(got_scales[size_t(h)], scale) << "head " << h;
+    for (int r = 0; r < s; ++r)
+      for (int c = 0; c < d; ++c) {
+        const size_t i = (size_t(h) * s + r) * d + c;
+        const uint8_t want = attention::float_to_e4m3_bits(__half2float(x[i]) / scale);
+        const uint8_t b = got[transpose ? (size_t(h) * d + c) * pitch + r : i];
+        wrong += b != want;
+        values[i] = attention::e4m3_bits_to_float(want) * scale;
+      }
+    if (transpose)
+      for (int c = 0; c < d; ++c)
+        for (size_t r = size_t(s); r < pitch; ++r) wrong += got[(size_t(h) * d + c) * pitch + r] != 0;
+  }
+  EXPECT_EQ(wrong, 0) << "bytes that differ from the host rule";
+  return values;
+}
+
+// o = softmax(q k^T * scale) v per head, in float, from float inputs [heads][s][d].
+std::vector<float> cpu_attention_f32(const std::vector<float>& q, const std::vector<float>& k,
+                                     const std::vector<float>& v, int heads, int s, int d, bool causal, float scale) {
+  std::vector<float> o(q.size()), row(static_cast<size_t>(s));
+  for (int b = 0; b < heads; ++b)
+    for (int i = 0; i < s; ++i) {
+      const size_t qi = (size_t(b) * s + i) * d;
+      float m = -INFINITY;
+      const int last = causal ? i : s - 1;
+      for (int j = 0; j <= last; ++j) {
+        const size_t kj = (size_t(b) * s + j) * d;
+        float dot = 0;
+        for (int x = 0; x < d; ++x) dot += q[qi + x] * k[kj + x];
+        row[size_t(j)] = dot * scale;
+        m = std::max(m, row[size_t(j)]);
+      }
+      float sum = 0;
+      for (int j = 0; j <= last; ++j) sum += row[size_t(j)] = std::exp(row[size_t(j)] - m);
+      for (int j = 0; j <= last; ++j) {
+        const size_t vj = (size_t(b) * s + j) * d;
+        for (int x = 0; x < d; ++x) o[qi + x] += row[size_t(j)] / sum * v[vj + x];
+      }
+    }
+  return o;
+}
+
 class ExportedKernelOnGpu : public ExportedKernel {
  protected:
   static bool has_gpu() {
     int count = 0;
     return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
   }
-  // Without a GPU every test skips: the exports are not built for nothing.
+  // Without a GPU every test skips: the exports are not built for nothing. An FP8 genome is
+  // built here only: its instantiations need sm_90a's wgmma.
   static void SetUpTestSuite() {
-    if (has_gpu()) ExportedKernel::SetUpTestSuite();
+    if (!has_gpu()) return;
+    ExportedKernel::SetUpTestSuite();
+    if (nvcc_.empty()) return;
+    Genome fp8 = testing::default_genome();
+    for (const auto& [gene, value] : std::vector<std::pair<std::string, int64_t>>{
+             {"BLOCK_M", 128}, {"BLOCK_N", 128}, {"WARPS", 8}, {"STAGES", 2}, {"WGMMA", 1},
+             {"SCHEDULE", 4 /* tma_pv */}, {"TMA_BOX_ROWS", 64}})
+      fp8.set(gene, value);
+    fp8_ = build("fp8", export_standalone(fp8, {testing::shape_1x8x512x64(false, DType::kE4M3)},
+                                          testing::measured_evaluation(false)));
   }
+  static void TearDownTestSuite() {
+    if (fp8_.handle) dlclose(fp8_.handle);
+    ExportedKernel::TearDownTestSuite();
+  }
+  static inline Built fp8_;
   void SetUp() override {
     if (!has_gpu()) GTEST_SKIP() << "no GPU: the exported kernel's numbers need one";
     ExportedKernel::SetUp();
@@ -191,6 +289,64 @@ TEST_F(ExportedKernelOnGpu, DispatchTableMatchesTheFloatReferenceInBothBuckets) 
   EXPECT_LE(relative_error(f, split.heads, split.seq_q, split.head_dim, false), kFp16Tolerance) << "split-KV bucket";
   EXPECT_LE(relative_error(f, 8, 512, 64, false), kFp16Tolerance) << "seed bucket";
   EXPECT_LE(relative_error(f, 2, 500, 64, true), kFp16Tolerance) << "causal: no causal bucket, so the first variant";
+}
+
+// FP8 in two calls, as a caller with fp16 tensors makes them: the exported quantizer (bytes and
+// scales identical to the rule on the host; V transposed with its pad zeroed), then the e4m3 kernel,
+// within the family's e4m3 tolerance of the float32 attention of the values the bytes stand for,
+// at a ragged causal length and head dims 64 and 128. Its distance from the fp16 inputs'
+// attention is printed, not judged. Bad calls are refused.
+TEST_F(ExportedKernelOnGpu, Fp8QuantizerAndKernelMatchTheReferenceOfTheQuantizedInputs) {
+  int major = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  if (major != 9) GTEST_SKIP() << "the e4m3 genome is built for sm_90a";
+  ASSERT_EQ(fp8_.status, 0) << fp8_.log;
+  const auto quantize = reinterpret_cast<QuantizeFp8>(dlsym(fp8_.handle, "evo_attention_quantize_fp8"));
+  const auto forward = reinterpret_cast<ForwardFp8>(dlsym(fp8_.handle, "evo_attention_forward_fp8"));
+  ASSERT_NE(quantize, nullptr);
+  ASSERT_NE(forward, nullptr);
+  for (const auto& [s, d, causal] : std::vector<std::tuple<int, int, bool>>{{1000, 64, true}, {777, 128, false}}) {
+    const int heads = 4;
+    const size_t n = size_t(heads) * s * d;
+    std::mt19937 rng(77 + s + d);
+    std::normal_distribution<float> normal(0.f, 1.f);
+    std::vector<__half> q(n), k(n), v(n);
+    for (auto* t : {&q, &k, &v})
+      for (size_t i = 0; i < n; ++i) (*t)[i] = __float2half(normal(rng) * (1 + i / (size_t(s) * d)));  // per-head amplitude
+    void *dq, *dk, *dv, *dout;
+    float *sq, *sk, *sv;
+    const std::vector<float> qf = quantize_on_gpu(quantize, q, heads, s, d, false, &dq, &sq);
+    const std::vector<float> kf = quantize_on_gpu(quantize, k, heads, s, d, false, &dk, &sk);
+    const std::vector<float> vf = quantize_on_gpu(quantize, v, heads, s, d, true, &dv, &sv);
+    ASSERT_EQ(cudaMalloc(&dout, n * 2), cudaSuccess);
+    cudaMemset(dout, 0xff, n * 2);  // NaN poison
+    const float scale = 1.f / std::sqrt(static_cast<float>(d));
+    EXPECT_EQ(forward(dq, dk, dv, dout, sq, sk, sv, 1, heads, heads, s, s, d, scale, causal ? 1 : 0, nullptr, 1), 0);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<uint16_t> out(n);
+    cudaMemcpy(out.data(), dout, n * 2, cudaMemcpyDeviceToHost);
+    const std::vector<float> ref = cpu_attention_f32(qf, kf, vf, heads, s, d, causal, scale);
+    double err = 0, norm = 0, err16 = 0, norm16 = 0;
+    const std::vector<float> ref16 = cpu_attention(q, k, v, heads, s, d, causal, scale);
+    for (size_t i = 0; i < n; ++i) {
+      const double o = attention::bf16_bits_to_float(out[i]);
+      err += (o - ref[i]) * (o - ref[i]);
+      norm += double(ref[i]) * ref[i];
+      err16 += (o - ref16[i]) * (o - ref16[i]);
+      norm16 += double(ref16[i]) * ref16[i];
+    }
+    const double rel = std::sqrt(err / norm), rel16 = std::sqrt(err16 / norm16);
+    std::printf("e4m3 %dx%d%s: rel L2 %.3e against the quantized inputs, %.3e against the fp16 ones\n", s, d,
+                causal ? " causal" : "", rel, rel16);
+    EXPECT_LE(rel, attention::kE4m3Tolerance.max_rel_l2_error) << s << "x" << d;
+    // Refused: no scales, a causal call with more queries than keys, an unknown quantizer dtype.
+    EXPECT_EQ(forward(dq, dk, dv, dout, nullptr, sk, sv, 1, heads, heads, s, s, d, scale, 0, nullptr, 1),
+              kCudaErrorInvalidValue);
+    EXPECT_EQ(forward(dq, dk, dv, dout, sq, sk, sv, 1, heads, heads, s, s - 1, d, scale, 1, nullptr, 1),
+              kCudaErrorInvalidValue);
+    EXPECT_EQ(quantize(dq, 5, dk, sk, 1, heads, s, d, 0, nullptr), kCudaErrorInvalidValue);
+    for (void* p : {dq, dk, dv, dout, static_cast<void*>(sq), static_cast<void*>(sk), static_cast<void*>(sv)}) cudaFree(p);
+  }
 }
 
 }  // namespace

@@ -485,7 +485,7 @@ TEST(SearchSpaceJsonTest, RejectsMalformedVariants) {
        "serves names 'WIDTH', which is not a variable of the attention problem"},
       {with_replaced(R"("DTYPE": ["fp16"])", R"("DTYPE": [true])"), "serves.DTYPE[] must be numbers or labels"},
       {with_replaced(R"("DTYPE": ["fp16"])", R"("DTYPE": ["fp16", "fp8"])"),
-       "bad search space: serves.DTYPE: unknown dtype 'fp8': expected fp16 or bf16"},
+       "bad search space: serves.DTYPE: unknown dtype 'fp8': expected fp16, bf16 or e4m3"},
       {with_replaced(R"("HEAD_DIM": [64])", R"("HEAD_DIM": ["wide"])"),
        "bad search space: serves.HEAD_DIM: HEAD_DIM takes numbers, not 'wide'"},
       {with_replaced(R"("DTYPE": ["fp16"])", R"("DTYPE": ["fp16", "bf16"])"),

@@ -99,7 +99,8 @@ TEST(ShapeTest, KvHeadsTravelAsZeroWhenEqualAndAreCheckedOnArrival) {
 
 TEST(ShapeTest, TextRoundTrips) {
   for (const char* t : {"1x8x512x64", "1x8x512x1024x64:causal", "3x5x7x9:causal", "1x1x1x1", "1x8x512x64:bf16",
-                        "2x16x4096x128:causal:bf16", "1x32x512x4096x128:kv8:causal:bf16", "64x32x1x1024x128:kv8:bf16"}) {
+                        "2x16x4096x128:causal:bf16", "1x32x512x4096x128:kv8:causal:bf16", "64x32x1x1024x128:kv8:bf16",
+                        "4x16x2048x64:causal:e4m3"}) {
     Shape s = parse_shape(t);
     EXPECT_EQ(s.text(), t);
     EXPECT_EQ(parse_shape(s.text()), s);
@@ -122,8 +123,23 @@ TEST(ShapeTest, DtypeSuffixInEitherOrderAndDefault) {
 }
 
 TEST(ShapeTest, DtypeNamesRoundTrip) {
-  for (DType d : {DType::kF16, DType::kBF16}) EXPECT_EQ(parse_dtype(dtype_name(d)), d);
+  for (DType d : {DType::kF16, DType::kBF16, DType::kE4M3}) {
+    EXPECT_EQ(parse_dtype(dtype_name(d)), d);
+    EXPECT_EQ(dtype_from_proto(dtype_to_proto(d)), d);
+  }
   EXPECT_EQ(dtype_name(DType::kBF16), "bf16");
+  EXPECT_EQ(dtype_to_proto(DType::kE4M3), v1::DTYPE_E4M3);
+}
+
+// FP8 inputs: a byte an element for Q, K and V, a bf16 O; the wire carries the dtype.
+TEST(ShapeTest, E4m3MovesBytesInAndBf16Out) {
+  const Shape s = parse_shape("1x32x512x4096x128:kv8:e4m3");
+  EXPECT_EQ(s.dtype, DType::kE4M3);
+  EXPECT_DOUBLE_EQ(s.bytes_moved(), 128.0 * ((1 + 2) * 32 * 512 + 2 * 1 * 8 * 4096));
+  EXPECT_EQ(shape_from_proto(shape_to_proto(s)), s);
+  EXPECT_EQ(output_dtype(DType::kE4M3), DType::kBF16);
+  EXPECT_EQ(input_bytes(DType::kE4M3), 1);
+  EXPECT_EQ(input_bytes(DType::kBF16), 2);
 }
 
 // The same sentence wherever a dtype is named: a flag, a shape's suffix, a space's list.
@@ -132,13 +148,13 @@ TEST(ShapeTest, AnUnknownDtypeNamesTheAcceptedOnes) {
     parse_shape("1x8x512x64:fp8");
     ADD_FAILURE() << "accepted";
   } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()), "unknown dtype 'fp8' in shape '1x8x512x64:fp8': expected fp16 or bf16");
+    EXPECT_EQ(std::string(e.what()), "unknown dtype 'fp8' in shape '1x8x512x64:fp8': expected fp16, bf16 or e4m3");
   }
   try {
     parse_dtype("float16");
     ADD_FAILURE() << "accepted";
   } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()), "unknown dtype 'float16': expected fp16 or bf16");
+    EXPECT_EQ(std::string(e.what()), "unknown dtype 'float16': expected fp16, bf16 or e4m3");
   }
   EXPECT_THROW(parse_dtype(""), InputError);
   EXPECT_THROW(parse_dtype("BF16"), InputError);
@@ -179,7 +195,7 @@ TEST(ShapeTest, RejectsEveryMalformedForm) {
       {"1x8x512x64:causual", "unknown suffix ':causual'"},
       {"1x8x512x64:", "unknown suffix"},
       {"1x8x512x64:causal:", "unknown suffix"},
-      {"1x8x512x64:bf16:bogus", "unknown suffix ':bogus' (expected ':causal', ':nc', ':kvN' or a dtype: fp16 or bf16)"},
+      {"1x8x512x64:bf16:bogus", "unknown suffix ':bogus' (expected ':causal', ':nc', ':kvN' or a dtype: fp16, bf16 or e4m3)"},
       {"1x8x512x64:causal:nc", "more than one of ':causal' and ':nc'"},
       {"1x8x512x64:causal:causal", "more than one of ':causal' and ':nc'"},
       {"1x8x512x64:bf16:fp16", "more than one dtype suffix"},

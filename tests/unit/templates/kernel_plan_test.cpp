@@ -27,10 +27,10 @@ const std::set<std::string> kNotKernelRules = {
     "box_rows_name_distinct_boxes", "box_rows_need_tma", "split_has_keys",
     "shared_memory_fits_device",    "wgmma_needs_sm90a", "tma_needs_sm90a"};
 
-fa::KernelConfig config_of(const Genome& g, const Problem& problem, int dtype) {
+fa::KernelConfig config_of(const Genome& g, const Problem& problem) {
   const attention::Shape p = attention::shape_of(problem);
   auto gene = [&](const char* name) { return static_cast<int>(g.get(name)); };
-  return fa::KernelConfig{dtype,
+  return fa::KernelConfig{static_cast<int>(p.dtype),
                           p.causal ? 1 : 0,
                           p.head_dim,
                           gene("BLOCK_M"),
@@ -55,10 +55,9 @@ struct Tally {
 
 void hold(const Problem& p, int sm_arch, Tally& tally) {
   const SearchSpace& space = SearchSpace::for_template("fa_s512_v3");
-  const int dtype = 0;
   for (uint64_t i = 0; i < space.size(); ++i) {
     const Genome g = space.at(i);
-    const fa::KernelConfig c = config_of(g, p, dtype);
+    const fa::KernelConfig c = config_of(g, p);
     const fa::Unsupported rule = fa::check(c);
     const auto violated = space.violated_constraint(g, p, kDefaultSmemLimit, sm_arch);
     ++tally.genomes;
@@ -99,6 +98,9 @@ TEST(KernelPlan, TheSpaceAndTheKernelAgreeOnEveryGenome) {
   }
   // A packed batch of grouped heads: VARLEN takes the output tile and CAUSAL_FOLD and PACK_GQA away.
   hold(attention::to_problem(attention::parse_shape("17+300+1152x8x128:kv2:causal")), 90, tally);
+  // FP8: a byte an element of Q, K and V (64-byte rows at head dim 64), V^T, no PACK_GQA.
+  hold(attention::to_problem(attention::parse_shape("2x8x512x64:causal:e4m3")), 90, tally);
+  hold(attention::to_problem(attention::parse_shape("2x8x512x128:kv2:e4m3")), 90, tally);
   spdlog::set_level(level);
   std::printf("%llu genome/problem/target triples, %llu valid; %llu the kernel implements but a "
               "kernel-side constraint refuses\n",
@@ -119,7 +121,14 @@ TEST(KernelPlan, CheckNamesTheRuleABadConfigBreaks) {
     edit(c);
     return fa::check(c);
   };
-  EXPECT_EQ(with([](auto& c) { c.dtype = 2; }), fa::Unsupported::kDType);
+  EXPECT_EQ(with([](auto& c) { c.dtype = 3; }), fa::Unsupported::kDType);
+  // e4m3: wgmma from TMA, V^T boxes of 64 keys, dense batches with Q by tensor map.
+  EXPECT_EQ(with([](auto& c) { c.dtype = 2; }), fa::Unsupported::kE4m3);
+  EXPECT_EQ(with([](auto& c) { c.dtype = 2, c.wgmma = 1, c.schedule = 3; }), fa::Unsupported::kOk);
+  EXPECT_EQ(with([](auto& c) { c.dtype = 2, c.wgmma = 1, c.schedule = 1; }), fa::Unsupported::kE4m3);
+  EXPECT_EQ(with([](auto& c) { c.dtype = 2, c.wgmma = 1, c.schedule = 3, c.block_n = 32, c.warps = 4; }),
+            fa::Unsupported::kE4m3);
+  EXPECT_EQ(with([](auto& c) { c.dtype = 2, c.wgmma = 1, c.schedule = 3, c.pack_gqa = 1; }), fa::Unsupported::kE4m3);
   EXPECT_EQ(with([](auto& c) { c.schedule = 10; }), fa::Unsupported::kSchedule);
   EXPECT_EQ(with([](auto& c) { c.head_dim = 96; }), fa::Unsupported::kHeadDim);
   EXPECT_EQ(with([](auto& c) { c.schedule = 0; }), fa::Unsupported::kSyncOneStage);
@@ -136,6 +145,26 @@ TEST(KernelPlan, CheckNamesTheRuleABadConfigBreaks) {
   EXPECT_EQ(with([](auto& c) { c.varlen = 1, c.pack_gqa = 1; }), fa::Unsupported::kVarlen);
   EXPECT_EQ(with([](auto& c) { c.varlen = 1, c.causal = 1, c.causal_fold = 1, c.warps = 8; }),
             fa::Unsupported::kVarlen);
+}
+
+// e4m3 tiles count 16-bit units: a k-step of either GEMM is 32 bytes, k32 of FP8; Q and K rows
+// are half as many units, V^T's tile as many bytes as K's; the output tile stays 16-bit.
+TEST(KernelPlan, AnE4m3PlanHalvesTheInputTilesAndKeepsTheOutputTile) {
+  const fa::KernelConfig bf16{1, 0, 128, 128, 128, 8, 2, 4, 1, 1, 1, 64, 0, 0, 0, 0};
+  fa::KernelConfig e4m3 = bf16;
+  e4m3.dtype = 2;
+  ASSERT_EQ(fa::check(e4m3), fa::Unsupported::kOk);
+  const fa::Plan a = fa::plan(bf16), b = fa::plan(e4m3);
+  EXPECT_EQ(b.qk_cols, 64);
+  EXPECT_EQ(b.qk_panel, 64);
+  EXPECT_EQ(b.qk_steps, a.qk_steps / 2);
+  EXPECT_EQ(b.pv_steps, a.pv_steps / 2);
+  EXPECT_EQ(b.kv_elems * 2, a.kv_elems);
+  EXPECT_EQ(b.smem_main * 2, a.smem_main);
+  EXPECT_EQ(b.smem_epilogue, a.smem_epilogue) << "O is bf16 either way";
+  EXPECT_TRUE(b.v_transposed);
+  e4m3.head_dim = 64;
+  EXPECT_EQ(fa::plan(e4m3).qk_panel, 32) << "64-byte rows: the 64-byte swizzle";
 }
 
 // A packed batch's output leaves by plain stores: a TMA store's box would run into the next

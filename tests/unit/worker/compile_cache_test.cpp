@@ -54,23 +54,42 @@ TEST(CompileCache, SassVerdictRoundTripsButASkippedOneIsNotKept) {
   CacheEntry e = sample_entry();
   cache.store("abc", "CUBINBYTES", e);
   EXPECT_FALSE(cache.load("abc")->tensor_cores) << "not judged yet";
-  e.tensor_cores = SassVerdict{v1::VERDICT_PASSED, "16 HMMA/HGMMA instructions in the SASS"};
+  e.tensor_cores = SassVerdict{v1::VERDICT_PASSED, "16 QGMMA instructions in the SASS", {{"QGMMA", 16}}};
   cache.store("abc", "CUBINBYTES", e);
   const auto hit = cache.load("abc");
   ASSERT_TRUE(hit && hit->tensor_cores);
   EXPECT_EQ(hit->tensor_cores->verdict, v1::VERDICT_PASSED);
-  EXPECT_EQ(hit->tensor_cores->detail, "16 HMMA/HGMMA instructions in the SASS");
+  EXPECT_EQ(hit->tensor_cores->detail, "16 QGMMA instructions in the SASS");
+  EXPECT_EQ(hit->tensor_cores->ops, (TensorCoreOps{{"QGMMA", 16}}));
   // Skipped means no cuobjdump was found: a later worker with one must read the SASS itself.
-  e.tensor_cores = SassVerdict{v1::VERDICT_SKIPPED, "cuobjdump not found in PATH or $CUDA_HOME/bin"};
+  e.tensor_cores = SassVerdict{v1::VERDICT_SKIPPED, "cuobjdump not found in PATH or $CUDA_HOME/bin", {}};
   cache.store("abc", "CUBINBYTES", e);
   EXPECT_FALSE(cache.load("abc")->tensor_cores);
+}
+
+// A sidecar from before the counts were kept has its verdict read again (the SASS gate needs the
+// counts for a problem that requires one instruction).
+TEST(CompileCache, AVerdictWithoutItsCountsIsReadAgain) {
+  test::TempDir dir;
+  CompileCache cache(dir.path());
+  CacheEntry e = sample_entry();
+  e.tensor_cores = SassVerdict{v1::VERDICT_PASSED, "2 HMMA instructions in the SASS", {{"HMMA", 2}}};
+  cache.store("abc", "CUBINBYTES", e);
+  std::string sidecar = test::read_text(cache.sidecar_path("abc"));
+  const size_t ops = sidecar.find("\"ops\"");
+  ASSERT_NE(ops, std::string::npos);
+  sidecar.replace(ops, 5, "\"old\"");
+  test::write_text(cache.sidecar_path("abc"), sidecar);
+  const auto hit = cache.load("abc");
+  ASSERT_TRUE(hit);
+  EXPECT_FALSE(hit->tensor_cores);
 }
 
 TEST(CompileCache, UnknownSassVerdictIsAMiss) {
   test::TempDir dir;
   CompileCache cache(dir.path());
   CacheEntry e = sample_entry();
-  e.tensor_cores = SassVerdict{v1::VERDICT_PASSED, "2 HMMA/HGMMA instructions in the SASS"};
+  e.tensor_cores = SassVerdict{v1::VERDICT_PASSED, "2 HMMA instructions in the SASS", {{"HMMA", 2}}};
   cache.store("abc", "CUBINBYTES", e);
   std::string sidecar = test::read_text(cache.sidecar_path("abc"));
   sidecar.replace(sidecar.find("\"passed\""), 8, "\"maybe\"");

@@ -58,9 +58,9 @@ TEST(EvalCommand, UnsupportedHeadDim) {
 }
 TEST(EvalCommand, UnknownDtype) {
   expect_one_line_error("eval --seed fa_s512_v3 --genome '' --dtype fp8 --backend model",
-                        "unknown dtype 'fp8': expected fp16 or bf16");
+                        "unknown dtype 'fp8': expected fp16, bf16 or e4m3");
   expect_one_line_error("eval --seed fa_s512_v3 --genome '' --shape 1x8x512x64:fp8 --backend model",
-                        "unknown dtype 'fp8' in shape '1x8x512x64:fp8': expected fp16 or bf16");
+                        "unknown dtype 'fp8' in shape '1x8x512x64:fp8': expected fp16, bf16 or e4m3");
   expect_one_line_error("eval --seed fa_s512_v3 --genome '' --dtype", "--dtype needs a value");
 }
 // --dtype applies to shapes without a dtype suffix; one the template does not serve is one line,

@@ -32,6 +32,9 @@ namespace {
   X(cu_seqlens_k, 72)           \
   X(total_q, 80)                \
   X(total_k, 84)                \
+  X(q_scale, 88)                \
+  X(k_scale, 96)                \
+  X(v_scale, 104)               \
   X(q_map, 128)                 \
   X(k_map, 256)                 \
   X(v_map, 384)                 \

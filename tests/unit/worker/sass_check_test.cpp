@@ -29,15 +29,15 @@ constexpr const char* kListing = R"SASS(
 )SASS";
 
 TEST(SassCheck, CountsTensorOpsOfTheNamedKernelOnly) {
-  EXPECT_EQ(count_tensor_core_ops(kListing, "_ZN3evo6tensorEv"), 2);
-  EXPECT_EQ(count_tensor_core_ops(kListing, "_ZN3evo4mathEv"), 0);
+  EXPECT_EQ(count_tensor_core_ops(kListing, "_ZN3evo6tensorEv"), (TensorCoreOps{{"HMMA", 2}}));
+  EXPECT_EQ(count_tensor_core_ops(kListing, "_ZN3evo4mathEv"), TensorCoreOps{});
   EXPECT_FALSE(count_tensor_core_ops(kListing, "_ZN3evo7missingEv"));
 }
 
 TEST(SassCheck, HgmmaCounts) {
   const std::string listing =
       "\t\tFunction : k\n        /*0000*/  HGMMA.64x64x16.F32 gdesc[UR4], RZ, !UPT ;\n";
-  EXPECT_EQ(count_tensor_core_ops(listing, "k"), 1);
+  EXPECT_EQ(count_tensor_core_ops(listing, "k"), (TensorCoreOps{{"HGMMA", 1}}));
 }
 
 // bf16 kernels: mma.sync lowers to HMMA.16816.F32.BF16 and wgmma to HGMMA...F32.BF16 (the forms
@@ -65,9 +65,30 @@ TEST(SassCheck, Bf16TensorOpsCountAndBf16ArithmeticAloneDoesNot) {
         /*0030*/                   F2FP.BF16.F32.PACK_AB R7, RZ, R6 ;
         /*0040*/                   EXIT ;
 )SASS";
-  EXPECT_EQ(count_tensor_core_ops(listing, "_ZN3evo13fa_s512_v3_kernelILi1ELi0ELi64EEEvNS_8FaParamsE"), 2);
-  EXPECT_EQ(count_tensor_core_ops(listing, "_ZN3evo13fa_s512_v3_kernelILi1ELi0ELi64ELi1EEEvNS_8FaParamsE"), 2);
-  EXPECT_EQ(count_tensor_core_ops(listing, "_ZN3evo10bf16_naiveEv"), 0);
+  EXPECT_EQ(total_ops(*count_tensor_core_ops(listing, "_ZN3evo13fa_s512_v3_kernelILi1ELi0ELi64EEEvNS_8FaParamsE")), 2);
+  EXPECT_EQ(count_tensor_core_ops(listing, "_ZN3evo13fa_s512_v3_kernelILi1ELi0ELi64ELi1EEEvNS_8FaParamsE"),
+            (TensorCoreOps{{"HGMMA", 2}}));
+  EXPECT_EQ(count_tensor_core_ops(listing, "_ZN3evo10bf16_naiveEv"), TensorCoreOps{});
+}
+
+// FP8 warpgroup MMAs are QGMMA; a problem that needs them is refused a kernel without them, naming
+// what the kernel holds instead.
+TEST(SassCheck, QgmmaIsCountedApartAndARequiredInstructionIsChecked) {
+  const std::string listing =
+      "\t\tFunction : fp8\n        /*0000*/  QGMMA.64x128x32.F32.E4M3.E4M3 R24, gdesc[UR8], RZ, !UPT ;\n"
+      "        /*0010*/  QGMMA.64x64x32.F32.E4M3.E4M3 R88, R120, gdesc[UR12], R88, gsb0 ;\n"
+      "\t\tFunction : widened\n        /*0000*/  HGMMA.64x64x16.F32.BF16 R24, gdesc[UR8], RZ, !UPT ;\n";
+  const auto fp8 = count_tensor_core_ops(listing, "fp8");
+  ASSERT_TRUE(fp8);
+  EXPECT_EQ(*fp8, (TensorCoreOps{{"QGMMA", 2}}));
+  EXPECT_EQ(missing_instruction(*fp8, "QGMMA"), "");
+  EXPECT_EQ(missing_instruction(*fp8, ""), "");
+  const auto widened = count_tensor_core_ops(listing, "widened");
+  ASSERT_TRUE(widened);
+  EXPECT_EQ(missing_instruction(*widened, "QGMMA"),
+            "no QGMMA instruction in the SASS, which this problem's dtype needs (found 1 HGMMA)");
+  EXPECT_EQ(missing_instruction({}, "QGMMA"),
+            "no QGMMA instruction in the SASS, which this problem's dtype needs (found none)");
 }
 
 // Runs check_tensor_core_sass against a stand-in cuobjdump that prints kListing.
