@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from bench_shapes import (DEFAULT_SHAPES, SUITES, Shape, ShapeError, group_problems, parse_causal, parse_shape,
-                          suite_of, suite_problems)
+from bench_shapes import (DEFAULT_SHAPES, DTYPES, SUITES, Shape, ShapeError, group_problems, parse_causal,
+                          parse_shape, suite_of, suite_problems)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,8 +27,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "workload's dtype: a file (the one `evoctl submit --workload` takes) or the name of "
                              f"one in bench/workloads/ ({', '.join(sorted(SUITES))}); not with --shapes/--causal")
     parser.add_argument("--causal", default=None, help="both, 0 or 1 (default both)")
-    parser.add_argument("--dtype", default=None, choices=["fp16", "bf16"],
-                        help="element type of Q, K, V and O for every kernel (default fp16; a --suite's own)")
+    parser.add_argument("--dtype", default=None, choices=list(DTYPES),
+                        help="element type of Q, K, V and O for every kernel (default fp16; a --suite's own); "
+                             "e4m3: the FP8 rows (evolved and Triton on e4m3 Q, K, V quantized per head from "
+                             "fp16 draws, bf16 O; SDPA and the evolved fp16 kernel on the fp16 draws)")
     parser.add_argument("--json", metavar="OUT.json", help="write every figure here")
     parser.add_argument("--iters", type=int, default=50, help="per-launch samples per kernel")
     parser.add_argument("--graph-calls", type=int, default=20, help="calls captured in one CUDA graph")
@@ -42,6 +44,16 @@ def build_parser() -> argparse.ArgumentParser:
                         help="processes that compile Triton configs ahead of autotuning (0: compile serially)")
     parser.add_argument("--seed", type=int, default=0, help="input RNG seed (inputs are fresh per shape)")
     return parser
+
+
+def check_dtype_serves(dtype: str, problems) -> None:
+    """e4m3 runs dense shapes only: evo_attention_forward_fp8 takes no packed batch."""
+    if dtype != "e4m3":
+        return
+    packed = [shape.key for shape, _ in problems if shape.is_varlen]
+    if packed:
+        raise ShapeError(f"e4m3 runs dense shapes only (the FP8 entry point takes no packed batch): "
+                         f"{', '.join(packed)}")
 
 
 def parse_args(argv: list[str] | None = None):
@@ -65,6 +77,7 @@ def parse_args(argv: list[str] | None = None):
             causal_list = parse_causal(args.causal if args.causal is not None else "both")
             args.dtype = args.dtype or "fp16"
             args.problems = group_problems([(s, c) for s in shapes for c in causal_list])
+        check_dtype_serves(args.dtype, args.problems)
         args.shape_list: list[Shape] = [shape for shape, _ in args.problems]
         args.causal_list: list[bool] = sorted({c for _, settings in args.problems for c in settings})
     except ValueError as err:

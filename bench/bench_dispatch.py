@@ -3,11 +3,12 @@
 File format (paths relative to the file's folder; "cu" entries are built with nvcc on first use):
     {"shapes": [{"shape": "1x8x512x64", "causal": false, "dtype": "fp16", "lib": "x.so",
                  "genome": "fa_s512_v3:..."}]}
-"dtype" is "fp16" (the default, and what files written before bf16 mean) or "bf16".
+"dtype" is "fp16" (the default, and what files written before bf16 mean), "bf16" or "e4m3" (FP8: the
+library's evo_attention_forward_fp8 serves it).
 "shape" is evo's shape text (bench_shapes.py): "BxHxSxD", or "BxHxSqxSkxD" with query and key lengths
 apart, then ":kvN" for grouped-query heads, e.g. {"shape": "1x32x512x4096x128:kv8", "causal": true}.
-evo's ":causal" and ":bf16" suffixes are read too, where they agree with the "causal" and "dtype"
-fields (or stand for them); a disagreement is an error. Files written before grouped-query heads
+evo's ":causal" and dtype suffixes (":bf16", ":e4m3") are read too, where they agree with the "causal"
+and "dtype" fields (or stand for them); a disagreement is an error. Files written before grouped-query heads
 (four dims, no suffix) mean heads_kv = heads and seq_k = seq, as they always did.
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from bench_shapes import DTYPES, Shape, ShapeError, check_causal, parse_problem
+from bench_shapes import DTYPES, Shape, ShapeError, check_causal, dtype_choices, parse_problem
 
 
 class DispatchError(ValueError):
@@ -27,7 +28,7 @@ class DispatchError(ValueError):
 class DispatchEntry:
     shape: Shape
     causal: bool
-    dtype: str         # "fp16" or "bf16"
+    dtype: str         # "fp16", "bf16" or "e4m3"
     path: str          # absolute path of the .so (or of a .cu still to build)
     genome: str
 
@@ -64,7 +65,7 @@ def _parse_causal_field(value, where: str) -> bool:
 def _parse_dtype_field(value, where: str) -> str:
     if value in DTYPES:
         return value
-    raise DispatchError(f"{where}: unknown dtype {value!r}: expected fp16 or bf16")
+    raise DispatchError(f"{where}: unknown dtype {value!r}: expected {dtype_choices()}")
 
 
 def parse_dispatch(doc, base_dir: str) -> DispatchTable:

@@ -52,18 +52,35 @@ def merge_clocks(clocks: list) -> dict | None:
     }
 
 
+def _worst(values):
+    """The largest error, NaN if any is NaN, None if none was measured."""
+    errors = [e for e in values if e is not None]
+    if not errors:
+        return None
+    return math.nan if any(math.isnan(e) for e in errors) else max(errors)
+
+
+def error_fields(rounds: list[dict]) -> list[str]:
+    """"rel_l2" and any other relative error a round measured ("rel_l2_quantized", "rel_l2_fp16": the
+    FP8 rows' two references)."""
+    return ["rel_l2"] + sorted({k for r in rounds for k in r if k.startswith("rel_l2_")})
+
+
 def merge_rounds(rounds: list[dict]) -> dict:
     """A kernel's rounds (measure()'s results, clocks attached) as one result: median figures, the
-    worst relative error (NaN if any round wrote NaN), the first note, config and variant, merged clocks, and
-    "rounds" with each round's figures, clocks and per-launch spin (bench_timing.per_launch_us)."""
-    errors = [r["rel_l2"] for r in rounds if r.get("rel_l2") is not None]
+    worst relative error of each kind (NaN if any round wrote NaN), the first note, config, variant and
+    input dtype, merged clocks, and "rounds" with each round's figures, clocks and per-launch spin
+    (bench_timing.per_launch_us)."""
     merged = {
         **{f: _median(r.get(f) for r in rounds) for f in FIGURES},
-        "rel_l2": (math.nan if any(math.isnan(e) for e in errors) else max(errors)) if errors else None,
+        **{e: _worst(r.get(e) for r in rounds) for e in error_fields(rounds)},
         "note": next((r["note"] for r in rounds if r.get("note")), None),
         "config": next((r["config"] for r in rounds if r.get("config")), None),
         "variant": next((r["variant"] for r in rounds if r.get("variant")), None),
         **{c: merge_clocks([r.get(c) for r in rounds]) for c in CLOCKS},
     }
+    dtype = next((r["dtype"] for r in rounds if r.get("dtype")), None)
+    if dtype:
+        merged["dtype"] = dtype
     merged["rounds"] = [{k: r.get(k) for k in FIGURES + CLOCKS + ("launch_cover",)} for r in rounds]
     return merged

@@ -11,7 +11,12 @@ commas allowed in place of the x's):
 e.g. "1x32x512x4096x128:kv8". `Shape.key` prints evo's canonical spelling: the dims (Sq and Sk apart
 only where they differ), then ":kvN" only where N != H. Causality and the element type are given
 apart in the bench (--causal, --dtype; the "causal" and "dtype" fields of a dispatch entry); evo's
-":causal" and ":bf16" suffixes are read only by parse_problem (dispatch files).
+":causal" suffix and its dtype suffixes (":fp16", ":bf16", ":e4m3") are read only by parse_problem
+(dispatch files, workload files).
+
+e4m3 (FP8) problems have Q, K and V of one byte an element, each (batch, head) with a float scale
+(value = byte * scale), V transposed and its rows padded to fp8_pitch(seq_k) bytes, and a bf16 O:
+the layout of the exported library's evo_attention_forward_fp8.
 
 A packed variable-length batch (FlashAttention's varlen layout) is a VarlenShape, spelled with three
 'x'-separated fields, the first the per-sequence lengths joined by '+':
@@ -40,13 +45,18 @@ from pathlib import Path
 DEFAULT_SHAPES = ("1,8,512,64", "2,8,512,64", "16,16,512,64", "4,16,2048,64", "2,16,4096,128")
 
 SUPPORTED_HEAD_DIMS = (64, 128)
-DTYPES = ("fp16", "bf16")
+DTYPES = ("fp16", "bf16", "e4m3")
+# Bytes of one element of Q, K and V, and the type of O, per dtype (e4m3 writes a bf16 O).
+ELEMENT_BYTES = {"fp16": 2, "bf16": 2, "e4m3": 1}
+OUTPUT_DTYPES = {"fp16": "fp16", "bf16": "bf16", "e4m3": "bf16"}
+# The transposed FP8 V's rows (one per head_dim index) start 16 bytes apart, as TMA needs.
+FP8_ROW_ALIGN = 16
 
 # --suite NAME: the workload file bench/workloads/NAME.json, the one `evoctl submit --workload`
 # tunes for (llama3-8b: bf16, 32 query heads sharing 8 KV heads, head dim 128; its decode shapes
 # are non-causal, which for one query row is what bottom-right causal means; llama3-8b-packed: the
-# same heads, one packed causal batch of 8 prompts of 17 to 3000 tokens). Each shape runs only
-# with the causal setting the file gives it, in the file's dtype.
+# same heads, one packed causal batch of 8 prompts of 17 to 3000 tokens; fp8: the FP8 acceptance
+# shapes in e4m3). Each shape runs only with the causal setting the file gives it, in the file's dtype.
 WORKLOADS_DIR = Path(__file__).resolve().parent / "workloads"
 
 
@@ -224,7 +234,8 @@ _GRAMMAR = ("B,H,S,D or B,H,Sq,Sk,D (or BxHxSxD, BxHxSqxSkxD) with positive inte
 
 
 def _parse_suffixes(text: str, suffixes: list[str]) -> tuple[int | None, bool | None, str | None]:
-    """(heads_kv, causal, dtype) that ":kvN", ":causal" and ":bf16" name, None where absent."""
+    """(heads_kv, causal, dtype) that ":kvN", ":causal" and a dtype (":bf16", ":e4m3", ":fp16") name,
+    None where absent."""
     heads_kv, causal, dtype = None, None, None
     for suffix in suffixes:
         match = re.fullmatch(r"kv(\d+)", suffix)
@@ -232,13 +243,26 @@ def _parse_suffixes(text: str, suffixes: list[str]) -> tuple[int | None, bool | 
             heads_kv = int(match.group(1))
         elif suffix == "causal" and causal is None:
             causal = True
-        elif suffix == "bf16" and dtype is None:
-            dtype = "bf16"
-        elif match or suffix in ("causal", "bf16"):
+        elif suffix in DTYPES and dtype is None:
+            dtype = suffix
+        elif match or suffix == "causal":
             raise ShapeError(f"bad shape '{text}': ':{suffix}' given twice")
+        elif suffix in DTYPES:
+            raise ShapeError(f"bad shape '{text}': two dtypes (':{dtype}', ':{suffix}')")
         else:
-            raise ShapeError(f"bad shape '{text}': unknown suffix ':{suffix}' (expected :kvN, :causal or :bf16)")
+            raise ShapeError(f"bad shape '{text}': unknown suffix ':{suffix}' (expected :kvN, :causal or a dtype: "
+                             f"{dtype_choices()})")
     return heads_kv, causal, dtype
+
+
+def dtype_choices() -> str:
+    """"fp16, bf16 or e4m3": the accepted dtypes, for error messages."""
+    return ", ".join(DTYPES[:-1]) + " or " + DTYPES[-1]
+
+
+def fp8_pitch(seq_k: int) -> int:
+    """The transposed FP8 V's row length in bytes: seq_k rounded up to FP8_ROW_ALIGN."""
+    return -(-seq_k // FP8_ROW_ALIGN) * FP8_ROW_ALIGN
 
 
 def _check_heads(text: str, heads: int, heads_kv: int | None, head_dim: int) -> None:
@@ -275,8 +299,8 @@ def _parse_varlen(text: str, fields: list[str], heads_kv: int | None) -> VarlenS
 
 def parse_problem(text: str) -> tuple[Shape | VarlenShape, bool | None, str | None]:
     """evo's problem text: a shape or a packed batch (see the module's docstring), then the suffixes
-    ":kvN", ":causal" and ":bf16" in any order, each at most once. Returns (shape, causal, dtype),
-    causal and dtype None where the text does not say."""
+    ":kvN", ":causal" and a dtype (":bf16", ":e4m3", ":fp16") in any order, each at most once. Returns
+    (shape, causal, dtype), causal and dtype None where the text does not say."""
     body, *suffixes = text.strip().lower().split(":")
     heads_kv, causal, dtype = _parse_suffixes(text, suffixes)
     fields = body.split("x")
@@ -398,21 +422,26 @@ def attention_flops(shape: Shape | VarlenShape, causal: bool) -> float:
     return 4.0 * batch * shape.heads * visible_pairs(shape, causal) * shape.head_dim
 
 
-def attention_bytes(shape: Shape | VarlenShape) -> float:
-    """Compulsory DRAM traffic of 2-byte elements (fp16 or bf16): read Q and write O once (H heads of
-    Sq rows), read K and V once (heads_kv heads of Sk rows): a KV head serves its whole group. A
-    packed batch: the same of total_q query rows and total_k key rows (cu_seqlens' few bytes aside)."""
-    if shape.is_varlen:
-        return 2.0 * shape.head_dim * (2 * shape.heads * shape.total_q + 2 * shape.heads_kv * shape.total_k)
-    q_and_o = 2 * shape.heads * shape.seq
-    k_and_v = 2 * shape.heads_kv * shape.seq_k
-    return 2.0 * shape.batch * shape.head_dim * (q_and_o + k_and_v)
+def attention_bytes(shape: Shape | VarlenShape, dtype: str = "fp16") -> float:
+    """Compulsory DRAM traffic: read Q and write O once (H heads of Sq rows), read K and V once
+    (heads_kv heads of Sk rows): a KV head serves its whole group. Q, K and V have the dtype's element
+    size, O its output type's (e4m3: 1-byte inputs, a 2-byte bf16 O; the scales' few bytes and V's
+    row padding aside). A packed batch: the same of total_q query rows and total_k key rows
+    (cu_seqlens' few bytes aside)."""
+    element, output = ELEMENT_BYTES[dtype], ELEMENT_BYTES[OUTPUT_DTYPES[dtype]]
+    rows_q, rows_k = (shape.total_q, shape.total_k) if shape.is_varlen else (shape.seq, shape.seq_k)
+    batch = 1 if shape.is_varlen else shape.batch
+    q_and_o = (element + output) * shape.heads * rows_q
+    k_and_v = 2 * element * shape.heads_kv * rows_k
+    return float(batch * shape.head_dim * (q_and_o + k_and_v))
 
 
-def floors_us(shape: Shape | VarlenShape, causal: bool, matmul_tflops: float, copy_gbps: float) -> dict:
-    """The two lower bounds on one call, in microseconds, from measured device rates."""
+def floors_us(shape: Shape | VarlenShape, causal: bool, matmul_tflops: float, copy_gbps: float,
+              dtype: str = "fp16") -> dict:
+    """The two lower bounds on one call, in microseconds, from measured device rates: matmul_tflops is
+    the rate of the dtype's matrix products (e4m3: the FP8 one)."""
     compute = attention_flops(shape, causal) / (matmul_tflops * 1e12) * 1e6 if matmul_tflops > 0 else math.nan
-    memory = attention_bytes(shape) / (copy_gbps * 1e9) * 1e6 if copy_gbps > 0 else math.nan
+    memory = attention_bytes(shape, dtype) / (copy_gbps * 1e9) * 1e6 if copy_gbps > 0 else math.nan
     return {"compute_us": compute, "memory_us": memory, "floor_us": max(compute, memory)}
 
 

@@ -150,6 +150,27 @@ def matmul_tflops(device: torch.device, n: int = 8192, reps: int = 10) -> float:
     return 2.0 * n ** 3 * reps / (_elapsed_ms(work) * 1e-3) / 1e12
 
 
+def fp8_matmul_tflops(device: torch.device, n: int = 8192, reps: int = 10) -> float:
+    """Dense e4m3 tensor-core rate as cuBLAS reaches it through torch._scaled_mm (one scale per operand,
+    bf16 out): the FP8 rows' compute floor's denominator. Fast accumulation, as an attention kernel
+    accumulates each short product chain in its registers without extra promotion."""
+    a = torch.randn(n, n, device=device).to(torch.float8_e4m3fn)
+    # _scaled_mm takes its second operand column-major.
+    b = torch.randn(n, n, device=device).to(torch.float8_e4m3fn).t()
+    one = torch.ones((), dtype=torch.float32, device=device)
+
+    def product():
+        return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True)
+
+    def work():
+        for _ in range(reps):
+            product()
+
+    for _ in range(3):
+        product()
+    return 2.0 * n ** 3 * reps / (_elapsed_ms(work) * 1e-3) / 1e12
+
+
 def copy_gbps(device: torch.device, nbytes: int = 1 << 30, reps: int = 10) -> float:
     """Device-to-device copy bandwidth, read plus write: the memory floor's denominator."""
     src = torch.empty(nbytes, dtype=torch.uint8, device=device)

@@ -3,9 +3,10 @@
 and flash backends vs autotuned Triton.
 
     python3 bench/compare_sdpa.py --evolved LIB.so [--dispatch dispatch.json] [--shapes 1,8,512,64 ...]
-                                  [--causal both] [--dtype fp16|bf16] [--json out.json] [--iters N]
+                                  [--causal both] [--dtype fp16|bf16|e4m3] [--json out.json] [--iters N]
     python3 bench/compare_sdpa.py --evolved LIB.so --suite llama3-8b      # served-model shapes, bf16
     python3 bench/compare_sdpa.py --evolved LIB.so --suite llama3-8b-packed   # one packed varlen batch
+    python3 bench/compare_sdpa.py --evolved LIB.so --suite fp8        # the FP8 (e4m3) acceptance shapes
 
 Every kernel gets the same fresh random inputs per shape, is checked against a float32 reference by
 relative L2 error, and is timed by CUDA-graph replay and per launch (see bench_timing.py and NOTES.md).
@@ -32,6 +33,20 @@ The padded inputs and the mask are built once, outside the timed calls; the padd
 are gathered back into the packed layout (untimed) before the check. Each output is checked against a
 float32 reference computed sequence by sequence (bench_timing.reference_attention_varlen) by relative L2
 over the whole packed output.
+
+--dtype e4m3 (or an e4m3 workload: --suite fp8) runs the FP8 rows (make_fp8_candidates). Each shape's
+inputs are drawn in fp16 as above, then quantized per (batch, head) by the exported library's rule in
+torch (bench_fp8.py), V also transposed and padded; the same inputs serve every peer:
+    evolved     evo_attention_forward_fp8 on the e4m3 bytes and scales (both launches), bf16 output;
+    Triton      triton_fa.triton_fp8_attention on the same bytes, scales and transposed V;
+    cuDNN/flash SDPA on the fp16 draws (16-bit baselines, as for --dtype fp16);
+    ev fp16     the evolved library's fp16 kernel on the fp16 draws, where the library serves fp16 for
+                the shape (a library that refuses it with cudaErrorInvalidValue is left out silently).
+Every output is checked against two float32 references, of the dequantized inputs (byte * scale) and of
+the fp16 draws; each kernel's "rel_l2" is the one of its own inputs, held to its dtype's limit. The floors
+use a measured e4m3 matmul rate (torch._scaled_mm) and 1-byte inputs. Where the library exports
+evo_attention_quantize_fp8, its bytes and scales are compared with the torch rule's, bit for bit, and the
+differences counted in the row.
 """
 from __future__ import annotations
 
@@ -47,12 +62,13 @@ from typing import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import bench_fp8  # noqa: E402
 from bench_args import parse_args  # noqa: E402
 from bench_clocks import ClockWatch, attach_clocks  # noqa: E402
 from bench_rounds import merge_rounds, round_order  # noqa: E402
 from bench_dispatch import DispatchError, DispatchTable, load_dispatch  # noqa: E402
 from bench_report import (EXPANDED_KV, EXTRA_KERNELS, KERNELS, fmt_rel_l2, fmt_us, header_lines,  # noqa: E402
-                          render_report, write_json)
+                          quantizer_text, render_report, write_json)
 from bench_shapes import Shape, attention_bytes, attention_flops, floors_us  # noqa: E402
 
 NO_GPU = "no GPU: compare_sdpa needs a CUDA device"
@@ -71,10 +87,15 @@ SDPA_PADDED = ("padded: one SDPA call on the batch padded to its longest sequenc
 SDPA_PADDED_CAUSAL = SDPA_PADDED.replace("its own keys", "its own keys, bottom-right causal per sequence")
 SDPA_PER_SEQUENCE = ("per sequence: a Python loop of one SDPA call per sequence on views of the packed tensors, "
                      "every call timed (and captured in the graph)")
+FP8_ENTRY_MISSING = "library exported before FP8 (no evo_attention_forward_fp8)"
+QUANTIZER_MISSING = "library exported before FP8's quantizer (no evo_attention_quantize_fp8): not compared"
 
 
 # torch's names of the --dtype choices.
-TORCH_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
+TORCH_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "e4m3": "float8_e4m3fn"}
+# The element type a dtype's inputs are drawn in where it is not the dtype itself: FP8 rows quantize
+# fp16 draws (and their 16-bit peers run those).
+DRAWN_DTYPES = {"e4m3": "fp16"}
 
 
 def first_line(err: BaseException) -> str:
@@ -96,6 +117,8 @@ class Candidate:
     how: str = ""                          # how it was given the problem, where that needs saying (notes)
     variant: str = ""                      # not the peer's native path (EXPANDED_KV): marked in the tables
     fallback: Callable | None = None       # -> the Candidate to run where this one is refused
+    dtype: str = ""                        # the inputs it runs on, where the row has peers of two (FP8 rows)
+    reference: str = ""                    # which of the row's references checks it (FP8 rows: "quantized", "fp16")
 
 
 class EvolvedSet:
@@ -443,6 +466,146 @@ def make_varlen_candidates(torch, data: VarlenInputs, causal, scale, evolved, tr
     return cands + varlen_evolved_candidates(torch, data, causal, scale, evolved, dtype)
 
 
+@dataclass
+class Fp8Inputs:
+    """One shape's FP8 inputs, shared by every peer and both causal settings: the fp16 draws q [B, H, Sq, D],
+    k and v [B, Hkv, Sk, D]; their e4m3 bytes q8, k8, v8 (torch.float8_e4m3fn, the same shapes) and V
+    transposed, vt8 [B, Hkv, D, fp8_pitch(Sk)] with the pad zeroed; the float32 scales, q_scale [B * H],
+    k_scale and v_scale [B * Hkv] (value = byte * scale)."""
+    q: object
+    k: object
+    v: object
+    q8: object
+    k8: object
+    v8: object
+    vt8: object
+    q_scale: object
+    k_scale: object
+    v_scale: object
+
+
+def fp8_inputs(torch, q, k, v) -> Fp8Inputs:
+    """The fp16 draws quantized by the exported library's rule (bench_fp8), V also transposed."""
+    (q8, q_scale), (k8, k_scale), (v8, v_scale) = (bench_fp8.quantize(torch, t) for t in (q, k, v))
+    return Fp8Inputs(q, k, v, q8, k8, v8, bench_fp8.transpose_padded(torch, v8), q_scale, k_scale, v_scale)
+
+
+def bf16_output(torch, q):
+    """An FP8 kernel's output: bf16, Q's shape."""
+    return torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)
+
+
+def fp16_peer(cand: Candidate) -> Candidate:
+    """A 16-bit baseline of an FP8 row: runs the fp16 draws and is checked against their reference; its
+    fallback (SDPA on expanded K/V), where it has one, likewise."""
+    cand.dtype, cand.reference = "fp16", "fp16"
+    if cand.fallback is not None:
+        build = cand.fallback
+        cand.fallback = lambda: fp16_peer(build())
+    return cand
+
+
+def serves(cand: Candidate) -> bool:
+    """One call of an evolved candidate: False where the library refuses it as a problem it cannot serve
+    (cudaErrorInvalidValue: none of its genomes serves it); any other failure is measure()'s to report."""
+    from evolved_lib import INVALID_VALUE, EvolvedError
+    try:
+        cand.call()
+    except EvolvedError as err:
+        return err.code != INVALID_VALUE
+    except Exception:  # measure() reports any other failure
+        pass
+    return True
+
+
+def evolved_fp16_candidates(torch, data: Fp8Inputs, causal, scale, evolved) -> list[Candidate]:
+    """The evolved library's fp16 kernel on an FP8 row's fp16 draws, as exported (PDL allowed): one
+    candidate where a library serves fp16 for the shape, none (silently) where none does."""
+    lib, genome, _ = evolved
+    if lib is None or (lib.needs_gqa_entry(data.q, data.k) and not lib.has_gqa_entry):
+        return []
+    cand = evolved_candidate(torch, "evolved_fp16", lib, genome, data.q, data.k, data.v, causal, scale, True)
+    return [fp16_peer(cand)] if serves(cand) else []
+
+
+def fp8_evolved_candidates(torch, data: Fp8Inputs, causal, scale, evolved) -> list[Candidate]:
+    """The evolved library's FP8 kernel through evo_attention_forward_fp8, with a plain launch and as
+    exported (PDL allowed), each writing its own NaN-poisoned bf16 output."""
+    lib, genome, why_not = evolved
+    cands = []
+    for name, programmatic in (("evolved_plain", False), ("evolved", True)):
+        if lib is None:
+            cands.append(Candidate(name, None, unavailable=why_not, dtype="e4m3"))
+        elif not lib.has_fp8_entry:
+            cands.append(Candidate(name, None, unavailable=FP8_ENTRY_MISSING, dtype="e4m3"))
+        else:
+            o = bf16_output(torch, data.q)
+
+            def run_evolved(o=o, programmatic=programmatic):
+                lib.forward_fp8(data.q8, data.k8, data.vt8, o, data.q_scale, data.k_scale, data.v_scale, causal, scale,
+                                programmatic=programmatic)
+                return o
+            cands.append(Candidate(name, run_evolved, poison=lambda o=o: o.fill_(float("nan")),
+                                   config=lambda: genome or os.path.basename(lib.path), dtype="e4m3",
+                                   reference="quantized"))
+    return cands
+
+
+def triton_fp8_candidate(torch, data: Fp8Inputs, causal, scale, triton_mod) -> Candidate:
+    """triton_fa.triton_fp8_attention on the row's bytes, scales and transposed V."""
+    if triton_mod is None:
+        return Candidate("triton", None, unavailable="Triton not available", dtype="e4m3")
+    out = bf16_output(torch, data.q)
+    return Candidate("triton", lambda: triton_mod.triton_fp8_attention(
+        data.q8, data.k8, data.vt8, data.q_scale, data.k_scale, data.v_scale, causal, scale, out),
+        config=triton_mod.winning_fp8_config, dtype="e4m3", reference="quantized")
+
+
+def make_fp8_candidates(torch, data: Fp8Inputs, causal, scale, evolved_fp8, evolved_fp16,
+                        triton_mod) -> list[Candidate]:
+    """Every peer of an FP8 row (the module's docstring says what each runs), in the dense order: SDPA
+    cuDNN and flash on the fp16 draws, Triton FP8, the evolved fp16 kernel where the library serves
+    the shape, then the evolved FP8 kernel, last. evolved_fp8 and evolved_fp16 are EvolvedSet.lookup's
+    answers for e4m3 and for fp16."""
+    from torch.nn.attention import SDPBackend
+
+    cands = [fp16_peer(sdpa_candidate(torch, name, backend, data.q, data.k, data.v, causal, scale))
+             for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION))]
+    cands.append(triton_fp8_candidate(torch, data, causal, scale, triton_mod))
+    return (cands + evolved_fp16_candidates(torch, data, causal, scale, evolved_fp16)
+            + fp8_evolved_candidates(torch, data, causal, scale, evolved_fp8))
+
+
+# e4m3's NaN byte: the quantizer check's poison, so that a byte the library leaves unwritten differs.
+E4M3_NAN_BYTE = 0x7F
+
+
+def quantizer_check(torch, lib, data: Fp8Inputs) -> dict:
+    """The library's evo_attention_quantize_fp8 on the fp16 draws against the torch rule's bytes and
+    scales (fp8_inputs): how many of each differ, bit for bit, over Q, K and V (V transposed, its pad
+    included). {} where no library serves the row; a note where the library cannot be compared."""
+    if lib is None:
+        return {}
+    if not lib.has_fp8_quantizer:
+        return {"lib": os.path.basename(lib.path), "note": QUANTIZER_MISSING}
+    from evolved_lib import EvolvedError
+    check = {"lib": os.path.basename(lib.path), "bytes_differ": 0, "bytes": 0, "scales_differ": 0, "scales": 0}
+    tensors = ((data.q, data.q8, data.q_scale, False), (data.k, data.k8, data.k_scale, False),
+               (data.v, data.vt8, data.v_scale, True))
+    try:
+        for x, want, want_scales, transpose in tensors:
+            got = torch.full(tuple(want.shape), E4M3_NAN_BYTE, dtype=torch.uint8, device=want.device)
+            got_scales = torch.full_like(want_scales, float("nan"))
+            lib.quantize_fp8(x, got, got_scales, transpose)
+            check["bytes_differ"] += bench_fp8.differing(torch, got, want)
+            check["scales_differ"] += bench_fp8.differing(torch, got_scales, want_scales)
+            check["bytes"] += want.numel()
+            check["scales"] += want_scales.numel()
+    except EvolvedError as err:
+        return {"lib": check["lib"], "note": f"refused: {first_line(err)}"}
+    return check
+
+
 def cover_text(cover: dict | None) -> str:
     """The per-launch spin, on the progress line where it was widened or samples were dropped."""
     if not cover or not (cover["widened"] or cover["dropped"]):
@@ -454,6 +617,17 @@ class ContextLost(RuntimeError):
     pass
 
 
+def output_errors(timing, cand: Candidate, out, ref) -> dict:
+    """"rel_l2" of the output against the problem's reference. An FP8 row has several, by name
+    ({"quantized": ..., "fp16": ...}): the error against each is "rel_l2_<name>", and "rel_l2" the one
+    against the candidate's own reference."""
+    if not isinstance(ref, dict):
+        return {"rel_l2": timing.rel_l2(out, ref)}
+    errors = {f"rel_l2_{name}": timing.rel_l2(out, r) for name, r in ref.items()}
+    errors["rel_l2"] = errors[f"rel_l2_{cand.reference}"]
+    return errors
+
+
 def _measure_one(torch, timing, cand: Candidate, ref, args, flusher) -> dict:
     # "windows": when each figure was timed, for the clock samples (bench_clocks.attach_clocks).
     res = {"graph_us": None, "launch_us": None, "rel_l2": None, "note": cand.unavailable, "config": None,
@@ -463,6 +637,8 @@ def _measure_one(torch, timing, cand: Candidate, ref, args, flusher) -> dict:
     res["note"] = res["note"] or cand.how
     if cand.variant:
         res["variant"] = cand.variant
+    if cand.dtype:
+        res["dtype"] = cand.dtype
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -473,7 +649,7 @@ def _measure_one(torch, timing, cand: Candidate, ref, args, flusher) -> dict:
                 if cand.unpack:
                     out = cand.unpack(out)
                 torch.cuda.synchronize()
-                res["rel_l2"] = timing.rel_l2(out, ref)
+                res.update(output_errors(timing, cand, out, ref))
                 if cand.config:
                     res["config"] = cand.config()
                 t0 = time.time()
@@ -516,6 +692,8 @@ def measure(torch, timing, cand: Candidate, ref, args, flusher) -> dict:
 
 def measure_floor_inputs(torch, timing, device, args) -> dict:
     env = {"matmul_tflops": timing.matmul_tflops(device), "copy_gbps": timing.copy_gbps(device)}
+    if args.dtype == "e4m3":
+        env["fp8_matmul_tflops"] = timing.fp8_matmul_tflops(device)
     tiny = torch.zeros(1, device=device)
     bump = lambda: tiny.add_(1)  # noqa: E731  one trivial kernel: the cost of a launch that does nothing
     flusher = timing.L2Flusher(device)
@@ -524,11 +702,31 @@ def measure_floor_inputs(torch, timing, device, args) -> dict:
     return env
 
 
-def problem_runner(torch, timing, shape, gen, device, elem, scale, evolved, triton_mod, dtype, flash_attn=None):
-    """One shape's fresh inputs, as (reference(causal), candidates(causal)): the float32 reference and the
-    peers for each causal setting, on the same inputs. A dense shape's are drawn q, k, v in that order
-    ([B, H, Sq, D], [B, Hkv, Sk, D]: equal-head, equal-length shapes get the inputs they always had); a
-    packed batch's are packed (varlen_inputs)."""
+@dataclass
+class ProblemRunner:
+    """One shape's fresh inputs behind what each causal setting needs of them: reference(causal), the
+    float32 reference (an FP8 row's two, by name: output_errors); candidates(causal), the peers;
+    extras(causal), what the row records besides (an FP8 row's quantizer check)."""
+    reference: Callable
+    candidates: Callable
+    extras: Callable = lambda causal: {}
+
+
+def dense_inputs(torch, shape, gen, device, elem):
+    """Fresh random dense inputs, drawn q, k, v in that order ([B, H, Sq, D], [B, Hkv, Sk, D]:
+    equal-head, equal-length shapes get the inputs they always had)."""
+    q_dims = (shape.batch, shape.heads, shape.seq, shape.head_dim)
+    kv_dims = (shape.batch, shape.heads_kv, shape.seq_k, shape.head_dim)
+    return tuple(torch.randn(dims, generator=gen, device=device, dtype=elem) for dims in (q_dims, kv_dims, kv_dims))
+
+
+def problem_runner(torch, timing, shape, gen, device, elem, scale, evolved, triton_mod, dtype,
+                   flash_attn=None) -> ProblemRunner:
+    """One shape's fresh inputs and the peers for each causal setting, on the same inputs: a dense
+    shape's drawn by dense_inputs, a packed batch's packed (varlen_inputs), an FP8 row's drawn in fp16
+    and quantized (fp8_problem_runner)."""
+    if dtype == "e4m3":
+        return fp8_problem_runner(torch, timing, shape, gen, device, elem, scale, evolved, triton_mod)
     if shape.is_varlen:
         data = varlen_inputs(torch, shape, gen, device, elem)
 
@@ -539,17 +737,52 @@ def problem_runner(torch, timing, shape, gen, device, elem, scale, evolved, trit
         def candidates(causal):
             return make_varlen_candidates(torch, data, causal, scale, evolved.lookup(shape, causal, dtype),
                                           triton_mod, dtype, flash_attn)
-        return reference, candidates
-    q_dims = (shape.batch, shape.heads, shape.seq, shape.head_dim)
-    kv_dims = (shape.batch, shape.heads_kv, shape.seq_k, shape.head_dim)
-    q, k, v = (torch.randn(dims, generator=gen, device=device, dtype=elem) for dims in (q_dims, kv_dims, kv_dims))
+        return ProblemRunner(reference, candidates)
+    q, k, v = dense_inputs(torch, shape, gen, device, elem)
 
     def reference(causal):
         return timing.reference_attention(q, k, v, causal, scale)
 
     def candidates(causal):
         return make_candidates(torch, q, k, v, causal, scale, evolved.lookup(shape, causal, dtype), triton_mod, dtype)
-    return reference, candidates
+    return ProblemRunner(reference, candidates)
+
+
+def fp8_problem_runner(torch, timing, shape, gen, device, elem, scale, evolved, triton_mod) -> ProblemRunner:
+    """An FP8 row's shape: draws of elem (DRAWN_DTYPES: fp16) as dense_inputs makes an fp16 row's,
+    quantized once (fp8_inputs); the float32 references of the dequantized inputs and of the draws; the
+    FP8 row's peers; the library's quantizer against the torch rule."""
+    q, k, v = dense_inputs(torch, shape, gen, device, elem)
+    data = fp8_inputs(torch, q, k, v)
+    values = [bench_fp8.dequantize(torch, x8, scales)
+              for x8, scales in ((data.q8, data.q_scale), (data.k8, data.k_scale), (data.v8, data.v_scale))]
+
+    def reference(causal):
+        return {"quantized": timing.reference_attention(*values, causal, scale),
+                "fp16": timing.reference_attention(q, k, v, causal, scale)}
+
+    def candidates(causal):
+        return make_fp8_candidates(torch, data, causal, scale, evolved.lookup(shape, causal, "e4m3"),
+                                   evolved.lookup(shape, causal, "fp16"), triton_mod)
+
+    def extras(causal):
+        check = quantizer_check(torch, evolved.lookup(shape, causal, "e4m3")[0], data)
+        return {"fp8_quantizer": check} if check else {}
+    return ProblemRunner(reference, candidates, extras)
+
+
+def floor_rate(env: dict, dtype: str) -> float:
+    """The matmul rate behind a row's compute floor: the e4m3 one for FP8 rows."""
+    return env["fp8_matmul_tflops"] if dtype == "e4m3" else env["matmul_tflops"]
+
+
+def error_text(res: dict, dtype: str) -> str:
+    """The progress line's errors: against the kernel's own reference, and an FP8 row's both."""
+    own = f"rel-L2 {fmt_rel_l2(res['rel_l2'], res.get('dtype') or dtype)}"
+    if res.get("rel_l2_quantized") is None:
+        return own
+    return (f"{own} ({res['dtype']}; vs dequantized {res['rel_l2_quantized']:.1e}, "
+            f"vs fp16 {res['rel_l2_fp16']:.1e})")
 
 
 def run(args, dispatch) -> int:
@@ -619,21 +852,26 @@ def run(args, dispatch) -> int:
         clocks.start()
         for index, (shape, causal_settings) in enumerate(args.problems):
             gen = torch.Generator(device=device).manual_seed(args.seed + index)
-            elem = getattr(torch, TORCH_DTYPES[args.dtype])
+            elem = getattr(torch, TORCH_DTYPES[DRAWN_DTYPES.get(args.dtype, args.dtype)])
             scale = 1.0 / math.sqrt(shape.head_dim)
-            reference, candidates = problem_runner(torch, timing, shape, gen, device, elem, scale, evolved, triton_fa,
-                                                   args.dtype, flash_attn)
+            runner = problem_runner(torch, timing, shape, gen, device, elem, scale, evolved, triton_fa, args.dtype,
+                                    flash_attn)
             for causal in causal_settings:
-                ref = reference(causal)
+                ref = runner.reference(causal)
                 row = {"shape": shape.label, "key": shape.key, "causal": causal, "dtype": args.dtype,
-                       "gflop": attention_flops(shape, causal) / 1e9, "mib": attention_bytes(shape) / 2 ** 20,
-                       "floors": floors_us(shape, causal, env["matmul_tflops"], env["copy_gbps"]),
+                       "gflop": attention_flops(shape, causal) / 1e9,
+                       "mib": attention_bytes(shape, args.dtype) / 2 ** 20,
+                       "floors": floors_us(shape, causal, floor_rate(env, args.dtype), env["copy_gbps"], args.dtype),
                        "kernels": {}}
+                row.update(runner.extras(causal))
+                if row.get("fp8_quantizer"):
+                    print(f"[{shape.label} causal={int(causal)}] quantizer {quantizer_text(row['fp8_quantizer'])}",
+                          flush=True)
                 if shape.is_varlen:
                     row["varlen"] = {"seq_q": list(shape.seqlens_q), "seq_k": list(shape.seqlens_k)}
                 results.append(row)
                 t0 = time.time()
-                cands = {c.name: c for c in candidates(causal)}
+                cands = {c.name: c for c in runner.candidates(causal)}
                 rounds = {name: [] for name in cands}
                 measured.append((row, rounds))
                 for r in range(args.rounds):
@@ -642,13 +880,13 @@ def run(args, dispatch) -> int:
                         rounds[name].append(res)
                         label = f"[{shape.label} causal={int(causal)}" + (f" round {r}]" if args.rounds > 1 else "]")
                         print(f"{label} {name:13s} graph {fmt_us(res['graph_us']):>7s} µs"
-                              f"  launch {fmt_us(res['launch_us']):>7s} µs  rel-L2 {fmt_rel_l2(res['rel_l2'], args.dtype)}"
+                              f"  launch {fmt_us(res['launch_us']):>7s} µs  {error_text(res, args.dtype)}"
                               f"{cover_text(res.get('launch_cover'))}"
                               f"{'  ' + res['config'] if res['config'] else ''}"
                               f"{'  ' + res['note'] if res['note'] else ''}", flush=True)
                 row["seconds"] = time.time() - t0
                 del ref, cands   # the candidates hold the inputs (and any expanded K/V) of this shape
-            del reference, candidates   # and these the inputs themselves (and a packed batch's padded copies)
+            del runner   # and this the inputs themselves (and a packed batch's padded copies, an FP8 row's bytes)
             torch.cuda.empty_cache()
     except ContextLost as err:
         print(f"fatal: {err}; the figures so far are reported below", flush=True)

@@ -19,6 +19,21 @@ extern "C" int evo_attention_forward_varlen(const void* q, const void* k, const 
     // a packed variable-length batch (FlashAttention's varlen layout): q and o [total_q, heads,
     // head_dim], k and v [total_k, heads_kv, head_dim], cu_seqlens_* int32 device arrays of batch + 1
     // offsets; causal bottom-right aligned per sequence
+extern "C" int evo_attention_forward_fp8(const void* q, const void* k, const void* v_t, void* o,
+    const float* q_scale, const float* k_scale, const float* v_scale, int batch, int heads, int heads_kv,
+    int seq_q, int seq_k, int head_dim, float softmax_scale, int causal, cudaStream_t stream,
+    int programmatic_launch);
+    // e4m3 bytes: q [batch, heads, seq_q, head_dim], k [batch, heads_kv, seq_k, head_dim], v_t
+    // transposed [batch, heads_kv, head_dim, pitch] (pitch = seq_k rounded up to 16); the scales are
+    // float device arrays of batch * heads (q) and batch * heads_kv (k, v): value = byte * scale; o
+    // bf16 [batch, heads, seq_q, head_dim]; 1 = a call it cannot serve (a file with no e4m3 genome
+    // refuses every call)
+extern "C" int evo_attention_quantize_fp8(const void* x, int x_dtype, void* out, float* scales,
+    int batch, int heads, int seq, int head_dim, int transpose, cudaStream_t stream);
+    // x fp16 (x_dtype 0) or bf16 (1) [batch, heads, seq, head_dim] -> e4m3 bytes in that layout
+    // (transpose 0) or V's transposed, padded one (transpose 1, the pad zeroed), and one scale per
+    // (batch, head): its largest magnitude / 448 (1 for an all-zero head, at least 2^-126, NaN for
+    // a head holding NaN or an infinity); out = round_to_nearest_e4m3(x / scale), saturating at 448
 
 With PDL a launch may start while the previous kernel in the stream is finishing. The benchmark
 times both launches (bench/NOTES.md). `evo_attention_forward_ex` is optional: libraries exported
@@ -29,7 +44,9 @@ goes through `evo_attention_forward_gqa` (both launches, either dtype), which li
 grouped-query heads lack (`has_gqa_entry`); equal-head, equal-length problems keep the entry points
 above, as before. A packed variable-length batch goes through `evo_attention_forward_varlen`
 (`forward_varlen`, both launches, either dtype), which libraries exported before varlen lack
-(`has_varlen_entry`).
+(`has_varlen_entry`). FP8 (e4m3) problems go through `evo_attention_forward_fp8` (`forward_fp8`, both
+launches) and their inputs can be made by `evo_attention_quantize_fp8` (`quantize_fp8`); libraries
+exported before FP8 lack both (`has_fp8_entry`, `has_fp8_quantizer`).
 """
 from __future__ import annotations
 
@@ -47,12 +64,28 @@ _GQA_ARGTYPES = [ctypes.c_void_p] * 4 + [ctypes.c_int] * 6 + [ctypes.c_float, ct
 # max_seq_k, total_q, total_k, head_dim, scale, causal, dtype, stream, programmatic_launch.
 _VARLEN_ARGTYPES = [ctypes.c_void_p] * 6 + [ctypes.c_int] * 8 + [ctypes.c_float, ctypes.c_int, ctypes.c_int,
                                                                   ctypes.c_void_p, ctypes.c_int]
+# evo_attention_forward_fp8: q, k, v_t, o, q_scale, k_scale, v_scale, batch, heads, heads_kv, seq_q, seq_k,
+# head_dim, scale, causal, stream, programmatic_launch.
+_FP8_ARGTYPES = [ctypes.c_void_p] * 7 + [ctypes.c_int] * 6 + [ctypes.c_float, ctypes.c_int, ctypes.c_void_p,
+                                                              ctypes.c_int]
+# evo_attention_quantize_fp8: x, x_dtype, out, scales, batch, heads, seq, head_dim, transpose, stream.
+_QUANTIZE_ARGTYPES = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 5 + \
+                     [ctypes.c_void_p]
 # The exported entry point's dtype argument (the values of evo::DType).
 DTYPE_CODES = {"fp16": 0, "bf16": 1}
+# evo_attention_quantize_fp8's x_dtype, by torch's name of the input's element type.
+QUANTIZE_INPUT_CODES = {"torch.float16": 0, "torch.bfloat16": 1}
+# cudaErrorInvalidValue: what an entry point returns for a call it cannot serve.
+INVALID_VALUE = 1
 
 
 class EvolvedError(RuntimeError):
-    """The library cannot be loaded, lacks the entry point, or the call returned an error code."""
+    """The library cannot be loaded, lacks the entry point, or the call returned an error code (`code`,
+    None where no call was made)."""
+
+    def __init__(self, message: str, code: int | None = None):
+        super().__init__(message)
+        self.code = code
 
 
 class EvolvedLib:
@@ -102,7 +135,17 @@ class EvolvedLib:
             fn_varlen.argtypes = _VARLEN_ARGTYPES
             fn_varlen.restype = ctypes.c_int
         self._fn_varlen = fn_varlen
+        self._fn_fp8 = self._optional("evo_attention_forward_fp8", _FP8_ARGTYPES)
+        self._fn_quantize = self._optional("evo_attention_quantize_fp8", _QUANTIZE_ARGTYPES)
         self.path = path
+
+    def _optional(self, name: str, argtypes: list):
+        """An entry point that libraries exported before it lack: None there."""
+        fn = getattr(self._lib, name, None)
+        if fn is not None:
+            fn.argtypes = argtypes
+            fn.restype = ctypes.c_int
+        return fn
 
     @property
     def has_plain_launch(self) -> bool:
@@ -125,6 +168,16 @@ class EvolvedLib:
         """Whether the library exports evo_attention_forward_varlen, so that packed variable-length
         batches (forward_varlen) can run."""
         return self._fn_varlen is not None
+
+    @property
+    def has_fp8_entry(self) -> bool:
+        """Whether the library exports evo_attention_forward_fp8, so that forward_fp8 can run."""
+        return self._fn_fp8 is not None
+
+    @property
+    def has_fp8_quantizer(self) -> bool:
+        """Whether the library exports evo_attention_quantize_fp8, so that quantize_fp8 can run."""
+        return self._fn_quantize is not None
 
     @staticmethod
     def needs_gqa_entry(q, k) -> bool:
@@ -156,7 +209,7 @@ class EvolvedLib:
         else:
             name, rc = "evo_attention_forward_ex", self._fn_ex(*args, 0)
         if rc != 0:
-            raise EvolvedError(f"{name} returned {rc} for shape {tuple(q.shape)} causal={int(causal)}")
+            raise EvolvedError(f"{name} returned {rc} for shape {tuple(q.shape)} causal={int(causal)}", rc)
 
     # The typed entry points: what a library without one was exported before, and what it can still run.
     _TYPED_MISSING = {
@@ -188,7 +241,7 @@ class EvolvedLib:
                 int(programmatic))
         if rc != 0:
             raise EvolvedError(f"{name} returned {rc} for q {tuple(q.shape)} k {tuple(k.shape)} "
-                               f"causal={int(causal)} dtype={dtype}")
+                               f"causal={int(causal)} dtype={dtype}", rc)
 
     def forward_varlen(self, q, k, v, o, cu_seqlens_q, cu_seqlens_k, max_seq_q: int, max_seq_k: int, causal: bool,
                        scale: float, programmatic: bool = True, dtype: str = "fp16") -> None:
@@ -212,4 +265,41 @@ class EvolvedLib:
                              ctypes.c_void_p(stream), int(programmatic))
         if rc != 0:
             raise EvolvedError(f"evo_attention_forward_varlen returned {rc} for q {tuple(q.shape)} k {tuple(k.shape)} "
-                               f"batch {batch} causal={int(causal)} dtype={dtype}")
+                               f"batch {batch} causal={int(causal)} dtype={dtype}", rc)
+
+    def forward_fp8(self, q8, k8, vt8, o, q_scale, k_scale, v_scale, causal: bool, scale: float,
+                    programmatic: bool = True) -> None:
+        """One FP8 call of evo_attention_forward_fp8 on torch's current stream: q8 [B, H, Sq, D] and k8
+        [B, Hkv, Sk, D] e4m3 bytes (torch.float8_e4m3fn or uint8 storage), vt8 V transposed [B, Hkv, D,
+        pitch] (bench_shapes.fp8_pitch(Sk)), q_scale (B * H floats), k_scale and v_scale (B * Hkv) on the
+        device, o bf16 [B, H, Sq, D]; with PDL allowed (programmatic) or as a plain launch."""
+        if self._fn_fp8 is None:
+            raise EvolvedError(f"{self.path} does not export evo_attention_forward_fp8 (exported before FP8)")
+        import torch
+        batch, heads, seq_q, head_dim = q8.shape
+        heads_kv, seq_k = k8.shape[1], k8.shape[2]
+        stream = torch.cuda.current_stream().cuda_stream
+        rc = self._fn_fp8(q8.data_ptr(), k8.data_ptr(), vt8.data_ptr(), o.data_ptr(), q_scale.data_ptr(),
+                          k_scale.data_ptr(), v_scale.data_ptr(), batch, heads, heads_kv, seq_q, seq_k, head_dim,
+                          ctypes.c_float(scale), int(causal), ctypes.c_void_p(stream), int(programmatic))
+        if rc != 0:
+            raise EvolvedError(f"evo_attention_forward_fp8 returned {rc} for q {tuple(q8.shape)} k {tuple(k8.shape)} "
+                               f"causal={int(causal)}", rc)
+
+    def quantize_fp8(self, x, out, scales, transpose: bool) -> None:
+        """evo_attention_quantize_fp8 on torch's current stream: x fp16 or bf16 [B, H, S, D] -> out, e4m3
+        bytes [B, H, S, D] (transpose False: Q, K) or [B, H, D, pitch] with the pad zeroed (transpose
+        True: V), and scales (B * H floats), all on the device."""
+        if self._fn_quantize is None:
+            raise EvolvedError(f"{self.path} does not export evo_attention_quantize_fp8 (exported before FP8)")
+        x_dtype = QUANTIZE_INPUT_CODES.get(str(x.dtype))
+        if x_dtype is None:
+            raise EvolvedError(f"evo_attention_quantize_fp8 takes fp16 or bf16 input, not {x.dtype}")
+        import torch
+        batch, heads, seq, head_dim = x.shape
+        stream = torch.cuda.current_stream().cuda_stream
+        rc = self._fn_quantize(x.data_ptr(), x_dtype, out.data_ptr(), scales.data_ptr(), batch, heads, seq, head_dim,
+                               int(transpose), ctypes.c_void_p(stream))
+        if rc != 0:
+            raise EvolvedError(f"evo_attention_quantize_fp8 returned {rc} for x {tuple(x.shape)} "
+                               f"transpose={int(transpose)}", rc)

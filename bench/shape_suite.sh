@@ -50,8 +50,10 @@
 #   EVO_FITNESS_INPUTS  rotated (default) or resident: the runs' fitness (`evoctl submit
 #                     --fitness-inputs`), inputs cycled past L2 or one set left in L2 as the table
 #                     times them
-#   EVO_DTYPE         fp16 (default) or bf16: the element type of every run's shapes (`evoctl
-#                     submit --dtype`) and of the bench (`compare_sdpa.py --dtype`)
+#   EVO_DTYPE         fp16 (default), bf16 or e4m3: the element type of every run's shapes (`evoctl
+#                     submit --dtype`) and of the bench (`compare_sdpa.py --dtype`; e4m3 benches the
+#                     FP8 rows: evolved and Triton on e4m3 inputs, SDPA on the fp16 draws). The FP8
+#                     acceptance shapes are a workload: EVO_WORKLOAD=bench/workloads/fp8.json
 #   EVO_WORKER_BACKEND  cuda (default) or model (no GPU: every figure ESTIMATED; for trying the script,
 #                     or for a screen ahead of the GPU runs, below)
 #   EVO_WORKER_ARGS   more options for the one evo-worker command, space-separated: "--all-gpus" (a
@@ -123,7 +125,7 @@ split_causal="${EVO_SPLIT_CAUSAL:-0}"
 [[ $split_causal == 0 || $split_causal == 1 ]] || die "EVO_SPLIT_CAUSAL must be 0 or 1, got '$split_causal'"
 fitness_inputs="${EVO_FITNESS_INPUTS:-rotated}"
 dtype="${EVO_DTYPE:-fp16}"
-[[ $dtype == fp16 || $dtype == bf16 ]] || die "EVO_DTYPE must be fp16 or bf16, got '$dtype'"
+[[ $dtype == fp16 || $dtype == bf16 || $dtype == e4m3 ]] || die "EVO_DTYPE must be fp16, bf16 or e4m3, got '$dtype'"
 [[ $fitness_inputs == rotated || $fitness_inputs == resident ]] ||
   die "EVO_FITNESS_INPUTS must be rotated or resident, got '$fitness_inputs'"
 positive EVO_GENERATIONS "$generations"
@@ -267,7 +269,7 @@ if ((dry_run)); then
       budget_text="$(budget_flags "$s")"
       say "evoctl submit --seed $seed_genome --shape ${shapes// / --shape } --generations $generations" \
           "--population $population --top-k $top_k --rng-seed $rng_seed" \
-          "--fitness-inputs $fitness_inputs${budget_text:+ $budget_text}${start_args[$s]:-}"
+          "--fitness-inputs $fitness_inputs${budget_text:+ $budget_text}${start_args[$s]:-} --dtype $dtype"
     done < <(bucket_runs "$s")
   done
   if ((${#suite[@]})); then
@@ -295,9 +297,9 @@ if ((dry_run)); then
   if ((bench)) && [[ -n $workload ]]; then
     say "bench/run_gpu_bench.sh $out/table.dispatch.json $out/bench --suite $workload --rounds $bench_rounds"
   elif ((bench)) && [[ $export_mode == runs ]]; then
-    say "bench/run_gpu_bench.sh $out/table.dispatch.json $out/bench --shapes ${suite[*]} --causal both --rounds $bench_rounds"
+    say "bench/run_gpu_bench.sh $out/table.dispatch.json $out/bench --shapes ${suite[*]} --causal both --rounds $bench_rounds --dtype $dtype"
   elif ((bench)); then
-    say "bench/run_gpu_bench.sh $out/table.dispatch.json $out/bench --shapes <the table's shapes> --causal both --rounds $bench_rounds"
+    say "bench/run_gpu_bench.sh $out/table.dispatch.json $out/bench --shapes <the table's shapes> --causal both --rounds $bench_rounds --dtype $dtype"
   else
     say "bench skipped (EVO_BENCH=0)"
   fi

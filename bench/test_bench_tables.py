@@ -24,6 +24,7 @@ import bench_args  # noqa: E402
 import bench_build  # noqa: E402
 import bench_clocks  # noqa: E402
 import bench_dispatch  # noqa: E402
+import bench_fp8  # noqa: E402
 import bench_report  # noqa: E402
 import bench_rounds  # noqa: E402
 import bench_shapes  # noqa: E402
@@ -73,6 +74,23 @@ class ShapeParsing(unittest.TestCase):
             bench_shapes.parse_shape("1x32x2048x128:kv8:causal")
         with self.assertRaisesRegex(bench_shapes.ShapeError, "--dtype"):
             bench_shapes.parse_shape("1x32x2048x128:bf16")
+
+    def test_e4m3_is_a_dtype_suffix_and_fp8_is_not(self):
+        shape, causal, dtype = bench_shapes.parse_problem("2x16x4096x128:causal:e4m3")
+        self.assertEqual((shape, causal, dtype), (bench_shapes.Shape(2, 16, 4096, 128), True, "e4m3"))
+        self.assertEqual(bench_shapes.parse_problem("1x32x512x4096x128:e4m3:kv8")[2], "e4m3")
+        self.assertEqual(bench_shapes.parse_problem("1x8x512x64:fp16")[2], "fp16")
+        with self.assertRaisesRegex(bench_shapes.ShapeError, r"two dtypes \(':bf16', ':e4m3'\)"):
+            bench_shapes.parse_problem("1x8x512x64:bf16:e4m3")
+        with self.assertRaisesRegex(bench_shapes.ShapeError, "unknown suffix ':fp8' .*fp16, bf16 or e4m3"):
+            bench_shapes.parse_problem("1x8x512x64:fp8")
+        with self.assertRaisesRegex(bench_shapes.ShapeError, "--dtype"):
+            bench_shapes.parse_shape("1x8x512x64:e4m3")
+        self.assertEqual(bench_shapes.dtype_choices(), "fp16, bf16 or e4m3")
+
+    def test_fp8_v_rows_are_padded_to_16_bytes(self):
+        self.assertEqual([bench_shapes.fp8_pitch(n) for n in (1, 15, 16, 17, 777, 4096, 4097)],
+                         [16, 16, 16, 32, 784, 4096, 4112])
 
     def test_rejects_bad_kv_heads_and_suffixes(self):
         cases = {"1x32x512x128:kv5": "do not divide", "1x8x512x64:kv16": "at most 8", "1x8x512x64:kv0": "positive",
@@ -222,6 +240,16 @@ class Floors(unittest.TestCase):
         with self.assertRaisesRegex(bench_shapes.ShapeError, "is refused"):
             bench_shapes.attention_flops(bench_shapes.parse_shape("4/3x1x64"), True)
 
+    def test_e4m3_moves_one_byte_inputs_and_a_bf16_output(self):
+        # Q and K and V read at 1 byte an element, O written in bf16 at 2.
+        self.assertEqual(bench_shapes.attention_bytes(self.shape, "e4m3"), 64 * (3 * 8 * 512 + 2 * 8 * 512))
+        decode = bench_shapes.parse_shape("1x32x1x4096x128:kv8")
+        self.assertEqual(bench_shapes.attention_bytes(decode, "e4m3"), 128 * (3 * 32 * 1 + 2 * 8 * 4096))
+        self.assertEqual(bench_shapes.attention_bytes(decode, "bf16"), bench_shapes.attention_bytes(decode))
+        f = bench_shapes.floors_us(self.shape, True, matmul_tflops=1400.0, copy_gbps=4000.0, dtype="e4m3")
+        self.assertAlmostEqual(f["compute_us"], bench_shapes.attention_flops(self.shape, True) / 1400e12 * 1e6)
+        self.assertAlmostEqual(f["memory_us"], bench_shapes.attention_bytes(self.shape, "e4m3") / 4000e9 * 1e6)
+
     def test_floor_is_the_larger_bound(self):
         f = bench_shapes.floors_us(self.shape, False, matmul_tflops=500.0, copy_gbps=4000.0)
         self.assertAlmostEqual(f["compute_us"], 536870912.0 / 500e12 * 1e6)
@@ -249,6 +277,22 @@ class Dispatch(unittest.TestCase):
         self.assertEqual(table.lookup(shape, False, "fp16").dtype, "fp16")
         self.assertEqual(table.lookup(shape, False, "bf16").path, "/base/b.so")
         self.assertIsNone(table.lookup(shape, True, "bf16"))
+
+    def test_e4m3_entries_are_their_own_bucket(self):
+        doc = {"shapes": [{"shape": "2x16x4096x128:causal:e4m3", "lib": "fp8.so"},
+                          {"shape": "2x16x4096x128", "causal": True, "lib": "fp16.so"}]}
+        table = bench_dispatch.parse_dispatch(doc, "/base")
+        shape = bench_shapes.parse_shape("2x16x4096x128")
+        fp8 = table.lookup(shape, True, "e4m3")
+        self.assertEqual((fp8.path, fp8.causal, fp8.dtype), ("/base/fp8.so", True, "e4m3"))
+        self.assertEqual(table.lookup(shape, True).path, "/base/fp16.so")
+        self.assertIsNone(table.lookup(shape, False, "e4m3"))
+        with self.assertRaisesRegex(bench_dispatch.DispatchError, "says e4m3, its 'dtype' field bf16"):
+            bench_dispatch.parse_dispatch({"shapes": [{"shape": "1x8x512x64:e4m3", "dtype": "bf16", "lib": "a.so"}]},
+                                          "/base")
+        with self.assertRaisesRegex(bench_dispatch.DispatchError, "unknown dtype 'fp8': expected fp16, bf16 or e4m3"):
+            bench_dispatch.parse_dispatch({"shapes": [{"shape": "1x8x512x64", "dtype": "fp8", "lib": "a.so"}]},
+                                          "/base")
 
     def test_grouped_and_unequal_length_entries(self):
         doc = {"shapes": [{"shape": "1x32x512x4096x128:kv8", "causal": True, "dtype": "bf16", "lib": "chunk.so"},
@@ -386,6 +430,26 @@ class Arguments(unittest.TestCase):
                          [("17+512/4096x32x128:kv8", [False, True]), ("1x8x512x64", [False, True])])
         self.assertIn("sequence 0's seq_q 4096 > seq_k 512 is refused",
                       self.parse_error(["--shapes", "4096/512x32x128:kv8", "--causal", "1"]))
+
+    def test_fp8_suite_runs_the_acceptance_shapes_in_e4m3(self):
+        self.assertIn("fp8", bench_shapes.SUITES)
+        args = bench_args.parse_args(["--suite", "fp8"])
+        self.assertEqual(args.dtype, "e4m3")
+        self.assertEqual([(shape.key, settings) for shape, settings in args.problems],
+                         [("2x16x4096x128", [False, True]), ("4x16x2048x64", [False, True]), ("1x8x512x64", [False])])
+        self.assertIn("runs in e4m3, not fp16", self.parse_error(["--suite", "fp8", "--dtype", "fp16"]))
+        path = str(bench_shapes.WORKLOADS_DIR / "fp8.json")
+        self.assertEqual(bench_args.parse_args(["--suite", path]).problems, args.problems)
+        with open(path) as f:
+            doc = json.load(f)       # llama3-8b.json's format, as `evoctl submit --workload` reads it
+        self.assertEqual((doc["name"], doc["seed"], doc["dtype"]), ("fp8", "fa_s512_v3", "e4m3"))
+        self.assertTrue(all(sorted(entry) == ["shape", "weight"] for entry in doc["shapes"]))
+
+    def test_e4m3_takes_dense_shapes_only(self):
+        args = bench_args.parse_args(["--dtype", "e4m3", "--shapes", "1x32x512x4096x128:kv8"])
+        self.assertEqual((args.dtype, args.causal_list), ("e4m3", [False, True]))
+        self.assertIn("e4m3 runs dense shapes only", self.parse_error(["--dtype", "e4m3", "--shapes", "17+250x8x64"]))
+        self.assertIn("invalid choice: 'fp8'", self.parse_error(["--dtype", "fp8"]))
 
     def test_shapes_run_every_causal_setting_unless_refused(self):
         args = bench_args.parse_args(["--shapes", "1x32x512x4096x128:kv8", "1,8,512,64", "--dtype", "bf16"])
@@ -579,6 +643,170 @@ class Report(unittest.TestCase):
         self.assertEqual(result["ratios"]["graph_us"]["evolved_over_best_sdpa"], 0.5)
         self.assertEqual(result["accuracy_ok"], {"evolved": False, "cudnn": True})
         self.assertEqual(doc["rel_l2_limit"], 2e-3)
+
+
+def fp8_row():
+    """An FP8 row as compare_sdpa makes it: FP8 kernels and 16-bit baselines, each with both errors."""
+    def kernel(graph, dtype, own, quantized, fp16, config=None):
+        return {"graph_us": graph, "launch_us": graph * 1.2, "rel_l2": own, "rel_l2_quantized": quantized,
+                "rel_l2_fp16": fp16, "dtype": dtype, "note": "", "config": config}
+    return {"shape": "2,16,4096,128", "causal": True, "dtype": "e4m3", "gflop": 1100.0, "mib": 80.0,
+            "floors": {"compute_us": 500.0, "memory_us": 20.0, "floor_us": 500.0},
+            "fp8_quantizer": {"lib": "table.so", "bytes_differ": 0, "bytes": 50331648, "scales_differ": 0,
+                              "scales": 96},
+            "kernels": {"evolved": kernel(1000.0, "e4m3", 2.0e-2, 2.0e-2, 3.0e-2, "g8"),
+                        "evolved_plain": kernel(1010.0, "e4m3", 2.0e-2, 2.0e-2, 3.0e-2, "g8"),
+                        "triton": kernel(1250.0, "e4m3", 2.2e-2, 2.2e-2, 3.1e-2, "128x128, 8 warps, 3 stages"),
+                        "cudnn": kernel(1500.0, "fp16", 1.0e-3, 2.5e-2, 1.0e-3),
+                        "flash": kernel(2000.0, "fp16", 1.0e-3, 2.5e-2, 1.0e-3),
+                        "evolved_fp16": kernel(1400.0, "fp16", 1.5e-3, 2.5e-2, 1.5e-3, "g16")}}
+
+
+class Fp8Report(unittest.TestCase):
+    env = {"gpu": "g", "dtype": "e4m3", "matmul_tflops": 700.0, "fp8_matmul_tflops": 1400.0, "copy_gbps": 4000.0}
+
+    def test_each_peer_has_its_time_rate_floor_ratio_and_both_errors(self):
+        figures = {f["kernel"]: f for f in bench_report.fp8_peer_figures(fp8_row())}
+        self.assertEqual(list(figures), ["evolved", "evolved_plain", "triton", "cudnn", "flash", "evolved_fp16"])
+        triton = figures["triton"]
+        self.assertEqual((triton["inputs"], triton["graph_us"], triton["fp8_floor_us"]), ("e4m3", 1250.0, 500.0))
+        self.assertAlmostEqual(triton["tflops"], 1100.0 * 1e3 / 1250.0)
+        self.assertAlmostEqual(triton["evolved_fp8_over_peer"], 0.8)
+        self.assertEqual((figures["cudnn"]["inputs"], figures["cudnn"]["rel_l2_quantized"],
+                          figures["cudnn"]["rel_l2_fp16"]), ("fp16", 2.5e-2, 1.0e-3))
+        self.assertAlmostEqual(figures["evolved"]["evolved_fp8_over_peer"], 1.0)
+
+    def test_the_report_holds_an_fp8_table_and_judges_each_kernel_by_its_own_inputs(self):
+        row = fp8_row()
+        row["kernels"]["evolved_fp16"].update(rel_l2=1e-2, rel_l2_fp16=1e-2)   # over fp16's limit: its own inputs
+        text = bench_report.render_report(self.env, [row])
+        self.assertIn("e4m3 matmul 1400.0 TFLOP/s (torch._scaled_mm)", text)
+        self.assertIn("inputs and outputs: e4m3 Q, K, V with a float scale per (batch, head)", text)
+        table = text.split("## FP8 rows per peer")[1].split("\n\n")[0].splitlines()[1:]
+        headers = [c.strip() for c in table[0].strip("|").split("|")]
+        self.assertEqual(headers, ["B,H,S,D", "causal", "peer", "inputs", "graph µs", "TFLOP/s", "FP8 floor µs",
+                                   "ev FP8/peer", "rel-L2 vs dequantized", "rel-L2 vs fp16"])
+        cells = {c[2]: c for c in ([x.strip() for x in line.strip("|").split("|")] for line in table[2:])}
+        self.assertEqual(cells["Triton"], ["2,16,4096,128", "1", "Triton", "e4m3", "1250.0", "880", "500.0", "0.80x",
+                                           "2.2e-02", "3.1e-02"])
+        self.assertEqual(cells["cuDNN"][3:], ["fp16", "1500.0", "733", "500.0", "0.67x", "2.5e-02", "1.0e-03"])
+        self.assertEqual(cells["ev fp16"][-2:], ["2.5e-02", "1.0e-02 FAIL"])
+        self.assertIn("- 2,16,4096,128: table.so: 0 of 50331648 bytes and 0 of 96 scales differ", text)
+        # The usual tables: the evolved fp16 kernel is a column; each error is judged by its own dtype.
+        timing = text.split("## per-call median by CUDA-graph replay (µs)\n")[1].split("\n\n")[0].splitlines()
+        self.assertIn("ev fp16 µs", timing[0])
+        accuracy = text.split("and Triton autotune winner\n")[1].split("\n\n")[0].splitlines()
+        cells = [c.strip() for c in accuracy[2].strip("|").split("|")]
+        self.assertEqual(cells[2:8], ["2.0e-02", "2.0e-02", "1.0e-03", "1.0e-03", "2.2e-02", "1.0e-02 FAIL"])
+        self.assertIn("each kernel against its own inputs'", text)
+        # An fp16 run's report has neither.
+        plain = bench_report.render_report({"gpu": "g"}, [Report.row])
+        self.assertNotIn("FP8 rows", plain)
+        self.assertNotIn("e4m3 matmul", plain)
+
+    def test_json_has_the_fp8_figures_and_per_kernel_verdicts(self):
+        doc = bench_report.json_document(self.env, [fp8_row()])
+        self.assertEqual(doc["rel_l2_limit"], 0.0625)
+        result = doc["results"][0]
+        self.assertEqual([f["kernel"] for f in result["fp8_peers"]][:3], ["evolved", "evolved_plain", "triton"])
+        self.assertEqual(result["fp8_quantizer"]["bytes_differ"], 0)
+        self.assertTrue(all(result["accuracy_ok"].values()))
+        self.assertAlmostEqual(result["ratios"]["graph_us"]["evolved_over_triton"], 0.8)
+        self.assertNotIn("fp8_peers", bench_report.json_document({"gpu": "g"}, [Report.row])["results"][0])
+
+    def test_rounds_keep_both_errors_and_the_inputs(self):
+        merged = bench_rounds.merge_rounds([
+            {"graph_us": 1.0, "rel_l2": 2e-2, "rel_l2_quantized": 2e-2, "rel_l2_fp16": 3e-2, "dtype": "e4m3"},
+            {"graph_us": 3.0, "rel_l2": 2.5e-2, "rel_l2_quantized": 2.5e-2, "rel_l2_fp16": float("nan"),
+             "dtype": "e4m3"}])
+        self.assertEqual((merged["graph_us"], merged["rel_l2"], merged["rel_l2_quantized"], merged["dtype"]),
+                         (2.0, 2.5e-2, 2.5e-2, "e4m3"))
+        self.assertTrue(math.isnan(merged["rel_l2_fp16"]))
+        self.assertNotIn("dtype", bench_rounds.merge_rounds([{"graph_us": 1.0, "rel_l2": 1e-4}]))
+
+    def test_a_measured_fp8_candidate_gets_both_errors_and_its_own_as_rel_l2(self):
+        timing = types.SimpleNamespace(rel_l2=lambda out, ref: ref,
+                                       per_launch_us=lambda fn, iters, flusher, report=None: (fn(), 5.0)[1],
+                                       graph_replay_us=lambda fn, calls, replays: (fn(), 4.0)[1])
+        refs = {"quantized": 2e-2, "fp16": 3e-2}     # the stand-in rel_l2 returns the reference itself
+        fp8 = compare_sdpa.Candidate("triton", lambda: "out", dtype="e4m3", reference="quantized")
+        res = compare_sdpa.measure(Fallback.torch, timing, fp8, refs, Fallback.args, None)
+        self.assertEqual((res["rel_l2"], res["rel_l2_quantized"], res["rel_l2_fp16"], res["dtype"]),
+                         (2e-2, 2e-2, 3e-2, "e4m3"))
+        sdpa = compare_sdpa.fp16_peer(compare_sdpa.Candidate("cudnn", lambda: "out"))
+        self.assertEqual(compare_sdpa.measure(Fallback.torch, timing, sdpa, refs, Fallback.args, None)["rel_l2"], 3e-2)
+        self.assertEqual(compare_sdpa.error_text(res, "e4m3"),
+                         "rel-L2 2.0e-02 (e4m3; vs dequantized 2.0e-02, vs fp16 3.0e-02)")
+        self.assertEqual(compare_sdpa.error_text({"rel_l2": 3e-3}, "fp16"), "rel-L2 3.0e-03 FAIL")
+        self.assertEqual(compare_sdpa.floor_rate(self.env, "e4m3"), 1400.0)
+        self.assertEqual(compare_sdpa.floor_rate(self.env, "bf16"), 700.0)
+
+
+@unittest.skipUnless(importlib.util.find_spec("torch") is not None, "PyTorch is not installed here")
+class Fp8Quantization(unittest.TestCase):
+    """bench_fp8's torch rule on the CPU: scales, rounding, saturation, V's transposed layout."""
+
+    def setUp(self):
+        import torch
+        self.torch = torch
+
+    def bytes_of(self, x8):
+        return x8.view(self.torch.uint8).flatten().tolist()
+
+    def test_scales_follow_the_exported_rule(self):
+        torch = self.torch
+        x = torch.zeros(1, 5, 3, 4)
+        x[0, 1, 2, 3] = -896.0                  # largest magnitude 896: scale 2
+        x[0, 2, 0, 0] = float("nan")
+        x[0, 3, 1, 1] = float("inf")
+        x[0, 4, 0, 1] = 2.0 ** -140             # below 448 * 2^-126: the smallest scale
+        scales = bench_fp8.head_scales(torch, x)
+        self.assertEqual(scales[:2].tolist(), [1.0, 2.0])
+        self.assertTrue(math.isnan(scales[2].item()) and math.isnan(scales[3].item()))
+        self.assertEqual(scales[4].item(), 2.0 ** -126)
+        self.assertEqual(scales.dtype, torch.float32)
+        # Each scale is the correctly rounded quotient (a float32 quotient of float32s, rounded once from
+        # the double one), not absmax times a rounded 1/448.
+        absmax = torch.rand(4096, generator=torch.Generator().manual_seed(5)) * 1000 + 1
+        want = torch.tensor([a / 448.0 for a in absmax.double().tolist()], dtype=torch.float64).float()
+        got = bench_fp8.head_scales(torch, absmax.view(1, -1, 1, 1))
+        self.assertEqual(bench_fp8.differing(torch, got, want), 0)
+
+    def test_bytes_round_to_nearest_even_and_saturate(self):
+        torch = self.torch
+        # A head whose largest magnitude is 448 has scale 1: the bytes are the values' own e4m3 codes.
+        values = [448.0, -448.0, 1.0, 1.0625, 1.1875, 2.0 ** -9, 2.0 ** -10, 0.0]
+        x8, scales = bench_fp8.quantize(torch, torch.tensor(values, dtype=torch.float16).view(1, 1, 2, 4))
+        self.assertEqual(scales.tolist(), [1.0])
+        # 1.0625 lies halfway between 1.0 and 1.125 (even: 1.0), 1.1875 between 1.125 and 1.25 (even: 1.25);
+        # 2^-9 is the smallest subnormal, 2^-10 halfway to zero (even: zero).
+        self.assertEqual(self.bytes_of(x8), [0x7E, 0xFE, 0x38, 0x38, 0x3A, 0x01, 0x00, 0x00])
+        gen = torch.Generator().manual_seed(3)
+        # Heads of magnitudes 1e-4 to 1e4: inside fp16's range, from its subnormals to near its largest.
+        x = torch.randn(4, 64, 8, 16, generator=gen) * torch.logspace(-4, 4, 64).view(1, 64, 1, 1)
+        x8, scales = bench_fp8.quantize(torch, x.to(torch.float16))
+        codes = x8.view(torch.uint8)
+        self.assertFalse(bool(((codes & 0x7F) == 0x7F).any()), "a finite head's byte became NaN")
+        self.assertTrue(bool(((codes & 0x7F) == 0x7E).any(dim=(2, 3)).all()), "each head's largest is 448")
+        # Dequantized, each element is within e4m3's half step (2^-4 of itself, or 2^-10 of the scale).
+        values = bench_fp8.dequantize(torch, x8, scales)
+        x16 = x.to(torch.float16).float()
+        bound = torch.maximum(x16.abs() * 2.0 ** -4, bench_fp8.per_head(scales, x) * 2.0 ** -10)
+        self.assertTrue(bool(((values - x16).abs() <= bound * 1.0001).all()))
+
+    def test_v_goes_transposed_with_its_rows_padded_and_the_pad_zeroed(self):
+        torch = self.torch
+        x8, _ = bench_fp8.quantize(torch, torch.randn(2, 3, 17, 64).to(torch.float16))
+        vt8 = bench_fp8.transpose_padded(torch, x8)
+        self.assertEqual((tuple(vt8.shape), vt8.dtype), ((2, 3, 64, 32), torch.float8_e4m3fn))
+        self.assertTrue(vt8.is_contiguous())
+        raw = vt8.view(torch.uint8)
+        self.assertTrue(torch.equal(raw[..., :17], x8.view(torch.uint8).transpose(2, 3)))
+        self.assertEqual(int(raw[..., 17:].count_nonzero()), 0)
+        self.assertEqual(bench_fp8.differing(torch, vt8, vt8.clone()), 0)
+        changed = raw.clone()
+        changed[0, 0, 0, :3] ^= 1
+        self.assertEqual(bench_fp8.differing(torch, changed, vt8), 3)
 
 
 class Clocks(unittest.TestCase):
@@ -783,6 +1011,32 @@ class TritonSpace(unittest.TestCase):
         self.assertEqual(triton_fa_space.key_ranges(0, 64, 128, 512, 4096, True), (3584, 3648))
 
 
+class TritonFp8Space(unittest.TestCase):
+    def test_fp8_space_keeps_hoppers_fp8_mma_rows_and_a_dozen_configs(self):
+        space = triton_fa_space.fp8_space()
+        self.assertGreaterEqual(len(space), 12)
+        self.assertEqual({c.block_m for c in space}, {64, 128})      # a warp group's 64 rows at least
+        self.assertTrue(all(c.block_n % 32 == 0 for c in space))     # P @ V's K: FP8 MMA takes 32 at a time
+        self.assertGreater(len({(c.warps, c.stages) for c in space}), 3)
+        for head_dim in (64, 128):
+            kept = triton_fa_space.pruned_fp8_space(head_dim)
+            self.assertGreaterEqual(len(kept), 12)
+            self.assertTrue(all(triton_fa_space.runnable(c, head_dim, element_bytes=1) for c in kept))
+
+    def test_one_byte_elements_halve_the_pipeline_and_decode_keeps_64_rows(self):
+        cfg = triton_fa_space.TileConfig(128, 128, 8, 4)
+        self.assertEqual(triton_fa_space.smem_bytes(cfg, 128, element_bytes=1), 128 * 128 + 2 * 4 * 128 * 128)
+        self.assertEqual(triton_fa_space.smem_bytes(cfg, 128, element_bytes=1) * 2,
+                         triton_fa_space.smem_bytes(cfg, 128))
+        small = triton_fa_space.pruned_fp8_space(128, smem_limit=100 * 1024)
+        self.assertIn(cfg, triton_fa_space.pruned_fp8_space(128))
+        self.assertNotIn(cfg, small)
+        self.assertEqual({c.block_m for c in triton_fa_space.pruned_fp8_space(64, seq_q=1)}, {64})
+        self.assertEqual({c.block_m for c in triton_fa_space.pruned_fp8_space(64, seq_q=777)}, {64, 128})
+        with self.assertRaises(ValueError):
+            triton_fa_space.pruned_fp8_space(128, smem_limit=1024)
+
+
 class TritonVarlenSpace(unittest.TestCase):
     def test_row_blocks_of_a_packed_batch_cover_each_sequence_once(self):
         for seqlens in ((17, 250, 600, 1100, 1500, 2000, 2500, 3000), (1,), (64, 1, 65), (128, 128)):
@@ -882,6 +1136,28 @@ int evo_attention_forward_varlen(const void* q, const void* k, const void* v, vo
   return (head_dim == 96 || heads % heads_kv) ? 1 : 0;
 }
 #endif
+#ifdef WITH_FP8
+/* Needs WITH_GQA and WITH_VARLEN (their last_* variables). */
+long long last_ptrs[7];
+int last_x_dtype = -1, last_transpose = -1, last_seq = -1;
+int evo_attention_forward_fp8(const void* q, const void* k, const void* v_t, void* o, const float* q_scale,
+    const float* k_scale, const float* v_scale, int batch, int heads, int heads_kv, int seq_q, int seq_k,
+    int head_dim, float softmax_scale, int causal, void* stream, int programmatic) {
+  const void* ptrs[7] = {q, k, v_t, o, q_scale, k_scale, v_scale};
+  for (int i = 0; i < 7; ++i) last_ptrs[i] = (long long)ptrs[i];
+  last_entry = 6; last_programmatic = programmatic; last_head_dim = head_dim; last_heads_kv = heads_kv;
+  last_batch = batch; last_heads = heads; last_seq_q = seq_q; last_seq_k = seq_k; last_causal = causal;
+  return head_dim == 96 ? 1 : 0;   /* cudaErrorInvalidValue: no e4m3 genome serves it */
+}
+int evo_attention_quantize_fp8(const void* x, int x_dtype, void* out, float* scales, int batch, int heads,
+    int seq, int head_dim, int transpose, void* stream) {
+  const void* ptrs[3] = {x, out, scales};
+  for (int i = 0; i < 3; ++i) last_ptrs[i] = (long long)ptrs[i];
+  last_entry = 7; last_x_dtype = x_dtype; last_batch = batch; last_heads = heads; last_seq = seq;
+  last_head_dim = head_dim; last_transpose = transpose;
+  return head_dim == 96 ? 1 : 0;
+}
+#endif
 #ifdef WITH_DTYPE
 int evo_attention_forward_dtype(const void* q, const void* k, const void* v, void* o, int batch, int heads,
     int seq_q, int seq_k, int head_dim, float softmax_scale, int causal, int dtype, void* stream,
@@ -894,14 +1170,14 @@ int evo_attention_forward_dtype(const void* q, const void* k, const void* v, voi
 
 
 class FakeTensor:
-    def __init__(self, shape):
-        self.shape, self.filled, self.device = tuple(shape), None, "cuda:0"
+    def __init__(self, shape, ptr=0, dtype="torch.float16"):
+        self.shape, self.filled, self.device, self.ptr, self.dtype = tuple(shape), None, "cuda:0", ptr, dtype
 
     def repeat_interleave(self, repeats, dim):
         return FakeTensor(self.shape[:dim] + (self.shape[dim] * repeats,) + self.shape[dim + 1:])
 
     def data_ptr(self):
-        return 0
+        return self.ptr
 
     def fill_(self, value):
         self.filled = value
@@ -913,6 +1189,8 @@ def fake_torch():
     torch = types.ModuleType("torch")
     torch.cuda = types.SimpleNamespace(current_stream=lambda: types.SimpleNamespace(cuda_stream=0))
     torch.empty_like = lambda t: FakeTensor(t.shape)
+    torch.empty = lambda shape, dtype=None, device=None: FakeTensor(shape, dtype=dtype)
+    torch.bfloat16 = "torch.bfloat16"
     torch.bool = "bool"
     # ones(sq, sk).tril(d): a dense mask, as ("dense_mask", sq, sk, d).
     torch.ones = lambda sq, sk, **_: types.SimpleNamespace(tril=lambda d: ("dense_mask", sq, sk, d))
@@ -950,6 +1228,9 @@ class PlainLaunch(unittest.TestCase):
         cls.varlen_lib = os.path.join(cls.tmp, "varlen.so")
         subprocess.run(["cc", "-shared", "-fPIC", "-DWITH_EX", "-DWITH_DTYPE", "-DWITH_GQA", "-DWITH_VARLEN", "-o",
                         cls.varlen_lib, src], check=True)
+        cls.fp8_lib = os.path.join(cls.tmp, "fp8.so")
+        subprocess.run(["cc", "-shared", "-fPIC", "-DWITH_EX", "-DWITH_DTYPE", "-DWITH_GQA", "-DWITH_VARLEN",
+                        "-DWITH_FP8", "-o", cls.fp8_lib, src], check=True)
 
     @classmethod
     def tearDownClass(cls):
@@ -1088,6 +1369,115 @@ class PlainLaunch(unittest.TestCase):
             self.assertEqual(ctypes.c_int.in_dll(lib._lib, "last_batch").value, 2)
             self.assertIsNot(pdl.call(), out)
             self.assertEqual(self.last_call(lib), (5, 1))
+
+    @staticmethod
+    def fp8_data(q_shape=(2, 16, 4096, 128), kv_shape=(2, 16, 4096, 128)):
+        """Fp8Inputs of FakeTensors whose data_ptr()s name them: 1 q, 2 k, 3 v, 11 q8, 12 k8, 13 v8, 14 vt8,
+        21 q_scale, 22 k_scale, 23 v_scale."""
+        b, h_kv, s_k, d = kv_shape
+        vt_shape = (b, h_kv, d, bench_shapes.fp8_pitch(s_k))
+        shapes = (q_shape, kv_shape, kv_shape, q_shape, kv_shape, kv_shape, vt_shape,
+                  (q_shape[0] * q_shape[1],), (b * h_kv,), (b * h_kv,))
+        ptrs = (1, 2, 3, 11, 12, 13, 14, 21, 22, 23)
+        return compare_sdpa.Fp8Inputs(*(FakeTensor(shape, ptr) for shape, ptr in zip(shapes, ptrs)))
+
+    def test_fp8_calls_pass_bytes_scales_and_transposed_v_in_the_entry_points_order(self):
+        lib = EvolvedLib(self.fp8_lib)
+        self.assertTrue((lib.has_fp8_entry, lib.has_fp8_quantizer) == (True, True))
+        old = EvolvedLib(self.varlen_lib)
+        self.assertEqual((old.has_fp8_entry, old.has_fp8_quantizer), (False, False))
+        data = self.fp8_data((1, 32, 512, 128), (1, 8, 4096, 128))
+        names = ("last_entry", "last_programmatic", "last_batch", "last_heads", "last_heads_kv", "last_seq_q",
+                 "last_seq_k", "last_head_dim", "last_causal")
+
+        def fp8_call(lib, data, **kwargs):
+            o = FakeTensor(data.q.shape, ptr=31, dtype="torch.bfloat16")
+            with mock.patch.dict(sys.modules, fake_torch()):
+                lib.forward_fp8(data.q8, data.k8, data.vt8, o, data.q_scale, data.k_scale, data.v_scale, True, 0.088,
+                                **kwargs)
+            return (tuple(ctypes.c_int.in_dll(lib._lib, n).value for n in names),
+                    list((ctypes.c_longlong * 7).in_dll(lib._lib, "last_ptrs")))
+        ints, ptrs = fp8_call(lib, data)
+        self.assertEqual(ints, (6, 1, 1, 32, 8, 512, 4096, 128, 1))
+        self.assertEqual(ptrs, [11, 12, 14, 31, 21, 22, 23])          # V goes transposed; scales after o
+        self.assertEqual(fp8_call(lib, data, programmatic=False)[0][:2], (6, 0))
+        with self.assertRaisesRegex(EvolvedError, r"forward_fp8 returned 1 for q \(1, 32, 512, 96\)") as ctx:
+            fp8_call(lib, self.fp8_data((1, 32, 512, 96), (1, 8, 4096, 96)))
+        self.assertEqual(ctx.exception.code, 1)
+        with self.assertRaisesRegex(EvolvedError, "does not export evo_attention_forward_fp8"):
+            fp8_call(old, data)
+
+        def quantize_call(lib, x, transpose, head_dim=128):
+            with mock.patch.dict(sys.modules, fake_torch()):
+                lib.quantize_fp8(x, FakeTensor((1,), ptr=41), FakeTensor((16,), ptr=42), transpose)
+            ints = ("last_entry", "last_x_dtype", "last_batch", "last_heads", "last_seq", "last_head_dim",
+                    "last_transpose")
+            return (tuple(ctypes.c_int.in_dll(lib._lib, n).value for n in ints),
+                    list((ctypes.c_longlong * 7).in_dll(lib._lib, "last_ptrs"))[:3])
+        self.assertEqual(quantize_call(lib, FakeTensor((2, 8, 777, 128), ptr=40), True),
+                         ((7, 0, 2, 8, 777, 128, 1), [40, 41, 42]))
+        self.assertEqual(quantize_call(lib, FakeTensor((2, 8, 17, 64), ptr=40, dtype="torch.bfloat16"), False)[0],
+                         (7, 1, 2, 8, 17, 64, 0))
+        with self.assertRaisesRegex(EvolvedError, "takes fp16 or bf16 input, not torch.float32"):
+            quantize_call(lib, FakeTensor((2, 8, 17, 64), dtype="torch.float32"), False)
+        with self.assertRaisesRegex(EvolvedError, "evo_attention_quantize_fp8 returned 1"):
+            quantize_call(lib, FakeTensor((2, 8, 17, 96)), False)
+        with self.assertRaisesRegex(EvolvedError, "does not export evo_attention_quantize_fp8"):
+            quantize_call(old, FakeTensor((2, 8, 17, 64)), False)
+
+    def test_fp8_rows_time_the_fp8_kernels_and_16_bit_baselines(self):
+        lib = EvolvedLib(self.fp8_lib)
+        with mock.patch.dict(sys.modules, fake_torch()):
+            torch = sys.modules["torch"]
+            data = self.fp8_data((1, 32, 512, 128), (1, 8, 4096, 128))
+            cands = compare_sdpa.make_fp8_candidates(torch, data, True, 0.088, (lib, "g8", ""), (lib, "g16", ""), None)
+            self.assertEqual([(c.name, c.dtype, c.reference) for c in cands],
+                             [("cudnn", "fp16", "fp16"), ("flash", "fp16", "fp16"), ("triton", "e4m3", ""),
+                              ("evolved_fp16", "fp16", "fp16"), ("evolved_plain", "e4m3", "quantized"),
+                              ("evolved", "e4m3", "quantized")])
+            self.assertEqual(cands[2].unavailable, "Triton not available")
+            # The 16-bit baselines run the fp16 draws; so does an SDPA fallback on expanded K/V.
+            cands[0].call()
+            q, k, v, _ = sys.modules["torch.nn.functional"].sdpa_calls[-1]
+            self.assertEqual((q.ptr, k.ptr, v.ptr), (1, 2, 3))
+            expanded = cands[0].fallback()
+            self.assertEqual((expanded.dtype, expanded.reference, expanded.variant),
+                             ("fp16", "fp16", bench_report.EXPANDED_KV))
+            self.assertEqual(self.last_call(lib), (4, 1))      # the fp16 probe: the gqa entry, as exported
+            plain, pdl = cands[4:]
+            self.assertEqual((plain.config(), pdl.config()), ("g8", "g8"))
+            pdl.poison()
+            out = pdl.call()
+            self.assertTrue(math.isnan(out.filled))
+            self.assertEqual((out.shape, out.dtype), ((1, 32, 512, 128), "torch.bfloat16"))
+            self.assertEqual(self.last_call(lib), (6, 1))
+            plain.call()
+            self.assertEqual(self.last_call(lib), (6, 0))
+            # A library that refuses fp16 for the shape (1: no genome serves it) or cannot take it is left out.
+            refused = self.fp8_data((1, 32, 512, 96), (1, 8, 4096, 96))
+            names = [c.name for c in compare_sdpa.make_fp8_candidates(torch, refused, True, 0.088, (lib, "", ""),
+                                                                        (lib, "", ""), None)]
+            self.assertEqual(names, ["cudnn", "flash", "triton", "evolved_plain", "evolved"])
+            older = EvolvedLib(self.bf16_lib)    # no gqa entry, no fp8 entry
+            cands = compare_sdpa.make_fp8_candidates(torch, data, True, 0.088, (older, "", ""), (older, "", ""), None)
+            self.assertEqual([(c.name, c.unavailable) for c in cands[3:]],
+                             [("evolved_plain", compare_sdpa.FP8_ENTRY_MISSING),
+                              ("evolved", compare_sdpa.FP8_ENTRY_MISSING)])
+            none = compare_sdpa.make_fp8_candidates(torch, data, True, 0.088, (None, "", "no dispatch entry"),
+                                                    (None, "", "no dispatch entry"), None)
+            self.assertEqual([(c.name, c.unavailable) for c in none[3:]],
+                             [("evolved_plain", "no dispatch entry"), ("evolved", "no dispatch entry")])
+            # A library that serves fp16 for an equal-head shape: its fp16 kernel joins, PDL allowed.
+            dense = self.fp8_data()
+            cands = compare_sdpa.make_fp8_candidates(torch, dense, False, 0.088, (lib, "", ""), (lib, "g16", ""),
+                                                     None)
+            self.assertEqual([c.name for c in cands][3], "evolved_fp16")
+            self.assertEqual(cands[3].config(), "g16")
+            cands[3].call()
+            self.assertEqual(self.last_call(lib), (1, -1))
+            self.assertEqual(compare_sdpa.quantizer_check(torch, None, dense), {})
+            self.assertEqual(compare_sdpa.quantizer_check(torch, older, dense),
+                             {"lib": "bf16.so", "note": compare_sdpa.QUANTIZER_MISSING})
 
     def test_sdpa_gets_native_gqa_and_bottom_right_causal(self):
         with mock.patch.dict(sys.modules, fake_torch()):

@@ -11,8 +11,20 @@ check "bad EVO_SPLIT_CAUSAL" 2 "EVO_SPLIT_CAUSAL must be 0 or 1, got '2'" \
   EVO_SPLIT_CAUSAL=2 "$suite" --dry-run "$bundle" "$scratch/out"
 check "bad EVO_FITNESS_INPUTS" 2 "EVO_FITNESS_INPUTS must be rotated or resident" \
   EVO_FITNESS_INPUTS=hot "$suite" --dry-run "$bundle" "$scratch/out"
-check "bad EVO_DTYPE" 2 "EVO_DTYPE must be fp16 or bf16, got 'fp8'" \
+check "bad EVO_DTYPE" 2 "EVO_DTYPE must be fp16, bf16 or e4m3, got 'fp8'" \
   EVO_DTYPE=fp8 "$suite" --dry-run "$bundle" "$scratch/out"
+# e4m3 reaches every run's submit and the bench (its FP8 rows); fp16 stays the default.
+check "EVO_DTYPE=e4m3 reaches the submits" 0 "--shape 1x8x512x64:causal --generations 3 --population 12 --top-k 3 --rng-seed 7 --fitness-inputs rotated --dtype e4m3" \
+  EVO_DTYPE=e4m3 EVO_SUITE="1x8x512x64 2x8x512x64" "$suite" --dry-run "$bundle" "$scratch/out"
+check "EVO_DTYPE=e4m3 reaches the bench" 0 "--shapes 1x8x512x64 2x8x512x64 --causal both --rounds 1 --dtype e4m3" \
+  EVO_DTYPE=e4m3 EVO_SUITE="1x8x512x64 2x8x512x64" "$suite" --dry-run "$bundle" "$scratch/out"
+n=$(count "--dtype fp16" EVO_SUITE="1x8x512x64 2x8x512x64" "$suite" --dry-run "$bundle" "$scratch/out")
+if [[ $n == 3 ]]; then
+  echo "ok   fp16 by default: 2 submits and the bench"
+else
+  echo "FAIL --dtype fp16 on $n planned lines (want 3: 2 submits and the bench)"
+  failures=$((failures + 1))
+fi
 check "a shape that is not BxHxSxD" 2 "'1x8x512' is not BxHxSxD" \
   EVO_SUITE=1x8x512 "$suite" --dry-run "$bundle" "$scratch/out"
 printf '1x8x512x64\n' > "$scratch/starts.txt"
@@ -91,6 +103,9 @@ check "a workload is one submit of the file" 0 "evoctl submit --workload $worklo
   EVO_WORKLOAD="$workload" EVO_BUDGET=3m EVO_MAX_EVALS=60 "$suite" --dry-run "$bundle" "$scratch/out"
 check "a workload's bench runs its shapes" 0 "--suite $workload --rounds 1" \
   EVO_WORKLOAD="$workload" "$suite" --dry-run "$bundle" "$scratch/out"
+fp8_workload="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/workloads/fp8.json"
+check "the FP8 workload is one submit and its bench" 0 "--suite $fp8_workload --rounds 1" \
+  EVO_WORKLOAD="$fp8_workload" "$suite" --dry-run "$bundle" "$scratch/out"
 check "a workload beside a suite" 2 "EVO_WORKLOAD names the shapes and their weights" \
   EVO_WORKLOAD="$workload" EVO_SUITE=1x8x512x64 "$suite" --dry-run "$bundle" "$scratch/out"
 check "a workload that is no file" 2 "EVO_WORKLOAD '$scratch/none.json' is not a readable file" \
