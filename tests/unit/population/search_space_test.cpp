@@ -39,7 +39,7 @@ TEST(SearchSpaceTest, LoadsTheRealSpace) {
   EXPECT_EQ(s.genes()[0].default_value, 32);
   EXPECT_FALSE(s.genes()[0].doc.empty());
   EXPECT_EQ(s.served().at("HEAD_DIM"), (std::vector<int64_t>{64, 128}));
-  EXPECT_EQ(s.served().at("DTYPE"), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(s.served().at("DTYPE"), (std::vector<int64_t>{0, 1, 2}));
   uint64_t product = 1;
   for (const auto& g : s.genes()) product *= g.values.size();
   EXPECT_EQ(s.size(), product);
@@ -54,7 +54,8 @@ TEST(SearchSpaceTest, LoadsTheRealSpace) {
                                       "box_rows_need_tma", "pingpong_two_warpgroups",
                                       "qk_ahead_three_stages", "lazy_rescale_not_with_qk_ahead",
                                       "causal_fold_pairs_row_warps", "pack_gqa_not_folded",
-                                      "varlen_rows_are_one_sequence", "shared_memory_fits_device",
+                                      "varlen_rows_are_one_sequence", "e4m3_reads_through_tensor_maps",
+                                      "shared_memory_fits_device",
                                       "supported_head_dim"}));
 }
 
