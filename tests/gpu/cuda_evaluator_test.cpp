@@ -319,6 +319,8 @@ TEST(CudaEvaluator, E4m3GenomesPassEveryGateOnRaggedLengths) {
                                           problem("1x4x1x4097x64:kv2:e4m3")};
   const std::vector<Problem> shapes_128 = {problem("1x8x4097x128:causal:e4m3"),
                                            problem("2x8x17x777x128:kv2:causal:e4m3"), problem("1x8x1x128:e4m3")};
+  // A cluster splits the keys: every shape has two tiles or more.
+  const std::vector<Problem> shapes_split = {problem("2x8x777x64:causal:e4m3"), problem("1x4x1x4097x64:kv2:e4m3")};
   const std::vector<std::pair<const char*, const std::vector<Problem>*>> cases = {
       {"BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=tma", &shapes_64},
       {"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=tma_pv", &shapes_128},
@@ -326,7 +328,7 @@ TEST(CudaEvaluator, E4m3GenomesPassEveryGateOnRaggedLengths) {
       {"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=pingpong", &shapes_128},
       {"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=3,WGMMA=1,SCHEDULE=qk_ahead_release", &shapes_128},
       {"BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=tma_release_pv", &shapes_128},
-      {"BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=tma_release,SPLIT_KV=2", &shapes_64}};
+      {"BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=tma_release,SPLIT_KV=2", &shapes_split}};
   for (const auto& [genes, shapes] : cases) {
     const v1::Evaluation e = ev.evaluate(space.parse(genes), *shapes, true);
     EXPECT_EQ(e.status(), v1::OK) << genes << ": " << gate_summary(e);
