@@ -1,5 +1,6 @@
 // The compile sweep (no GPU needed), per architecture (sm_80, sm_90a) and per problem (1x8x512 at
-// head_dim 64, the same causal, and head_dim 128): every genome of the fa_s512_v3 space goes
+// head_dim 64, the same causal, head_dim 128, causal bf16, and on sm_90a causal e4m3 at head dim
+// 128): every genome of the fa_s512_v3 space goes
 // through gate 1, and each invalid one must be rejected before any compile with its constraint
 // named. The valid ones go to NVRTC (gates 2-3), which must compile every one of them:
 //   CompileSample (the test command): per problem a covering sample of the valid genomes, so that
@@ -49,11 +50,12 @@ Problem problem(int d, bool causal, DType dtype = DType::kF16) {
 }
 
 // The space's own problem first: CompileAll compiles every valid genome of that one. bf16 changes
-// the MMA instructions and the packing, so it gets a sample of its own.
-const std::vector<Problem>& problems() {
-  static const std::vector<Problem> all = {problem(64, false), problem(64, true),
-                                                problem(128, false),
-                                                problem(64, true, DType::kBF16)};
+// the MMA instructions and the packing, so it gets a sample of its own; so does e4m3 (its tiles,
+// its descriptors, P's fragment), on sm_90a only: no genome of another target serves it.
+std::vector<Problem> problems(int sm_arch) {
+  std::vector<Problem> all = {problem(64, false), problem(64, true), problem(128, false),
+                              problem(64, true, DType::kBF16)};
+  if (sm_arch == 90) all.push_back(problem(128, true, DType::kE4M3));
   return all;
 }
 
@@ -77,7 +79,7 @@ std::vector<ProblemSweep> classify(
     const SearchSpace& space, int64_t smem_limit, int sm_arch,
     const std::function<void(const Genome&, const Problem&, const std::string&)>& on_invalid) {
   std::vector<ProblemSweep> sweeps;
-  for (const auto& p : problems()) sweeps.push_back({p, {}, {}, {}});
+  for (const auto& p : problems(sm_arch)) sweeps.push_back({p, {}, {}, {}});
   std::mt19937_64 rng(kSeed);
   for (uint64_t i = 0; i < space.size(); ++i) {
     const Genome g = space.at(i);
@@ -173,7 +175,7 @@ void sweep(const std::string& arch, Scope scope) {
   const auto log_level = spdlog::get_level();
   spdlog::set_level(spdlog::level::warn);
   // CompileAll checks every invalid genome of its first problem, else a sample per constraint.
-  auto every_one = [&](const Problem& shape) { return every && shape == problems().front(); };
+  auto every_one = [&](const Problem& shape) { return every && shape == problems(sm_arch_number(arch)).front(); };
   const auto sweeps = classify(
       space, smem_limit, sm_arch_number(arch),
       [&](const Genome& g, const Problem& shape, const std::string& constraint) {
