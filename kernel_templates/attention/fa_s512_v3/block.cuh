@@ -174,8 +174,9 @@ struct Block {
   // The tensor maps' row of the sequence's query row r, and of its key row r.
   __device__ __forceinline__ int q_map_row(int r) const { return T::kVarlen ? q_row0 + r : r; }
   __device__ __forceinline__ int kv_map_row(int r) const { return T::kVarlen ? k_row0 + r : r; }
-  // Units between consecutive rows of Q/O and of K/V: a packed batch's rows hold every head.
-  // (16-bit types only: e4m3 reads through tensor maps and has no packed batches.)
+  // Elements between consecutive rows of Q/O and of K/V: a packed batch's rows hold every head.
+  // (O's, whatever the dtype; Q's and K/V's of 16-bit types only: e4m3 reads its inputs through
+  // tensor maps and has no packed batches.)
   __device__ __forceinline__ int q_stride() const { return T::kVarlen ? p.heads * T::kHeadDim : T::kHeadDim; }
   __device__ __forceinline__ int kv_stride() const {
     return T::kVarlen ? (p.heads_kv > 0 ? p.heads_kv : p.heads) * T::kHeadDim : T::kHeadDim;
