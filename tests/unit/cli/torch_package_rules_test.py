@@ -49,6 +49,13 @@ def check_shapes(r):
     assert r.served_kinds(["1x8x512x64", "1x8x512x64:causal", "2x8x1024x64"]) == SERVED
     assert r.served_kinds(["1x8x1x700x64:kv2", "1x8x128x512x64:kv1:causal"]) == SERVED, \
         "key/value heads and lengths are not part of a served kind"
+    # A table of fp16 and FP8 buckets: the e4m3 ones are read (the package loads) and never serve a
+    # tensor, whose dtype is fp16 or bf16.
+    assert r.parse_shape("2x16x4096x128:causal:e4m3") == (2, 16, 16, 4096, 4096, 128, True, "e4m3")
+    both = r.served_kinds(["1x8x512x64", "1x8x512x64:e4m3"])
+    assert ("e4m3", 64, False) in both and ("fp16", 64, False) in both
+    assert call(r, served=both) == (None, False), "the fp16 bucket serves fp16 tensors"
+    assert call(r, served=tuple(k for k in both if k[0] == "e4m3"))[0] == r.NO_BUCKET
     for bad in ("1x8x512", "1x8x512x64:fp8", "1x8x512x64:kv3", "1x8x512x64:kv0", "1x8x512x64:kv", "1x8x512x64:kvx"):
         try:
             r.parse_shape(bad)

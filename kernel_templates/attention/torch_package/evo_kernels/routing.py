@@ -38,7 +38,10 @@ LOWER_RIGHT = "lower_right"
 UPPER_LEFT = "upper_left"
 OTHER_MASK = "other"
 
+# The tensors' dtypes the op takes; a table may also hold e4m3 buckets (FP8, which SDPA's
+# arguments never are: such buckets are read and never chosen).
 _DTYPE_SUFFIXES = ("fp16", "bf16")
+_BUCKET_DTYPES = _DTYPE_SUFFIXES + ("e4m3",)
 
 
 def parse_shape(text):
@@ -62,7 +65,7 @@ def parse_shape(text):
     for suffix in parts[1:]:
         if suffix in ("causal", "nc"):
             causal = suffix == "causal"
-        elif suffix in _DTYPE_SUFFIXES:
+        elif suffix in _BUCKET_DTYPES:
             dtype = suffix
         elif suffix.startswith("kv") and suffix[2:].isdigit():
             heads_kv = int(suffix[2:])
