@@ -158,15 +158,23 @@ std::vector<float> quantize_on_gpu(QuantizeFp8 quantize, const std::vector<__hal
   int wrong = 0;
   for (int h = 0; h < heads; ++h) {
     float absmax = 0;
-    for (size_t i = 0; i < size_t(s) * d; ++i) absmax = std::max(absmax, std::fabs(__half2float(x[h * size_t(s) * d + i])));
+    for (size_t i = 0; i < size_t(s) * d; ++i) {
+      const float a = std::fabs(__half2float(x[h * size_t(s) * d + i]));
+      if (!(a <= absmax) && !std::isnan(absmax)) absmax = a;  // a NaN sticks
+    }
     const float scale = e4m3_scale(absmax);
-    EXPECT_EQ(got_scales[size_t(h)], scale) << "head " << h;
+    if (std::isnan(scale)) {
+      EXPECT_TRUE(std::isnan(got_scales[size_t(h)])) << "head " << h;
+    } else {
+      EXPECT_EQ(got_scales[size_t(h)], scale) << "head " << h;
+    }
     for (int r = 0; r < s; ++r)
       for (int c = 0; c < d; ++c) {
         const size_t i = (size_t(h) * s + r) * d + c;
         const uint8_t want = attention::float_to_e4m3_bits(__half2float(x[i]) / scale);
         const uint8_t b = got[transpose ? (size_t(h) * d + c) * pitch + r : i];
-        wrong += b != want;
+        // (NaN is 0x7F or 0xFF, either sign)
+        wrong += std::isnan(scale) ? (b & 0x7F) != 0x7F : b != want;
         values[i] = attention::e4m3_bits_to_float(want) * scale;
       }
     if (transpose)
@@ -346,6 +354,43 @@ TEST_F(ExportedKernelOnGpu, Fp8QuantizerAndKernelMatchTheReferenceOfTheQuantized
               kCudaErrorInvalidValue);
     EXPECT_EQ(quantize(dq, 5, dk, sk, 1, heads, s, d, 0, nullptr), kCudaErrorInvalidValue);
     for (void* p : {dq, dk, dv, dout, static_cast<void*>(sq), static_cast<void*>(sk), static_cast<void*>(sv)}) cudaFree(p);
+  }
+}
+
+// The quantizer's edge cases on the GPU, each against the host rule: an all-zero head (scale 1,
+// zeros), a head of fp16 subnormals, one huge outlier among ones (the ones flatten to e4m3's
+// smallest steps or zero), a head holding NaN and one holding an infinity (NaN scale, NaN bytes).
+TEST_F(ExportedKernelOnGpu, Fp8QuantizerEdgeCasesFollowTheDocumentedRule) {
+  int major = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  if (major != 9) GTEST_SKIP() << "the e4m3 export is built for sm_90a";
+  ASSERT_EQ(fp8_.status, 0) << fp8_.log;
+  const auto quantize = reinterpret_cast<QuantizeFp8>(dlsym(fp8_.handle, "evo_attention_quantize_fp8"));
+  ASSERT_NE(quantize, nullptr);
+  const int heads = 5, s = 33, d = 64;
+  const size_t per_head = size_t(s) * d;
+  std::vector<__half> x(heads * per_head, __float2half(1.f));
+  for (size_t i = 0; i < per_head; ++i) {
+    x[0 * per_head + i] = __float2half(0.f);
+    x[1 * per_head + i] = __float2half(i % 2 ? 3e-7f : -1e-7f);  // fp16 subnormals
+  }
+  x[2 * per_head + 7] = __float2half(60000.f);
+  x[3 * per_head + 100] = __float2half(NAN);
+  x[4 * per_head + 5] = __float2half(INFINITY);
+  for (bool transpose : {false, true}) {
+    void* bytes = nullptr;
+    float* scales = nullptr;
+    const std::vector<float> values = quantize_on_gpu(quantize, x, heads, s, d, transpose, &bytes, &scales);
+    std::vector<float> got(heads);
+    cudaMemcpy(got.data(), scales, heads * sizeof(float), cudaMemcpyDeviceToHost);
+    EXPECT_EQ(got[0], 1.f) << "an all-zero head";
+    EXPECT_EQ(values[0], 0.f);
+    EXPECT_GT(got[1], 0.f) << "subnormal inputs, a normal scale";
+    EXPECT_EQ(got[2], 60000.f / 448.f);
+    EXPECT_TRUE(std::isnan(got[3]));
+    EXPECT_TRUE(std::isnan(got[4]));
+    cudaFree(bytes);
+    cudaFree(scales);
   }
 }
 
