@@ -36,6 +36,14 @@ const ChainConstants& fitted_chain_constants() { return kH200Fit; }
 
 double model_wave_seconds(const ModelInput& in) { return wave_seconds(in, kH200Fit); }
 
+double packed_work_fraction(const Shape& shape) {
+  if (!shape.varlen()) return 1.0;
+  Shape longest = shape;  // the dense batch of its longest lengths, which the grid covers
+  longest.lens_q.clear();
+  longest.lens_k.clear();
+  return shape.flops() / longest.flops();
+}
+
 double wave_seconds(const ModelInput& in, const ChainConstants& chain) {
   const DeviceModel& dev = in.device;
   const Shape shape = shape_of(in.problem);
@@ -125,7 +133,9 @@ double wave_seconds(const ModelInput& in, const ChainConstants& chain) {
                               refills * exposed_per_refill + merge +
                               chain.cluster_merge_cycles * (split - 1) + chain.store_cycles;
 
-  return std::max(chain_cycles / clock_hz, t_overlap);
+  // A packed batch's grid covers its longest sequence for every sequence, and the blocks past a
+  // shorter one's end leave at once: its waves hold the work of its own lengths.
+  return std::max(chain_cycles / clock_hz, t_overlap) * packed_work_fraction(shape);
 }
 
 }  // namespace evo::attention

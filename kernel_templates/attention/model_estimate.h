@@ -8,6 +8,8 @@
 
 namespace evo::attention {
 
+struct Shape;  // problem.h
+
 // The constants of one block's chain, in cycles at the model's clock except where said: fitted to
 // measurements (bench/fit_model_constants), so they rank variants, not predict times.
 struct ChainConstants {
@@ -31,6 +33,10 @@ struct ChainConstants {
 };
 // The constants the estimate uses (model_estimate.cpp says what they were fitted to).
 const ChainConstants& fitted_chain_constants();
+
+// A packed batch's work over that of the dense batch of its longest lengths (its FLOPs' ratio), by
+// which a wave of its grid is shorter; 1 for a dense batch.
+double packed_work_fraction(const Shape& shape);
 
 // Seconds one wave lasts under the given constants (bench/fit_model_constants tries others).
 double wave_seconds(const ModelInput& in, const ChainConstants& chain);

@@ -1,3 +1,4 @@
+#include "attention/model_estimate.h"
 #include "attention/problem.h"
 #include "model_evaluator.h"
 
@@ -52,6 +53,30 @@ TEST(ModelEstimate, Bf16CostsWhatFp16Costs) {
     EXPECT_DOUBLE_EQ(a.us, b.us) << causal;
     EXPECT_EQ(a.blocks_per_sm, b.blocks_per_sm);
   }
+}
+
+// A packed batch is priced by its own lengths, not as the dense batch of its longest: a batch of
+// one long sequence and seven short ones costs about what the long one does.
+TEST(ModelEstimate, APackedBatchCostsItsOwnLengths) {
+  const Genome g = space().parse("BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=2");
+  const auto packed = attention::to_problem(attention::parse_shape("17+17+17+17+17+17+17+3000x8x64"));
+  const auto longest = shape(8, 8, 3000);
+  const auto one = shape(1, 8, 3000);
+  const auto a = estimate_kernel(h100(), space(), g, packed, resources(96));
+  const auto b = estimate_kernel(h100(), space(), g, longest, resources(96));
+  const auto c = estimate_kernel(h100(), space(), g, one, resources(96));
+  EXPECT_LT(a.us, b.us / 4);
+  EXPECT_GT(a.us, c.us * 0.5);
+  EXPECT_DOUBLE_EQ(attention::packed_work_fraction(attention::shape_of(longest)), 1.0);
+}
+
+// e4m3 runs the tensor cores at twice the 16-bit rate and reads half the bytes: faster where the
+// tensor rate binds.
+TEST(ModelEstimate, E4m3IsNoSlowerThanBf16) {
+  const Genome g = space().parse("BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=tma_pv");
+  const auto a = estimate_kernel(h100(), space(), g, shape(2, 16, 4096, 128, false, DType::kE4M3), resources(168));
+  const auto b = estimate_kernel(h100(), space(), g, shape(2, 16, 4096, 128, false, DType::kBF16), resources(168));
+  EXPECT_LT(a.us, b.us);
 }
 
 TEST(ModelEstimate, MoreWavesTakeLonger) {
