@@ -236,6 +236,18 @@ class ExportedKernelOnGpu : public ExportedKernel {
     ExportedKernel::TearDownTestSuite();
   }
   static inline Built fp8_;
+
+  static bool on_sm90() {
+    int major = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+    return major == 9;
+  }
+  // An entry point of the FP8 export (null, and a failure, where it did not build).
+  template <class Entry>
+  static Entry fp8_entry(const char* name) {
+    EXPECT_EQ(fp8_.status, 0) << fp8_.log;
+    return fp8_.handle ? reinterpret_cast<Entry>(dlsym(fp8_.handle, name)) : nullptr;
+  }
   void SetUp() override {
     if (!has_gpu()) GTEST_SKIP() << "no GPU: the exported kernel's numbers need one";
     ExportedKernel::SetUp();
@@ -305,12 +317,9 @@ TEST_F(ExportedKernelOnGpu, DispatchTableMatchesTheFloatReferenceInBothBuckets) 
 // at a ragged causal length and head dims 64 and 128. Its distance from the fp16 inputs'
 // attention is printed, not judged. Bad calls are refused.
 TEST_F(ExportedKernelOnGpu, Fp8QuantizerAndKernelMatchTheReferenceOfTheQuantizedInputs) {
-  int major = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-  if (major != 9) GTEST_SKIP() << "the e4m3 genome is built for sm_90a";
-  ASSERT_EQ(fp8_.status, 0) << fp8_.log;
-  const auto quantize = reinterpret_cast<QuantizeFp8>(dlsym(fp8_.handle, "evo_attention_quantize_fp8"));
-  const auto forward = reinterpret_cast<ForwardFp8>(dlsym(fp8_.handle, "evo_attention_forward_fp8"));
+  if (!on_sm90()) GTEST_SKIP() << "the e4m3 genome is built for sm_90a";
+  const auto quantize = fp8_entry<QuantizeFp8>("evo_attention_quantize_fp8");
+  const auto forward = fp8_entry<ForwardFp8>("evo_attention_forward_fp8");
   ASSERT_NE(quantize, nullptr);
   ASSERT_NE(forward, nullptr);
   for (const auto& [s, d, causal] : std::vector<std::tuple<int, int, bool>>{{1000, 64, true}, {777, 128, false}}) {
@@ -361,11 +370,8 @@ TEST_F(ExportedKernelOnGpu, Fp8QuantizerAndKernelMatchTheReferenceOfTheQuantized
 // zeros), a head of fp16 subnormals, one huge outlier among ones (the ones flatten to e4m3's
 // smallest steps or zero), a head holding NaN and one holding an infinity (NaN scale, NaN bytes).
 TEST_F(ExportedKernelOnGpu, Fp8QuantizerEdgeCasesFollowTheDocumentedRule) {
-  int major = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-  if (major != 9) GTEST_SKIP() << "the e4m3 export is built for sm_90a";
-  ASSERT_EQ(fp8_.status, 0) << fp8_.log;
-  const auto quantize = reinterpret_cast<QuantizeFp8>(dlsym(fp8_.handle, "evo_attention_quantize_fp8"));
+  if (!on_sm90()) GTEST_SKIP() << "the e4m3 export is built for sm_90a";
+  const auto quantize = fp8_entry<QuantizeFp8>("evo_attention_quantize_fp8");
   ASSERT_NE(quantize, nullptr);
   const int heads = 5, s = 33, d = 64;
   const size_t per_head = size_t(s) * d;
