@@ -110,6 +110,37 @@ TEST_F(ExportedKernel, VarlenEntryPointRefusesBadOffsetsAndAFileTunedOnDenseBatc
   }
 }
 
+// Every file carries the FP8 quantizer: a bad call is refused before any CUDA call (null pointers,
+// a dimension under 1, an unknown input dtype or transpose flag, more heads than a grid's y holds).
+// The FP8 entry point refuses calls without scales and, in a file tuned on no e4m3 genome, every
+// call; the 16-bit entry point refuses dtype 2, which needs scales.
+TEST_F(ExportedKernel, Fp8EntryPointsRefuseBadCallsWithoutTouchingTheDriver) {
+  using Quantize = int (*)(const void*, int, void*, float*, int, int, int, int, int, void*);
+  using ForwardFp8 = int (*)(const void*, const void*, const void*, void*, const float*, const float*, const float*,
+                             int, int, int, int, int, int, float, int, void*, int);
+  ASSERT_EQ(standalone_.status, 0) << standalone_.log;
+  const auto quantize = reinterpret_cast<Quantize>(dlsym(standalone_.handle, "evo_attention_quantize_fp8"));
+  const auto forward = reinterpret_cast<ForwardFp8>(dlsym(standalone_.handle, "evo_attention_forward_fp8"));
+  const EntryPointGqa gqa = entry_gqa_of(standalone_);
+  ASSERT_NE(quantize, nullptr);
+  ASSERT_NE(forward, nullptr);
+  ASSERT_NE(gqa, nullptr);
+  char buf[4] = {};
+  void* p = buf;
+  float scales[1] = {};
+  EXPECT_EQ(quantize(nullptr, 0, p, scales, 1, 8, 512, 64, 0, nullptr), kCudaErrorInvalidValue) << "null x";
+  EXPECT_EQ(quantize(p, 0, p, nullptr, 1, 8, 512, 64, 0, nullptr), kCudaErrorInvalidValue) << "null scales";
+  EXPECT_EQ(quantize(p, 0, p, scales, 1, 0, 512, 64, 0, nullptr), kCudaErrorInvalidValue) << "heads 0";
+  EXPECT_EQ(quantize(p, 2, p, scales, 1, 8, 512, 64, 0, nullptr), kCudaErrorInvalidValue) << "x_dtype 2";
+  EXPECT_EQ(quantize(p, 0, p, scales, 1, 8, 512, 64, 2, nullptr), kCudaErrorInvalidValue) << "transpose 2";
+  EXPECT_EQ(quantize(p, 0, p, scales, 1024, 128, 512, 64, 0, nullptr), kCudaErrorInvalidValue) << "2^17 heads";
+  EXPECT_EQ(forward(p, p, p, p, nullptr, scales, scales, 1, 8, 8, 512, 512, 64, 0.125f, 0, nullptr, 1),
+            kCudaErrorInvalidValue) << "no Q scales";
+  EXPECT_EQ(forward(p, p, p, p, scales, scales, scales, 1, 8, 8, 512, 512, 64, 0.125f, 0, nullptr, 1),
+            kCudaErrorInvalidValue) << "a file with no e4m3 genome";
+  EXPECT_EQ(gqa(p, p, p, p, 1, 8, 8, 512, 512, 64, 0.125f, 0, 2, nullptr, 1), kCudaErrorInvalidValue) << "dtype 2";
+}
+
 TEST_F(ExportedKernel, RefusesWhatItCannotServeWithoutTouchingTheDriver) {
   const EntryPoint standalone = entry_of(standalone_);
   ASSERT_NE(standalone, nullptr);
