@@ -68,16 +68,16 @@ int expect_candidate_lines_name_their_ids(const std::string& log) {
   return lines;
 }
 
-TEST(Loopback, ThreeWorkersFinishFiveGenerationsOfSixteen) {
+TEST(Loopback, ThreeWorkersFinishFourGenerationsOfTwelve) {
   Cluster c;
   c.start_evod();
   std::vector<Process*> workers;
   for (const char* n : {"a", "b", "c"}) workers.push_back(&c.start_worker(n));
   v1::Run run;
-  ASSERT_TRUE(c.submit(run_request(5, 16, 3, 1), &run).ok());
+  ASSERT_TRUE(c.submit(run_request(4, 12, 3, 1), &run).ok());
   ASSERT_TRUE(c.wait_done(run.run_id(), 480)) << c.evod().log();
   auto st = c.status(run.run_id());
-  EXPECT_EQ(st.evaluations_done(), 80);
+  EXPECT_EQ(st.evaluations_done(), 48);
   EXPECT_TRUE(st.estimated());
   auto board = c.leaderboard(run.run_id(), 10);
   ASSERT_EQ(board.elites_size(), 3);
@@ -93,7 +93,7 @@ TEST(Loopback, ThreeWorkersFinishFiveGenerationsOfSixteen) {
   expect_each_candidate_counted_once(c.db(), run.run_id());
   int candidate_lines = 0;
   for (Process* w : workers) candidate_lines += expect_candidate_lines_name_their_ids(w->log());
-  EXPECT_GE(candidate_lines, 80) << "each evaluation writes at least one line about its genome";
+  EXPECT_GE(candidate_lines, 48) << "each evaluation writes at least one line about its genome";
 }
 
 TEST(Loopback, SameRngSeedGivesTheSameGenomeSequence) {
