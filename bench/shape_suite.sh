@@ -19,6 +19,7 @@
 #   EVO_GENERATIONS   generations per run (default 3)
 #   EVO_POPULATION    candidates per generation (default 12)
 #   EVO_TOP_K         elites kept per run (default 3)
+#   EVO_STRATEGY      evolve (default), surrogate, random or exhaustive (`evoctl submit --strategy`)
 #   EVO_RNG_SEED      the runs' random seed (default 7). A run that repeats an earlier one over the
 #                     same database retraces its path from cached results; another seed explores
 #                     other genomes
@@ -117,6 +118,9 @@ generations="${EVO_GENERATIONS:-3}"
 population="${EVO_POPULATION:-12}"
 top_k="${EVO_TOP_K:-3}"
 rng_seed="${EVO_RNG_SEED:-7}"
+strategy="${EVO_STRATEGY:-evolve}"
+[[ $strategy =~ ^(evolve|surrogate|random|exhaustive)$ ]] ||
+  die "EVO_STRATEGY must be evolve, surrogate, random or exhaustive, got '$strategy'"
 run_timeout="${EVO_RUN_TIMEOUT:-600}"
 backend="${EVO_WORKER_BACKEND:-cuda}"
 bench="${EVO_BENCH:-1}"
@@ -262,13 +266,13 @@ if ((dry_run)); then
   fi
   if [[ -n $workload ]]; then
     say "evoctl submit --workload $workload --generations $generations --population $population --top-k $top_k" \
-        "--rng-seed $rng_seed --fitness-inputs $fitness_inputs${budget:+ --budget $budget}${patience:+ --patience $patience}${max_evals:+ --max-evals $max_evals}${start_args[workload]:-}"
+        "--rng-seed $rng_seed --strategy $strategy --fitness-inputs $fitness_inputs${budget:+ --budget $budget}${patience:+ --patience $patience}${max_evals:+ --max-evals $max_evals}${start_args[workload]:-}"
   fi
   for s in "${suite[@]}"; do
     while IFS= read -r shapes; do
       budget_text="$(budget_flags "$s")"
       say "evoctl submit --seed $seed_genome --shape ${shapes// / --shape } --generations $generations" \
-          "--population $population --top-k $top_k --rng-seed $rng_seed" \
+          "--population $population --top-k $top_k --rng-seed $rng_seed --strategy $strategy" \
           "--fitness-inputs $fitness_inputs${budget_text:+ $budget_text}${start_args[$s]:-} --dtype $dtype"
     done < <(bucket_runs "$s")
   done
@@ -472,8 +476,8 @@ for s in "${suite[@]}"; do
     for sh in $shapes; do flags+=(--shape "$sh"); done
     name="${shapes// /+}"
     if run=$("$evoctl" submit --seed "$seed_genome" "${flags[@]}" --generations "$generations" \
-               --population "$population" --top-k "$top_k" --rng-seed "$rng_seed" --fitness-inputs "$fitness_inputs" \
-               --dtype "$dtype" "${budgets[@]}" "${starts[@]}" 2> "$out/submit-$name.err"); then
+               --population "$population" --top-k "$top_k" --rng-seed "$rng_seed" --strategy "$strategy" \
+               --fitness-inputs "$fitness_inputs" --dtype "$dtype" "${budgets[@]}" "${starts[@]}" 2> "$out/submit-$name.err"); then
       say "run $run: ${shapes// / and }"
       runs+=("$run")
       run_bucket[$run]=$s
@@ -490,7 +494,7 @@ if [[ -n $workload ]]; then
   read -r -a starts <<< "${start_args[workload]:-}"
   workload_flags+=("${starts[@]}")
   if workload_runs=$("$evoctl" submit --workload "$workload" --generations "$generations" --population "$population" \
-                       --top-k "$top_k" --rng-seed "$rng_seed" --fitness-inputs "$fitness_inputs" \
+                       --top-k "$top_k" --rng-seed "$rng_seed" --strategy "$strategy" --fitness-inputs "$fitness_inputs" \
                        "${workload_flags[@]}" 2> "$out/submit-workload.err"); then
     cat "$out/submit-workload.err"
     for run in $workload_runs; do

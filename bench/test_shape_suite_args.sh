@@ -14,7 +14,7 @@ check "bad EVO_FITNESS_INPUTS" 2 "EVO_FITNESS_INPUTS must be rotated or resident
 check "bad EVO_DTYPE" 2 "EVO_DTYPE must be fp16, bf16 or e4m3, got 'fp8'" \
   EVO_DTYPE=fp8 "$suite" --dry-run "$bundle" "$scratch/out"
 # e4m3 reaches every run's submit and the bench (its FP8 rows); fp16 stays the default.
-check "EVO_DTYPE=e4m3 reaches the submits" 0 "--shape 1x8x512x64:causal --generations 3 --population 12 --top-k 3 --rng-seed 7 --fitness-inputs rotated --dtype e4m3" \
+check "EVO_DTYPE=e4m3 reaches the submits" 0 "--shape 1x8x512x64:causal --generations 3 --population 12 --top-k 3 --rng-seed 7 --strategy evolve --fitness-inputs rotated --dtype e4m3" \
   EVO_DTYPE=e4m3 EVO_SUITE="1x8x512x64 2x8x512x64" "$suite" --dry-run "$bundle" "$scratch/out"
 check "EVO_DTYPE=e4m3 reaches the bench" 0 "--shapes 1x8x512x64 2x8x512x64 --causal both --rounds 1 --dtype e4m3" \
   EVO_DTYPE=e4m3 EVO_SUITE="1x8x512x64 2x8x512x64" "$suite" --dry-run "$bundle" "$scratch/out"
@@ -89,17 +89,21 @@ check "weights without evaluations to share" 2 "EVO_WEIGHTS shares EVO_MAX_EVALS
   EVO_WEIGHTS="1x8x512x64=3" "$suite" --dry-run "$bundle" "$scratch/out"
 check "a weight for a bucket the suite lacks" 2 "EVO_WEIGHTS names '4x8x512x64'" \
   EVO_MAX_EVALS=40 EVO_WEIGHTS="4x8x512x64=3" EVO_SUITE="1x8x512x64 2x8x512x64" "$suite" --dry-run "$bundle" "$scratch/out"
-check "the weighted share of the evaluations" 0 "--shape 1x8x512x64:causal --generations 3 --population 12 --top-k 3 --rng-seed 7 --fitness-inputs rotated --budget 10m --patience 2 --max-evals 30" \
+check "EVO_STRATEGY reaches the submits" 0 "--rng-seed 7 --strategy surrogate --fitness-inputs rotated" \
+  EVO_STRATEGY=surrogate "$suite" --dry-run "$bundle" "$scratch/out"
+check "an unknown EVO_STRATEGY" 2 "EVO_STRATEGY must be evolve, surrogate, random or exhaustive, got 'greedy'" \
+  EVO_STRATEGY=greedy "$suite" --dry-run "$bundle" "$scratch/out"
+check "the weighted share of the evaluations" 0 "--shape 1x8x512x64:causal --generations 3 --population 12 --top-k 3 --rng-seed 7 --strategy evolve --fitness-inputs rotated --budget 10m --patience 2 --max-evals 30" \
   EVO_BUDGET=10m EVO_PATIENCE=2 EVO_MAX_EVALS=40 EVO_WEIGHTS="1x8x512x64=3" EVO_SUITE="1x8x512x64 2x8x512x64" \
   "$suite" --dry-run "$bundle" "$scratch/out"
-check "the other bucket's share" 0 "--shape 2x8x512x64:causal --generations 3 --population 12 --top-k 3 --rng-seed 7 --fitness-inputs rotated --budget 10m --patience 2 --max-evals 10" \
+check "the other bucket's share" 0 "--shape 2x8x512x64:causal --generations 3 --population 12 --top-k 3 --rng-seed 7 --strategy evolve --fitness-inputs rotated --budget 10m --patience 2 --max-evals 10" \
   EVO_BUDGET=10m EVO_PATIENCE=2 EVO_MAX_EVALS=40 EVO_WEIGHTS="1x8x512x64=3" EVO_SUITE="1x8x512x64 2x8x512x64" \
   "$suite" --dry-run "$bundle" "$scratch/out"
 
 # A workload file: one submit of it (evoctl plans its buckets and shares the evaluations), and the
 # bench on its own shapes; a suite or weights beside it are refused.
 workload="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/workloads/llama3-8b.json"
-check "a workload is one submit of the file" 0 "evoctl submit --workload $workload --generations 3 --population 12 --top-k 3 --rng-seed 7 --fitness-inputs rotated --budget 3m --max-evals 60" \
+check "a workload is one submit of the file" 0 "evoctl submit --workload $workload --generations 3 --population 12 --top-k 3 --rng-seed 7 --strategy evolve --fitness-inputs rotated --budget 3m --max-evals 60" \
   EVO_WORKLOAD="$workload" EVO_BUDGET=3m EVO_MAX_EVALS=60 "$suite" --dry-run "$bundle" "$scratch/out"
 check "a workload's bench runs its shapes" 0 "--suite $workload --rounds 1" \
   EVO_WORKLOAD="$workload" "$suite" --dry-run "$bundle" "$scratch/out"

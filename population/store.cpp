@@ -218,6 +218,12 @@ CREATE INDEX workers_by_enrolment ON workers(enrolment) WHERE enrolment <> '';
     // rows). Every stored genome text and hash is rewritten to today's canonical text, which names
     // it (PACK_GQA=0: what every earlier genome did).
     {"", rewrite_genome_texts},
+    // 10 -> 11: deferred confirmation. A would-be elite's confirmation waits until its
+    // generation's first measurements are in and ranked; only those still in the top k are
+    // confirmed (the others end on their one measurement, as a candidate outside the elites does).
+    {R"sql(
+ALTER TABLE candidates ADD COLUMN awaits_ranking INTEGER NOT NULL DEFAULT 0;
+)sql"},
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion, "one migration per schema version");
@@ -341,7 +347,7 @@ constexpr const char* kCandidateColumns =
     "id, run_id, generation, seq, genome, genome_hash, op, parents, state, confirmation, lease_id, "
     "lease_worker, lease_deadline_ms, attempts, first_evaluation_id, first_worker, "
     "final_evaluation_id, final_status, fitness_us, spread_pct, elite_eligible, result_source, "
-    "second_evaluation_id, second_worker, self_confirmed";
+    "second_evaluation_id, second_worker, self_confirmed, awaits_ranking";
 
 CandidateRecord read_candidate(const SqliteStatement& s) {
   CandidateRecord c;
@@ -371,6 +377,7 @@ CandidateRecord read_candidate(const SqliteStatement& s) {
   if (!s.column_is_null(22)) c.second_evaluation_id = s.column_int(22);
   c.second_worker = s.column_text(23);
   c.self_confirmed = s.column_int(24) != 0;
+  c.awaits_ranking = s.column_int(25) != 0;
   return c;
 }
 
@@ -731,7 +738,7 @@ std::vector<CandidateRecord> Store::candidates_of_run(const std::string& run_id)
 
 std::vector<CandidateRecord> Store::queued_candidates(const std::string& run_id, int limit) {
   auto s = db_->prepare(std::string("SELECT ") + kCandidateColumns +
-                        " FROM candidates WHERE run_id = ? AND state = 'queued' ORDER BY seq LIMIT ?");
+                        " FROM candidates WHERE run_id = ? AND state = 'queued' AND awaits_ranking = 0 ORDER BY seq LIMIT ?");
   s.bind(1, run_id).bind(2, limit);
   return all_rows(s, read_candidate);
 }
@@ -775,12 +782,29 @@ void Store::requeue_candidate(const std::string& id, bool lease_expired) {
       .bind(1, lease_expired ? 1 : 0).bind(2, id).run();
 }
 
-void Store::await_confirmation(const std::string& id, int64_t first_evaluation_id,
-                               const std::string& first_worker) {
+void Store::await_ranking(const std::string& id, int64_t first_evaluation_id, const std::string& first_worker) {
   db_->prepare(
-         "UPDATE candidates SET state = 'queued', confirmation = 1, lease_id = '', lease_worker = '', "
-         "lease_deadline_ms = 0, first_evaluation_id = ?, first_worker = ? WHERE id = ?")
+         "UPDATE candidates SET state = 'queued', confirmation = 1, awaits_ranking = 1, lease_id = '', "
+         "lease_worker = '', lease_deadline_ms = 0, first_evaluation_id = ?, first_worker = ? WHERE id = ?")
       .bind(1, first_evaluation_id).bind(2, first_worker).bind(3, id).run();
+}
+
+int Store::count_first_measurements_pending(const std::string& run_id, int generation) {
+  auto s = db_->prepare(
+      "SELECT COUNT(*) FROM candidates WHERE run_id = ? AND generation = ? AND state != 'done' AND confirmation = 0");
+  s.bind(1, run_id).bind(2, generation);
+  return count_of(s);
+}
+
+std::vector<CandidateRecord> Store::candidates_awaiting_ranking(const std::string& run_id, int generation) {
+  auto s = db_->prepare(std::string("SELECT ") + kCandidateColumns +
+                        " FROM candidates WHERE run_id = ? AND generation = ? AND awaits_ranking = 1 ORDER BY seq");
+  s.bind(1, run_id).bind(2, generation);
+  return all_rows(s, read_candidate);
+}
+
+void Store::release_for_confirmation(const std::string& id) {
+  db_->prepare("UPDATE candidates SET awaits_ranking = 0 WHERE id = ?").bind(1, id).run();
 }
 
 void Store::await_third_measurement(const std::string& id, int64_t second_evaluation_id,
@@ -799,8 +823,8 @@ void Store::finish_candidate(const std::string& id, int64_t final_evaluation_id,
                              std::optional<double> fitness_us, double spread_pct, bool elite_eligible,
                              v1::ResultSource result_source) {
   db_->prepare(
-         "UPDATE candidates SET state = 'done', lease_id = '', lease_worker = '', lease_deadline_ms = 0, "
-         "final_evaluation_id = ?, final_status = ?, fitness_us = ?, spread_pct = ?, elite_eligible = ?, "
+         "UPDATE candidates SET state = 'done', awaits_ranking = 0, lease_id = '', lease_worker = '', "
+         "lease_deadline_ms = 0, final_evaluation_id = ?, final_status = ?, fitness_us = ?, spread_pct = ?, elite_eligible = ?, "
          "result_source = ? WHERE id = ?")
       .bind(1, final_evaluation_id).bind(2, final_status).bind(3, fitness_us).bind(4, spread_pct)
       .bind(5, elite_eligible).bind(6, label(result_source)).bind(7, id).run();

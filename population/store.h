@@ -75,6 +75,9 @@ struct CandidateRecord {
   std::optional<int64_t> second_evaluation_id;
   std::string second_worker;
   bool self_confirmed = false;      // confirmed by first_worker itself: no other worker was live
+  // Its first measurement would enter the elites; whether it is confirmed waits for its
+  // generation's first measurements to be ranked (queued, but not leased, meanwhile).
+  bool awaits_ranking = false;
   // Final result, once state is kDone.
   std::optional<int64_t> final_evaluation_id;
   int final_status = v1::EVAL_STATUS_UNSPECIFIED;
@@ -162,7 +165,7 @@ struct StoreOptions {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 10;
+  static constexpr int kSchemaVersion = 11;
 
   // Opens or creates the database file, checks it (PRAGMA quick_check) and migrates it to
   // kSchemaVersion. Throws StoreError with one line for people when the directory does not exist,
@@ -220,9 +223,13 @@ class Store {
                             const std::string& worker_id, int64_t deadline_ms);
   // Back to the queue after an unreported lease; attempts counts it when lease_expired.
   void requeue_candidate(const std::string& id, bool lease_expired);
-  // First measurement of a would-be elite recorded; a confirmation is queued next.
-  void await_confirmation(const std::string& id, int64_t first_evaluation_id,
-                          const std::string& first_worker);
+  // First measurement of a would-be elite recorded; it waits for its generation's ranking.
+  void await_ranking(const std::string& id, int64_t first_evaluation_id, const std::string& first_worker);
+  // Candidates of the generation whose first measurement is not in yet (queued or leased for it).
+  int count_first_measurements_pending(const std::string& run_id, int generation);
+  std::vector<CandidateRecord> candidates_awaiting_ranking(const std::string& run_id, int generation);
+  // Ranked into the top k: its confirmation may be leased.
+  void release_for_confirmation(const std::string& id);
   // The first two measurements disagreed: a third, by another worker, is queued next.
   void await_third_measurement(const std::string& id, int64_t second_evaluation_id,
                                const std::string& second_worker);

@@ -16,6 +16,7 @@
 
 #include "errors.h"
 #include "rng.h"
+#include "surrogate.h"
 #include "variation.h"
 #include "wire_labels.h"
 
@@ -128,6 +129,7 @@ class Batch {
   }
   int capacity() const { return population_; }
   bool full() const { return static_cast<int>(out_.size()) >= population_; }
+  int size() const { return static_cast<int>(out_.size()); }
   bool seen(const Genome& g) const { return seen_.count(g.text()) > 0; }
   void add(Offspring o) {
     seen_.insert(o.genome.text());
@@ -323,20 +325,34 @@ class EvolveStrategy : public StrategyBase {
     Batch batch(history, population);
     add_seed(batch);
     const auto pool = breeding_pool(history);
-    int attempts = 0;
-    if (generation > 0 && !pool.empty()) {
-      const int max_attempts = 256 + 64 * std::max(population, 0);
-      while (!batch.full() && attempts++ < max_attempts) offer(batch, breed(pool, rng));
-    }
-    if (!batch.full() && generation > 0 && !pool.empty())
-      spdlog::info("event=breeding_stalled run_id={} strategy=evolve generation={} attempts={} "
-                   "topping up with random genomes",
-                   ctx_.run_id, generation, attempts);
+    if (generation > 0 && !pool.empty()) propose(batch, pool, history, rng, generation);
     // Generation 0, a history with no success yet, or a stall: random valid genomes.
     fill_random(batch, rng);
     auto out = batch.take();
-    log_generation("evolve", generation, batch, out.size());
+    log_generation(name(), generation, batch, out.size());
     return out;
+  }
+
+ protected:
+  virtual const char* name() const { return "evolve"; }
+
+  // Fills the batch with children of the pool.
+  virtual void propose(Batch& batch, const std::vector<ScoredCandidate>& pool,
+                       const std::vector<ScoredCandidate>& history, DeterministicRng& rng, int generation) const {
+    breed_into(batch, pool, rng, generation, true);
+  }
+
+  // Children of the pool until the batch is full or the attempts run out (then, for a
+  // generation's own batch, logged: it is topped up with random genomes).
+  void breed_into(Batch& batch, const std::vector<ScoredCandidate>& pool, DeterministicRng& rng, int generation,
+                  bool generations_own) const {
+    int attempts = 0;
+    const int max_attempts = 256 + 64 * std::max(batch.capacity(), 0);
+    while (!batch.full() && attempts++ < max_attempts) offer(batch, breed(pool, rng));
+    if (!batch.full() && generations_own)
+      spdlog::info("event=breeding_stalled run_id={} strategy={} generation={} attempts={} "
+                   "topping up with random genomes",
+                   ctx_.run_id, name(), generation, attempts);
   }
 
  private:
@@ -378,6 +394,46 @@ class EvolveStrategy : public StrategyBase {
   }
 };
 
+// Evolution screened by a model of the run's own measurements (surrogate.h): each generation
+// breeds kScreenFactor times the children it has room for, sends the ones the model ranks most
+// promising, and keeps one slot in kExploreOneIn for children in breeding order whatever the
+// model says, so that a wrong model still meets the genomes that would correct it. Until the
+// history holds Surrogate::kMinPassed passing genomes it is plain evolution.
+class SurrogateStrategy : public EvolveStrategy {
+ public:
+  using EvolveStrategy::EvolveStrategy;
+
+ protected:
+  static constexpr int kScreenFactor = 8;
+  static constexpr int kExploreOneIn = 4;
+
+  const char* name() const override { return "surrogate"; }
+
+  void propose(Batch& batch, const std::vector<ScoredCandidate>& pool, const std::vector<ScoredCandidate>& history,
+               DeterministicRng& rng, int generation) const override {
+    const auto model = Surrogate::fit(space(), history);
+    if (!model) return breed_into(batch, pool, rng, generation, true);
+    const int room = batch.capacity() - batch.size();
+    Batch wide(history, room * kScreenFactor);
+    breed_into(wide, pool, rng, generation, false);
+    std::vector<Offspring> bred = wide.take();
+    std::vector<double> score(bred.size());
+    for (size_t i = 0; i < bred.size(); ++i) score[i] = model->score(bred[i].genome);
+    std::vector<size_t> order(bred.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return score[a] < score[b]; });
+    const int exploit = room - room / kExploreOneIn;
+    std::vector<bool> sent(bred.size(), false);
+    for (size_t k = 0; k < order.size() && batch.size() < batch.capacity() - (room - exploit); ++k)
+      sent[order[k]] = offer(batch, bred[order[k]]);
+    for (size_t i = 0; i < bred.size() && !batch.full(); ++i)
+      if (!sent[i]) sent[i] = offer(batch, bred[i]);
+    spdlog::info("event=generation_screened run_id={} generation={} bred={} sent={} best_score={:.4f}", ctx_.run_id,
+                 generation, bred.size(), std::count(sent.begin(), sent.end(), true),
+                 order.empty() ? 0.0 : score[order.front()]);
+  }
+};
+
 }  // namespace
 
 std::unique_ptr<Strategy> make_strategy(v1::SearchStrategy strategy, StrategyContext ctx) {
@@ -385,6 +441,7 @@ std::unique_ptr<Strategy> make_strategy(v1::SearchStrategy strategy, StrategyCon
     case v1::SEARCH_STRATEGY_EVOLVE: return std::make_unique<EvolveStrategy>(std::move(ctx));
     case v1::SEARCH_STRATEGY_RANDOM: return std::make_unique<RandomStrategy>(std::move(ctx));
     case v1::SEARCH_STRATEGY_EXHAUSTIVE: return std::make_unique<ExhaustiveStrategy>(std::move(ctx));
+    case v1::SEARCH_STRATEGY_SURROGATE: return std::make_unique<SurrogateStrategy>(std::move(ctx));
     default: break;
   }
   throw InputError("unknown strategy " + std::to_string(static_cast<int>(strategy)) + " (known: " +

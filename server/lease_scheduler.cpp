@@ -146,7 +146,7 @@ bool LeaseScheduler::lease_from_queue(Request& r, RunRecord& run) {
         break;
       case ResultAdmission::Placement::kSettle:
         admission_.settle_disputed(run, c);
-        runs_.advance_if_generation_complete(run.id);
+        settle_generation(run.id);
         answered_from_cache = true;  // the queue changed: read it again
         break;
     }
@@ -197,7 +197,7 @@ bool LeaseScheduler::try_cache(const RunRecord& run, const CandidateRecord& c, c
                hit->evaluation_id);
   store_.finish_candidate(c.id, eval_id, copy.evaluation.status(), hit->fitness_us, hit->spread_pct, true,
                           v1::RESULT_SOURCE_CACHE);
-  runs_.advance_if_generation_complete(run.id);
+  settle_generation(run.id);
   return true;
 }
 
@@ -288,7 +288,7 @@ void LeaseScheduler::expire(const LeaseRecord& l) {
   store_.finish_candidate(c->id, eval_id, v1::CRASH, std::nullopt, 0, false, v1::RESULT_SOURCE_MEASURED);
   spdlog::warn("event=candidate_abandoned run_id={} candidate_id={} attempts={}", c->run_id, c->id,
                c->attempts + 1);
-  if (!is_terminal(run.state)) runs_.advance_if_generation_complete(run.id);
+  if (!is_terminal(run.state)) settle_generation(run.id);
 }
 
 // ---------------------------------------------------------------- reports
@@ -388,7 +388,12 @@ void LeaseScheduler::apply_result(const RunRecord& run, const CandidateRecord& c
     admission_.first_measurement(
         run, c, rec, ok && would_enter_elites(run, ranked_fitness_us(run.fitness_inputs, rec.evaluation)));
   }
-  runs_.advance_if_generation_complete(run.id);
+  settle_generation(run.id);
+}
+
+void LeaseScheduler::settle_generation(const std::string& run_id) {
+  admission_.rank_generation(require_run(store_, run_id));
+  runs_.advance_if_generation_complete(run_id);
 }
 
 }  // namespace evo

@@ -106,6 +106,9 @@ class LeaseScheduler {
   // third measurement, or done. Then breeds the next generation when this one is complete.
   void apply_result(const RunRecord& run, const CandidateRecord& candidate, const EvaluationRecord& evaluation);
   bool would_enter_elites(const RunRecord& run, double fitness_us);
+  // After a candidate's state changed: its generation's would-be elites ranked once its first
+  // measurements are in (result_admission.h), then the next generation bred once it is done.
+  void settle_generation(const std::string& run_id);
 
   // sweep_expired_leases() for one lease, inside its transaction.
   void expire(const LeaseRecord& lease);

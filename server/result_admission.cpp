@@ -82,8 +82,8 @@ void ResultAdmission::first_measurement(const RunRecord& run, const CandidateRec
   const Measurement m = measurement(run, ev);
   if (m.ok && would_be_elite) {
     // Timing noise, or a worker's word alone, must not crown a winner.
-    store_.await_confirmation(c.id, ev.id, ev.worker_id);
-    spdlog::info("event=confirmation_queued run_id={} candidate_id={} first_us={:.3f} first_worker={}", run.id, c.id,
+    store_.await_ranking(c.id, ev.id, ev.worker_id);
+    spdlog::info("event=awaiting_ranking run_id={} candidate_id={} first_us={:.3f} first_worker={}", run.id, c.id,
                  m.us, ev.worker_id);
     return;
   }
@@ -91,6 +91,45 @@ void ResultAdmission::first_measurement(const RunRecord& run, const CandidateRec
   store_.finish_candidate(c.id, ev.id, ev.evaluation.status(), fitness, 0, false, v1::RESULT_SOURCE_MEASURED);
   spdlog::info("event=candidate_done run_id={} candidate_id={} status={} fitness_us={}", run.id, c.id,
                v1::EvalStatus_Name(ev.evaluation.status()), fitness ? fmt::format("{:.3f}", *fitness) : "none");
+}
+
+void ResultAdmission::rank_generation(const RunRecord& run) {
+  if (is_terminal(run.state)) return;
+  const int g = run.current_generation;
+  if (store_.count_first_measurements_pending(run.id, g) > 0) return;
+  struct Held {
+    CandidateRecord candidate;
+    EvaluationRecord first;
+    double us;
+  };
+  std::vector<Held> held;
+  for (auto& c : store_.candidates_awaiting_ranking(run.id, g)) {
+    auto first = store_.get_evaluation(*c.first_evaluation_id);
+    const double us = measurement(run, *first).us;
+    held.push_back({std::move(c), std::move(*first), us});
+  }
+  if (held.empty()) return;
+  std::sort(held.begin(), held.end(), [](const Held& a, const Held& b) {
+    return a.us != b.us ? a.us < b.us : a.candidate.genome < b.candidate.genome;
+  });
+  std::vector<double> elites;
+  for (const auto& e : store_.elite_candidates(run.id, run.top_k)) elites.push_back(*e.fitness_us);
+  for (size_t i = 0; i < held.size(); ++i) {
+    const Held& h = held[i];
+    // Its place among the elites and the faster of its own generation.
+    const auto faster_elites = std::count_if(elites.begin(), elites.end(), [&](double e) { return e < h.us; });
+    const int64_t rank = static_cast<int64_t>(i) + faster_elites;
+    if (rank < run.top_k) {
+      store_.release_for_confirmation(h.candidate.id);
+      spdlog::info("event=confirmation_queued run_id={} candidate_id={} first_us={:.3f} first_worker={} rank={}",
+                   run.id, h.candidate.id, h.us, h.first.worker_id, rank + 1);
+    } else {
+      store_.finish_candidate(h.candidate.id, h.first.id, v1::OK, h.us, 0, false, v1::RESULT_SOURCE_MEASURED);
+      spdlog::info("event=candidate_done run_id={} candidate_id={} status=OK fitness_us={:.3f} reason=outranked "
+                   "rank={}",
+                   run.id, h.candidate.id, h.us, rank + 1);
+    }
+  }
 }
 
 void ResultAdmission::confirming_measurement(const RunRecord& run, const CandidateRecord& c,

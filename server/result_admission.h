@@ -1,8 +1,12 @@
 #pragma once
 // Result admission: which measurements a run believes, and which the result cache keeps.
 //
-// A would-be elite (an OK result that would enter its run's top k) is measured a second time,
-// by a live, trusted worker of the class of another party (worker_registry.h: another
+// A would-be elite (an OK result that would enter its run's top k when it arrives) waits until
+// its generation's first measurements are all in; they are ranked with the run's elites, and only
+// those still in the top k are measured a second time (at most k a generation: early in a run
+// nearly every passing candidate beats a short list, and most would leave it within their own
+// generation). The others end on their one measurement, outside the elites. The second is
+// measured by a live, trusted worker of the class of another party (worker_registry.h: another
 // enrolment, or another unenrolled worker) when there is one, else by the same party (then the
 // elite is labelled self-confirmed). Two measurements agree when both are OK and within
 // kConfirmationTolerance of their mean, or both fail. Agreeing, the candidate is admitted at the
@@ -40,10 +44,13 @@ class ResultAdmission {
   Placement placement(const CandidateRecord& candidate, const WorkerRecord& worker, int64_t now_ms);
 
   // The steps of a report, inside its transaction; the candidate is the one the lease was for.
-  // A first measurement: a would-be elite awaits its confirmation, anything else is final (and
-  // kept out of the cache: one worker's word).
+  // A first measurement: a would-be elite awaits its generation's ranking, anything else is final
+  // (and kept out of the cache: one worker's word).
   void first_measurement(const RunRecord& run, const CandidateRecord& candidate, const EvaluationRecord& evaluation,
                          bool would_be_elite);
+  // Once no first measurement of the run's current generation is outstanding: its would-be elites
+  // still in the top k are released to be confirmed, the rest end outside the elites.
+  void rank_generation(const RunRecord& run);
   // The second or third measurement of a would-be elite.
   void confirming_measurement(const RunRecord& run, const CandidateRecord& candidate,
                               const EvaluationRecord& evaluation, int64_t now_ms);

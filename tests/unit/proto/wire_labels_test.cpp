@@ -10,7 +10,7 @@ namespace {
 TEST(WireLabels, EveryValueHasTheLabelPeopleAndOlderPeersUse) {
   EXPECT_EQ(label_list<v1::Gate>(), "valid, compile, tensor_cores, correct, timed, sanitizer");
   EXPECT_EQ(label_list<v1::Verdict>(), "passed, failed, skipped, not_run");
-  EXPECT_EQ(label_list<v1::SearchStrategy>(), "evolve, random, exhaustive");
+  EXPECT_EQ(label_list<v1::SearchStrategy>(), "evolve, random, exhaustive, surrogate");
   EXPECT_EQ(label_list<v1::FitnessInputs>(), "rotated, resident");
   EXPECT_EQ(label_list<v1::CandidateState>(), "queued, leased, done");
   EXPECT_EQ(label_list<v1::ResultSource>(), "measured, cache");

@@ -59,12 +59,12 @@ TEST_F(LeaseSchedulerTest, ARequestTakesWhatARunHoldsThenGoesOnToTheNext) {
 
 TEST_F(LeaseSchedulerTest, CacheAnswersThatBreedTheNextGenerationAreFollowedByItsLeases) {
   const std::string w = add_worker("sm_90a/model/estimated", true), v = add_worker("sm_90a/model/estimated", true);
-  submit(1, 4, 2, 42);
+  submit(1, 4, 4, 42);
   const auto measured = lease(w, 4);
   ASSERT_EQ(measured.leases_size(), 4);
   for (int i = 0; i < 4; ++i)
     report(w, measured.leases(i), "sm_90a/model/estimated", 50.0 + i, true);
-  // Until two are confirmed, each is a would-be elite: v confirms all four, so the cache has them.
+  // A top k of four ranks all four in it: v confirms them, so the cache has them.
   const auto confirmations = lease(v, 4);
   ASSERT_EQ(confirmations.leases_size(), 4);
   for (int i = 0; i < 4; ++i) {

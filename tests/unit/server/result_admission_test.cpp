@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <set>
 
 #include "device_floors.h"
@@ -84,6 +85,49 @@ class ResultAdmissionTest : public ManagerTest {
   RunViews views_{store_, workers_, clock()};
   std::set<std::string> refused_;
 };
+
+// Confirmation waits for the generation: while first measurements are outstanding no would-be
+// elite is confirmed, and then only those still in the top k are (here 2 of the 6 that each beat
+// the empty list when they arrived); the rest end on their one time, outside the elites.
+TEST_F(ResultAdmissionTest, OnlyTheGenerationsTopKAreConfirmedOnceItsFirstMeasurementsAreIn) {
+  const std::string w = add_worker(kClass), v = add_worker(kClass);
+  const RunRecord run = submit(1, 6, 2, 11);
+  const std::vector<double> times = {60, 50, 40, 45, 70, 55};
+  std::map<std::string, double> first_us;  // candidate id -> its first time
+  const auto half = lease(w, 3);
+  ASSERT_EQ(half.leases_size(), 3);
+  for (int i = 0; i < 3; ++i) {
+    first_us[half.leases(i).candidate_id()] = times[i];
+    report(w, half.leases(i), kClass, times[i]);
+  }
+  const auto rest = lease(v, 6);
+  ASSERT_EQ(rest.leases_size(), 3) << "the other three first measurements, and no confirmation yet";
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_FALSE(rest.leases(i).confirmation());
+    first_us[rest.leases(i).candidate_id()] = times[3 + i];
+    report(v, rest.leases(i), kClass, times[3 + i]);
+  }
+  std::vector<v1::Lease> confirmations;
+  for (const auto& worker : {w, v}) {
+    const auto granted = lease(worker, 6);
+    confirmations.insert(confirmations.end(), granted.leases().begin(), granted.leases().end());
+  }
+  std::set<double> confirmed;
+  for (const auto& l : confirmations) {
+    EXPECT_TRUE(l.confirmation());
+    confirmed.insert(first_us.at(l.candidate_id()));
+  }
+  EXPECT_EQ(confirmed, (std::set<double>{40, 45}));
+  in_transaction([&] {
+    for (const auto& c : store_.candidates_of_run(run.id)) {
+      if (confirmed.count(first_us.at(c.id))) continue;
+      EXPECT_EQ(c.state, v1::CANDIDATE_STATE_DONE) << c.id;
+      EXPECT_FALSE(c.elite_eligible) << c.id;
+      EXPECT_EQ(c.fitness_us, first_us.at(c.id)) << c.id;
+    }
+    return 0;
+  });
+}
 
 // Break 2: a worker that registered as measuring says estimated=true in its report, which once
 // skipped the confirmation and made its invented time an elite of a measured run.

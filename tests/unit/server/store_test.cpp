@@ -12,6 +12,11 @@
 namespace evo {
 namespace {
 
+// Version 11 taken back: the schema of version 10.
+constexpr const char* kBeforeVersion11 =
+    "DELETE FROM schema_version WHERE version >= 11;"
+    "ALTER TABLE candidates DROP COLUMN awaits_ranking;";
+
 TEST(Store, MigratesAnEmptyDatabaseToTheCurrentSchema) {
   test::TempDir dir;
   {
@@ -24,7 +29,7 @@ TEST(Store, MigratesAnEmptyDatabaseToTheCurrentSchema) {
   EXPECT_EQ(again.schema_version(), Store::kSchemaVersion);
   std::string dump = again.dump();
   std::string versions = dump.substr(0, dump.find("SELECT * FROM runs"));
-  EXPECT_EQ(versions, "SELECT * FROM schema_version ORDER BY version\n1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n");
+  EXPECT_EQ(versions, "SELECT * FROM schema_version ORDER BY version\n1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n");
 }
 
 // A version-9 candidate's genome text, written before PACK_GQA: opening the file rewrites it (and
@@ -38,6 +43,7 @@ TEST(Store, MigrationToVersionTenNamesPackGqaInEveryStoredGenome) {
   { Store fresh(dir.file("evo.db")); }
   {
     SqliteConnection db(dir.file("evo.db"));
+    db.exec(kBeforeVersion11);
     db.exec("DELETE FROM schema_version WHERE version >= 10;");
     db.prepare("INSERT INTO runs (id, seed, shapes, generations, population, top_k, strategy, rng_seed, device_class,"
                " state, created_ms, message, smem_limit, start_genomes) VALUES ('run-0001', 'fa_s512_v3',"
@@ -55,6 +61,30 @@ TEST(Store, MigrationToVersionTenNamesPackGqaInEveryStoredGenome) {
     EXPECT_EQ(candidates[0].genome, after);
     EXPECT_EQ(candidates[0].genome_hash, fnv1a_hex(after));
     EXPECT_EQ(migrated.get_run("run-0001")->start_genomes, std::vector<std::string>{after});
+  });
+}
+
+// A version-10 would-be elite queued for its confirmation keeps it: it does not wait for a
+// ranking that its generation already had.
+TEST(Store, MigrationToVersionElevenLeavesQueuedConfirmationsLeasable) {
+  test::TempDir dir;
+  { Store fresh(dir.file("evo.db")); }
+  {
+    SqliteConnection db(dir.file("evo.db"));
+    db.exec(kBeforeVersion11);
+    db.exec("INSERT INTO runs (id, seed, shapes, generations, population, top_k, strategy, rng_seed, device_class,"
+            " state, created_ms, message, smem_limit) VALUES ('run-0001', 'fa_s512_v3', '1x8x512x64', 1, 2, 1,"
+            " 'evolve', 1, '', 2, 0, '', 1);");
+    db.exec("INSERT INTO candidates (id, run_id, generation, seq, genome, genome_hash, op, parents, state, "
+            "confirmation) VALUES ('run-0001-c0', 'run-0001', 0, 0, 'g', 'h', 'start', '', 'queued', 1)");
+  }
+  Store migrated(dir.file("evo.db"));
+  EXPECT_EQ(migrated.schema_version(), Store::kSchemaVersion);
+  migrated.transaction([&] {
+    const auto queued = migrated.queued_candidates("run-0001", 10);
+    ASSERT_EQ(queued.size(), 1u);
+    EXPECT_TRUE(queued[0].confirmation);
+    EXPECT_FALSE(queued[0].awaits_ranking);
   });
 }
 
@@ -98,6 +128,7 @@ constexpr const char* kBeforeVersion6 =
 void write_older_database(const test::TempDir& dir, const char* sql) {
   { Store fresh(dir.file("evo.db")); }
   SqliteConnection db(dir.file("evo.db"));
+  db.exec(kBeforeVersion11);
   db.exec(kBeforeVersion9);
   db.exec(kBeforeVersion8);
   db.exec(kBeforeVersion7);
@@ -112,7 +143,8 @@ TEST(Store, MigrationToVersionEightGivesOlderRunsNoBudget) {
   { Store fresh(dir.file("evo.db")); }
   {
     SqliteConnection db(dir.file("evo.db"));
-    db.exec(kBeforeVersion9);
+    db.exec(kBeforeVersion11);
+  db.exec(kBeforeVersion9);
     db.exec(kBeforeVersion8);
     db.exec("INSERT INTO runs (id, seed, shapes, generations, population, top_k, strategy, rng_seed, device_class,"
             " state, created_ms, message, smem_limit) VALUES ('run-0001', 'fa_s512_v3', '1x8x512x64', 1, 1, 1,"
@@ -141,7 +173,8 @@ TEST(Store, MigrationToVersionNineLeavesOlderWorkersUnenrolled) {
   { Store fresh(dir.file("evo.db")); }
   {
     SqliteConnection db(dir.file("evo.db"));
-    db.exec(kBeforeVersion9);
+    db.exec(kBeforeVersion11);
+  db.exec(kBeforeVersion9);
     db.exec("INSERT INTO workers (id, name, device_class, device, registered_ms, last_seen_ms, credential_hash)"
             " VALUES ('w-1', 'gpu0', 'sm_90a/H100', x'', 1, 2, 'abc');");
   }
@@ -329,7 +362,7 @@ TEST(Store, ATextColumnThatNamesNoValueIsAnError) {
       store.get_run("run-0001");
       FAIL() << "expected a StoreError";
     } catch (const StoreError& e) {
-      EXPECT_STREQ(e.what(), "strategy of run-0001 is 'annealing', not one of evolve, random, exhaustive");
+      EXPECT_STREQ(e.what(), "strategy of run-0001 is 'annealing', not one of evolve, random, exhaustive, surrogate");
     }
   });
 }

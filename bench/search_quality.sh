@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Search quality (issue 36): how soon each strategy reaches within 1 % of the best time known, from
+# no warm start, one run at a time on one worker. Every (shape, strategy, seed) is its own
+# bench/shape_suite.sh invocation with a fresh database and compile cache, a wall-time budget and
+# no bench step; bench/search_quality_report.py then reads the databases.
+#
+#   bench/search_quality.sh [--dry-run] BUNDLE_DIR OUT_DIR
+#
+# Environment:
+#   EVO_SUITE        the shape buckets, space-separated BxHxSxD (default "1x8x512x64"); a bucket's run
+#                    ranks genomes over S and S:causal, as shape_suite.sh's runs do
+#   EVO_STRATEGIES   default "evolve surrogate random"
+#   EVO_SEEDS        RNG seeds, default "1 2 3"
+#   EVO_BUDGET       each run's wall time from its first lease (default 90s)
+#   EVO_POPULATION   candidates per generation (default 16)
+#   EVO_BEST_KNOWN   "BxHxSxD=US ..." the best time known per bucket (the exhaustive or best-ever
+#                    figure); default: the best any run of this invocation reached
+#   EVO_WORKER_BACKEND  cuda (default) or model (no GPU: figures labelled MODEL)
+# Writes OUT_DIR/quality.txt: per run, its best, and the seconds and evaluations it took to come
+# within 1 % of the best known; then per strategy the median over its runs.
+# Bad arguments: one line, exit 2. A run that fails says so, the others go on, exit 1.
+set -uo pipefail
+
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_args search_quality "$@"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+read -r -a suite <<< "${EVO_SUITE-1x8x512x64}"
+read -r -a strategies <<< "${EVO_STRATEGIES-evolve surrogate random}"
+read -r -a seeds <<< "${EVO_SEEDS-1 2 3}"
+budget="${EVO_BUDGET:-90s}"
+population="${EVO_POPULATION:-16}"
+backend="${EVO_WORKER_BACKEND:-cuda}"
+((${#suite[@]})) || die "EVO_SUITE names no shape"
+((${#strategies[@]})) || die "EVO_STRATEGIES names no strategy"
+((${#seeds[@]})) || die "EVO_SEEDS names no seed"
+for s in "${strategies[@]}"; do
+  [[ $s =~ ^(evolve|surrogate|random)$ ]] || die "EVO_STRATEGIES: '$s' is not evolve, surrogate or random"
+done
+for seed in "${seeds[@]}"; do positive EVO_SEEDS "$seed"; done
+positive EVO_POPULATION "$population"
+[[ $backend == cuda || $backend == model ]] || die "EVO_WORKER_BACKEND must be cuda or model, got '$backend'"
+[[ $budget =~ ^[0-9]+[smh]?$|^[0-9]+m[0-9]+s$ ]] || die "EVO_BUDGET must be a duration (90s, 2m), got '$budget'"
+
+if ((dry_run)); then
+  for shape in "${suite[@]}"; do
+    for s in "${strategies[@]}"; do
+      for seed in "${seeds[@]}"; do
+        echo "== $shape $s seed $seed: EVO_SUITE=$shape EVO_STRATEGY=$s EVO_RNG_SEED=$seed EVO_BUDGET=$budget" \
+             "EVO_POPULATION=$population EVO_BENCH=0 bench/shape_suite.sh BUNDLE $out_arg/$shape-$s-$seed"
+      done
+    done
+  done
+  echo "== bench/search_quality_report.py $out_arg"
+  exit 0
+fi
+mkdir -p "$out_arg" || die "cannot create OUT_DIR '$out_arg'"
+out="$(cd "$out_arg" && pwd)"
+failed=0
+for shape in "${suite[@]}"; do
+  for s in "${strategies[@]}"; do
+    for seed in "${seeds[@]}"; do
+      dir="$out/$shape-$s-$seed"
+      rm -rf "$dir"
+      echo "== $shape $s seed $seed, budget $budget (log: $dir.log)"
+      env -u EVO_DB -u EVO_START_FILE -u EVO_EXPORT -u EVO_WORKLOAD EVO_WORKER_BACKEND="$backend" EVO_BENCH=0 \
+        EVO_SUITE="$shape" EVO_STRATEGY="$s" EVO_RNG_SEED="$seed" EVO_BUDGET="$budget" EVO_GENERATIONS=200 \
+        EVO_POPULATION="$population" "$root/bench/shape_suite.sh" "$bundle" "$dir" > "$dir.log" 2>&1 ||
+        { echo "!! $shape $s seed $seed: shape_suite failed (see $dir.log)"; failed=1; }
+      # A worker stopped mid-evaluation finishes it first: the next run starts on an idle GPU.
+      for _ in $(seq 120); do
+        pgrep -f -- "$bundle/bin/evo-worker" > /dev/null || break
+        sleep 0.5
+      done
+    done
+  done
+done
+label=()
+[[ $backend == model ]] && label=(--label MODEL)
+python3 "$root/bench/search_quality_report.py" "${label[@]}" "$out" | tee "$out/quality.txt" || failed=1
+exit "$failed"

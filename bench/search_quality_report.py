@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""The figures of bench/search_quality.sh, from the databases it leaves. Standard library only.
+
+  search_quality_report.py [--label MODEL] OUT_DIR
+
+OUT_DIR holds one folder per run, SHAPE-STRATEGY-SEED, each with the evo.db of its
+bench/shape_suite.sh invocation. A run's best is its best confirmed elite (a time two measurements
+agreed on); the best known per shape is EVO_BEST_KNOWN's ("BxHxSxD=US ...") or else the best of
+every run of that shape here. For each run: its best, and the seconds from its first lease and the
+evaluations (confirmations included) until an elite within 1 % of the best known was confirmed;
+then, per shape and strategy, the medians over its runs and how many got there. Exits 1 when a
+folder has no database or no run.
+"""
+import argparse
+import os
+import re
+import sqlite3
+import statistics
+import sys
+
+WITHIN = 1.01
+
+
+def run_figures(db_path):
+    """(evaluations, [(ms from the first lease, confirmed µs, evaluations by then)] in time order)."""
+    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    run = db.execute("SELECT id, started_ms FROM runs ORDER BY created_ms LIMIT 1").fetchone()
+    if run is None:
+        return None
+    run_id, started = run
+    times = [row[0] for row in db.execute(
+        "SELECT e.created_ms FROM evaluations e JOIN candidates c ON c.id = e.candidate_id WHERE c.run_id = ? "
+        "ORDER BY e.created_ms", (run_id,))]
+    elites = db.execute(
+        "SELECT e.created_ms, c.fitness_us FROM candidates c JOIN evaluations e ON e.id = c.final_evaluation_id "
+        "WHERE c.run_id = ? AND c.state = 'done' AND c.elite_eligible = 1 AND c.fitness_us IS NOT NULL "
+        "ORDER BY e.created_ms", (run_id,)).fetchall()
+    out = [(at - started, us, sum(1 for t in times if t <= at)) for at, us in elites]
+    return len(times), out
+
+
+def parse_best_known(text):
+    best = {}
+    for item in text.split():
+        m = re.fullmatch(r"([0-9x]+)=([0-9.]+)", item)
+        if not m:
+            sys.exit(f"search_quality_report: EVO_BEST_KNOWN: '{item}' is not BxHxSxD=US")
+        best[m.group(1)] = float(m.group(2))
+    return best
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--label", default="")
+    parser.add_argument("out_dir")
+    args = parser.parse_args(argv[1:])
+    runs = {}
+    for name in sorted(os.listdir(args.out_dir)):
+        m = re.fullmatch(r"([0-9x]+)-([a-z]+)-([0-9]+)", name)
+        if not m or not os.path.isdir(os.path.join(args.out_dir, name)):
+            continue
+        db = os.path.join(args.out_dir, name, "evo.db")
+        figures = run_figures(db) if os.path.isfile(db) else None
+        if figures is None:
+            print(f"!! {name}: no database or no run")
+            return 1
+        runs[(m.group(1), m.group(2), int(m.group(3)))] = figures
+    if not runs:
+        print(f"!! no run folder in {args.out_dir}")
+        return 1
+    best_known = parse_best_known(os.environ.get("EVO_BEST_KNOWN", ""))
+    label = f"{args.label} " if args.label else ""
+    summary = {}
+    print(f"{label}shape strategy seed: best_us evaluations | to within 1% of best known: seconds evaluations")
+    for shape in sorted({k[0] for k in runs}):
+        known = best_known.get(shape) or min(
+            (us for k, (_, elites) in runs.items() if k[0] == shape for _, us, _ in elites), default=None)
+        print(f"{label}{shape}: best known {known:.3f} us" if known else f"{label}{shape}: no confirmed elite")
+        for (s, strategy, seed), (evaluations, elites) in sorted(runs.items()):
+            if s != shape:
+                continue
+            best = min((us for _, us, _ in elites), default=None)
+            hit = next(((ms, n) for ms, us, n in elites if known and us <= known * WITHIN), None)
+            reached = f"{hit[0] / 1000:.1f} s {hit[1]} evals" if hit else "not reached"
+            best_text = f"{best:.3f}" if best else "-"
+            print(f"{label}{shape} {strategy} {seed}: {best_text} us {evaluations} evals | {reached}")
+            summary.setdefault((shape, strategy), []).append(hit)
+    print(f"{label}median over seeds (runs that got there / runs):")
+    for (shape, strategy), hits in sorted(summary.items()):
+        got = [h for h in hits if h]
+        seconds = f"{statistics.median(h[0] for h in got) / 1000:.1f} s" if got else "-"
+        evaluations = f"{statistics.median(h[1] for h in got):.0f} evals" if got else "-"
+        print(f"{label}{shape} {strategy}: {seconds} {evaluations} ({len(got)}/{len(hits)})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
