@@ -33,7 +33,9 @@ struct RetiredGroup {
   size_t into = 0;                        // index of the replacing gene
   std::vector<std::string> names;         // the retired genes, in the space's order
   std::vector<int64_t> defaults;          // what an old text that omits one meant
-  std::vector<std::vector<int64_t>> was;  // per value index of `into`: the retired genes' values
+  // Per value index of `into` that an old text can mean (its first `into_values`, those it had
+  // when the genes retired): the retired genes' values.
+  std::vector<std::vector<int64_t>> was;
 };
 
 }  // namespace
@@ -49,6 +51,7 @@ struct SearchSpace::Impl {
   std::optional<Expression> workspace_bytes;  // optional: scratch memory the kernel needs
   std::optional<Expression> tensor_map_box_rows;  // optional: TMA box rows, 0 without TMA
   std::optional<Expression> tensor_map_q_box_rows;  // optional: Q/O box rows, else K/V's
+  std::optional<Expression> min_registers;  // optional: registers a thread must hold at launch
   std::optional<Expression> flops;
   // The derived values and the constraints again, their identifiers bound to slots of one array:
   // the problem's variables (in the family's order), the genes (in the space's), SMEM_LIMIT,
@@ -239,9 +242,12 @@ Gene read_gene(const json& j, const std::string& where) {
   return g;
 }
 
-// "retired_genes": genes of older genome texts, each {"name", "default", "into"}. The derived
-// value of the same name, which may read only the gene `into`, says what each value of `into`
-// was in the retired genes; parse() picks the value whose retired genes match the text.
+// "retired_genes": genes of older genome texts, each {"name", "default", "into"} and optionally
+// "into_values", how many of `into`'s first values existed when the gene retired (all, if
+// absent): values added since may repeat an older value's retired genes, and no old text names
+// them. The derived value of the same name, which may read only the gene `into`, says what each
+// of those values of `into` was in the retired genes; parse() picks the value whose retired genes
+// match the text.
 std::vector<RetiredGroup> read_retired(const json& list, const std::vector<Gene>& genes,
                                        const std::vector<Named>& derived) {
   using Group = RetiredGroup;
@@ -254,6 +260,14 @@ std::vector<RetiredGroup> read_retired(const json& list, const std::vector<Gene>
     const int64_t default_value = int_value(field(list[i], "default", where), where + ".default");
     auto gene = std::find_if(genes.begin(), genes.end(), [&](const Gene& g) { return g.name == into; });
     if (gene == genes.end()) bad_space("retired gene " + name + " goes into unknown gene '" + into + "'");
+    size_t into_values = gene->values.size();
+    if (auto it = list[i].find("into_values"); it != list[i].end()) {
+      const int64_t n = int_value(*it, where + ".into_values");
+      if (n < 1 || static_cast<size_t>(n) > gene->values.size())
+        bad_space("retired gene " + name + " names " + std::to_string(n) + " values of " + into + ", which has " +
+                  std::to_string(gene->values.size()));
+      into_values = static_cast<size_t>(n);
+    }
     auto d = std::find_if(derived.begin(), derived.end(), [&](const auto& n) { return n.name == name; });
     if (d == derived.end()) bad_space("retired gene " + name + " has no derived value of its name");
     for (const auto& id : d->expr.identifiers())
@@ -261,14 +275,16 @@ std::vector<RetiredGroup> read_retired(const json& list, const std::vector<Gene>
     const size_t into_index = static_cast<size_t>(gene - genes.begin());
     auto group = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.into == into_index; });
     if (group == groups.end()) {
-      groups.push_back({into_index, {}, {}, std::vector<std::vector<int64_t>>(gene->values.size())});
+      groups.push_back({into_index, {}, {}, std::vector<std::vector<int64_t>>(into_values)});
       group = groups.end() - 1;
     }
+    if (group->was.size() != into_values)
+      bad_space("the genes retired into " + into + " name different numbers of its values (into_values)");
     if (std::find(group->names.begin(), group->names.end(), name) != group->names.end())
       bad_space("retired gene " + name + " is listed twice");
     group->names.push_back(name);
     group->defaults.push_back(default_value);
-    for (size_t v = 0; v < gene->values.size(); ++v)
+    for (size_t v = 0; v < into_values; ++v)
       group->was[v].push_back(d->expr.eval({{into, gene->values[v]}}));
   }
   for (const Group& g : groups) {
@@ -399,6 +415,8 @@ SearchSpace SearchSpace::from_json(std::string_view text, const KernelFamily& fa
       bad_space("launch.tensor_map_q_box_rows needs launch.tensor_map_box_rows (the K/V boxes)");
     impl->tensor_map_q_box_rows = launch_expr("tensor_map_q_box_rows");
   }
+  if (launch.is_object() && launch.contains("min_registers"))
+    impl->min_registers = launch_expr("min_registers");
 
   if (auto it = doc.find("flops"); it != doc.end()) impl->flops = checked_expression(*it, "flops", known);
 
@@ -650,6 +668,7 @@ std::vector<Formula> SearchSpace::launch_formulas() const {
   if (impl_->workspace_bytes) out.push_back({"workspace_bytes", *impl_->workspace_bytes});
   if (impl_->tensor_map_box_rows) out.push_back({"tensor_map_box_rows", *impl_->tensor_map_box_rows});
   if (impl_->tensor_map_q_box_rows) out.push_back({"tensor_map_q_box_rows", *impl_->tensor_map_q_box_rows});
+  if (impl_->min_registers) out.push_back({"min_registers", *impl_->min_registers});
   return out;
 }
 
@@ -668,6 +687,7 @@ LaunchConfig SearchSpace::launch(const Genome& g, const Problem& p) const {
   l.tensor_map_box_rows = impl_->tensor_map_box_rows ? impl_->tensor_map_box_rows->eval(vars) : 0;
   l.tensor_map_q_box_rows = impl_->tensor_map_q_box_rows ? impl_->tensor_map_q_box_rows->eval(vars)
                                                          : l.tensor_map_box_rows;
+  l.min_registers = impl_->min_registers ? impl_->min_registers->eval(vars) : 0;
   return l;
 }
 

@@ -54,6 +54,10 @@ struct LaunchConfig {
   int64_t tensor_map_box_rows = 0;
   // The launch formula of that name, or the same rows as K and V where the space has none.
   int64_t tensor_map_q_box_rows = 0;
+  // Registers per thread the compiled kernel must hold at launch, 0 for any. A block's warpgroups
+  // that trade registers (setmaxnreg) draw on what the launch gave the block: a kernel compiled to
+  // fewer would wait forever for registers that are not there, so the compile gate refuses it.
+  int64_t min_registers = 0;
 };
 
 // A named formula of a space: a derived value, a constraint or a launch formula.

@@ -231,8 +231,13 @@ void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& 
     << "        static std::atomic<bool> cluster_checked{false};\n"
     << "        if (!cluster_checked.load()) {\n"
     << "          cudaFuncAttributes attrs{};\n"
-    << "          cudaError_t e = cudaFuncGetAttributes(&attrs, kernel);\n"
-    << "          if (e == cudaSuccess &&\n"
+    << "          cudaError_t e = cudaFuncGetAttributes(&attrs, kernel);\n";
+  if (auto it = s.launch.find("min_registers"); it != s.launch.end())
+    o << "          // Its warpgroups trade registers within what the launch gives the block: a build that\n"
+      << "          // compiled it to fewer would wait forever, so it is refused instead.\n"
+      << "          if (e == cudaSuccess && attrs.numRegs < (" << it->second.code << "))\n"
+      << "            e = cudaErrorLaunchOutOfResources;\n";
+  o << "          if (e == cudaSuccess &&\n"
     << "              attrs.requiredClusterWidth * attrs.requiredClusterHeight * attrs.requiredClusterDepth > 8)\n"
     << "            e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);\n"
     << "          if (e != cudaSuccess) return e;\n"

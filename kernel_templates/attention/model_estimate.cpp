@@ -55,10 +55,12 @@ double wave_seconds(const ModelInput& in, const ChainConstants& chain) {
   const int warps_kv = vars.count("WARPS_KV") ? static_cast<int>(vars.at("WARPS_KV")) : 1;
   // Copies run under the math with two or more stages (cp.async or TMA), and with TMA's one stage,
   // whose K and V are refilled apart, each as soon as its GEMM is done (bench/NOTES.md, 2026-11-26:
-  // TMA with one stage, K and V refilled apart). TMA, STAGE_RELEASE and CP_ASYNC are what the
-  // genome's SCHEDULE does (derived values of the space).
+  // TMA with one stage, K and V refilled apart). TMA, STAGE_RELEASE, PRODUCER and CP_ASYNC are
+  // what the genome's SCHEDULE does (derived values of the space).
   const bool tma = vars.count("TMA") && vars.at("TMA") == 1;
-  const bool stage_release = vars.count("STAGE_RELEASE") && vars.at("STAGE_RELEASE") == 1;
+  // The producer warpgroup's stages free themselves as STAGE_RELEASE's do: no barrier per tile.
+  const bool stage_release = (vars.count("STAGE_RELEASE") && vars.at("STAGE_RELEASE") == 1) ||
+                             (vars.count("PRODUCER") && vars.at("PRODUCER") == 1);
   const int64_t stages = vars.at("STAGES");
   const bool one_stage_split_refill = tma && stages == 1 && !stage_release;
   const bool pipelined = (stages >= 2 && (vars.at("CP_ASYNC") == 1 || tma)) || one_stage_split_refill;

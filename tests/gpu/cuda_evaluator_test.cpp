@@ -275,6 +275,35 @@ TEST(CudaEvaluator, GroupedHeadsKvCacheAndDecodeShapesPassEveryGate) {
   }
 }
 
+// The warp-specialized schedules (a producer warpgroup issuing the copies, registers handed to
+// one or two computing warpgroups): fp16, bf16 and e4m3, head dims 64 and 128, ragged lengths,
+// causal, a KV cache's diagonal, grouped heads with and without PACK_GQA, packed batches, key
+// groups that merge (WARPS_KV 2), LAZY_RESCALE. Every gate, the sanitizer's four tools included
+// (racecheck and synccheck see the producer's barriers).
+TEST(CudaEvaluator, WarpSpecializedSchedulesPassEveryGate) {
+  EVO_REQUIRE_GPU();
+  CudaEvaluator& ev = *shared_evaluator();
+  if (ev.device().arch() != "sm_90a") GTEST_SKIP() << "the warp-specialized schedules need TMA and wgmma, on sm_90a";
+  const auto& space = SearchSpace::for_template("fa_s512_v3");
+  const std::vector<Problem> dense = {problem("1x8x17x64"), problem("2x8x777x64:causal"),
+                                      problem("1x8x4097x128:causal:bf16"), problem("1x8x300x1152x128:kv2:causal:bf16"),
+                                      problem("33+1+4097x4x128:bf16")};
+  const std::vector<Problem> grouped = {problem("1x8x17x777x64:kv2:causal"), problem("2x32x1x2048x128:kv8:bf16")};
+  const std::vector<Problem> e4m3 = {problem("1x8x17x64:e4m3"), problem("2x8x777x64:causal:e4m3"),
+                                     problem("1x8x4097x128:causal:e4m3")};
+  const std::vector<std::pair<const char*, const std::vector<Problem>*>> cases = {
+      {"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized_pingpong", &dense},
+      {"BLOCK_M=128,BLOCK_N=64,WARPS=8,STAGES=3,WGMMA=1,SCHEDULE=warp_specialized,LAZY_RESCALE=1", &dense},
+      {"BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized", &dense},
+      {"BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized,PACK_GQA=1", &grouped},
+      {"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized_pingpong", &e4m3},
+      {"BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=3,WGMMA=1,SCHEDULE=warp_specialized", &e4m3}};
+  for (const auto& [genes, shapes] : cases) {
+    const v1::Evaluation e = ev.evaluate(space.parse(genes), *shapes, true);
+    EXPECT_EQ(e.status(), v1::OK) << genes << ": " << gate_summary(e);
+  }
+}
+
 // Packed batches (varlen): sequences of ragged lengths, some shorter than a block and some whose
 // last block runs into the next sequence's rows, against chunks of a cache and whole prompts,
 // through every pipeline that can serve them (the sanitizer's run included).

@@ -13,7 +13,8 @@ namespace fa {
 // The dynamic shared memory's base (rounded up to the 128-byte swizzle's 1024-byte period for
 // panel tiles) and the TMA barriers past the tiles: full[stage] for each K/V stage (K alone with
 // kSplitRefill or kKvBarriers), then Q's, then V's (kSplitRefill: one; kKvBarriers: one per
-// stage); STAGE_RELEASE's per-stage counters of the warps that have left it come after them.
+// stage); a producer's empty[stage], which the computing warps free, or STAGE_RELEASE's
+// per-stage counters of the warps that have left it come after them.
 // Nothing here reads global memory, so it is set up before the wait for the previous grid.
 template <class T>
 struct SharedLayout {
@@ -21,6 +22,7 @@ struct SharedLayout {
   unsigned long long* full;
   unsigned long long* full_q;
   unsigned long long* full_v;
+  unsigned long long* empty;
   unsigned* left;
 
   __device__ __forceinline__ explicit SharedLayout(unsigned char* dynamic) : base(dynamic) {
@@ -29,7 +31,8 @@ struct SharedLayout {
     full = reinterpret_cast<unsigned long long*>(base + T::kSmemTiles);
     full_q = &full[T::kStages];
     full_v = &full[T::kStages + 1];
-    left = reinterpret_cast<unsigned*>(full + T::kFullBarriers);
+    empty = full + T::kFullBarriers;
+    left = reinterpret_cast<unsigned*>(empty + T::kEmptyBarriers);
   }
 };
 
@@ -41,6 +44,17 @@ __device__ __forceinline__ void trap_if_short_of_shared_memory() {
     unsigned dyn;
     asm("mov.u32 %0, %%dynamic_smem_size;\n" : "=r"(dyn));
     if (dyn < (unsigned)T::kSmemBytes) __trap();
+  }
+}
+
+// A barrier across the warps that compute: __syncthreads, except where a producer warpgroup has
+// left the block (a barrier over every thread would then wait for it).
+template <class T>
+__device__ __forceinline__ void block_sync() {
+  if constexpr (T::kProducer) {
+    named_barrier_sync(kComputeBarrier, T::kThreads);
+  } else {
+    __syncthreads();
   }
 }
 

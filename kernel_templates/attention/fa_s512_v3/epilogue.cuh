@@ -1,6 +1,7 @@
 #pragma once
 // After the last tile: the key groups' partial results merged (through shared memory within a
 // block, through distributed shared memory across a SPLIT_KV cluster), normalised and stored.
+#include "block.cuh"
 #include "kernel_traits.cuh"
 #include "../params.h"
 #include "ptx.cuh"
@@ -108,7 +109,7 @@ __device__ __forceinline__ void merge_key_groups(unsigned char* smem,
     }
     named_barrier_sync(kMergeBarrier, T::kThreads);
   } else {
-    __syncthreads();
+    block_sync<T>();
   }
   if (warp_kv == 0) {
 #pragma unroll
@@ -130,7 +131,7 @@ __device__ __forceinline__ void merge_key_groups(unsigned char* smem,
     }
   }
   // The staged output overlays the buffer. (kTmaStore's tile lies beside it.)
-  if constexpr (!T::kStoreFromRegisters && !T::kTmaStore) __syncthreads();
+  if constexpr (!T::kStoreFromRegisters && !T::kTmaStore) block_sync<T>();
 }
 
 // What a row's accumulated output is multiplied by: 1 / its softmax sum, or 0 for a row that saw
@@ -167,7 +168,7 @@ __device__ __forceinline__ void store_output(unsigned char* smem, OutElement<T>*
       }
   }
   if constexpr (T::kStoreFromRegisters) return;
-  __syncthreads();
+  block_sync<T>();
   constexpr int kChunksPerRow = T::kHeadDim / 8;  // O's 16-byte chunks
   constexpr int kChunks = T::kBlockM * kChunksPerRow;
   constexpr int kIters = (kChunks + T::kThreads - 1) / T::kThreads;

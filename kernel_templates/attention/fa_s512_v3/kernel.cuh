@@ -26,7 +26,8 @@
 // The kernel is a pipeline, a mainloop and an epilogue, as in CUTLASS and FlashAttention-3:
 //   - the SCHEDULE gene (schedule.cuh) picks the pipeline that brings K/V tiles into
 //     shared memory (pipeline_copy.cuh: plain loads or cp.async; pipeline_tma.cuh: bulk tensor
-//     copies on mbarriers, refilled behind a barrier or by the last warp to leave a stage) and
+//     copies on mbarriers, refilled behind a barrier or by the last warp to leave a stage;
+//     pipeline_producer.cuh: a producer warpgroup of its own issuing them, warp-specialized) and
 //     the mainloop that orders each tile's QK^T, softmax and P*V (mainloop_serial.cuh,
 //     mainloop_pv_async.cuh, mainloop_pingpong.cuh, mainloop_qk_ahead.cuh);
 //   - WGMMA = 1 (sm_90a) swaps the tensor-core instructions (gemms.cuh): each warpgroup owns 64
@@ -55,6 +56,7 @@
 #include "block.cuh"
 #include "pipeline_copy.cuh"
 #include "pipeline_tma.cuh"
+#include "pipeline_producer.cuh"
 #include "mainloop_serial.cuh"
 #include "mainloop_pv_async.cuh"
 #include "mainloop_pingpong.cuh"
@@ -64,13 +66,21 @@
 namespace evo {
 namespace fa {
 
-template <class T, bool kTma = T::kTma>
+template <class T, Pipeline kPipeline = T::kPipeline>
 struct PipelineFor {
   using type = PipelineCopy<T>;
 };
 template <class T>
-struct PipelineFor<T, true> {
+struct PipelineFor<T, Pipeline::kTma> {
   using type = PipelineTma<T>;
+};
+template <class T>
+struct PipelineFor<T, Pipeline::kTmaRelease> {
+  using type = PipelineTma<T>;
+};
+template <class T>
+struct PipelineFor<T, Pipeline::kTmaProducer> {
+  using type = PipelineProducer<T>;
 };
 
 template <class T, class Pipe>
@@ -131,7 +141,12 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   if constexpr (T::kVarlen)
     if (b.m0 >= b.seq_q()) return;
   const Pipe pipe(b);
-  pipe.prologue();
+  // Warp-specialized: the producer warpgroup leaves once it has issued every copy.
+  if constexpr (T::kProducer) {
+    if (!pipe.prologue()) return;
+  } else {
+    pipe.prologue();
+  }
 
   float acc[T::kMTiles][T::kOTiles][4];
 #pragma unroll
@@ -145,7 +160,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 
   // No barrier ended the last tile: every warp must be done with Q and the stages before the
   // epilogue's buffers overlay them (unless kMergeApart moved them).
-  if constexpr (!T::kMergeApart) __syncthreads();
+  if constexpr (!T::kMergeApart) block_sync<T>();
   if (b.n_tiles == 0) pipe.drain();  // a split without keys: nothing waited for its copies yet
   softmax.finish();
   if constexpr (T::kDType == DType::kE4M3) softmax.scale_output(b.v_scale);
@@ -162,11 +177,13 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 #endif
 
 // __grid_constant__: the TMA pipelines hand the copy engine the address of their tensor maps,
-// which must stay in the kernel's parameter space rather than be copied to the stack.
+// which must stay in the kernel's parameter space rather than be copied to the stack. The block
+// is WARPS warps, and the producer warpgroup of the warp-specialized schedules; their register
+// hand-over (setmaxnreg) starts from what the launch bound leaves each thread.
 template <int DTYPE, int CAUSAL, int HEAD_DIM, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES,
           int SCHEDULE, int SWIZZLE, int SPLIT_KV, int WGMMA, int TMA_BOX_ROWS, int LAZY_RESCALE,
           int CAUSAL_FOLD, int PACK_GQA, int VARLEN>
-__global__ void __launch_bounds__(WARPS * 32) EVO_CLUSTER_DIMS(1, 1, SPLIT_KV)
+__global__ void __launch_bounds__(fa::block_threads(WARPS, SCHEDULE)) EVO_CLUSTER_DIMS(1, 1, SPLIT_KV)
     fa_s512_v3_kernel(const __grid_constant__ FaParams p) {
   fa::forward<fa::KernelTraits<DTYPE, CAUSAL, HEAD_DIM, BLOCK_M, BLOCK_N, WARPS, STAGES, SCHEDULE,
                                SWIZZLE, SPLIT_KV, WGMMA, TMA_BOX_ROWS, LAZY_RESCALE, CAUSAL_FOLD,

@@ -24,8 +24,19 @@ struct Plan {
   Pipeline pipeline;
   Mainloop mainloop;
   bool cp_async, tma, stage_release, pv_async, pingpong, qk_ahead;
+  // Warp-specialized schedules: a fourth warp group (`producer`) past the WARPS that compute
+  // issues every copy and leaves; it keeps `producer_regs` registers a thread and hands the rest
+  // to the computing warpgroups (`consumer_regs`; setmaxnreg); 0, no hand-over: with one
+  // computing warpgroup a thread may hold 255 registers anyway. block_threads counts both.
+  bool producer;
+  int producer_regs, consumer_regs;
+  // What the hand-over draws on is the block's share, the registers a thread holds at launch
+  // times the block's threads: the compiled kernel must hold at least min_registers (the space's
+  // launch.min_registers; the worker's compile gate refuses a kernel compiled to fewer).
+  int min_registers;
   // Two register sets for P (pingpong at head dim 128 only: it lost on the other blocks it was
-  // tried on): each tile's P is packed into its own set before the wait for the previous tile's
+  // tried on; and not warp-specialized, where ptxas spilled it within the consumers' 240
+  // registers): each tile's P is packed into its own set before the wait for the previous tile's
   // P*V, and the loop runs unrolled by two.
   int p_buffers;
   // CAUSAL_FOLD on a causal call: the front half of the block's row warps takes rows from the
@@ -57,7 +68,8 @@ struct Plan {
   // e4m3: V arrives transposed ([head_dim][keys]: FP8 wgmma reads B K-major only), each tile in
   // boxes of 64 keys (32 units, 64-byte swizzle) by head_dim rows.
   bool v_transposed;
-  int threads;
+  int threads;        // the warps that compute: every row and key of the block is theirs
+  int block_threads;  // threads, and the producer warpgroup's
   int warps_m, warps_kv;  // the block's warps: warps_m split the rows, warps_kv the keys
   int rows_per_warp, keys_per_warp;
   int m_tiles, s_tiles, pv_steps, qk_steps, o_tiles, chunks_per_row;
@@ -73,6 +85,7 @@ struct Plan {
   int prologue_tiles;  // tiles the prologue issues: every stage where stages refill themselves
   bool kv_barriers;    // TMA under mma.sync: each stage's K and V complete on barriers of their own
   int full_barriers;   // TMA: one per stage (K and V, or K), Q's, then V's
+  int empty_barriers;  // producer: one per stage, which the computing warps free
   // Shared memory: Q tile(s), then STAGES K tiles, then STAGES V tiles (16-bit units). After
   // the main loop the same bytes hold the output tile or the key groups' merge buffer (fp32),
   // unless merge_apart gives those their own bytes past the tiles.
@@ -99,18 +112,26 @@ constexpr int kSmemOptInSm90 = 227 * 1024;
 EVO_HOST_DEVICE constexpr int min_of(int a, int b) { return a < b ? a : b; }
 EVO_HOST_DEVICE constexpr int max_of(int a, int b) { return a > b ? a : b; }
 
+// The block's threads: the computing warps, and the warp-specialized schedules' producer warpgroup.
+EVO_HOST_DEVICE constexpr int block_threads(int warps, int schedule) {
+  return warps * 32 +
+         (schedule_info(static_cast<Schedule>(schedule)).pipeline == Pipeline::kTmaProducer ? 128 : 0);
+}
+
 EVO_HOST_DEVICE constexpr Plan plan(const KernelConfig& c) {
   Plan p{};
   const ScheduleInfo info = schedule_info(static_cast<Schedule>(c.schedule));
   p.pipeline = info.pipeline;
   p.mainloop = info.mainloop;
   p.cp_async = p.pipeline != Pipeline::kSync;
-  p.tma = p.pipeline == Pipeline::kTma || p.pipeline == Pipeline::kTmaRelease;
+  p.tma = p.pipeline == Pipeline::kTma || p.pipeline == Pipeline::kTmaRelease ||
+          p.pipeline == Pipeline::kTmaProducer;
+  p.producer = p.pipeline == Pipeline::kTmaProducer;
   p.stage_release = p.pipeline == Pipeline::kTmaRelease;
   p.pv_async = p.mainloop != Mainloop::kSerial;
   p.pingpong = p.mainloop == Mainloop::kPingpong;
   p.qk_ahead = p.mainloop == Mainloop::kQkAhead;
-  p.p_buffers = p.pingpong && c.head_dim == 128 ? 2 : 1;
+  p.p_buffers = p.pingpong && c.head_dim == 128 && !p.producer ? 2 : 1;
   p.fold = c.causal_fold != 0 && c.causal != 0;
   p.pack = c.pack_gqa != 0;
   p.varlen = c.varlen != 0;
@@ -124,6 +145,17 @@ EVO_HOST_DEVICE constexpr Plan plan(const KernelConfig& c) {
   p.qk_panel = min_of(64, p.qk_cols);
   p.v_transposed = p.in_bytes == 1;
   p.threads = c.warps * 32;
+  p.block_threads = block_threads(c.warps, c.schedule);
+  // Three warpgroups on 64K registers: 24 for the one that only issues copies, 240 for each of
+  // the other two (FlashAttention-3's split); the sum stays within the register file. At head
+  // dim 64 the computing warps fit the launch's 168 and ptxas compiles them to fewer, which the
+  // hand-over cannot start from (min_registers): none there.
+  const bool hand_over = p.producer && c.warps == 8 && c.head_dim == 128;
+  p.producer_regs = hand_over ? 24 : 0;
+  p.consumer_regs = hand_over ? 240 : 0;
+  p.min_registers = p.consumer_regs == 0 ? 0
+                                         : (128 * p.producer_regs + p.threads * p.consumer_regs +
+                                            p.block_threads - 1) / p.block_threads;
   p.warps_m = min_of(c.warps, c.block_m / 16);
   p.warps_kv = c.warps / p.warps_m;
   p.rows_per_warp = c.block_m / p.warps_m;
@@ -140,6 +172,7 @@ EVO_HOST_DEVICE constexpr Plan plan(const KernelConfig& c) {
   p.prologue_tiles = p.stage_release || p.split_refill ? c.stages : p.prefetch;
   p.kv_barriers = p.tma && !c.wgmma;
   p.full_barriers = c.stages + 1 + (p.split_refill ? 1 : 0) + (p.kv_barriers ? c.stages : 0);
+  p.empty_barriers = p.producer ? c.stages : 0;
   p.q_elems = c.block_m * p.qk_cols;
   p.kv_elems = c.block_n * p.qk_cols;
   p.smem_main = 2 * (p.q_buffers * p.q_elems + 2 * c.stages * p.kv_elems);
@@ -187,6 +220,8 @@ enum class Unsupported : int {
                         // not the sequence's) nor packed (a group's rows are not a token's heads)
   kE4m3,                // e4m3: wgmma (QGMMA) fed by TMA, V^T in boxes of 64 keys, dense batches
                         // with Q by tensor map (no PACK_GQA, no VARLEN)
+  kWarpSpecialized,     // warp-specialized: one or two computing warpgroups (WARPS 4 or 8), no
+                        // SPLIT_KV (a cluster's barriers would wait for the producer, which has left)
 };
 
 EVO_HOST_DEVICE constexpr int box_rows_of(int tile_rows, int box_rows) { return min_of(tile_rows, box_rows); }
@@ -219,7 +254,8 @@ EVO_HOST_DEVICE constexpr Unsupported check(const KernelConfig& c) {
   if (p.tma && (c.block_m < 32 || c.block_m % box_rows_of(c.block_m, c.tma_box_rows) != 0 ||
                 c.block_n % box_rows_of(c.block_n, c.tma_box_rows) != 0))
     return U::kTmaWholeBoxes;
-  if (p.tma && 8 * p.full_barriers + 4 * c.stages > p.smem_barriers) return U::kTmaBarrierRoom;
+  if (p.tma && 8 * (p.full_barriers + p.empty_barriers) + 4 * c.stages > p.smem_barriers)
+    return U::kTmaBarrierRoom;
   if (p.pingpong && c.warps != 8) return U::kPingpongWarps;
   if (p.qk_ahead && c.stages < 3) return U::kQkAheadStages;
   if (c.lazy_rescale && p.qk_ahead) return U::kLazyRescaleQkAhead;
@@ -228,6 +264,7 @@ EVO_HOST_DEVICE constexpr Unsupported check(const KernelConfig& c) {
   if ((c.varlen != 0 && c.varlen != 1) || (c.varlen && (c.causal_fold || c.pack_gqa))) return U::kVarlen;
   if (p.in_bytes == 1 && (!c.wgmma || !p.tma || c.pack_gqa || c.varlen || c.block_n % 64 != 0))
     return U::kE4m3;
+  if (p.producer && ((c.warps != 4 && c.warps != 8) || c.split_kv != 1)) return U::kWarpSpecialized;
   return U::kOk;
 }
 
@@ -274,6 +311,9 @@ struct KernelTraits {
   static constexpr bool kPvAsync = kPlan.pv_async;
   static constexpr bool kPingPong = kPlan.pingpong;
   static constexpr bool kQkAhead = kPlan.qk_ahead;
+  static constexpr bool kProducer = kPlan.producer;
+  static constexpr int kProducerRegs = kPlan.producer_regs;
+  static constexpr int kConsumerRegs = kPlan.consumer_regs;
   static constexpr int kPBuffers = kPlan.p_buffers;
   static constexpr bool kFold = kPlan.fold;
   static constexpr bool kPackGqa = kPlan.pack;
@@ -291,7 +331,8 @@ struct KernelTraits {
   // A tensor map's column coordinate per unit: e4m3 maps count bytes.
   static constexpr int kMapColsPerUnit = 2 / kInBytes;
 
-  static constexpr int kThreads = kPlan.threads;
+  static constexpr int kThreads = kPlan.threads;  // the computing threads
+  static constexpr int kBlockThreads = kPlan.block_threads;
   static constexpr int kWarpsM = kPlan.warps_m;
   static constexpr int kWarpsKV = kPlan.warps_kv;
   static constexpr int kRowsPerWarp = kPlan.rows_per_warp;
@@ -308,6 +349,7 @@ struct KernelTraits {
   static constexpr int kPrologueTiles = kPlan.prologue_tiles;
   static constexpr bool kKvBarriers = kPlan.kv_barriers;
   static constexpr int kFullBarriers = kPlan.full_barriers;
+  static constexpr int kEmptyBarriers = kPlan.empty_barriers;
 
   static constexpr int kQElems = kPlan.q_elems;
   static constexpr int kKVElems = kPlan.kv_elems;

@@ -105,12 +105,14 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4],
 // Named barriers 1 and 2 pass the tensor cores' turn between two warpgroups (PINGPONG): `sync`
 // waits for the 128 arrivals of the other warpgroup, `arrive` gives them without waiting.
 // Barrier 0 is __syncthreads'; kOutputBarrier gathers the warps that write the output tile, and
-// kMergeBarrier (kMergeApart) hands key groups 1..'s partials to key group 0.
+// kMergeBarrier (kMergeApart) hands key groups 1..'s partials to key group 0; kComputeBarrier
+// stands for __syncthreads where a producer warpgroup has left (block_sync).
 // Enumerators rather than constants: a kernel that names neither (the mma.sync register store)
 // then compiles without nvcc's unused-variable warning in an exported file.
 enum NamedBarrier : int {
   kOutputBarrier = 3,
   kMergeBarrier = 4,  // kMergeApart: key groups 1.. arrive, key group 0 waits
+  kComputeBarrier = 5,
 };
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");

@@ -32,6 +32,12 @@ __device__ __forceinline__ void mbarrier_expect_bytes(unsigned long long* bar, u
                : "memory");
 #endif
 }
+// The calling thread's plain arrival (a computing warp freeing a stage for the producer).
+__device__ __forceinline__ void mbarrier_arrive(unsigned long long* bar) {
+#if EVO_HAS_WGMMA
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+#endif
+}
 __device__ __forceinline__ void mbarrier_wait(unsigned long long* bar, unsigned parity) {
 #if EVO_HAS_WGMMA
   unsigned done = 0;
@@ -43,6 +49,20 @@ __device__ __forceinline__ void mbarrier_wait(unsigned long long* bar, unsigned 
         : "r"(smem_addr(bar)), "r"(parity)
         : "memory");
   } while (!done);
+#endif
+}
+// A warpgroup's registers per thread, lowered or raised (every thread of the warpgroup, together):
+// the producer warpgroup gives registers back to the pool, the computing ones take them.
+template <int kRegs>
+__device__ __forceinline__ void warpgroup_lower_registers() {
+#if EVO_HAS_WGMMA
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
+template <int kRegs>
+__device__ __forceinline__ void warpgroup_raise_registers() {
+#if EVO_HAS_WGMMA
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
 #endif
 }
 // Brings a tensor map into the copy engine's cache ahead of the first copy that names it.

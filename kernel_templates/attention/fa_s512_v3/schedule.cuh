@@ -26,10 +26,21 @@ enum class Schedule : int {
   kPingpong = 7,         // TMA release, P*V in flight, two warpgroups taking turns on the GEMMs
   kQkAhead = 8,          // TMA, P*V in flight beside the next tile's QK^T
   kQkAheadRelease = 9,   // ... with stage release
+  // A producer warpgroup of its own issues the copies, as in FlashAttention-3: the warpgroups
+  // that compute free each stage on an mbarrier and never issue a copy; the producer gives its
+  // registers to them (setmaxnreg).
+  kWarpSpecialized = 10,         // producer, P*V in flight
+  kWarpSpecializedPingpong = 11, // producer, P*V in flight, two warpgroups taking turns
 };
 
 // How tiles arrive.
-enum class Pipeline : int { kSync, kCpAsync, kTma, kTmaRelease };
+enum class Pipeline : int {
+  kSync,         // pipeline_copy.cuh
+  kCpAsync,      // pipeline_copy.cuh
+  kTma,          // pipeline_tma.cuh
+  kTmaRelease,   // pipeline_tma.cuh
+  kTmaProducer,  // pipeline_producer.cuh
+};
 // How a tile's GEMMs and softmax are ordered.
 enum class Mainloop : int {
   kSerial,    // QK^T, softmax, P*V, one after the other (mainloop_serial.cuh)
@@ -55,11 +66,13 @@ EVO_HOST_DEVICE constexpr ScheduleInfo schedule_info(Schedule s) {
     case Schedule::kPingpong: return {Pipeline::kTmaRelease, Mainloop::kPingpong};
     case Schedule::kQkAhead: return {Pipeline::kTma, Mainloop::kQkAhead};
     case Schedule::kQkAheadRelease: return {Pipeline::kTmaRelease, Mainloop::kQkAhead};
+    case Schedule::kWarpSpecialized: return {Pipeline::kTmaProducer, Mainloop::kPvAsync};
+    case Schedule::kWarpSpecializedPingpong: return {Pipeline::kTmaProducer, Mainloop::kPingpong};
   }
   return {Pipeline::kSync, Mainloop::kSerial};
 }
 
-EVO_HOST_DEVICE constexpr bool schedule_is_valid(int code) { return code >= 0 && code <= 9; }
+EVO_HOST_DEVICE constexpr bool schedule_is_valid(int code) { return code >= 0 && code <= 11; }
 
 }  // namespace fa
 }  // namespace evo

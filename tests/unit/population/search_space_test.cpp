@@ -51,7 +51,7 @@ TEST(SearchSpaceTest, LoadsTheRealSpace) {
                                       "pv_schedules_need_wgmma", "tma_needs_sm90a",
                                       "tma_fills_swizzled_panels", "tma_mma_sync_whole_stages",
                                       "tma_whole_boxes", "box_rows_name_distinct_boxes",
-                                      "box_rows_need_tma", "pingpong_two_warpgroups",
+                                      "box_rows_need_tma", "pingpong_two_warpgroups", "warp_specialized_one_or_two_warpgroups",
                                       "qk_ahead_three_stages", "lazy_rescale_not_with_qk_ahead",
                                       "causal_fold_pairs_row_warps", "pack_gqa_not_folded",
                                       "varlen_rows_are_one_sequence", "e4m3_reads_through_tensor_maps",
@@ -550,6 +550,44 @@ std::string labelled_with(const std::string& from, const std::string& to) {
   auto pos = s.find(from);
   EXPECT_NE(pos, std::string::npos) << from;
   return s.replace(pos, from.size(), to);
+}
+
+// A value added after its genes retired may repeat an older value's retired genes (SCHEDULE's
+// warp-specialized values run the mainloops of older ones): "into_values" keeps old texts on the
+// older value, and bad counts are refused.
+TEST(SearchSpaceJsonTest, ValuesAddedAfterTheRetiredGenesAreNotNamedByThem) {
+  const std::string grown = labelled_with(
+      R"("labels": ["slow", "fast", "faster"])", R"("labels": ["slow", "fast", "faster", "fastest"])");
+  auto with_into_values = [&](const std::string& n) {
+    std::string s = grown;
+    for (const char* gene : {"\"OLD_B\", \"default\": 1, \"into\": \"MODE\"", "\"OLD_C\", \"default\": 0, \"into\": \"MODE\""}) {
+      const auto pos = s.find(gene);
+      s.insert(pos + std::string(gene).size(), ", \"into_values\": " + n);
+    }
+    return s;
+  };
+  // "fastest" repeats "faster"'s retired genes (OLD_B 2, OLD_C 1).
+  const std::string repeated = [&] {
+    std::string s = with_into_values("3");
+    const std::string from = R"("expr": "MODE"})", to = R"x("expr": "MODE - (MODE == 3)"})x";
+    s.replace(s.find(from), from.size(), to);
+    const std::string from_c = R"("expr": "MODE == 2")", to_c = R"("expr": "MODE >= 2")";
+    return s.replace(s.find(from_c), from_c.size(), to_c);
+  }();
+  const SearchSpace s = SearchSpace::from_json(repeated);
+  EXPECT_EQ(s.parse("OLD_B=2,OLD_C=1").text(), "tiny:A=1,MODE=faster");
+  EXPECT_EQ(s.parse("MODE=fastest").text(), "tiny:A=1,MODE=fastest");
+  std::string all_values = repeated;
+  for (std::string::size_type pos; (pos = all_values.find(", \"into_values\": 3")) != std::string::npos;)
+    all_values.erase(pos, std::string(", \"into_values\": 3").size());
+  EXPECT_NE(error_of([&] { SearchSpace::from_json(all_values); }).find("do not tell its values faster and fastest apart"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { SearchSpace::from_json(with_into_values("5")); }).find("names 5 values of MODE, which has 4"),
+            std::string::npos);
+  std::string mixed = with_into_values("3");
+  mixed.replace(mixed.rfind("\"into_values\": 3"), std::string("\"into_values\": 3").size(), "\"into_values\": 4");
+  EXPECT_NE(error_of([&] { SearchSpace::from_json(mixed); }).find("name different numbers of its values"),
+            std::string::npos);
 }
 
 TEST(SearchSpaceJsonTest, LabelledGenesAndRetiredGenes) {

@@ -69,7 +69,8 @@ void hold(const Problem& p, int sm_arch, Tally& tally) {
       const fa::Plan plan = fa::plan(c);
       const LaunchConfig launch = space.launch(g, p);
       ASSERT_EQ(launch.smem_bytes, plan.smem_bytes) << g.text() << " at " << p.text();
-      ASSERT_EQ(launch.threads, plan.threads) << g.text() << " at " << p.text();
+      ASSERT_EQ(launch.threads, plan.block_threads) << g.text() << " at " << p.text();
+      ASSERT_EQ(launch.min_registers, plan.min_registers) << g.text() << " at " << p.text();
       continue;
     }
     if (rule != fa::Unsupported::kOk || kNotKernelRules.count(*violated)) continue;
@@ -129,13 +130,19 @@ TEST(KernelPlan, CheckNamesTheRuleABadConfigBreaks) {
   EXPECT_EQ(with([](auto& c) { c.dtype = 2, c.wgmma = 1, c.schedule = 3, c.block_n = 32, c.warps = 4; }),
             fa::Unsupported::kE4m3);
   EXPECT_EQ(with([](auto& c) { c.dtype = 2, c.wgmma = 1, c.schedule = 3, c.pack_gqa = 1; }), fa::Unsupported::kE4m3);
-  EXPECT_EQ(with([](auto& c) { c.schedule = 10; }), fa::Unsupported::kSchedule);
+  EXPECT_EQ(with([](auto& c) { c.schedule = 12; }), fa::Unsupported::kSchedule);
   EXPECT_EQ(with([](auto& c) { c.head_dim = 96; }), fa::Unsupported::kHeadDim);
   EXPECT_EQ(with([](auto& c) { c.schedule = 0; }), fa::Unsupported::kSyncOneStage);
   EXPECT_EQ(with([](auto& c) { c.schedule = 2; }), fa::Unsupported::kPvAsync);  // mma.sync
   EXPECT_EQ(with([](auto& c) { c.schedule = 5; }), fa::Unsupported::kTmaMmaSync);
   EXPECT_EQ(with([](auto& c) { c.wgmma = 1, c.schedule = 7; }), fa::Unsupported::kPingpongWarps);
   EXPECT_EQ(with([](auto& c) { c.wgmma = 1, c.schedule = 8; }), fa::Unsupported::kQkAheadStages);
+  // warp-specialized: one or two computing warpgroups, no cluster.
+  EXPECT_EQ(with([](auto& c) { c.wgmma = 1, c.schedule = 10, c.warps = 4, c.block_m = 64; }), fa::Unsupported::kOk);
+  EXPECT_EQ(with([](auto& c) { c.wgmma = 1, c.schedule = 10, c.warps = 4, c.block_m = 64, c.split_kv = 2; }),
+            fa::Unsupported::kWarpSpecialized);
+  EXPECT_EQ(with([](auto& c) { c.wgmma = 1, c.schedule = 10, c.warps = 16, c.block_m = 64; }),
+            fa::Unsupported::kWarpSpecialized);
   EXPECT_EQ(with([](auto& c) { c.causal_fold = 1, c.wgmma = 1; }), fa::Unsupported::kFold);
   EXPECT_EQ(with([](auto& c) { c.pack_gqa = 1; }), fa::Unsupported::kOk);
   EXPECT_EQ(with([](auto& c) { c.pack_gqa = 2; }), fa::Unsupported::kPackGqa);

@@ -1,0 +1,95 @@
+#pragma once
+// Pipeline::kTmaProducer (the warp-specialized schedules), as FlashAttention-3's: a warpgroup of
+// its own past the computing warps issues every copy. Its first thread loads Q, then each K/V
+// tile into its stage as soon as the computing warps have freed that stage (empty[stage], an
+// mbarrier each of their warps arrives on once it has read the stage); the warpgroup then
+// leaves, having lowered its registers so that the computing warpgroups can raise theirs. The
+// computing warps wait for a tile on full[stage] as with the other TMA pipelines, and never
+// issue a copy or wait for one another between tiles. The copies are PipelineTma's.
+#include "block.cuh"
+#include "pipeline_tma.cuh"
+#include "ptx_tma.cuh"
+
+namespace evo {
+namespace fa {
+
+template <class T>
+struct PipelineProducer : PipelineTma<T> {
+  using Base = PipelineTma<T>;
+  using Base::b;
+  static_assert(!Base::kOwnVBarrier, "a stage's K and V complete on one barrier");
+
+  __device__ __forceinline__ explicit PipelineProducer(const Block<T>& block) : Base(block) {}
+
+  __device__ __forceinline__ static void before_grid_wait(const FaParams& p, const SharedLayout<T>& smem) {
+    if (threadIdx.x == 0) {
+      prefetch_tensor_map(p.q_map);
+      prefetch_tensor_map(p.k_map);
+      prefetch_tensor_map(p.v_map);
+#pragma unroll
+      for (int i = 0; i < T::kFullBarriers; ++i) mbarrier_init(&smem.full[i], 1);
+#pragma unroll
+      for (int i = 0; i < T::kStages; ++i) mbarrier_init(&smem.empty[i], T::kWarps);
+      mbarrier_init_fence();
+    }
+  }
+
+  // Every thread of the block: PACK_GQA's Q by plain loads of the computing threads (the fence
+  // makes them visible to wgmma's reads), and the barrier after which every thread sees the
+  // mbarriers initialised. Then the block splits: the producer warpgroup issues the copies and
+  // leaves (false), the computing warps take their registers and go on (true).
+  __device__ __forceinline__ bool prologue() const {
+    const bool computes = threadIdx.x < T::kThreads;
+    if constexpr (T::kPackGqa) {
+      if (computes) {
+        load_tile<T, T::kBlockM, false>(b.q_tile, b.q, b.q0_front, b.rows);
+        fence_proxy_async();
+      }
+    }
+    __syncthreads();
+    if (!computes) {
+      if constexpr (T::kProducerRegs > 0) warpgroup_lower_registers<T::kProducerRegs>();
+      if (threadIdx.x == T::kThreads) produce();
+      return false;
+    }
+    if constexpr (T::kConsumerRegs > 0) warpgroup_raise_registers<T::kConsumerRegs>();
+    return true;
+  }
+
+  // Tile t reuses the stage of tile t - STAGES once every computing warp has freed it: the
+  // (t / STAGES)-th phase of that stage's empty barrier.
+  __device__ __forceinline__ void produce() const {
+    if constexpr (!T::kPackGqa) {
+      mbarrier_expect_bytes(b.smem.full_q, T::kQElems * 2);
+      tma_load_tile<T, T::kBlockM>(b.q_tile, b.p.q_map, b.q_map_row(b.q0_front), b.q_slice, b.smem.full_q);
+    }
+    for (int t = 0; t < b.n_tiles; ++t) {
+      if (t >= T::kStages) mbarrier_wait(&b.smem.empty[t % T::kStages], (t / T::kStages - 1) & 1);
+      this->load_kv(t);
+    }
+  }
+
+  __device__ __forceinline__ void acquire(int t, bool first, bool) const {
+    __syncwarp();
+    if (first) this->wait_q();
+    this->wait_tile(t);
+  }
+  __device__ __forceinline__ void k_consumed(int) const {}
+  __device__ __forceinline__ void wait_v(int) const {}
+
+  // The warp has read stage t for the last time: it frees the stage where the producer still
+  // has a tile to put there (the producer waits for exactly those phases).
+  __device__ __forceinline__ void stage_read(int t) const {
+    __syncwarp();
+    if (b.lane == 0 && t + T::kStages < b.n_tiles) mbarrier_arrive(&b.smem.empty[t % T::kStages]);
+  }
+  __device__ __forceinline__ void end_step(int) const {}
+
+  __device__ __forceinline__ void drain() const {  // a sequence without keys: Q's copy is done
+    this->wait_q();
+    block_sync<T>();
+  }
+};
+
+}  // namespace fa
+}  // namespace evo
