@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Issue 35 on one GPU host, from a relocatable bundle (deploy/bundle.sh), in one call:
 #   1. device     the GPU, python, torch, transformers, setuptools/wheel, nvcc
-#   2. run        evod + one cuda evo-worker, one short run at 1x8x512x64 fp16, causal and not
+#   2. run        evod + one cuda evo-worker, one short run at 1x8x512x64 fp16, causal and not, and a
+#                 packed batch of 17, 300 and 777 tokens (8 heads, head dim 64), causal and not
 #   3. export     evoctl export RUN --python PKG (a fresh folder)
 #   4. install    pip install --no-build-isolation --no-index PKG (no network), then import it
 #                 from another folder
 #   5. overhead   bench/torch_op_overhead.py: the op's eager cost over the raw entry point
-#   6. op         bench/torch_op_check.py: results, refusals, torch.compile fullgraph, CUDA graphs
+#   6. op         bench/torch_op_check.py: results, refusals, torch.compile fullgraph, CUDA graphs,
+#                 the packed-batch op
 #                 (each check in a process of its own, so a crash names the check)
 #   7. llama      bench/llama_e2e.py: a random Llama, SDPA vs evo, eager and compiled
 #
@@ -72,7 +74,7 @@ nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader
 nvcc --version | tail -n 1
 set +x
 
-step "run: evod + evo-worker ($backend), 1x8x512x64 fp16 causal and not, budget $budget"
+step "run: evod + evo-worker ($backend), 1x8x512x64 and 17+300+777x8x64 fp16 causal and not, budget $budget"
 port=$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 export EVO_COORDINATOR="127.0.0.1:$port"
 evod serve --db "$scratch/evo.db" --listen "$EVO_COORDINATOR" > "$scratch/evod.log" 2>&1 &
@@ -81,7 +83,8 @@ for _ in $(seq 100); do evoctl runs > /dev/null 2>&1 && break; sleep 0.2; done
 evo-worker --backend "$backend" > "$scratch/worker.log" 2>&1 &
 pids+=($!)
 set -x
-run=$(evoctl submit --seed fa_s512_v3 --shape 1x8x512x64 --shape 1x8x512x64:causal --generations 4 \
+run=$(evoctl submit --seed fa_s512_v3 --shape 1x8x512x64 --shape 1x8x512x64:causal --shape 17+300+777x8x64 \
+        --shape 17+300+777x8x64:causal --generations 4 \
         --population "$population" --budget "$budget" --rng-seed 7)
 timeout "$(left 150)" evoctl status "$run" --watch | tail -n 3
 set +x

@@ -12,6 +12,10 @@ Each check prints one PASS/FAIL line; the script exits 1 if any failed. The chec
              evo.attention (the patched function is what it traced), and the result matches
   graph      the op captured in a CUDA graph, replayed on new inputs
   reduce     torch.compile(mode="reduce-overhead", fullgraph=True): inductor's CUDA graphs
+  varlen     torch.ops.evo.attention_varlen on a packed batch of the run's lengths (17, 300 and 777
+             tokens, 8 heads, head dim 64, fp16), causal and not, against float32 SDPA sequence by
+             sequence, also replayed from a CUDA graph; int64 offsets, offsets of two lengths and
+             4-D tensors refused with one clear error each
 
 Each check runs in a process of its own (this script with --only NAME), with faulthandler on, so a
 crash (a signal) names the check and the case it died in, and the other checks still run.
@@ -31,6 +35,7 @@ import torch.nn.functional as F
 import evo_kernels
 
 SHAPE = (1, 8, 512, 64)
+PACKED_LENGTHS = (17, 300, 777)  # bench/torch_acceptance.sh's run tunes a packed batch of these
 CHECKS = []
 
 
@@ -182,6 +187,61 @@ def _reduce():
             q, k, v = inputs()
             out = compiled(q, k, v).clone()
             torch.testing.assert_close(out, reference(q, k, v, True), atol=1e-2, rtol=1e-2)
+
+
+def packed_inputs(dtype=torch.float16):
+    """q, k, v [tokens, heads, head_dim] of PACKED_LENGTHS, self-attention, and their offsets."""
+    heads, head_dim = SHAPE[1], SHAPE[3]
+    total = sum(PACKED_LENGTHS)
+    q, k, v = (torch.randn(total, heads, head_dim, device="cuda", dtype=dtype) for _ in range(3))
+    offsets = [0]
+    for n in PACKED_LENGTHS:
+        offsets.append(offsets[-1] + n)
+    cu = torch.tensor(offsets, device="cuda", dtype=torch.int32)
+    return q, k, v, cu
+
+
+def packed_reference(q, k, v, cu, is_causal):
+    """float32 SDPA on each sequence of a packed batch, packed again."""
+    ends = cu.tolist()
+    parts = []
+    for b in range(len(ends) - 1):
+        rows = slice(ends[b], ends[b + 1])
+        one = [t[rows].transpose(0, 1).unsqueeze(0) for t in (q, k, v)]  # [1, heads, seq, head_dim]
+        parts.append(reference(*one, is_causal)[0].transpose(0, 1))
+    return torch.cat(parts)
+
+
+@check("varlen")
+def _varlen():
+    op = torch.ops.evo.attention_varlen
+    longest = max(PACKED_LENGTHS)
+    with torch.no_grad():
+        for causal in (False, True):
+            q, k, v, cu = packed_inputs()
+            torch.testing.assert_close(op(q, k, v, cu, cu, longest, longest, None, causal),
+                                       packed_reference(q, k, v, cu, causal), atol=1e-2, rtol=1e-2)
+        q, k, v, cu = packed_inputs()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                op(q, k, v, cu, cu, longest, longest, None, True)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=side):
+            out = op(q, k, v, cu, cu, longest, longest, None, True)
+        for _ in range(2):
+            for t in (q, k, v):
+                t.copy_(torch.randn_like(t))
+            graph.replay()
+            torch.testing.assert_close(out, packed_reference(q, k, v, cu, True), atol=1e-2, rtol=1e-2)
+        expect_error("int64 offsets", lambda: op(q, k, v, cu.long(), cu.long(), longest, longest, None, False),
+                     ["int32"])
+        expect_error("offsets of two lengths", lambda: op(q, k, v, cu, cu[:-1].contiguous(), longest, longest, None,
+                                                          False), ["cu_seqlens_k", "offsets"])
+        expect_error("4-D query", lambda: op(q.unsqueeze(0), k, v, cu, cu, longest, longest, None, False),
+                     ["3-D [tokens, heads, head_dim]"])
 
 
 def run_isolated(name):

@@ -1,4 +1,4 @@
-"""torch.ops.evo.attention: loads the compiled op, binds each GPU to the library built for its
+"""torch.ops.evo.attention and attention_varlen: loads the compiled ops, binds each GPU to the library built for its
 architecture, and gives the op its fake (meta) implementation for torch.compile.
 
 The op itself is C++ (csrc/evo_op.cpp: TORCH_LIBRARY, a CUDA kernel calling the exported entry
@@ -63,6 +63,27 @@ def attention(query, key, value, scale=None, is_causal=False):
     1/sqrt(head_dim). is_causal: the mask aligned bottom-right (query row i sees keys
     0 .. i + seq_k - seq_q; needs seq_q <= seq_k), SDPA's is_causal only when seq_q == seq_k."""
     return torch.ops.evo.attention.default(query, key, value, scale, is_causal)
+
+
+@torch.library.register_fake("evo::attention_varlen")
+def _attention_varlen_fake(query, key, value, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, scale=None,
+                           is_causal=False):
+    """A contiguous tensor shaped like query ([tokens, heads, head_dim])."""
+    torch._check(query.dim() == 3, lambda: "evo::attention_varlen: query must be 3-D")
+    return torch.empty_like(query, memory_format=torch.contiguous_format)
+
+
+def attention_varlen(query, key, value, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, scale=None,
+                     is_causal=False):
+    """evo's kernel on a packed batch, as FlashAttention's flash_attn_varlen_func takes one: query
+    [total_q, heads, head_dim], key and value [total_k, heads_kv, head_dim], contiguous fp16/bf16
+    CUDA tensors; sequence b is rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] of query and
+    cu_seqlens_k[b] .. cu_seqlens_k[b + 1] of key and value (int32 CUDA tensors of batch + 1);
+    max_seqlen_q and max_seqlen_k are the longest lengths. is_causal: bottom-right within each
+    sequence (a sequence with more queries than keys gets zeros in rows that see no key). The
+    library must have been exported from a run of a packed shape; raises (one line) otherwise."""
+    return torch.ops.evo.attention_varlen.default(query, key, value, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                                  max_seqlen_k, scale, is_causal)
 
 
 _bind_devices()
