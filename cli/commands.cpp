@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include <unistd.h>
@@ -398,7 +399,64 @@ v1::ExportResponse export_of(Client& c, const std::vector<std::string>& run_ids,
   return r;
 }
 
-// --out: the .cu, its report and its dispatch file.
+// One run's page (cli/report_html.h) from three answers of evod: the run's status, all its elites
+// and its latest candidates (as many as evod lists). Throws Failure when evod refuses any of them.
+struct RunPage {
+  std::string html;
+  std::string summary;  // "run R, C of M candidates, E elites"
+  bool estimated = false;
+  // How a line names it: "(run R, C of M candidates, E elites)[ ESTIMATED]".
+  std::string described() const { return "(" + summary + ")" + (estimated ? " ESTIMATED" : ""); }
+};
+
+RunPage run_page(Client& c, const std::string& run_id) {
+  v1::RunRef ref;
+  ref.set_run_id(run_id);
+  v1::RunStatus status;
+  check(c.stub.GetRun(c.context().get(), ref, &status));
+  v1::LeaderboardRequest board_req;
+  board_req.set_run_id(run_id);
+  board_req.set_top(1000);  // all of them: a run keeps its top-k, far fewer
+  v1::LeaderboardResponse board;
+  check(c.stub.Leaderboard(c.context().get(), board_req, &board));
+  v1::ListCandidatesRequest candidates_req;
+  candidates_req.set_run_id(run_id);
+  candidates_req.set_limit(limits::kMaxListedCandidates);
+  v1::ListCandidatesResponse candidates;
+  check(c.stub.ListCandidates(c.context().get(), candidates_req, &candidates));
+  std::ostringstream summary;
+  summary << "run " << status.run().run_id() << ", " << candidates.candidates_size() << " of "
+          << std::max(candidates.matched(), candidates.candidates_size()) << " candidates, " << board.elites_size()
+          << (board.elites_size() == 1 ? " elite" : " elites");
+  return {report_html(status, board, candidates), summary.str(), status.estimated()};
+}
+
+// Each exported run's page beside the report (best.cu: best.run-0001.html), which links them
+// under "## Search". A page evod cannot give (a run it no longer lists, an evod from before
+// candidate lists) is left out with a line saying so: the kernel and its evidence are written
+// regardless.
+std::string search_pages(Client& c, const std::vector<std::string>& run_ids, const std::string& cu_path,
+                         std::ostream& out) {
+  std::string links;
+  for (const auto& run_id : run_ids) {
+    const std::string page = cu_stem(cu_path) + "." + run_id + ".html";
+    try {
+      const RunPage p = run_page(c, run_id);
+      write_file_atomically(page, p.html);
+      out << "wrote " << page << " " << p.described() << "\n";
+      links += "- [" + run_id + "](" + base_name(page) + "): " + p.described() + "\n";
+    } catch (const Failure& f) {
+      out << "no page for run " << run_id << ": " << f.line << "\n";
+    }
+  }
+  if (links.empty()) return "";
+  return "\n## Search\n\nEach run's convergence (best time against evaluations and against wall time, every candidate "
+         "coloured by the gate that stopped it), its elites' genes and its gate failures, as `evoctl report` draws "
+         "them:\n\n" +
+         links;
+}
+
+// --out: the .cu, its report (with links to each run's page) and its dispatch file.
 void export_source(Client& c, const Options& o, std::ostream& out) {
   const v1::ExportResponse r = export_of(c, o.run_ids, base_name(o.out));  // the build line names the file written
   DispatchFile dispatch;
@@ -411,6 +469,8 @@ void export_source(Client& c, const Options& o, std::ostream& out) {
   write_file(o.out, r.source());
   write_file(report, r.report());
   out << "wrote " << o.out << " (" << r.genome() << ") and " << report << "\n";
+  const std::string search = search_pages(c, o.run_ids, o.out, out);
+  if (!search.empty()) write_file(report, r.report() + search);
   if (r.buckets_size() > 0) {  // an evod that predates buckets sends none: no dispatch file then
     const std::string dispatch_json = dispatch_path(o.out);
     write_file(dispatch_json, dispatch.json);
@@ -483,28 +543,11 @@ int export_best(Client& c, const Options& o, std::ostream& out) {
   return 0;
 }
 
-// One page from three answers of evod: the run's status, all its elites and its latest candidates
-// (as many as evod lists). A refusal of any of them writes nothing.
+// The run's page (run_page). A refusal of any of evod's answers writes nothing.
 int report(Client& c, const Options& o, std::ostream& out) {
-  v1::RunRef ref;
-  ref.set_run_id(o.run_id);
-  v1::RunStatus status;
-  check(c.stub.GetRun(c.context().get(), ref, &status));
-  v1::LeaderboardRequest board_req;
-  board_req.set_run_id(o.run_id);
-  board_req.set_top(1000);  // all of them: a run keeps its top-k, far fewer
-  v1::LeaderboardResponse board;
-  check(c.stub.Leaderboard(c.context().get(), board_req, &board));
-  v1::ListCandidatesRequest candidates_req;
-  candidates_req.set_run_id(o.run_id);
-  candidates_req.set_limit(limits::kMaxListedCandidates);
-  v1::ListCandidatesResponse candidates;
-  check(c.stub.ListCandidates(c.context().get(), candidates_req, &candidates));
-  write_file_atomically(o.html, report_html(status, board, candidates));
-  out << "wrote " << o.html << " (run " << status.run().run_id() << ", " << candidates.candidates_size() << " of "
-      << std::max(candidates.matched(), candidates.candidates_size()) << " candidates, " << board.elites_size()
-      << (board.elites_size() == 1 ? " elite" : " elites") << ")" << (status.estimated() ? " ESTIMATED" : "")
-      << "\n";
+  const RunPage p = run_page(c, o.run_id);
+  write_file_atomically(o.html, p.html);
+  out << "wrote " << o.html << " " << p.described() << "\n";
   return 0;
 }
 

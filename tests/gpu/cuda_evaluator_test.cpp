@@ -2,8 +2,10 @@
 // and the sanitizer gate on the default genome.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <set>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -389,6 +391,26 @@ TEST(CudaEvaluator, TwentyGenomesSpreadOverTheSpacePassCorrectness) {
     passed += e.status() == v1::OK;
   }
   EXPECT_GE(passed, 20);
+}
+
+// Genomes prefetched and never evaluated (their leases dropped) are not held once their compiles
+// have landed: the next prefetch lets them go.
+TEST(CudaEvaluator, PrefetchesOfGenomesNeverEvaluatedAreLetGo) {
+  EVO_REQUIRE_GPU();
+  CudaEvaluator& ev = *shared_evaluator();
+  const auto& space = SearchSpace::for_template("fa_s512_v3");
+  const std::vector<Problem> shapes = {problem("1x8x512x64")};
+  const std::vector<Genome> dropped = {space.parse("BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2"),
+                                       space.parse("BLOCK_M=32,BLOCK_N=32,WARPS=2,STAGES=3")};
+  for (const auto& g : dropped) ev.prefetch(g, shapes);
+  EXPECT_GE(ev.prefetches_held(), 2u);
+  for (const auto& g : dropped)
+    while (!ev.compiled(g, shapes)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const Genome next = space.parse("BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=2");
+  ev.prefetch(next, shapes);
+  EXPECT_EQ(ev.prefetches_held(), 1u) << "only the genome just prefetched";
+  EXPECT_EQ(ev.evaluate(next, shapes, false).status(), v1::OK);
+  EXPECT_EQ(ev.prefetches_held(), 0u);
 }
 
 TEST(CudaEvaluator, InvalidGenomeStopsBeforeAnyLaunch) {

@@ -162,6 +162,10 @@ void CudaEvaluator::prefetch(const Genome& g, const std::vector<Problem>& shapes
           names.insert(space.kernel_name(g, s)).second)
         compiles.push_back(compiler_->compile_candidate_async(g, s));  // lands in the cache; evaluate() finds it
     std::lock_guard<std::mutex> lock(prefetch_mutex_);
+    // A genome prefetched and never evaluated (its lease dropped) would stay: entries whose compiles
+    // have all landed are dropped here, since compiled() answers the same for a missing one.
+    for (auto it = prefetched_.begin(); it != prefetched_.end();)
+      it = all_ready(it->second) ? prefetched_.erase(it) : std::next(it);
     prefetched_[g.hash()] = std::move(compiles);
   } catch (const std::exception& e) {
     // A bad candidate is evaluate()'s to report, with its status.
@@ -172,10 +176,18 @@ void CudaEvaluator::prefetch(const Genome& g, const std::vector<Problem>& shapes
 bool CudaEvaluator::compiled(const Genome& g, const std::vector<Problem>&) {
   std::lock_guard<std::mutex> lock(prefetch_mutex_);
   const auto it = prefetched_.find(g.hash());
-  if (it == prefetched_.end()) return true;  // nothing in flight: evaluate() compiles what it needs
-  for (const auto& f : it->second)
+  return it == prefetched_.end() || all_ready(it->second);  // nothing in flight: evaluate() compiles what it needs
+}
+
+bool CudaEvaluator::all_ready(const std::vector<std::shared_future<CompiledKernel>>& compiles) {
+  for (const auto& f : compiles)
     if (f.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
   return true;
+}
+
+size_t CudaEvaluator::prefetches_held() {
+  std::lock_guard<std::mutex> lock(prefetch_mutex_);
+  return prefetched_.size();
 }
 
 v1::Evaluation CudaEvaluator::evaluate(const Genome& g, const std::vector<Problem>& shapes,

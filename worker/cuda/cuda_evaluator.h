@@ -59,9 +59,12 @@ class CudaEvaluator : public Evaluator {
   KernelCompiler& compiler() { return *compiler_; }
   // Gate processes the serving child started so far; -1 with a child per evaluation.
   int gate_process_starts() const;
+  // Genomes whose prefetched compiles are still held (tests: none piles up for dropped leases).
+  size_t prefetches_held();
 
  private:
   using LaunchFor = std::function<LaunchConfig(const Problem&)>;
+  static bool all_ready(const std::vector<std::shared_future<CompiledKernel>>& compiles);
   // Gates 4-6 for kernels that passed gates 1-3; fills eval's remaining gates, shapes, status.
   void run_launch_gates(const std::vector<CompiledKernel>& kernels,
                         const std::vector<Problem>& shapes, const LaunchFor& launch_for,

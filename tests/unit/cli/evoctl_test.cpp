@@ -617,7 +617,16 @@ TEST_F(Evoctl, ExportWritesTheKernelAndTheReportBesideIt) {
   std::ifstream cu(dir / "best.cu"), md(dir / "best.report.md");
   std::string cu_text((std::istreambuf_iterator<char>(cu)), {}), md_text((std::istreambuf_iterator<char>(md)), {});
   EXPECT_EQ(cu_text, "// kernel source\n");
-  EXPECT_EQ(md_text, "# report\nA winner the model evaluator chose reads ESTIMATED.\n");
+  // evod's report, and the run's page (as evoctl report draws it) linked under "## Search".
+  EXPECT_EQ(md_text.rfind("# report\nA winner the model evaluator chose reads ESTIMATED.\n\n## Search\n", 0), 0u)
+      << md_text;
+  EXPECT_NE(md_text.find("- [r1](best.r1.html): (run r1, 3 of 3 candidates, 2 elites)\n"), std::string::npos) << md_text;
+  std::ifstream page(dir / "best.r1.html");
+  const std::string page_text((std::istreambuf_iterator<char>(page)), {});
+  EXPECT_NE(page_text.find("<svg id=\"by-evaluation\""), std::string::npos) << page_text;
+  EXPECT_NE(r.out.find("wrote " + (dir / "best.r1.html").string() + " (run r1, 3 of 3 candidates, 2 elites)\n"),
+            std::string::npos)
+      << r.out;
   EXPECT_TRUE(fs::exists(dir / "best.dispatch.json"));
   // The build line's target is the response's arch; the report's words do not make it estimated.
   EXPECT_NE(r.out.find("build: nvcc -O3 -shared -Xcompiler -fPIC -arch=sm_89 -o libbest.so " + (dir / "best.cu").string() +
@@ -759,8 +768,15 @@ TEST_F(Evoctl, ExportOfSeveralRunsWritesTheTableItsReportAndTheBenchDispatchFile
   EXPECT_EQ(slurp(dir / "table.cu"), "// dispatch table source\n");
   // evoctl tells evod the file's name, and the report written beside table.cu names table.cu.
   EXPECT_EQ(req.source_name(), "table.cu");
+  // r1's page is linked; evod knows no r2 to draw (a line says so), and the export is written anyway.
   EXPECT_EQ(slurp(dir / "table.report.md"),
-            "# table report\nBuild: `nvcc -O3 -shared -Xcompiler -fPIC -arch=sm_100a -o libtable.so table.cu`\n");
+            "# table report\nBuild: `nvcc -O3 -shared -Xcompiler -fPIC -arch=sm_100a -o libtable.so table.cu`\n"
+            "\n## Search\n\nEach run's convergence (best time against evaluations and against wall time, every "
+            "candidate coloured by the gate that stopped it), its elites' genes and its gate failures, as `evoctl "
+            "report` draws them:\n\n- [r1](table.r1.html): (run r1, 3 of 3 candidates, 2 elites)\n");
+  EXPECT_TRUE(fs::exists(dir / "table.r1.html"));
+  EXPECT_FALSE(fs::exists(dir / "table.r2.html"));
+  EXPECT_NE(r.out.find("no page for run r2: NOT_FOUND: unknown run 'r2'\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("-arch=sm_100a -o libtable.so " + (dir / "table.cu").string() + "\n"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("ESTIMATED: 1 of 2 winners was chosen by the model evaluator"), std::string::npos) << r.out;
