@@ -23,11 +23,7 @@ struct PipelineProducer : PipelineTma<T> {
 
   __device__ __forceinline__ static void before_grid_wait(const FaParams& p, const SharedLayout<T>& smem) {
     if (threadIdx.x == 0) {
-      prefetch_tensor_map(p.q_map);
-      prefetch_tensor_map(p.k_map);
-      prefetch_tensor_map(p.v_map);
-#pragma unroll
-      for (int i = 0; i < T::kFullBarriers; ++i) mbarrier_init(&smem.full[i], 1);
+      Base::prepare_copies(p, smem);
 #pragma unroll
       for (int i = 0; i < T::kStages; ++i) mbarrier_init(&smem.empty[i], T::kWarps);
       mbarrier_init_fence();

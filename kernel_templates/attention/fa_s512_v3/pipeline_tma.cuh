@@ -30,17 +30,22 @@ struct PipelineTma {
   __device__ __forceinline__ static void before_grid_wait(const FaParams& p,
                                                           const SharedLayout<T>& smem) {
     if (threadIdx.x == 0) {
-      prefetch_tensor_map(p.q_map);
-      prefetch_tensor_map(p.k_map);
-      prefetch_tensor_map(p.v_map);
-#pragma unroll
-      for (int i = 0; i < T::kFullBarriers; ++i) mbarrier_init(&smem.full[i], 1);
+      prepare_copies(p, smem);
       if constexpr (T::kStageRelease) {
 #pragma unroll
         for (int i = 0; i < T::kStages; ++i) smem.left[i] = 0;
       }
       mbarrier_init_fence();
     }
+  }
+
+  // One thread: the maps into the copy engine's cache, and the barriers the copies complete on.
+  __device__ __forceinline__ static void prepare_copies(const FaParams& p, const SharedLayout<T>& smem) {
+    prefetch_tensor_map(p.q_map);
+    prefetch_tensor_map(p.k_map);
+    prefetch_tensor_map(p.v_map);
+#pragma unroll
+    for (int i = 0; i < T::kFullBarriers; ++i) mbarrier_init(&smem.full[i], 1);
   }
 
   __device__ __forceinline__ unsigned long long* k_bar(int t) const {

@@ -107,6 +107,18 @@ void check_tensor(const at::Tensor& t, const char* name, const at::Tensor& query
               what + "'s data must be 16-byte aligned (a view at an odd storage offset?); call .clone() on it");
 }
 
+// What the exported entry point's error `err` says of a call. The error's number only: naming it
+// would need the CUDA runtime, which this library does not link (the toolkit's may not be the one
+// PyTorch was built with). `invalid_value`: what cudaErrorInvalidValue means for this op.
+std::string refusal(const Layout& layout, int err, const at::Tensor& query, const at::Tensor& key, bool is_causal,
+                    const char* invalid_value) {
+  return std::string(layout.op) + ": the exported kernel refused " + dims(query.sizes()) + " x key " +
+         dims(key.sizes()) + " " + c10::toString(query.scalar_type()) + (is_causal ? " causal" : " non-causal") +
+         ": CUDA error " + std::to_string(err) +
+         (err == cudaErrorInvalidValue ? std::string(" (cudaErrorInvalidValue: ") + invalid_value + ")"
+                                       : std::string(" (the device could not launch it)"));
+}
+
 void check_shapes(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal) {
   TORCH_CHECK(k.sizes() == v.sizes(), "evo::attention: key ", dims(k.sizes()), " and value ", dims(v.sizes()),
               " must have one shape");
@@ -144,15 +156,9 @@ at::Tensor attention_cuda(const at::Tensor& query, const at::Tensor& key, const 
                         static_cast<int>(query.size(0)), static_cast<int>(query.size(1)),
                         static_cast<int>(key.size(1)), static_cast<int>(query.size(2)), static_cast<int>(key.size(2)), static_cast<int>(head_dim),
                         static_cast<float>(softmax_scale), is_causal ? 1 : 0, dtype, stream, 1);
-  // The error's number only: naming it would need the CUDA runtime, which this library does not link
-  // (the toolkit's may not be the one PyTorch was built with).
-  TORCH_CHECK(err == 0, "evo::attention: the exported kernel refused " + dims(query.sizes()) + " x key " +
-                            dims(key.sizes()) + " " + c10::toString(query.scalar_type()) +
-                            (is_causal ? " causal" : " non-causal") + ": CUDA error " + std::to_string(err) +
-                            (err == cudaErrorInvalidValue
-                                 ? " (cudaErrorInvalidValue: no exported genome serves this dtype and head_dim, or "
-                                   "the shape breaks one's constraints)"
-                                 : " (the device could not launch it)"));
+  TORCH_CHECK(err == 0, refusal(kDense, err, query, key, is_causal,
+                                "no exported genome serves this dtype and head_dim, or the shape breaks one's "
+                                "constraints"));
   return out;
 }
 
@@ -235,13 +241,9 @@ at::Tensor attention_varlen_cuda(const at::Tensor& query, const at::Tensor& key,
                         static_cast<int>(key.size(1)), static_cast<int>(max_seqlen_q), static_cast<int>(max_seqlen_k),
                         static_cast<int>(query.size(0)), static_cast<int>(key.size(0)), static_cast<int>(head_dim),
                         static_cast<float>(softmax_scale), is_causal ? 1 : 0, dtype, stream, 1);
-  TORCH_CHECK(err == 0, "evo::attention_varlen: the exported kernel refused " + dims(query.sizes()) + " x key " +
-                            dims(key.sizes()) + " " + c10::toString(query.scalar_type()) +
-                            (is_causal ? " causal" : " non-causal") + ": CUDA error " + std::to_string(err) +
-                            (err == cudaErrorInvalidValue
-                                 ? " (cudaErrorInvalidValue: no exported genome was tuned on a packed batch of this "
-                                   "dtype and head_dim, or the call breaks one's constraints)"
-                                 : " (the device could not launch it)"));
+  TORCH_CHECK(err == 0, refusal(kPacked, err, query, key, is_causal,
+                                "no exported genome was tuned on a packed batch of this dtype and head_dim, or the "
+                                "call breaks one's constraints"));
   return out;
 }
 
