@@ -279,8 +279,8 @@ TEST(CudaEvaluator, GroupedHeadsKvCacheAndDecodeShapesPassEveryGate) {
 
 // The warp-specialized schedules (a producer warpgroup issuing the copies, registers handed to
 // one or two computing warpgroups): fp16, bf16 and e4m3, head dims 64 and 128, ragged lengths,
-// causal, a KV cache's diagonal, grouped heads with and without PACK_GQA, packed batches, key
-// groups that merge (WARPS_KV 2), LAZY_RESCALE. Every gate, the sanitizer's four tools included
+// causal, a KV cache's diagonal, grouped heads with and without PACK_GQA, packed batches, three
+// stages, LAZY_RESCALE. Every gate, the sanitizer's four tools included
 // (racecheck and synccheck see the producer's barriers).
 TEST(CudaEvaluator, WarpSpecializedSchedulesPassEveryGate) {
   EVO_REQUIRE_GPU();
@@ -296,7 +296,7 @@ TEST(CudaEvaluator, WarpSpecializedSchedulesPassEveryGate) {
   const std::vector<std::pair<const char*, const std::vector<Problem>*>> cases = {
       {"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized_pingpong", &dense},
       {"BLOCK_M=128,BLOCK_N=64,WARPS=8,STAGES=3,WGMMA=1,SCHEDULE=warp_specialized,LAZY_RESCALE=1", &dense},
-      {"BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized", &dense},
+      {"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=3,WGMMA=1,SCHEDULE=warp_specialized_pingpong,TMA_BOX_ROWS=256", &dense},
       {"BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized,PACK_GQA=1", &grouped},
       {"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized_pingpong", &e4m3},
       {"BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=3,WGMMA=1,SCHEDULE=warp_specialized", &e4m3}};

@@ -220,8 +220,10 @@ enum class Unsupported : int {
                         // not the sequence's) nor packed (a group's rows are not a token's heads)
   kE4m3,                // e4m3: wgmma (QGMMA) fed by TMA, V^T in boxes of 64 keys, dense batches
                         // with Q by tensor map (no PACK_GQA, no VARLEN)
-  kWarpSpecialized,     // warp-specialized: one or two computing warpgroups (WARPS 4 or 8), no
-                        // SPLIT_KV (a cluster's barriers would wait for the producer, which has left)
+  kWarpSpecialized,     // warp-specialized: one or two computing warpgroups (WARPS 4 or 8), each
+                        // owning 64 rows of its own (a key split between them hung in the
+                        // correctness gate: bench/NOTES.md), no SPLIT_KV (a cluster's barriers
+                        // would wait for the producer, which has left)
 };
 
 EVO_HOST_DEVICE constexpr int box_rows_of(int tile_rows, int box_rows) { return min_of(tile_rows, box_rows); }
@@ -264,7 +266,8 @@ EVO_HOST_DEVICE constexpr Unsupported check(const KernelConfig& c) {
   if ((c.varlen != 0 && c.varlen != 1) || (c.varlen && (c.causal_fold || c.pack_gqa))) return U::kVarlen;
   if (p.in_bytes == 1 && (!c.wgmma || !p.tma || c.pack_gqa || c.varlen || c.block_n % 64 != 0))
     return U::kE4m3;
-  if (p.producer && ((c.warps != 4 && c.warps != 8) || c.split_kv != 1)) return U::kWarpSpecialized;
+  if (p.producer && ((c.warps != 4 && c.warps != 8) || p.warps_kv != 1 || c.split_kv != 1))
+    return U::kWarpSpecialized;
   return U::kOk;
 }
 

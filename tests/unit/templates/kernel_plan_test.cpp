@@ -143,6 +143,8 @@ TEST(KernelPlan, CheckNamesTheRuleABadConfigBreaks) {
             fa::Unsupported::kWarpSpecialized);
   EXPECT_EQ(with([](auto& c) { c.wgmma = 1, c.schedule = 10, c.warps = 16, c.block_m = 64; }),
             fa::Unsupported::kWarpSpecialized);
+  EXPECT_EQ(with([](auto& c) { c.wgmma = 1, c.schedule = 10, c.warps = 8, c.block_m = 64; }),
+            fa::Unsupported::kWarpSpecialized);  // two warpgroups splitting the keys of 64 rows
   EXPECT_EQ(with([](auto& c) { c.causal_fold = 1, c.wgmma = 1; }), fa::Unsupported::kFold);
   EXPECT_EQ(with([](auto& c) { c.pack_gqa = 1; }), fa::Unsupported::kOk);
   EXPECT_EQ(with([](auto& c) { c.pack_gqa = 2; }), fa::Unsupported::kPackGqa);
