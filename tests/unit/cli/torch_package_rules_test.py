@@ -56,7 +56,14 @@ def check_shapes(r):
     assert ("e4m3", 64, False) in both and ("fp16", 64, False) in both
     assert call(r, served=both) == (None, False), "the fp16 bucket serves fp16 tensors"
     assert call(r, served=tuple(k for k in both if k[0] == "e4m3"))[0] == r.NO_BUCKET
-    for bad in ("1x8x512", "1x8x512x64:fp8", "1x8x512x64:kv3", "1x8x512x64:kv0", "1x8x512x64:kv", "1x8x512x64:kvx"):
+    # Packed batches (a run tuned for torch.ops.evo.attention_varlen) are read, and serve no dense
+    # call: the package still loads when its table holds one.
+    assert r.parse_shape("17+300+777x8x64:causal") == (3, 8, 8, 777, 777, 64, True, "fp16")
+    assert r.parse_shape("1/4096+16/1024x32x128:kv8:bf16") == (2, 32, 8, 16, 4096, 128, False, "bf16")
+    assert r.is_packed("17+300x8x64") and r.is_packed("1/4096x8x64") and not r.is_packed("1x8x512x64")
+    assert r.served_kinds(["17+300+777x8x64", "17+300+777x8x64:causal"]) == ()
+    assert r.served_kinds(["1x8x512x64", "17+300+777x8x64:causal"]) == (("fp16", 64, False),)
+    for bad in ("1x8x512", "1x8x512x64:fp8", "17+300x8x512x64", "17/3/4x8x64", "17+x8x64", "1x8x512x64:kv3", "1x8x512x64:kv0", "1x8x512x64:kv", "1x8x512x64:kvx"):
         try:
             r.parse_shape(bad)
         except ValueError:

@@ -48,12 +48,25 @@ def parse_shape(text):
     """A bucket's canonical shape text as
     (batch, heads, heads_kv, seq_q, seq_k, head_dim, causal, dtype).
 
-    The grammar is evoctl's: BxHxSxD or BxHxSqxSkxD, then in any order ':causal'/':nc',
-    ':fp16'/':bf16' and ':kvN' (N key/value heads, a divisor of the query heads; evoctl prints it
-    only when it differs from them); fp16, non-causal and heads_kv = heads when unsaid.
+    The grammar is evoctl's: BxHxSxD or BxHxSqxSkxD, or a packed batch LENSxHxD (LENS: each
+    sequence's length, or its query/key lengths, joined by '+': 17+300/4096); then in any order
+    ':causal'/':nc', ':fp16'/':bf16' and ':kvN' (N key/value heads, a divisor of the query heads;
+    evoctl prints it only when it differs from them); fp16, non-causal and heads_kv = heads when
+    unsaid. A packed batch gives its sequence count as batch and its longest lengths as seq_q and
+    seq_k (is_packed tells it apart).
     """
     parts = text.split(":")
-    dims = [int(d) for d in parts[0].split("x")]
+    fields = parts[0].split("x")
+    if is_packed(text):
+        if len(fields) != 3:
+            raise ValueError("shape '%s': expected LENSxHxD for a packed batch" % text)
+        lengths = [[int(n) for n in seq.split("/")] for seq in fields[0].split("+")]
+        if any(len(pair) > 2 or min(pair) < 0 for pair in lengths):
+            raise ValueError("shape '%s': each sequence is LEN or QLEN/KLEN" % text)
+        dims = [len(lengths), int(fields[1]), max(p[0] for p in lengths), max(p[-1] for p in lengths),
+                int(fields[2])]
+    else:
+        dims = [int(d) for d in fields]
     if len(dims) == 4:
         batch, heads, seq, head_dim = dims
         seq_q = seq_k = seq
@@ -77,18 +90,28 @@ def parse_shape(text):
     return (batch, heads, heads_kv, seq_q, seq_k, head_dim, causal, dtype)
 
 
+def is_packed(text):
+    """Whether a shape text is a packed batch (several sequences joined by '+', or one with its
+    query and key lengths apart: 1/4096x8x64)."""
+    lengths = text.split(":")[0].split("x")[0]
+    return "+" in lengths or "/" in lengths
+
+
 def served_kinds(shape_texts):
-    """The (dtype, head_dim, causal) kinds a table's buckets were tuned and checked on, sorted.
+    """The (dtype, head_dim, causal) kinds a table's dense buckets were tuned and checked on, sorted.
 
     The exported entry point would serve more (any head dim a genome allows), but only these
     passed evo's correctness gate with the table's genomes; other calls go to SDPA. Key/value
     heads and sequence lengths are not part of a kind: the kernel serves any group size
     (heads % heads_kv == 0) and, causal, any seq_q <= seq_k with the same code paths. A tuple,
-    not a set, so that dynamo can trace `kind in served`.
+    not a set, so that dynamo can trace `kind in served`. Packed batches are read and left out:
+    the routed calls are dense, and a genome tuned on packed batches only was checked on none.
     """
     kinds = set()
     for text in shape_texts:
         _, _, _, _, _, head_dim, causal, dtype = parse_shape(text)
+        if is_packed(text):
+            continue
         kinds.add((dtype, head_dim, causal))
     return tuple(sorted(kinds))
 
