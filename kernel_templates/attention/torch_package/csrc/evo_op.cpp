@@ -91,20 +91,21 @@ constexpr Layout kDense{"evo::attention", 4, "4-D [batch, heads, seq, head_dim]"
 constexpr Layout kPacked{"evo::attention_varlen", 3, "3-D [tokens, heads, head_dim]"};
 
 void check_tensor(const at::Tensor& t, const char* name, const at::Tensor& query, const Layout& layout = kDense) {
-  const std::string what = std::string(layout.op) + ": " + name;
-  TORCH_CHECK(t.dim() == layout.dim, what + " must be " + layout.names + ", got sizes " + dims(t.sizes()));
-  TORCH_CHECK(t.is_cuda(), what + " is on " + t.device().str() + "; evo's kernel runs on CUDA tensors");
-  TORCH_CHECK(t.device() == query.device(), what + " is on " + t.device().str() + ", query on " + query.device().str());
-  TORCH_CHECK(t.scalar_type() == query.scalar_type(), what + " is " + c10::toString(t.scalar_type()) + ", query " +
+  // Built only for a refusal (TORCH_CHECK evaluates its message then): a passing call allocates nothing.
+  const auto what = [&] { return std::string(layout.op) + ": " + name; };
+  TORCH_CHECK(t.dim() == layout.dim, what() + " must be " + layout.names + ", got sizes " + dims(t.sizes()));
+  TORCH_CHECK(t.is_cuda(), what() + " is on " + t.device().str() + "; evo's kernel runs on CUDA tensors");
+  TORCH_CHECK(t.device() == query.device(), what() + " is on " + t.device().str() + ", query on " + query.device().str());
+  TORCH_CHECK(t.scalar_type() == query.scalar_type(), what() + " is " + c10::toString(t.scalar_type()) + ", query " +
                                                           c10::toString(query.scalar_type()) +
                                                           "; all three must share a dtype");
-  TORCH_CHECK(t.is_contiguous(), what + " must be contiguous (sizes " + dims(t.sizes()) + ", strides " +
+  TORCH_CHECK(t.is_contiguous(), what() + " must be contiguous (sizes " + dims(t.sizes()) + ", strides " +
                                      dims(t.strides()) +
                                      "); call .contiguous() on it" +
                                      (layout.dim == 4 ? ", or use evo_kernels.scaled_dot_product_attention, which does"
                                                       : ""));
   TORCH_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0,
-              what + "'s data must be 16-byte aligned (a view at an odd storage offset?); call .clone() on it");
+              what() + "'s data must be 16-byte aligned (a view at an odd storage offset?); call .clone() on it");
 }
 
 // What the exported entry point's error `err` says of a call. The error's number only: naming it
@@ -192,13 +193,13 @@ at::Tensor attention_autograd(c10::DispatchKeySet keys, const at::Tensor& query,
 // Their values stay on the device (reading them would synchronize): the kernel trusts them as
 // FlashAttention's varlen API does, and max_seqlen_q/k bound its grid.
 void check_offsets(const at::Tensor& cu, const char* name, const at::Tensor& query, int64_t batch_plus_one) {
-  const std::string what = std::string("evo::attention_varlen: ") + name;
-  TORCH_CHECK(cu.dim() == 1 && cu.size(0) >= 2, what + " must be 1-D with batch + 1 >= 2 offsets, got sizes " +
+  const auto what = [&] { return std::string("evo::attention_varlen: ") + name; };
+  TORCH_CHECK(cu.dim() == 1 && cu.size(0) >= 2, what() + " must be 1-D with batch + 1 >= 2 offsets, got sizes " +
                                                    dims(cu.sizes()));
-  TORCH_CHECK(cu.scalar_type() == at::kInt, what + " is " + c10::toString(cu.scalar_type()) + "; offsets are int32");
-  TORCH_CHECK(cu.device() == query.device(), what + " is on " + cu.device().str() + ", query on " + query.device().str());
-  TORCH_CHECK(cu.is_contiguous(), what + " must be contiguous");
-  TORCH_CHECK(cu.size(0) == batch_plus_one, what + " has " + std::to_string(cu.size(0)) +
+  TORCH_CHECK(cu.scalar_type() == at::kInt, what() + " is " + c10::toString(cu.scalar_type()) + "; offsets are int32");
+  TORCH_CHECK(cu.device() == query.device(), what() + " is on " + cu.device().str() + ", query on " + query.device().str());
+  TORCH_CHECK(cu.is_contiguous(), what() + " must be contiguous");
+  TORCH_CHECK(cu.size(0) == batch_plus_one, what() + " has " + std::to_string(cu.size(0)) +
                                                 " offsets, cu_seqlens_q " + std::to_string(batch_plus_one) +
                                                 "; both have one per sequence, plus one");
 }
