@@ -4,9 +4,9 @@
 //
 // Each op's CUDA kernel checks its tensors in PyTorch's terms, allocates the output and calls the
 // exported C entry point (evo_attention_forward_gqa, evo_attention_forward_varlen) of the library
-// bound to the tensors' device, on the current stream; it never synchronizes, so CUDA graphs capture it. Its AutogradCUDA kernel
-// refuses inputs that need a gradient (there is no backward pass) and calls the CUDA kernel
-// directly for plain CUDA tensors. evo::_bench times the op against the raw entry point in C++.
+// bound to the tensors' device, on the current stream; it never synchronizes, so CUDA graphs
+// capture it. Its AutogradCUDA kernel refuses inputs that need a gradient (there is no backward
+// pass) and calls the CUDA kernel directly for plain CUDA tensors. evo::_bench times the op against the raw entry point in C++.
 // The libraries are separate shared objects, one per architecture, each built from its own
 // export (their symbols are the same), so they are loaded with dlopen and bound per device by
 // evo_kernels at import (torch.ops.evo._bind_library).
