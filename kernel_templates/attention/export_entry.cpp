@@ -104,7 +104,7 @@ void emit_buckets(std::ostringstream& o, const ExportTable& t) {
   for (size_t v = 0; v < n; ++v)
     for (const auto& problem : t.problems[v]) {
       const Shape sh = shape_of(problem);
-      o << "  {" << sh.batch << ", " << sh.heads << ", " << sh.heads_kv << ", " << sh.seq_q << ", " << sh.seq_k
+      o << "  {" << sh.batch << ", " << sh.heads << ", " << sh.kv_heads() << ", " << sh.seq_q << ", " << sh.seq_k
         << ", " << sh.head_dim << ", " << (sh.causal ? 1 : 0) << ", " << static_cast<int>(sh.dtype) << ", "
         << (sh.varlen() ? 1 : 0) << ", " << v << "},\n";
     }

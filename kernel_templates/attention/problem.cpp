@@ -141,7 +141,7 @@ Problem to_problem(const Shape& s) {
   std::vector<int64_t> extents(s.lens_q.begin(), s.lens_q.end());
   extents.insert(extents.end(), s.lens_k.begin(), s.lens_k.end());
   return Problem(family(),
-                 {s.batch, s.heads, s.heads_kv, s.seq_q, s.seq_k, s.head_dim, s.causal ? 1 : 0,
+                 {s.batch, s.heads, s.kv_heads(), s.seq_q, s.seq_k, s.head_dim, s.causal ? 1 : 0,
                   static_cast<int64_t>(s.dtype), s.varlen() ? 1 : 0},
                  std::move(extents));
 }
@@ -216,7 +216,7 @@ std::string Shape::text() const {
   }
   if (varlen()) t += "x" + std::to_string(heads);
   t += "x" + std::to_string(head_dim);
-  if (heads_kv != heads) t += ":kv" + std::to_string(heads_kv);
+  if (kv_heads() != heads) t += ":kv" + std::to_string(kv_heads());
   if (causal) t += ":causal";
   if (dtype != DType::kF16) t += ":" + std::string(dtype_name(dtype));
   return t;
@@ -236,7 +236,7 @@ double Shape::flops() const {
 double Shape::bytes_moved() const {
   const double in = input_bytes(dtype), out = input_bytes(output_dtype(dtype));
   return head_dim * ((in + out) * heads * static_cast<double>(total_q()) +
-                     2.0 * in * heads_kv * static_cast<double>(total_k()));
+                     2.0 * in * kv_heads() * static_cast<double>(total_k()));
 }
 
 Shape parse_shape(std::string_view text, bool causal_default, DType dtype_default) {
@@ -306,7 +306,7 @@ std::string workload_group(const Shape& s) {
   const char* phase = s.seq_q <= kDecodeMaxQueries && s.seq_q < s.seq_k ? "decode"
                       : s.seq_q < s.seq_k                                 ? "chunk"
                                                                           : "prefill";
-  return "heads " + std::to_string(s.heads) + "/" + std::to_string(s.heads_kv) + ", head dim " +
+  return "heads " + std::to_string(s.heads) + "/" + std::to_string(s.kv_heads()) + ", head dim " +
          std::to_string(s.head_dim) + ", " + (s.causal ? "causal" : "non-causal") + ", " +
          std::string(dtype_name(s.dtype)) + ", " + phase + (s.varlen() ? " (packed)" : "");
 }
@@ -321,7 +321,7 @@ v1::Shape shape_to_proto(const Shape& p) {
   s.set_batch(p.batch);
   s.set_heads(p.heads);
   // Equal heads travel as 0, as a peer from before grouped queries sends them.
-  s.set_heads_kv(p.heads_kv == p.heads ? 0 : p.heads_kv);
+  s.set_heads_kv(p.kv_heads() == p.heads ? 0 : p.kv_heads());
   s.set_seq_q(p.seq_q);
   s.set_seq_k(p.seq_k);
   s.set_head_dim(p.head_dim);

@@ -20,7 +20,9 @@ namespace evo::attention {
 struct Shape {
   int batch = 1;
   int heads = 8;
-  int heads_kv = 8;  // K/V heads: divides heads; equal to it without grouped queries (set both)
+  // K/V heads, a divisor of heads; 0 (the default): as many as heads. Read it through kv_heads(),
+  // so that a shape whose heads are set and its K/V heads not is not grouped by accident.
+  int heads_kv = 0;
   int seq_q = 512;
   int seq_k = 512;
   int head_dim = 64;
@@ -52,8 +54,9 @@ struct Shape {
   double bytes_moved() const;
   // Bottom-right causal alignment: query row i sees keys 0 .. i + causal_shift().
   int causal_shift() const { return seq_k - seq_q; }
+  int kv_heads() const { return heads_kv > 0 ? heads_kv : heads; }
   friend bool operator==(const Shape& a, const Shape& b) {
-    return a.batch == b.batch && a.heads == b.heads && a.heads_kv == b.heads_kv && a.seq_q == b.seq_q && a.seq_k == b.seq_k &&
+    return a.batch == b.batch && a.heads == b.heads && a.kv_heads() == b.kv_heads() && a.seq_q == b.seq_q && a.seq_k == b.seq_k &&
            a.head_dim == b.head_dim && a.causal == b.causal && a.dtype == b.dtype && a.lens_q == b.lens_q &&
            a.lens_k == b.lens_k;
   }

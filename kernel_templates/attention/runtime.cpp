@@ -19,14 +19,14 @@ namespace evo::attention {
 namespace {
 
 size_t q_elems(const Shape& s) { return size_t(s.total_q()) * s.heads * s.head_dim; }
-size_t kv_elems(const Shape& s) { return size_t(s.total_k()) * s.heads_kv * s.head_dim; }
+size_t kv_elems(const Shape& s) { return size_t(s.total_k()) * s.kv_heads() * s.head_dim; }
 bool is_e4m3(const Shape& s) { return s.dtype == DType::kE4M3; }
 size_t in_bytes(const Shape& s) { return static_cast<size_t>(input_bytes(s.dtype)); }
 constexpr size_t kOutBytes = 2;  // fp16 or bf16
 // V's bytes: e4m3's V^T rows are padded to 16 bytes (fp8.h).
 size_t v_bytes(const Shape& s) {
   if (!is_e4m3(s)) return kv_elems(s) * in_bytes(s);
-  return size_t(s.batch) * s.heads_kv * s.head_dim * size_t(e4m3_vt_pitch(s.seq_k));
+  return size_t(s.batch) * s.kv_heads() * s.head_dim * size_t(e4m3_vt_pitch(s.seq_k));
 }
 
 // The reference kernel gives each query row one warp, four rows to a block.
@@ -57,9 +57,9 @@ std::vector<float> growing_keys(const Shape& s, uint64_t seed) {
   if (s.varlen()) {
     for (int keys : s.lens_k)
       for (int key = 0; key < keys; ++key)
-        for (int h = 0; h < s.heads_kv; ++h) grow(key, keys);
+        for (int h = 0; h < s.kv_heads(); ++h) grow(key, keys);
   } else {
-    for (int bh = 0; bh < s.batch * s.heads_kv; ++bh)
+    for (int bh = 0; bh < s.batch * s.kv_heads(); ++bh)
       for (int key = 0; key < s.seq_k; ++key) grow(key, s.seq_k);
   }
   parallel_for(out.size(), [&](size_t i) { out[i] = uniform_pm1(seed, i) * growth[i / s.head_dim]; });
@@ -104,7 +104,7 @@ std::vector<uint16_t> draw_bits(const Shape& s, uint64_t seed, char tensor, int 
 // that the heads' scales differ and a kernel that reads another head's scale fails the check.
 Fp8Tensor quantize_drawn(const Shape& s, uint64_t seed, char tensor, int draw) {
   std::vector<float> values = draw_values(s, seed, tensor, draw);
-  const int heads = tensor == 'q' ? s.heads : s.heads_kv;
+  const int heads = tensor == 'q' ? s.heads : s.kv_heads();
   const int rows = tensor == 'q' ? s.seq_q : s.seq_k;
   const size_t slice_elems = size_t(rows) * s.head_dim;
   parallel_for(values.size(), [&](size_t i) { values[i] *= 0.5f * float(1 + (i / slice_elems) % 4); });
@@ -176,7 +176,7 @@ class AttentionProblem : public ProblemRuntime {
     if (is_e4m3(s)) {
       // The scales (shared by every set), and the values the bytes stand for, which the float32
       // reference reads.
-      scales_ = device_alloc(sizeof(float) * size_t(s.batch) * (s.heads + 2 * s.heads_kv));
+      scales_ = device_alloc(sizeof(float) * size_t(s.batch) * (s.heads + 2 * s.kv_heads()));
       if (with_reference) {
         ref_q_ = device_alloc(nq_ * sizeof(float));
         ref_k_ = device_alloc(nkv_ * sizeof(float));
@@ -193,7 +193,7 @@ class AttentionProblem : public ProblemRuntime {
   void draw_inputs(uint64_t seed, int draw) override {
     if (is_e4m3(s_)) {
       float* scales = static_cast<float*>(scales_.get());
-      const size_t q_slices = size_t(s_.batch) * s_.heads, kv_slices = size_t(s_.batch) * s_.heads_kv;
+      const size_t q_slices = size_t(s_.batch) * s_.heads, kv_slices = size_t(s_.batch) * s_.kv_heads();
       upload_e4m3(quantize_drawn(s_, seed, 'q', draw), q_.get(), q_bytes_, scales, ref_q_.get());
       upload_e4m3(quantize_drawn(s_, seed, 'k', draw), k_.get(), k_bytes_, scales + q_slices, ref_k_.get());
       upload_e4m3(quantize_drawn(s_, seed, 'v', draw), v_.get(), v_bytes_, scales + q_slices + kv_slices,
@@ -257,11 +257,11 @@ class AttentionProblem : public ProblemRuntime {
       const float* scales = static_cast<const float*>(scales_.get());
       p.q_scale = scales;
       p.k_scale = scales + size_t(s_.batch) * s_.heads;
-      p.v_scale = p.k_scale + size_t(s_.batch) * s_.heads_kv;
+      p.v_scale = p.k_scale + size_t(s_.batch) * s_.kv_heads();
     }
     p.batch = s_.batch;
     p.heads = s_.heads;
-    p.heads_kv = s_.heads_kv;
+    p.heads_kv = s_.kv_heads();
     p.seq_q = s_.seq_q;
     p.seq_k = s_.seq_k;
     p.softmax_scale = 1.f / std::sqrt(static_cast<float>(s_.head_dim));
@@ -339,7 +339,7 @@ class AttentionRuntime : public FamilyRuntime {
   std::vector<int64_t> seed_words(const RuntimeProblem& p) const override {
     const Shape s = shape_of(p);
     std::vector<int64_t> words = {s.batch, s.heads, s.seq_q, s.seq_k, s.head_dim, int64_t(s.causal)};
-    if (s.heads_kv != s.heads) words.push_back(s.heads_kv);
+    if (s.kv_heads() != s.heads) words.push_back(s.kv_heads());
     if (s.varlen()) {
       words.push_back(-1);  // no dense shape's words hold a negative value
       words.insert(words.end(), s.lens_q.begin(), s.lens_q.end());
@@ -371,11 +371,11 @@ class AttentionRuntime : public FamilyRuntime {
   std::vector<RuntimeProblem> sanitizer_problems(const RuntimeProblem& p) const override {
     const Shape s = shape_of(p);
     std::vector<RuntimeProblem> out;
-    const int group = std::min(s.heads / s.heads_kv, 8);
+    const int group = std::min(s.heads / s.kv_heads(), 8);
     if (s.varlen()) {
       Shape small = s;
-      small.heads_kv = std::min(2, s.heads_kv);
-      small.heads = small.heads_kv * group;
+      small.heads_kv = std::min(2, s.kv_heads());
+      small.heads = small.kv_heads() * group;
       std::vector<int> queries, keys;
       const bool chunks = s.lens_q != s.lens_k;
       for (int seq : {1152, 17, 300}) {
@@ -389,8 +389,8 @@ class AttentionRuntime : public FamilyRuntime {
     for (int seq : {1152, 300}) {
       Shape small;
       small.batch = 1;
-      small.heads_kv = std::min(2, s.heads_kv);
-      small.heads = small.heads_kv * group;
+      small.heads_kv = std::min(2, s.kv_heads());
+      small.heads = small.kv_heads() * group;
       small.seq_k = seq;
       small.seq_q = s.seq_q < s.seq_k ? std::min(s.seq_q, seq) : seq;
       small.head_dim = s.head_dim;

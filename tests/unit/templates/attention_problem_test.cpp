@@ -62,6 +62,14 @@ TEST(ShapeTest, KvHeadsSuffixGroupsTheQueryHeads) {
   EXPECT_EQ(parse_shape("1x8x512x64:kv8").text(), "1x8x512x64") << "equal heads print no suffix";
   EXPECT_NE(parse_shape("1x8x512x64:kv2"), parse_shape("1x8x512x64"));
   EXPECT_EQ(parse_shape("1x32x1x4096x128:kv1").heads_kv, 1) << "multi-query";
+  // A shape built in code with its heads set and its K/V heads not is not grouped by accident.
+  Shape built;
+  built.heads = 16;
+  EXPECT_EQ(built.kv_heads(), 16);
+  EXPECT_EQ(built.text(), "1x16x512x64");
+  EXPECT_EQ(built, parse_shape("1x16x512x64"));
+  EXPECT_EQ(to_problem(built), to_problem(parse_shape("1x16x512x64")));
+  EXPECT_EQ(shape_to_proto(built).heads_kv(), 0);
   // K and V of 8 heads are a quarter of Q's bytes: 2 bytes x 128 x (2 x 32 x 1 + 2 x 8 x 4096).
   EXPECT_DOUBLE_EQ(parse_shape("1x32x1x4096x128:kv8").bytes_moved(), 2.0 * 128 * (2 * 32 * 1 + 2 * 8 * 4096));
 }
