@@ -87,7 +87,8 @@ __device__ __forceinline__ void write_fragment(float* dst,
 
 // Warps that split a tile's keys (WARPS_KV > 1) hold partial results for the same rows; those of
 // key groups 1.. pass theirs through shared memory, in fragment order, to key group 0. Under
-// kMergeApart they are then done: the caller's remaining work is key group 0's.
+// kMergeApart they are then done with the merge: of the caller's remaining work they take part
+// only in a staged store's barrier and copy (store_output), which they meet there.
 template <class T>
 __device__ __forceinline__ void merge_key_groups(unsigned char* smem,
                                                  float (&acc)[T::kMTiles][T::kOTiles][4],
@@ -130,8 +131,10 @@ __device__ __forceinline__ void merge_key_groups(unsigned char* smem,
         }
     }
   }
-  // The staged output overlays the buffer. (kTmaStore's tile lies beside it.)
-  if constexpr (!T::kStoreFromRegisters && !T::kTmaStore) block_sync<T>();
+  // The staged output overlays the buffer. (kTmaStore's tile lies beside it; kMergeApart's buffer
+  // lies past the tiles the staged output overlays, and a barrier here would meet key groups 1..
+  // at store_output's, before key group 0 has written the tile they then copy out.)
+  if constexpr (!T::kStoreFromRegisters && !T::kTmaStore && !T::kMergeApart) block_sync<T>();
 }
 
 // What a row's accumulated output is multiplied by: 1 / its softmax sum, or 0 for a row that saw

@@ -221,9 +221,10 @@ enum class Unsupported : int {
   kE4m3,                // e4m3: wgmma (QGMMA) fed by TMA, V^T in boxes of 64 keys, dense batches
                         // with Q by tensor map (no PACK_GQA, no VARLEN)
   kWarpSpecialized,     // warp-specialized: one or two computing warpgroups (WARPS 4 or 8), each
-                        // owning 64 rows of its own (a key split between them hung in the
-                        // correctness gate: bench/NOTES.md), no SPLIT_KV (a cluster's barriers
-                        // would wait for the producer, which has left)
+                        // owning 64 rows of its own (a key split between them hung on the H200,
+                        // on a packed batch's staged store: the barrier mismatch since fixed in
+                        // merge_key_groups; kept out until a GPU run confirms it), no SPLIT_KV (a
+                        // cluster's barriers would wait for the producer, which has left)
 };
 
 EVO_HOST_DEVICE constexpr int box_rows_of(int tile_rows, int box_rows) { return min_of(tile_rows, box_rows); }
