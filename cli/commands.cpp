@@ -467,10 +467,9 @@ void export_source(Client& c, const Options& o, std::ostream& out) {
   }
   const std::string report = report_path(o.out);
   write_file(o.out, r.source());
-  write_file(report, r.report());
-  out << "wrote " << o.out << " (" << r.genome() << ") and " << report << "\n";
-  const std::string search = search_pages(c, o.run_ids, o.out, out);
-  if (!search.empty()) write_file(report, r.report() + search);
+  std::ostringstream pages;  // the pages' lines follow the kernel's and the report's
+  write_file(report, r.report() + search_pages(c, o.run_ids, o.out, pages));
+  out << "wrote " << o.out << " (" << r.genome() << ") and " << report << "\n" << pages.str();
   if (r.buckets_size() > 0) {  // an evod that predates buckets sends none: no dispatch file then
     const std::string dispatch_json = dispatch_path(o.out);
     write_file(dispatch_json, dispatch.json);

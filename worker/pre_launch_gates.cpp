@@ -103,11 +103,7 @@ std::optional<std::vector<CompiledKernel>> run_pre_launch_gates(
     }
     compile_ms += k.compile_ms;
     all_hits = all_hits && k.cache_hit;
-    auto why = resource_violation(k.resources, smem_limit);
-    if (!why && k.resources.registers() < launch.min_registers)
-      why = std::to_string(k.resources.registers()) + " registers a thread at launch, fewer than the " +
-            std::to_string(launch.min_registers) + " its warpgroups' register hand-over draws on";
-    if (why) {
+    if (auto why = resource_violation(k.resources, smem_limit, launch.min_registers)) {
       *eval.mutable_resources() = k.resources;
       eval.set_compile_ms(compile_ms);
       eval.set_cache_hit(all_hits);

@@ -6,7 +6,8 @@
 
 namespace evo {
 
-std::optional<std::string> resource_violation(const v1::ResourceReport& r, int64_t smem_limit) {
+std::optional<std::string> resource_violation(const v1::ResourceReport& r, int64_t smem_limit,
+                                              int64_t min_registers) {
   const int spills = std::max(r.spill_store_bytes(), r.spill_load_bytes());
   if (spills > gates::kMaxSpillBytes)
     return "register spills " + std::to_string(r.spill_store_bytes()) + " bytes stored / " +
@@ -22,6 +23,9 @@ std::optional<std::string> resource_violation(const v1::ResourceReport& r, int64
            std::to_string(r.static_smem_bytes()) + " static + " +
            std::to_string(r.dynamic_smem_bytes()) + " dynamic) > device limit " +
            std::to_string(smem_limit) + " bytes";
+  if (r.registers() < min_registers)
+    return std::to_string(r.registers()) + " registers a thread at launch, fewer than the " +
+           std::to_string(min_registers) + " its warpgroups' register hand-over draws on";
   return std::nullopt;
 }
 

@@ -12,6 +12,9 @@ namespace evo {
 
 // One line naming the figure and its limit ("stack frame 256 bytes > limit 0 bytes ..."), or
 // nullopt when the kernel passes. Shared memory counts static + dynamic_smem_bytes().
-std::optional<std::string> resource_violation(const v1::ResourceReport& r, int64_t smem_limit);
+// min_registers: the launch's LaunchConfig::min_registers (registers a thread must hold at launch
+// for its warpgroups' register hand-over; 0 for any).
+std::optional<std::string> resource_violation(const v1::ResourceReport& r, int64_t smem_limit,
+                                              int64_t min_registers = 0);
 
 }  // namespace evo

@@ -253,7 +253,7 @@ v1::Evaluation CudaEvaluator::evaluate_source(const SourceKernel& kernel,
     k.resources.set_dynamic_smem_bytes(static_cast<int32_t>(l.smem_bytes));
     k.resources.set_threads_per_block(static_cast<int32_t>(l.threads));
     if (kernels.empty()) *eval.mutable_resources() = k.resources;
-    if (auto why = resource_violation(k.resources, device_.smem_per_block_optin())) {
+    if (auto why = resource_violation(k.resources, device_.smem_per_block_optin(), l.min_registers)) {
       *eval.mutable_resources() = k.resources;
       return reject(v1::RESOURCE_REJECT, v1::GATE_COMPILE, *why);
     }

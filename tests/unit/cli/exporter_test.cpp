@@ -77,6 +77,11 @@ TEST(Exporter, LaunchUsesTheSpaceFormulas) {
   EXPECT_NE(r.source().find("static constexpr long long WARPS_M = evo_min(WARPS, BLOCK_M / 16LL);"),
             std::string::npos);
   EXPECT_NE(r.source().find("cudaFuncAttributeMaxDynamicSharedMemorySize"), std::string::npos);
+  // The space's min_registers: a build compiled to fewer registers than a register hand-over
+  // draws on is refused before its first launch instead of waiting forever.
+  EXPECT_NE(r.source().find("if (e == cudaSuccess && attrs.numRegs < (PRODUCER * (WARPS == 8LL) * (HEAD_DIM == 128LL) * 168LL))"),
+            std::string::npos)
+      << r.source().substr(r.source().find("cudaFuncGetAttributes"), 600);
 }
 
 // Constraints over the genes and head dim are compile-time (an invalid pair is never

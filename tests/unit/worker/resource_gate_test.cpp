@@ -45,5 +45,17 @@ TEST(ResourceGate, StaticPlusDynamicSharedMemoryOverTheLimitIsRejected) {
   EXPECT_NE(why->find("device limit 103424"), std::string::npos) << *why;
 }
 
+// A kernel whose warpgroups trade registers (setmaxnreg) draws on the block's share at launch:
+// compiled to fewer registers than its launch's min_registers, the hand-over would wait forever.
+TEST(ResourceGate, FewerRegistersThanTheHandOverDrawsOnAreRejected) {
+  auto r = clean();
+  r.set_registers(82);
+  EXPECT_FALSE(resource_violation(r, kDefaultSmemLimit)) << "no hand-over: any count";
+  EXPECT_FALSE(resource_violation(r, kDefaultSmemLimit, 82));
+  auto why = resource_violation(r, kDefaultSmemLimit, 168);
+  ASSERT_TRUE(why);
+  EXPECT_EQ(*why, "82 registers a thread at launch, fewer than the 168 its warpgroups' register hand-over draws on");
+}
+
 }  // namespace
 }  // namespace evo
