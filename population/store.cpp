@@ -807,6 +807,14 @@ void Store::release_for_confirmation(const std::string& id) {
   db_->prepare("UPDATE candidates SET awaits_ranking = 0 WHERE id = ?").bind(1, id).run();
 }
 
+bool Store::has_elite_or_open_confirmation(const std::string& run_id) {
+  auto s = db_->prepare(
+      "SELECT EXISTS(SELECT 1 FROM candidates WHERE run_id = ? AND ((state = 'done' AND elite_eligible = 1 AND "
+      "fitness_us IS NOT NULL) OR (state != 'done' AND confirmation = 1 AND awaits_ranking = 0)))");
+  s.bind(1, run_id);
+  return count_of(s) > 0;
+}
+
 void Store::await_third_measurement(const std::string& id, int64_t second_evaluation_id,
                                     const std::string& second_worker) {
   db_->prepare(

@@ -83,6 +83,17 @@ void ResultAdmission::first_measurement(const RunRecord& run, const CandidateRec
   if (m.ok && would_be_elite) {
     // Timing noise, or a worker's word alone, must not crown a winner.
     store_.await_ranking(c.id, ev.id, ev.worker_id);
+    if (!store_.has_elite_or_open_confirmation(run.id)) {
+      // A run without an elite confirms its best so far at once rather than at the generation's
+      // end: a run cut short (a cancel, a budget, a suite's deadline) while its generation is
+      // still being measured then still ends with an elite. It costs at most one confirmation
+      // that the generation's ranking might have spared.
+      store_.release_for_confirmation(c.id);
+      spdlog::info("event=confirmation_queued run_id={} candidate_id={} first_us={:.3f} first_worker={} rank=1 "
+                   "reason=first_elite",
+                   run.id, c.id, m.us, ev.worker_id);
+      return;
+    }
     spdlog::info("event=awaiting_ranking run_id={} candidate_id={} first_us={:.3f} first_worker={}", run.id, c.id,
                  m.us, ev.worker_id);
     return;

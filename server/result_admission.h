@@ -44,8 +44,8 @@ class ResultAdmission {
   Placement placement(const CandidateRecord& candidate, const WorkerRecord& worker, int64_t now_ms);
 
   // The steps of a report, inside its transaction; the candidate is the one the lease was for.
-  // A first measurement: a would-be elite awaits its generation's ranking, anything else is final
-  // (and kept out of the cache: one worker's word).
+  // A first measurement: a would-be elite awaits its generation's ranking (but a run without an
+  // elite confirms it at once), anything else is final (and kept out of the cache: one worker's word).
   void first_measurement(const RunRecord& run, const CandidateRecord& candidate, const EvaluationRecord& evaluation,
                          bool would_be_elite);
   // Once no first measurement of the run's current generation is outstanding: its would-be elites

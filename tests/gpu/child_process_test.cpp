@@ -364,6 +364,15 @@ TEST(SanitizerLog, FirstErrorLineSkipsBannerDetailAndSummary) {
       "========= ERROR SUMMARY: 1 error\n";
   EXPECT_EQ(first_sanitizer_error(log), "Invalid __global__ write of size 2 bytes");
   EXPECT_EQ(first_sanitizer_error("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"), "");
+  // A race names both accesses: the second is on the indented line that follows.
+  const std::string race =
+      "========= Error: Race reported between Read access at void k(P)+0x8db0\n"
+      "=========     and Write access at void k(P)+0x9a40 [4 hazards]\n"
+      "========= \n"
+      "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)\n";
+  EXPECT_EQ(first_sanitizer_error(race),
+            "Error: Race reported between Read access at void k(P)+0x8db0 and Write access at void k(P)+0x9a40 "
+            "[4 hazards]");
 }
 
 TEST(SanitizerGate, SkippedWithoutComputeSanitizer) {

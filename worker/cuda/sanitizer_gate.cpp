@@ -64,18 +64,26 @@ const std::vector<std::string>& sanitizer_tools() {
 std::string first_sanitizer_error(const std::string& log) {
   static const std::string prefix = "========= ";
   std::istringstream in(log);
-  std::string line;
+  std::string line, first;
   while (std::getline(in, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.rfind(prefix, 0) != 0) continue;
     const std::string rest = line.substr(prefix.size());
+    if (!first.empty()) {
+      // racecheck names a hazard's second access on the indented line after it ("and Write
+      // access at ..."): without it the reader knows one side of the race only.
+      const size_t text = rest.find_first_not_of(' ');
+      if (text != std::string::npos && text > 0 && rest.compare(text, 4, "and ") == 0)
+        first += " " + rest.substr(text);
+      return first;
+    }
     // Skip the banner, indented detail lines (stack frames, addresses) and the summary.
     if (rest.empty() || rest[0] == ' ' || rest.rfind("COMPUTE-SANITIZER", 0) == 0 ||
         rest.rfind("ERROR SUMMARY", 0) == 0 || rest.rfind("RACECHECK SUMMARY", 0) == 0)
       continue;
-    return rest;
+    first = rest;
   }
-  return {};
+  return first;
 }
 
 SanitizerVerdict run_sanitizer_gate(const std::string& sanitizer, const std::string& exe,

@@ -27,7 +27,8 @@ const std::vector<std::string>& sanitizer_tools();
 int sanitizer_jobs();
 
 // The first error line of a compute-sanitizer log, without its "========= " prefix
-// ("Invalid __global__ write of size 2 bytes"); empty when there is none.
+// ("Invalid __global__ write of size 2 bytes"), with a race's second access ("... and Write
+// access at ...") where racecheck names it on the next line; empty when there is none.
 std::string first_sanitizer_error(const std::string& log);
 
 struct SanitizerVerdict {

@@ -87,8 +87,9 @@ class ResultAdmissionTest : public ManagerTest {
 };
 
 // Confirmation waits for the generation: while first measurements are outstanding no would-be
-// elite is confirmed, and then only those still in the top k are (here 2 of the 6 that each beat
-// the empty list when they arrived); the rest end on their one time, outside the elites.
+// elite is confirmed but the run's first (it has no elite yet), and then only those still in the
+// top k are (here 2 of the other 5 that each beat the list when they arrived); the rest end on
+// their one time, outside the elites.
 TEST_F(ResultAdmissionTest, OnlyTheGenerationsTopKAreConfirmedOnceItsFirstMeasurementsAreIn) {
   const std::string w = add_worker(kClass), v = add_worker(kClass);
   const RunRecord run = submit(1, 6, 2, 11);
@@ -100,14 +101,18 @@ TEST_F(ResultAdmissionTest, OnlyTheGenerationsTopKAreConfirmedOnceItsFirstMeasur
     first_us[half.leases(i).candidate_id()] = times[i];
     report(w, half.leases(i), kClass, times[i]);
   }
-  const auto rest = lease(v, 6);
-  ASSERT_EQ(rest.leases_size(), 3) << "the other three first measurements, and no confirmation yet";
-  for (int i = 0; i < 3; ++i) {
-    EXPECT_FALSE(rest.leases(i).confirmation());
-    first_us[rest.leases(i).candidate_id()] = times[3 + i];
-    report(v, rest.leases(i), kClass, times[3 + i]);
-  }
+  auto rest = lease(v, 6);
+  ASSERT_EQ(rest.leases_size(), 4) << "the other three first measurements and the first one's confirmation";
   std::vector<v1::Lease> confirmations;
+  for (int i = 0, next = 3; i < rest.leases_size(); ++i) {
+    if (rest.leases(i).confirmation()) {
+      EXPECT_EQ(first_us.at(rest.leases(i).candidate_id()), times[0]) << "only the run's first is confirmed early";
+      confirmations.push_back(rest.leases(i));
+      continue;
+    }
+    first_us[rest.leases(i).candidate_id()] = times[next];
+    report(v, rest.leases(i), kClass, times[next++]);
+  }
   for (const auto& worker : {w, v}) {
     const auto granted = lease(worker, 6);
     confirmations.insert(confirmations.end(), granted.leases().begin(), granted.leases().end());
@@ -117,7 +122,7 @@ TEST_F(ResultAdmissionTest, OnlyTheGenerationsTopKAreConfirmedOnceItsFirstMeasur
     EXPECT_TRUE(l.confirmation());
     confirmed.insert(first_us.at(l.candidate_id()));
   }
-  EXPECT_EQ(confirmed, (std::set<double>{40, 45}));
+  EXPECT_EQ(confirmed, (std::set<double>{60, 40, 45}));
   in_transaction([&] {
     for (const auto& c : store_.candidates_of_run(run.id)) {
       if (confirmed.count(first_us.at(c.id))) continue;
@@ -127,6 +132,26 @@ TEST_F(ResultAdmissionTest, OnlyTheGenerationsTopKAreConfirmedOnceItsFirstMeasur
     }
     return 0;
   });
+}
+
+// A run cut short while its first generation is still being measured (a cancel, a budget, a
+// suite's deadline) must not end without an elite: its first passing measurement is confirmed at
+// once, before the generation is ranked. Without that, the cancel below leaves "no elites yet".
+TEST_F(ResultAdmissionTest, ARunWithoutAnEliteConfirmsItsFirstPassingMeasurementAtOnce) {
+  const std::string w = add_worker(kClass), v = add_worker(kClass);
+  const RunRecord run = submit(1, 6, 2, 11);
+  const auto first = lease(w, 1);
+  ASSERT_EQ(first.leases_size(), 1);
+  report(w, first.leases(0), kClass, 60);
+  const auto next = lease(v, 1);
+  ASSERT_EQ(next.leases_size(), 1);
+  ASSERT_TRUE(next.leases(0).confirmation()) << "the run's first result waits for its generation's ranking";
+  EXPECT_EQ(next.leases(0).candidate_id(), first.leases(0).candidate_id());
+  report(v, next.leases(0), kClass, 60.3);
+  runs_.cancel(run.id);
+  const auto b = board(run.id);
+  ASSERT_EQ(b.elites_size(), 1);
+  EXPECT_EQ(b.elites(0).candidate_id(), first.leases(0).candidate_id());
 }
 
 // Break 2: a worker that registered as measuring says estimated=true in its report, which once
