@@ -87,12 +87,8 @@ __device__ __forceinline__ void write_fragment(float* dst,
 
 // Warps that split a tile's keys (WARPS_KV > 1) hold partial results for the same rows; those of
 // key groups 1.. pass theirs through shared memory, in fragment order, to key group 0. Under
-// kMergeApart they are then done with the merge: of the caller's remaining work they take part
-// only in a staged store's barrier and copy (store_output), which they meet there. Before a
-// staged store they wait at the merge barrier rather than only arrive: compute-sanitizer's
-// racecheck, given an arrive and then a block barrier, found the copy-out's reads unordered with
-// key group 0's writes of the tile (bench/NOTES.md); a wait orders them beyond doubt, and costs
-// nothing, as they would wait at store_output's barrier for key group 0 anyway.
+// kMergeApart they are then done: the output leaves from key group 0's registers or through
+// the tensor map (check(): kStagedKeySplit keeps a staged store away from this path).
 template <class T>
 __device__ __forceinline__ void merge_key_groups(unsigned char* smem,
                                                  float (&acc)[T::kMTiles][T::kOTiles][4],
@@ -109,10 +105,7 @@ __device__ __forceinline__ void merge_key_groups(unsigned char* smem,
                       row_max, row_sum);
   if constexpr (T::kMergeApart) {
     if (warp_kv > 0) {
-      if constexpr (T::kStoreFromRegisters || T::kTmaStore)
-        named_barrier_arrive(kMergeBarrier, T::kThreads);
-      else
-        named_barrier_sync(kMergeBarrier, T::kThreads);
+      named_barrier_arrive(kMergeBarrier, T::kThreads);
       return;
     }
     named_barrier_sync(kMergeBarrier, T::kThreads);
@@ -138,10 +131,8 @@ __device__ __forceinline__ void merge_key_groups(unsigned char* smem,
         }
     }
   }
-  // The staged output overlays the buffer. (kTmaStore's tile lies beside it; kMergeApart's buffer
-  // lies past the tiles the staged output overlays, and a barrier here would meet key groups 1..
-  // at store_output's, before key group 0 has written the tile they then copy out.)
-  if constexpr (!T::kStoreFromRegisters && !T::kTmaStore && !T::kMergeApart) block_sync<T>();
+  // The staged output overlays the buffer. (kTmaStore's tile lies beside it.)
+  if constexpr (!T::kStoreFromRegisters && !T::kTmaStore) block_sync<T>();
 }
 
 // What a row's accumulated output is multiplied by: 1 / its softmax sum, or 0 for a row that saw

@@ -52,11 +52,28 @@ TEST(SearchSpaceTest, LoadsTheRealSpace) {
                                       "tma_fills_swizzled_panels", "tma_mma_sync_whole_stages",
                                       "tma_whole_boxes", "box_rows_name_distinct_boxes",
                                       "box_rows_need_tma", "pingpong_two_warpgroups", "warp_specialized_one_or_two_warpgroups",
-                                      "qk_ahead_three_stages", "lazy_rescale_not_with_qk_ahead",
+                                      "staged_store_one_key_group", "qk_ahead_three_stages", "lazy_rescale_not_with_qk_ahead",
                                       "causal_fold_pairs_row_warps", "pack_gqa_not_folded",
                                       "varlen_rows_are_one_sequence", "e4m3_reads_through_tensor_maps",
                                       "shared_memory_fits_device",
                                       "supported_head_dim"}));
+}
+
+// Two warpgroups on the keys of 64 rows merge apart from the tiles and store through the tensor
+// map; with a staged store (a packed batch, PACK_GQA) every such genome failed compute-sanitizer
+// on the H200, so the space refuses them there and keeps them for dense batches.
+TEST(SearchSpaceTest, KeyGroupsMergingApartAreRefusedWhereTheOutputIsStaged) {
+  const Genome g = space().parse("BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=tma_release_pv");
+  EXPECT_EQ(space().violated_constraint(g, problem("1x8x300x128:kv2:causal:bf16"), kDefaultSmemLimit, 90),
+            std::nullopt);
+  EXPECT_EQ(space().violated_constraint(g, problem("17+300x8x128:kv2:causal:bf16"), kDefaultSmemLimit, 90),
+            "staged_store_one_key_group");
+  const Genome packed = space().parse("BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=tma,PACK_GQA=1");
+  EXPECT_EQ(space().violated_constraint(packed, problem("1x8x300x128:kv2:bf16"), kDefaultSmemLimit, 90),
+            "staged_store_one_key_group");
+  // One key group stages its output as before.
+  const Genome one = space().parse("BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=tma,PACK_GQA=1");
+  EXPECT_EQ(space().violated_constraint(one, problem("1x8x300x128:kv2:bf16"), kDefaultSmemLimit, 90), std::nullopt);
 }
 
 TEST(SearchSpaceTest, ForTemplateCachesOneInstanceAcrossThreads) {

@@ -145,6 +145,14 @@ TEST(KernelPlan, CheckNamesTheRuleABadConfigBreaks) {
             fa::Unsupported::kWarpSpecialized);
   EXPECT_EQ(with([](auto& c) { c.wgmma = 1, c.schedule = 10, c.warps = 8, c.block_m = 64; }),
             fa::Unsupported::kWarpSpecialized);  // two warpgroups splitting the keys of 64 rows
+  // Key groups merging apart from the tiles (TMA, wgmma, two warpgroups on the keys of 64 rows)
+  // store through the tensor map, never staged: not with PACK_GQA or VARLEN.
+  EXPECT_EQ(with([](auto& c) { c.wgmma = 1, c.schedule = 3, c.warps = 8; }), fa::Unsupported::kOk);
+  EXPECT_TRUE(fa::plan(fa::KernelConfig{0, 0, 64, 64, 128, 8, 2, 3, 1, 1, 1, 64, 0, 0, 0, 0}).merge_apart);
+  EXPECT_EQ(with([](auto& c) { c.wgmma = 1, c.schedule = 3, c.warps = 8, c.varlen = 1; }),
+            fa::Unsupported::kStagedKeySplit);
+  EXPECT_EQ(with([](auto& c) { c.wgmma = 1, c.schedule = 3, c.warps = 8, c.pack_gqa = 1; }),
+            fa::Unsupported::kStagedKeySplit);
   EXPECT_EQ(with([](auto& c) { c.causal_fold = 1, c.wgmma = 1; }), fa::Unsupported::kFold);
   EXPECT_EQ(with([](auto& c) { c.pack_gqa = 1; }), fa::Unsupported::kOk);
   EXPECT_EQ(with([](auto& c) { c.pack_gqa = 2; }), fa::Unsupported::kPackGqa);
