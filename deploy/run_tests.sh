@@ -2,8 +2,7 @@
 # evo's tests in one command: install the dependencies, build everything with the tests, and run
 # every CTest suite but those labelled slow (the full compile sweep, label sweep: README). GPU
 # tests skip cleanly without a GPU. Exits non-zero when any test fails.
-# EVO_BUILD_DIR (default build-tests/), EVO_CTEST_JOBS (tests at once, default 4: many tests wait on
-# daemons and child processes, so more of them than cores keeps the cores busy).
+# EVO_BUILD_DIR (default build-tests/), EVO_CTEST_JOBS (tests at once, default 2).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${EVO_BUILD_DIR:-$root/build-tests}"
@@ -14,4 +13,4 @@ build="${EVO_BUILD_DIR:-$root/build-tests}"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DEVO_BUILD_TESTS=ON
 cmake --build "$build" -j"$(nproc)"
 cd "$build"
-ctest --output-on-failure -LE "slow|sweep" -j"${EVO_CTEST_JOBS:-4}"
+ctest --output-on-failure -LE "slow|sweep" -j"${EVO_CTEST_JOBS:-2}"

@@ -37,7 +37,10 @@ std::string getenv_or(const char* name, const std::string& fallback) {
 std::string first_error_line(const std::string& log) {
   std::istringstream in(log);
   for (std::string line; std::getline(in, line);)
-    if (line.find("error") != std::string::npos) return line;
+    // ptxas ends every failure with "Ptx assembly aborted due to errors": the line before says why.
+    if ((line.find("error") != std::string::npos || line.find("fatal") != std::string::npos) &&
+        line.find("aborted due to errors") == std::string::npos)
+      return line;
   return log.substr(0, log.find('\n'));
 }
 

@@ -74,4 +74,15 @@ std::optional<v1::ResourceReport> parse_ptxas_report(std::string_view log,
   return report;
 }
 
+std::optional<std::string> register_allocation_failure(std::string_view log) {
+  static constexpr std::string_view kWhat = "Register allocation failed";
+  const size_t at = log.find(kWhat);
+  if (at == std::string_view::npos) return std::nullopt;
+  const size_t end = log.find_first_of("\r\n", at);
+  std::string line(log.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at));
+  // "... Compile the program with a higher register target": advice for nvcc, not for a genome.
+  if (const size_t dot = line.find(". "); dot != std::string::npos) line.erase(dot);
+  return line;
+}
+
 }  // namespace evo

@@ -14,4 +14,10 @@ namespace evo {
 std::optional<v1::ResourceReport> parse_ptxas_report(std::string_view log,
                                                      std::string_view lowered_name);
 
+// ptxas's refusal to fit the kernel into the registers its block size leaves each thread (65536
+// over the threads: 128 at 512): "Register allocation failed with register count of 'N'". The
+// kernel asks more of the device than it has, as a spill does: a resource reject, not a compile
+// error. The line without its "ptxas fatal : (C7600)" prefix; nullopt when the log has none.
+std::optional<std::string> register_allocation_failure(std::string_view log);
+
 }  // namespace evo

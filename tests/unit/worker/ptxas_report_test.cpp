@@ -63,5 +63,19 @@ TEST(PtxasReport, UnknownKernelOrEmptyLogIsNullopt) {
   EXPECT_FALSE(parse_ptxas_report("", "plain"));
 }
 
+// 512 threads leave each 128 registers; a wgmma block that needs more fails in ptxas, which the
+// compile gate calls a resource reject (the sm_90a covering sample drew such a genome: 128x256,
+// 16 warps, head dim 128).
+TEST(PtxasReport, RegisterAllocationFailureIsReadOutOfAFailedLog) {
+  const std::string log =
+      "ptxas info    : (C7512) Potential Performance Loss: wgmma.mma_async instructions are serialized\n"
+      "ptxas fatal   : (C7600) Register allocation failed with register count of '128'. Compile the program "
+      "with a higher register target\n"
+      "ptxas fatal   : Ptx assembly aborted due to errors\n";
+  EXPECT_EQ(register_allocation_failure(log), "Register allocation failed with register count of '128'");
+  EXPECT_EQ(register_allocation_failure("ptxas fatal   : Unresolved extern function 'f'\n"), std::nullopt);
+  EXPECT_EQ(register_allocation_failure(log_file("ptxas_sm90a_three_functions.log")), std::nullopt);
+}
+
 }  // namespace
 }  // namespace evo
