@@ -10,7 +10,6 @@
 #include "sass_check.h"
 #include "search_space.h"
 #include "log_ids.h"
-#include "ptxas_report.h"
 #include "wire_labels.h"
 
 namespace evo {
@@ -91,11 +90,8 @@ std::optional<std::vector<CompiledKernel>> run_pre_launch_gates(
       k = pending.at(space->kernel_name(g, shape)).get();
     } catch (const CompileError& e) {
       eval.mutable_resources()->set_ptxas_log(e.log());
-      if (const auto registers = register_allocation_failure(e.log()))
-        return reject(eval, v1::RESOURCE_REJECT, v1::GATE_COMPILE,
-                      "ptxas: " + *registers + ": more registers than " +
-                          std::to_string(space->launch(g, shape).threads) + " threads leave each thread",
-                      g, clock);
+      if (const auto why = register_shortage(e.log(), space->launch(g, shape).threads))
+        return reject(eval, v1::RESOURCE_REJECT, v1::GATE_COMPILE, *why, g, clock);
       return reject(eval, v1::COMPILE_ERROR, v1::GATE_COMPILE, e.what(), g, clock);
     } catch (const std::exception& e) {
       return reject(eval, v1::COMPILE_ERROR, v1::GATE_COMPILE, e.what(), g, clock);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "gate_thresholds.h"
+#include "ptxas_report.h"
 
 namespace evo {
 
@@ -27,6 +28,12 @@ std::optional<std::string> resource_violation(const v1::ResourceReport& r, int64
     return std::to_string(r.registers()) + " registers a thread at launch, fewer than the " +
            std::to_string(min_registers) + " its warpgroups' register hand-over draws on";
   return std::nullopt;
+}
+
+std::optional<std::string> register_shortage(const std::string& ptxas_log, int64_t threads) {
+  const auto failure = register_allocation_failure(ptxas_log);
+  if (!failure) return std::nullopt;
+  return "ptxas: " + *failure + ": more registers than " + std::to_string(threads) + " threads leave each thread";
 }
 
 }  // namespace evo

@@ -17,4 +17,9 @@ namespace evo {
 std::optional<std::string> resource_violation(const v1::ResourceReport& r, int64_t smem_limit,
                                               int64_t min_registers = 0);
 
+// A failed compile whose ptxas log says the kernel needs more registers than its block of
+// `threads` leaves each thread: one line, as a resource reject (like a spill) rather than a
+// compile error; nullopt for any other failure.
+std::optional<std::string> register_shortage(const std::string& ptxas_log, int64_t threads);
+
 }  // namespace evo

@@ -245,6 +245,8 @@ v1::Evaluation CudaEvaluator::evaluate_source(const SourceKernel& kernel,
       k = pending.at(kernel.name_expression(s)).get();
     } catch (const CompileError& e) {
       eval.mutable_resources()->set_ptxas_log(e.log());
+      if (const auto why = register_shortage(e.log(), kernel.launch(s).threads))
+        return reject(v1::RESOURCE_REJECT, v1::GATE_COMPILE, *why);
       return reject(v1::COMPILE_ERROR, v1::GATE_COMPILE, e.what());
     } catch (const std::exception& e) {
       return reject(v1::COMPILE_ERROR, v1::GATE_COMPILE, e.what());

@@ -57,5 +57,17 @@ TEST(ResourceGate, FewerRegistersThanTheHandOverDrawsOnAreRejected) {
   EXPECT_EQ(*why, "82 registers a thread at launch, fewer than the 168 its warpgroups' register hand-over draws on");
 }
 
+// Both compile paths (a genome's, a source kernel's) call a register allocation failure a
+// resource reject with the block's threads named, and leave every other failure alone.
+TEST(ResourceGate, RegisterAllocationFailureIsAShortageOfRegistersPerThread) {
+  const std::string log =
+      "ptxas fatal   : (C7600) Register allocation failed with register count of '128'. Compile the program "
+      "with a higher register target\nptxas fatal   : Ptx assembly aborted due to errors\n";
+  EXPECT_EQ(register_shortage(log, 512),
+            "ptxas: Register allocation failed with register count of '128': more registers than 512 threads "
+            "leave each thread");
+  EXPECT_EQ(register_shortage("ptxas fatal   : Unresolved extern function 'f'\n", 512), std::nullopt);
+}
+
 }  // namespace
 }  // namespace evo
