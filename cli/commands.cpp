@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "build_command.h"
+#include "device_limits.h"
 #include "client_security.h"
 #include "dispatch_file.h"
 #include "errors.h"
@@ -230,26 +231,76 @@ int submit(Client& c, const Options& o, std::ostream& out, bool tty) {
   return o.watch ? watch(c, run.run_id(), out, tty) : 0;
 }
 
+// The start genomes of `base` that a bucket's run can hold, checked as evod will check them
+// (canonical for the bucket's shapes, every constraint at the run's fixed shared-memory limit),
+// and why each other one is left out of it. One start list serves a workload whose buckets differ
+// in dtype or head dim, so a genome that fits some buckets only (an FP16 block where FP8 asks for
+// wgmma) starts those runs alone.
+struct BucketStarts {
+  v1::SubmitRunRequest request;  // base, its start genomes cut to those that fit
+  // Per start genome of base: nullopt where it fits, else "violates 'NAME' for SHAPE".
+  std::vector<std::optional<std::string>> why_not;
+};
+
+BucketStarts starts_for_bucket(const SearchSpace& space, const v1::SubmitRunRequest& base,
+                               const std::vector<std::string>& shape_texts) {
+  std::vector<Problem> shapes;
+  for (const auto& t : shape_texts) shapes.push_back(space.family().parse(t, {}));
+  BucketStarts out{base, {}};
+  out.request.clear_start_genomes();
+  out.request.clear_typed_start_genomes();
+  for (int i = 0; i < base.typed_start_genomes_size(); ++i) {
+    const Genome g = space.canonical(genome_from_proto(base.typed_start_genomes(i)), shapes);
+    std::optional<std::string> why;
+    for (size_t k = 0; k < shapes.size() && !why; ++k)
+      if (const auto violated = space.violated_constraint(g, shapes[k], kDefaultSmemLimit))
+        why = "violates '" + *violated + "' for " + shape_texts[k];
+    out.why_not.push_back(why);
+    if (why) continue;
+    out.request.add_start_genomes(base.start_genomes(i));
+    *out.request.add_typed_start_genomes() = base.typed_start_genomes(i);
+  }
+  return out;
+}
+
+// Each bucket's request: `base` with the bucket's shapes, its share of max_evals and the start
+// genomes that fit it. A start genome that fits no bucket is refused before any run is made.
+std::vector<BucketStarts> bucket_requests(const Options& o, const Workload& w, const v1::SubmitRunRequest& base) {
+  const SearchSpace& space = SearchSpace::for_template(w.seed);
+  std::vector<BucketStarts> out;
+  for (const WorkloadBucket& b : w.buckets) {
+    out.push_back(starts_for_bucket(space, base, b.run_shapes()));
+    for (const auto& s : b.run_shapes()) out.back().request.add_shapes(s);
+    out.back().request.set_max_evals(max_evals_share(w, b, o.submit.max_evals));
+  }
+  for (int i = 0; i < base.typed_start_genomes_size(); ++i) {
+    const auto fits = [i](const BucketStarts& b) { return !b.why_not[static_cast<size_t>(i)]; };
+    if (out.empty() || std::any_of(out.begin(), out.end(), fits)) continue;
+    throw Failure{"INVALID_ARGUMENT: start genome '" + base.start_genomes(i) + "' fits no bucket of workload " +
+                  w.name + ": it " + *out.front().why_not[static_cast<size_t>(i)]};
+  }
+  return out;
+}
+
 // One run per bucket of the workload, heaviest first: the plan and the export to make of the
 // runs on `err`, each run's id alone on its line of `out` (RUNS=$(evoctl submit --workload F)).
 // A refused submit stops there, naming the runs already made.
 int submit_workload(Client& c, const Options& o, const Workload& w, std::ostream& out, std::ostream& err) {
   Options each = o;
   each.submit.seed = w.seed;
+  const v1::SubmitRunRequest base = submit_request(c, each);
+  std::vector<BucketStarts> buckets = bucket_requests(o, w, base);
   err << "workload " << w.name << ": " << w.buckets.size() << " bucket(s), seed " << w.seed << "\n";
   std::vector<std::string> made;
   for (size_t i = 0; i < w.buckets.size(); ++i) {
     const WorkloadBucket& b = w.buckets[i];
-    each.submit.max_evals = max_evals_share(w, b, o.submit.max_evals);
-    v1::SubmitRunRequest req = submit_request(c, each);
-    for (const auto& s : b.run_shapes()) req.add_shapes(s);
     char share[32];
     std::snprintf(share, sizeof share, "%.0f%%", 100.0 * b.weight / w.weight);
     err << "  bucket " << i + 1 << " (" << b.group << ", weight " << share << "): tunes on";
     for (const auto& s : b.run_shapes()) err << " " << s;
     if (b.shapes.size() > kRunShapes) err << " (and serves " << b.shapes.size() - kRunShapes << " more)";
     try {
-      made.push_back(send_submit(c, req).run_id());
+      made.push_back(send_submit(c, buckets[i].request).run_id());
     } catch (const Failure& f) {
       err << "\n";
       std::string line = f.line;
@@ -261,6 +312,9 @@ int submit_workload(Client& c, const Options& o, const Workload& w, std::ostream
       throw Failure{line};
     }
     err << " -> " << made.back() << "\n";
+    for (int k = 0; k < base.start_genomes_size(); ++k)
+      if (const auto& why = buckets[i].why_not[static_cast<size_t>(k)])
+        err << "    start genome '" << base.start_genomes(k) << "' left out: it " << *why << "\n";
     out << made.back() << "\n" << std::flush;
   }
   err << "when they are done: evoctl export";

@@ -281,7 +281,9 @@ std::string help_text(const std::string& command) {
            "Shapes of one kind (heads, head dim, causality, dtype; prefill, chunk or decode) within a\n"
            "factor of two in batch and lengths share a bucket; each bucket gets a run on its three\n"
            "heaviest shapes, and --max-evals is shared by the buckets' weights (--budget and the rest\n"
-           "apply to each run). The plan goes to stderr, the run ids to stdout one a line, and the last\n"
+           "apply to each run). A --start goes to the buckets whose shapes it fits (an FP16 genome\n"
+           "without wgmma skips an e4m3 bucket, with a line saying so); one that fits none is refused.\n"
+           "The plan goes to stderr, the run ids to stdout one a line, and the last\n"
            "line says the export that makes them one dispatch table, whose calls between buckets go\n"
            "to the nearest one.\n";
   if (command == "status")

@@ -131,6 +131,43 @@ TEST_F(Evoctl, ABadWorkloadIsOneLineAndStartsNoRun) {
   fs::remove(file);
 }
 
+// One start list serves buckets of different dtypes: a start a bucket's constraints refuse (FP8
+// reads through tensor maps with wgmma) is left out of that bucket's run alone, with a line; one
+// that fits no bucket is refused before any run is made.
+TEST_F(Evoctl, AWorkloadsStartsGoToTheBucketsTheyFit) {
+  const fs::path file = fs::temp_directory_path() / "evoctl-test-starts.json";
+  std::ofstream(file) << R"({"seed": "fa_s512_v3", "shapes": [
+      {"shape": "1x8x512x64:e4m3", "weight": 2}, {"shape": "1x8x512x64:fp16"}]})";
+  const std::string fp16_only = "BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2";
+  const std::string both = "BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=tma,TMA_BOX_ROWS=256";
+  const auto r = run({"submit", "--workload", file.string(), "--start", fp16_only, "--start", both});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  const auto& submits = server_.service.submits;
+  ASSERT_EQ(submits.size(), 2u);
+  ASSERT_EQ(submits[0].typed_start_genomes_size(), 1) << "the e4m3 bucket";
+  ASSERT_EQ(submits[0].start_genomes_size(), 1);
+  EXPECT_EQ(submits[0].start_genomes(0).find("fa_s512_v3:BLOCK_M=64,"), 0u) << submits[0].start_genomes(0);
+  EXPECT_EQ(submits[1].typed_start_genomes_size(), 2) << "the fp16 bucket";
+  EXPECT_NE(r.err.find("' left out: it violates 'e4m3_reads_through_tensor_maps' for 1x8x512x64:e4m3\n"),
+            std::string::npos)
+      << r.err;
+
+  const std::string e4m3_file = (fs::temp_directory_path() / "evoctl-test-starts-e4m3.json").string();
+  std::ofstream(e4m3_file) << R"({"seed": "fa_s512_v3", "shapes": [{"shape": "1x8x512x64:e4m3"}]})";
+  const auto refused = run({"submit", "--workload", e4m3_file, "--start", fp16_only});
+  EXPECT_EQ(refused.exit_status, 1);
+  EXPECT_NE(refused.err.find("evoctl: INVALID_ARGUMENT: start genome 'fa_s512_v3:BLOCK_M=32,BLOCK_N=64"),
+            std::string::npos)
+      << refused.err;
+  EXPECT_NE(refused.err.find("fits no bucket of workload evoctl-test-starts-e4m3: it violates "
+                             "'e4m3_reads_through_tensor_maps' for 1x8x512x64:e4m3\n"),
+            std::string::npos)
+      << refused.err;
+  EXPECT_EQ(server_.service.submits.size(), 2u) << "no run made for the refused workload";
+  fs::remove(file);
+  fs::remove(e4m3_file);
+}
+
 // A bucket evod refuses stops the submits there, and the line names the runs already made.
 TEST_F(Evoctl, ARefusedBucketNamesTheRunsMadeBeforeIt) {
   const fs::path file = fs::temp_directory_path() / "evoctl-test-refused.json";
