@@ -64,8 +64,9 @@ double wave_seconds(const ModelInput& in, const ChainConstants& chain) {
   const int64_t stages = vars.at("STAGES");
   const bool one_stage_split_refill = tma && stages == 1 && !stage_release;
   const bool pipelined = (stages >= 2 && (vars.at("CP_ASYNC") == 1 || tma)) || one_stage_split_refill;
-  // SPLIT_KV blocks share one row tile's keys (grid_z) and merge fp32 partials by storing them into
-  // each other's shared memory, behind a cluster barrier (charged below).
+  // SPLIT_KV blocks share one row tile's keys (grid_z) and merge fp32 partials: a cluster's by
+  // storing them into each other's shared memory, behind a cluster barrier (charged below); a
+  // larger split's through the workspace, which the last block reads back (the bytes below).
   const double split = vars.count("SPLIT_KV") ? static_cast<double>(vars.at("SPLIT_KV")) : 1.0;
   const double d = shape.head_dim;
 
@@ -83,7 +84,9 @@ double wave_seconds(const ModelInput& in, const ChainConstants& chain) {
   const double in_bytes = input_bytes(shape.dtype);
   const double fp8_speedup = shape.dtype == DType::kE4M3 ? 2.0 : 1.0;
   double bytes = (in_bytes + 2.0) * block_m * d + 2.0 * in_bytes * padded_keys * d;
-  if (split > 1) bytes += 4.0 * block_m * (d + 2);  // fp32 partial sent to the cluster's other blocks
+  if (split > 1) bytes += 4.0 * block_m * (d + 2);  // fp32 partial sent to the split's other blocks
+  if (vars.count("SPLIT_IN_MEMORY") && vars.at("SPLIT_IN_MEMORY") == 1)
+    bytes += 4.0 * block_m * (d + 8);  // ... and the last block's read of each one back
 
   // Per-SM rates. The tensor pipes of an SM's four sub-partitions need about two warps each
   // issuing to hide mma latency; fewer resident warps leave them idle.

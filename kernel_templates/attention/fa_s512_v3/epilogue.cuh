@@ -1,6 +1,7 @@
 #pragma once
 // After the last tile: the key groups' partial results merged (through shared memory within a
-// block, through distributed shared memory across a SPLIT_KV cluster), normalised and stored.
+// block, through distributed shared memory across a SPLIT_KV cluster or through the workspace
+// beyond one), normalised and stored.
 #include "block.cuh"
 #include "kernel_traits.cuh"
 #include "../params.h"
@@ -219,6 +220,29 @@ __device__ __forceinline__ void store_output_tma(unsigned char* smem, const FaPa
   if (threadIdx.x == 0) tma_store_tile<T, T::kBlockM>(o_tile, p.o_map, m0, bh);
 }
 
+// Normalises key group 0's rows, output n8 tiles [nt_begin, nt_end), and writes them out from its
+// registers.
+template <class T>
+__device__ __forceinline__ void store_rows_from_registers(OutElement<T>* o, int o_stride, int m0, int seq_q,
+                                                          const float (&acc)[T::kMTiles][T::kOTiles][4],
+                                                          const float (&row_sum)[T::kMTiles][2], int row_w,
+                                                          int lane, int nt_begin, int nt_end) {
+#pragma unroll
+  for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row_w + mt * 16 + (lane >> 2) + 8 * h;
+      if (m0 + row >= seq_q) continue;
+      const float inv = output_scale(row_sum[mt][h]);
+#pragma unroll
+      for (int nt = 0; nt < T::kOTiles; ++nt) {
+        if (nt < nt_begin || nt >= nt_end) continue;
+        *reinterpret_cast<unsigned*>(o + (long long)(m0 + row) * o_stride + nt * 8 + (lane & 3) * 2) =
+            pack2<T::kOutDType>(acc[mt][nt][2 * h] * inv, acc[mt][nt][2 * h + 1] * inv);
+      }
+    }
+}
+
 // SPLIT_KV: the cluster's blocks hold partial results for the same rows over different keys, and
 // block r writes output columns [r, r + 1) * kColsPerRank. Key group 0 of each block stores, into
 // every other block's inbox, that block's columns of its partial plus the rows' running max and
@@ -286,21 +310,77 @@ __device__ __forceinline__ void merge_cluster_and_store(unsigned char* smem, Out
                         src[I::sum_index(mt, h) * 32], other, nt_begin, nt_end);
       }
   }
+  store_rows_from_registers<T>(o, o_stride, m0, seq_q, acc, row_sum, row_w, lane, nt_begin, nt_end);
+}
+
+// SPLIT_KV beyond a cluster (kSplitInMemory): each warp of key group 0 leaves its partial in the
+// workspace, in fragment order (coalesced, and read back by the same lane of the same warp of
+// another block, which holds the same rows and columns), and counts itself in on its rows'
+// counter; the warp that counts last merges every partial, stores the rows, and sets the counter
+// back to zero, so that the workspace is as the next launch expects it. It folds the partials
+// in block order, its own read back like the others, so that the result does not depend on which
+// block finished last (repeated launches are bitwise identical). Layout: [row tiles][SPLIT_KV]
+// [WARPS_M][F::kVals][32] floats, then [row tiles][WARPS_M] counters (the space's
+// workspace_bytes).
+template <class T>
+__device__ __forceinline__ void merge_in_memory_and_store(void* workspace, OutElement<T>* o, int o_stride,
+                                                          int m0, int seq_q,
+                                                          float (&acc)[T::kMTiles][T::kOTiles][4],
+                                                          float (&row_max)[T::kMTiles][2],
+                                                          float (&row_sum)[T::kMTiles][2], int warp_m,
+                                                          int row_w, int warp_kv, int lane) {
+  using F = Fragment<T>;
+  constexpr int kWarpFloats = F::kVals * 32;
+  static_assert(T::kWarpsM * kWarpFloats == T::kBlockM * (T::kHeadDim + 8),
+                "the space's workspace_bytes counts a block's partial as BLOCK_M * (HEAD_DIM + 8) floats");
+  if (warp_kv != 0) return;
+  if (workspace == nullptr) __trap();  // the launch gave none: the space's workspace_bytes was ignored
+  const long long tile = (long long)blockIdx.y * gridDim.x + blockIdx.x;
+  const long long tiles = (long long)gridDim.x * gridDim.y;
+  float* partials = static_cast<float*>(workspace);
+  const auto partial = [&](int z) {
+    return partials + ((tile * T::kSplitKV + z) * T::kWarpsM + warp_m) * kWarpFloats + lane;
+  };
+  unsigned* counter = reinterpret_cast<unsigned*>(partials + tiles * T::kSplitKV * T::kWarpsM * kWarpFloats) +
+                      tile * T::kWarpsM + warp_m;
+  write_fragment<T>(partial((int)blockIdx.z), acc, row_max, row_sum);
+  __threadfence();  // this lane's partial is visible device-wide before the count says it is there
+  __syncwarp();
+  unsigned counted = 0;
+  if (lane == 0) counted = atomicAdd(counter, 1u);
+  counted = __shfl_sync(0xffffffffu, counted, 0);
+  if (counted != T::kSplitKV - 1) return;
+  __threadfence();  // the others' partials, ordered after their counts
+  if (lane == 0) *counter = 0u;
+#pragma unroll 1
+  for (int z = 0; z < T::kSplitKV; ++z) {
+    const float* src = partial(z);
 #pragma unroll
-  for (int mt = 0; mt < T::kMTiles; ++mt)
+    for (int mt = 0; mt < T::kMTiles; ++mt)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = row_w + mt * 16 + (lane >> 2) + 8 * h;
-      if (m0 + row >= seq_q) continue;
-      const float inv = output_scale(row_sum[mt][h]);
+      for (int h = 0; h < 2; ++h) {
+        float other[T::kOTiles][2];
 #pragma unroll
-      for (int nt = 0; nt < T::kOTiles; ++nt) {
-        if (nt < nt_begin || nt >= nt_end) continue;
-        *reinterpret_cast<unsigned*>(o + (long long)(m0 + row) * o_stride + nt * 8 +
-                                     (lane & 3) * 2) =
-            pack2<T::kOutDType>(acc[mt][nt][2 * h] * inv, acc[mt][nt][2 * h + 1] * inv);
+        for (int nt = 0; nt < T::kOTiles; ++nt) {
+          other[nt][0] = __ldcg(src + F::acc_index(mt, nt, 2 * h) * 32);
+          other[nt][1] = __ldcg(src + F::acc_index(mt, nt, 2 * h + 1) * 32);
+        }
+        const float other_max = __ldcg(src + F::max_index(mt, h) * 32);
+        const float other_sum = __ldcg(src + F::sum_index(mt, h) * 32);
+        if (z == 0) {  // the first partial replaces this warp's own, which comes in its turn
+          row_max[mt][h] = other_max;
+          row_sum[mt][h] = other_sum;
+#pragma unroll
+          for (int nt = 0; nt < T::kOTiles; ++nt) {
+            acc[mt][nt][2 * h] = other[nt][0];
+            acc[mt][nt][2 * h + 1] = other[nt][1];
+          }
+        } else {
+          fold_partial<T>(acc, row_max, row_sum, mt, h, other_max, other_sum, other, 0, T::kOTiles);
+        }
       }
-    }
+  }
+  store_rows_from_registers<T>(o, o_stride, m0, seq_q, acc, row_sum, row_w, lane, 0, T::kOTiles);
 }
 
 }  // namespace fa

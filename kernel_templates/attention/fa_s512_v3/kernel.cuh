@@ -19,9 +19,10 @@
 // WARPS_M x WARPS_KV grid: WARPS_M = min(WARPS, BLOCK_M/16) warps split the rows, and the remaining
 // WARPS_KV split the keys of every K/V tile. Each warp keeps its own running max, sum and output
 // accumulator over its keys (online softmax is exact over any partition of the keys); the
-// partial results merge once, through shared memory, at the end. With SPLIT_KV > 1 a cluster of
-// SPLIT_KV blocks (sm_90) shares one row tile: each takes a slice of the keys and the blocks
-// merge their partial results through distributed shared memory.
+// partial results merge once, through shared memory, at the end. With SPLIT_KV > 1 that many
+// blocks share one row tile, each taking a slice of the keys: up to 8 form a cluster (sm_90) and
+// merge their partial results through distributed shared memory; 16 or 32 leave theirs in the
+// workspace, where the last to finish merges them.
 //
 // The kernel is a pipeline, a mainloop and an epilogue, as in CUTLASS and FlashAttention-3:
 //   - the SCHEDULE gene (schedule.cuh) picks the pipeline that brings K/V tiles into
@@ -98,7 +99,7 @@ __device__ __forceinline__ void run_mainloop(const Pipe& pipe, const Block<T>& b
   }
 }
 
-// Key group 0's rows, merged with the other key groups' and (SPLIT_KV) the cluster's, out to O.
+// Key group 0's rows, merged with the other key groups' and (SPLIT_KV) the split's, out to O.
 template <class T>
 __device__ __forceinline__ void epilogue(const Block<T>& b, float (&acc)[T::kMTiles][T::kOTiles][4],
                                          Softmax<T>& softmax) {
@@ -114,6 +115,9 @@ __device__ __forceinline__ void epilogue(const Block<T>& b, float (&acc)[T::kMTi
     // (Under mma.sync, the only path CAUSAL_FOLD takes, each warp stores its own rows.)
     store_output<T>(b.smem.base, b.o, b.q_stride(), b.q0_own, b.rows, acc, softmax.row_sum, b.row_w,
                     b.warp_kv, b.lane);
+  } else if constexpr (T::kSplitInMemory) {
+    merge_in_memory_and_store<T>(b.p.workspace, b.o, b.q_stride(), b.m0, b.rows, acc, softmax.row_max,
+                                 softmax.row_sum, b.warp_m, b.row_w, b.warp_kv, b.lane);
   } else {
     merge_cluster_and_store<T>(b.smem.base, b.o, b.q_stride(), b.m0, b.rows, acc, softmax.row_max,
                                softmax.row_sum, b.warp_m, b.row_w, b.warp_kv, b.lane);
@@ -129,7 +133,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   // computed that would live across it (index arithmetic placed before it costs registers and
   // spills); only TMA's set-up, which leaves nothing in registers, runs ahead of it.
   allow_dependent_launch();
-  if constexpr (T::kSplitKV > 1) cluster_arrive_on_start();
+  if constexpr (T::kClusterSize > 1) cluster_arrive_on_start();
   extern __shared__ __align__(128) unsigned char smem_dynamic[];
   const SharedLayout<T> smem(smem_dynamic);
   Pipe::before_grid_wait(p, smem);
@@ -137,7 +141,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   trap_if_short_of_shared_memory<T>();
   const Block<T> b(p, smem);
   // VARLEN: the grid covers the longest sequence; a block past its own sequence's end has no rows
-  // (every block of a SPLIT_KV cluster shares its rows, so the cluster leaves as one).
+  // (every block of a split shares its rows, so the split leaves as one: no count waits for it).
   if constexpr (T::kVarlen)
     if (b.m0 >= b.seq_q()) return;
   const Pipe pipe(b);
@@ -169,7 +173,8 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 
 }  // namespace fa
 
-// The grid's z dimension is SPLIT_KV, grouped into clusters of SPLIT_KV blocks on sm_90.
+// The grid's z dimension is SPLIT_KV, grouped into clusters of SPLIT_KV blocks on sm_90 up to the
+// portable cluster size (fa::kMaxClusterSplit); larger splits merge in the workspace, unclustered.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define EVO_CLUSTER_DIMS(x, y, z) __cluster_dims__(x, y, z)
 #else
@@ -183,7 +188,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 template <int DTYPE, int CAUSAL, int HEAD_DIM, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES,
           int SCHEDULE, int SWIZZLE, int SPLIT_KV, int WGMMA, int TMA_BOX_ROWS, int LAZY_RESCALE,
           int CAUSAL_FOLD, int PACK_GQA, int VARLEN>
-__global__ void __launch_bounds__(fa::block_threads(WARPS, SCHEDULE)) EVO_CLUSTER_DIMS(1, 1, SPLIT_KV)
+__global__ void __launch_bounds__(fa::block_threads(WARPS, SCHEDULE)) EVO_CLUSTER_DIMS(1, 1, SPLIT_KV > fa::kMaxClusterSplit ? 1 : SPLIT_KV)
     fa_s512_v3_kernel(const __grid_constant__ FaParams p) {
   fa::forward<fa::KernelTraits<DTYPE, CAUSAL, HEAD_DIM, BLOCK_M, BLOCK_N, WARPS, STAGES, SCHEDULE,
                                SWIZZLE, SPLIT_KV, WGMMA, TMA_BOX_ROWS, LAZY_RESCALE, CAUSAL_FOLD,

@@ -99,8 +99,12 @@ struct Plan {
   // fits: no block-wide barrier then ends the loop, and key group 0 alone waits for the others.
   bool merge_apart;
   int smem_epilogue_at, smem_tiles;
-  // SPLIT_KV: every other block of the cluster writes its partial for this block's columns into
-  // an inbox past the barriers, while this block may still be in its main loop.
+  // SPLIT_KV up to a portable cluster (8): every other block of the cluster writes its partial
+  // for this block's columns into an inbox past the barriers, while this block may still be in
+  // its main loop. Beyond it (split_in_memory), the blocks are no cluster: a cluster of 16 ran a
+  // 32k-key decode step at half the speed of 8 (bench/NOTES.md), so each warp leaves its partial
+  // in the workspace and the last to finish merges them.
+  bool split_in_memory;
   int cols_per_rank, smem_inbox;
   int smem_bytes;
 };
@@ -108,6 +112,9 @@ struct Plan {
 // The most shared memory a block may take on sm_90, the only target TMA compiles for: the host's
 // device_limits.h holds it; tests/unit/templates/device_limits_test.cpp fails when this drifts.
 constexpr int kSmemOptInSm90 = 227 * 1024;
+
+// The largest SPLIT_KV whose blocks form a cluster (the portable cluster size).
+constexpr int kMaxClusterSplit = 8;
 
 EVO_HOST_DEVICE constexpr int min_of(int a, int b) { return a < b ? a : b; }
 EVO_HOST_DEVICE constexpr int max_of(int a, int b) { return a > b ? a : b; }
@@ -184,8 +191,9 @@ EVO_HOST_DEVICE constexpr Plan plan(const KernelConfig& c) {
                   p.smem_main + p.smem_epilogue + p.smem_align + p.smem_barriers <= kSmemOptInSm90;
   p.smem_epilogue_at = p.merge_apart ? p.smem_main : 0;
   p.smem_tiles = p.merge_apart ? p.smem_main + p.smem_epilogue : max_of(p.smem_main, p.smem_epilogue);
+  p.split_in_memory = c.split_kv > kMaxClusterSplit;
   p.cols_per_rank = (c.head_dim / 8 + c.split_kv - 1) / c.split_kv;
-  p.smem_inbox = (c.split_kv - 1) * c.block_m * 32 * (p.cols_per_rank + 1);
+  p.smem_inbox = p.split_in_memory ? 0 : (c.split_kv - 1) * c.block_m * 32 * (p.cols_per_rank + 1);
   p.smem_bytes = p.smem_tiles + p.smem_align + p.smem_barriers + p.smem_inbox;
   return p;
 }
@@ -201,7 +209,7 @@ enum class Unsupported : int {
   kKeysPerWarp,         // each warp's keys are whole k16 steps of P*V
   kStages,              // 1..4
   kSyncOneStage,        // the sync schedule has one stage
-  kSplitKV,             // a cluster size: 1, 2, 4 or 8 (portable), or 16 (sm_90, allowed at launch)
+  kSplitKV,             // 1; 2, 4 or 8 (a portable cluster); 16 or 32 (merged in the workspace)
   kWgmmaWarpgroups,     // WGMMA: whole warpgroups, each owning 64 rows (one m16 tile per warp)
   kWgmmaN,              // WGMMA: a warpgroup's keys per tile are the N of one wgmma: 32, 64, 128
   kWgmmaCopies,         // WGMMA: cp.async or TMA into swizzled tiles
@@ -245,7 +253,8 @@ EVO_HOST_DEVICE constexpr Unsupported check(const KernelConfig& c) {
   if (p.keys_per_warp < 16 || p.keys_per_warp % 16 != 0) return U::kKeysPerWarp;
   if (c.stages < 1 || c.stages > 4) return U::kStages;
   if (c.stages != 1 && !p.cp_async) return U::kSyncOneStage;
-  if (c.split_kv != 1 && c.split_kv != 2 && c.split_kv != 4 && c.split_kv != 8 && c.split_kv != 16)
+  if (c.split_kv != 1 && c.split_kv != 2 && c.split_kv != 4 && c.split_kv != 8 && c.split_kv != 16 &&
+      c.split_kv != 32)
     return U::kSplitKV;
   if (c.wgmma && (c.warps % 4 != 0 || c.block_m % 64 != 0 || p.m_tiles != 1))
     return U::kWgmmaWarpgroups;
@@ -369,6 +378,9 @@ struct KernelTraits {
   static constexpr bool kMergeApart = kPlan.merge_apart;
   static constexpr int kSmemEpilogueAt = kPlan.smem_epilogue_at;
   static constexpr int kSmemTiles = kPlan.smem_tiles;
+  static constexpr bool kSplitInMemory = kPlan.split_in_memory;
+  // A cluster of the split's blocks, or none where they merge in the workspace.
+  static constexpr int kClusterSize = kSplitInMemory ? 1 : kSplitKV;
   static constexpr int kColsPerRank = kPlan.cols_per_rank;  // SPLIT_KV: n8 tiles per block
   static constexpr int kSmemInbox = kPlan.smem_inbox;
   static constexpr int kSmemBytes = kPlan.smem_bytes;

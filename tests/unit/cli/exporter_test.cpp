@@ -73,7 +73,9 @@ TEST(Exporter, SourceNeverSynchronizes) {
 
 TEST(Exporter, LaunchUsesTheSpaceFormulas) {
   const auto r = export_standalone(default_genome(), {shape_1x8x512x64()}, measured_evaluation(false));
-  EXPECT_NE(r.source().find("const long long grid_x = (SEQ_Q * (1LL + PACK_GQA * (HEADS / HEADS_KV - 1LL)) + BLOCK_M - 1LL) / BLOCK_M;"), std::string::npos);
+  EXPECT_NE(r.source().find("const long long grid_x = ROW_TILES;"), std::string::npos);
+  EXPECT_NE(r.source().find("const long long ROW_TILES = (SEQ_Q * (1LL + PACK_GQA * (HEADS / HEADS_KV - 1LL)) + BLOCK_M - 1LL) / BLOCK_M;"),
+            std::string::npos);
   EXPECT_NE(r.source().find("static constexpr long long WARPS_M = evo_min(WARPS, BLOCK_M / 16LL);"),
             std::string::npos);
   EXPECT_NE(r.source().find("cudaFuncAttributeMaxDynamicSharedMemorySize"), std::string::npos);
@@ -115,25 +117,25 @@ TEST(Exporter, ASpaceSearchSpaceRefusesIsRefused) {
   }
 }
 
-// A space may ask for a per-launch scratch buffer; the real one may not, so this one adds it.
+// A space may ask for a per-launch scratch buffer (the real one does, for splits merged in
+// memory); the export then keeps one per stream, allocated and zeroed in stream order.
 TEST(Exporter, WorkspaceIsStreamOrderedWhenTheSpaceAsksForOne) {
-  const KernelTemplate* real = find_template("fa_s512_v3");
-  auto space = nlohmann::json::parse(real->space_json);
-  space["launch"]["workspace_bytes"] = "(BLOCK_M > 16) * 4 * BATCH * HEADS * SEQ_Q";
-  const std::string space_text = space.dump();
-  const KernelTemplate with_workspace{real->id, real->family, real->source, space_text};
-  const auto r = export_dispatch_table(with_workspace, {{default_genome(), {shape_1x8x512x64()}, measured_evaluation(false)}});
-  EXPECT_NE(r.source().find("const long long workspace_bytes = (BLOCK_M > 16LL) * 4LL * BATCH * HEADS * SEQ_Q;"),
+  const auto r = export_dispatch_table(*find_template("fa_s512_v3"),
+                                       {{default_genome(), {shape_1x8x512x64()}, measured_evaluation(false)}});
+  EXPECT_NE(r.source().find("const long long workspace_bytes = SPLIT_IN_MEMORY * ROW_TILES * ROW_GROUPS"),
             std::string::npos);
   EXPECT_NE(r.source().find("cudaMallocAsync"), std::string::npos);
   EXPECT_NE(r.source().find("cudaMemsetAsync(fresh, 0"), std::string::npos);
   EXPECT_NE(r.source().find("workspace_for(stream, workspace_bytes, &args.workspace)"), std::string::npos);
   EXPECT_EQ(r.source().find("cudaMalloc("), std::string::npos) << "cudaMalloc may synchronize";
   // Without the formula there is no workspace code at all.
-  const auto plain = export_standalone(default_genome(), {shape_1x8x512x64()}, measured_evaluation(false));
-  if (!nlohmann::json::parse(real->space_json).at("launch").contains("workspace_bytes")) {
-    EXPECT_EQ(plain.source().find("workspace_for"), std::string::npos);
-  }
+  const KernelTemplate* real = find_template("fa_s512_v3");
+  auto space = nlohmann::json::parse(real->space_json);
+  space["launch"].erase("workspace_bytes");
+  const std::string space_text = space.dump();
+  const KernelTemplate without{real->id, real->family, real->source, space_text};
+  const auto plain = export_dispatch_table(without, {{default_genome(), {shape_1x8x512x64()}, measured_evaluation(false)}});
+  EXPECT_EQ(plain.source().find("workspace_for"), std::string::npos);
 }
 
 // A TMA genome's launch encodes the tensor maps, with the encoder the template ships for the
