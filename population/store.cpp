@@ -807,12 +807,12 @@ void Store::release_for_confirmation(const std::string& id) {
   db_->prepare("UPDATE candidates SET awaits_ranking = 0 WHERE id = ?").bind(1, id).run();
 }
 
-bool Store::has_elite_or_open_confirmation(const std::string& run_id) {
-  auto s = db_->prepare(
-      "SELECT EXISTS(SELECT 1 FROM candidates WHERE run_id = ? AND ((state = 'done' AND elite_eligible = 1 AND "
-      "fitness_us IS NOT NULL) OR (state != 'done' AND confirmation = 1 AND awaits_ranking = 0)))");
+std::vector<CandidateRecord> Store::open_confirmations(const std::string& run_id) {
+  auto s = db_->prepare(std::string("SELECT ") + kCandidateColumns +
+                        " FROM candidates WHERE run_id = ? AND state != 'done' AND confirmation = 1 AND "
+                        "awaits_ranking = 0 ORDER BY seq");
   s.bind(1, run_id);
-  return count_of(s) > 0;
+  return all_rows(s, read_candidate);
 }
 
 void Store::await_third_measurement(const std::string& id, int64_t second_evaluation_id,

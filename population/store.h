@@ -230,9 +230,9 @@ class Store {
   std::vector<CandidateRecord> candidates_awaiting_ranking(const std::string& run_id, int generation);
   // Ranked into the top k: its confirmation may be leased.
   void release_for_confirmation(const std::string& id);
-  // Whether the run holds an elite, or a confirmation that may make one (queued, leased or
-  // settling; not one still awaiting its generation's ranking).
-  bool has_elite_or_open_confirmation(const std::string& run_id);
+  // The run's confirmations under way: released to be confirmed (queued, leased or settling),
+  // not those still awaiting their generation's ranking.
+  std::vector<CandidateRecord> open_confirmations(const std::string& run_id);
   // The first two measurements disagreed: a third, by another worker, is queued next.
   void await_third_measurement(const std::string& id, int64_t second_evaluation_id,
                                const std::string& second_worker);

@@ -77,20 +77,32 @@ ResultAdmission::Placement ResultAdmission::placement(const CandidateRecord& c, 
              : Placement::kSettle;
 }
 
+std::vector<double> ResultAdmission::standing_times(const RunRecord& run) {
+  std::vector<double> out;
+  for (const auto& e : store_.elite_candidates(run.id, run.top_k)) out.push_back(*e.fitness_us);
+  for (const auto& c : store_.open_confirmations(run.id)) {
+    const auto first = c.first_evaluation_id ? store_.get_evaluation(*c.first_evaluation_id) : std::nullopt;
+    if (first) out.push_back(measurement(run, *first).us);
+  }
+  return out;
+}
+
 void ResultAdmission::first_measurement(const RunRecord& run, const CandidateRecord& c, const EvaluationRecord& ev,
                                         bool would_be_elite) {
   const Measurement m = measurement(run, ev);
   if (m.ok && would_be_elite) {
     // Timing noise, or a worker's word alone, must not crown a winner.
     store_.await_ranking(c.id, ev.id, ev.worker_id);
-    if (!store_.has_elite_or_open_confirmation(run.id)) {
-      // A run without an elite confirms its best so far at once rather than at the generation's
-      // end: a run cut short (a cancel, a budget, a suite's deadline) while its generation is
-      // still being measured then still ends with an elite. It costs at most one confirmation
-      // that the generation's ranking might have spared.
+    const std::vector<double> standing = standing_times(run);
+    if (std::all_of(standing.begin(), standing.end(), [&](double t) { return m.us < t; })) {
+      // The run's best so far is confirmed at once rather than at the generation's end: a run
+      // cut short (a cancel, a budget, a suite's deadline) while its generation is still being
+      // measured then ends with the best it measured as an elite. A new best comes about ln n
+      // times in n results in random order, so this costs a few confirmations a generation that
+      // the ranking might have spared, and fewer as the elites get hard to beat.
       store_.release_for_confirmation(c.id);
       spdlog::info("event=confirmation_queued run_id={} candidate_id={} first_us={:.3f} first_worker={} rank=1 "
-                   "reason=first_elite",
+                   "reason=new_best",
                    run.id, c.id, m.us, ev.worker_id);
       return;
     }
@@ -123,13 +135,12 @@ void ResultAdmission::rank_generation(const RunRecord& run) {
   std::sort(held.begin(), held.end(), [](const Held& a, const Held& b) {
     return a.us != b.us ? a.us < b.us : a.candidate.genome < b.candidate.genome;
   });
-  std::vector<double> elites;
-  for (const auto& e : store_.elite_candidates(run.id, run.top_k)) elites.push_back(*e.fitness_us);
+  const std::vector<double> standing = standing_times(run);
   for (size_t i = 0; i < held.size(); ++i) {
     const Held& h = held[i];
-    // Its place among the elites and the faster of its own generation.
-    const auto faster_elites = std::count_if(elites.begin(), elites.end(), [&](double e) { return e < h.us; });
-    const int64_t rank = static_cast<int64_t>(i) + faster_elites;
+    // Its place among the elites, the confirmations under way and the faster of its generation.
+    const auto faster = std::count_if(standing.begin(), standing.end(), [&](double t) { return t < h.us; });
+    const int64_t rank = static_cast<int64_t>(i) + faster;
     if (rank < run.top_k) {
       store_.release_for_confirmation(h.candidate.id);
       spdlog::info("event=confirmation_queued run_id={} candidate_id={} first_us={:.3f} first_worker={} rank={}",

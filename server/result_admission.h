@@ -5,7 +5,8 @@
 // its generation's first measurements are all in; they are ranked with the run's elites, and only
 // those still in the top k are measured a second time (at most k a generation: early in a run
 // nearly every passing candidate beats a short list, and most would leave it within their own
-// generation). The others end on their one measurement, outside the elites. The second is
+// generation). One exception: a result faster than every elite and every confirmation under way
+// (the run's new best) is confirmed at once, so that a run cut short keeps the best it measured. The others end on their one measurement, outside the elites. The second is
 // measured by a live, trusted worker of the class of another party (worker_registry.h: another
 // enrolment, or another unenrolled worker) when there is one, else by the same party (then the
 // elite is labelled self-confirmed). Two measurements agree when both are OK and within
@@ -44,8 +45,9 @@ class ResultAdmission {
   Placement placement(const CandidateRecord& candidate, const WorkerRecord& worker, int64_t now_ms);
 
   // The steps of a report, inside its transaction; the candidate is the one the lease was for.
-  // A first measurement: a would-be elite awaits its generation's ranking (but a run without an
-  // elite confirms it at once), anything else is final (and kept out of the cache: one worker's word).
+  // A first measurement: a would-be elite awaits its generation's ranking (but one faster than the
+  // run's elites and its confirmations under way is confirmed at once), anything else is final
+  // (and kept out of the cache: one worker's word).
   void first_measurement(const RunRecord& run, const CandidateRecord& candidate, const EvaluationRecord& evaluation,
                          bool would_be_elite);
   // Once no first measurement of the run's current generation is outstanding: its would-be elites
@@ -58,6 +60,9 @@ class ResultAdmission {
   void settle_disputed(const RunRecord& run, const CandidateRecord& candidate);
 
  private:
+  // The times a would-be elite must beat to rank: the run's elites' and, by their first
+  // measurement, its confirmations under way.
+  std::vector<double> standing_times(const RunRecord& run);
   // Counts a verdict; a worker quarantined by it hands its open leases back.
   void count_verdict(const std::string& worker_id, bool agreed, const std::string& why);
   void settle(const RunRecord& run, const CandidateRecord& candidate,

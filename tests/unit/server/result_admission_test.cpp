@@ -87,9 +87,9 @@ class ResultAdmissionTest : public ManagerTest {
 };
 
 // Confirmation waits for the generation: while first measurements are outstanding no would-be
-// elite is confirmed but the run's first (it has no elite yet), and then only those still in the
-// top k are (here 2 of the other 5 that each beat the list when they arrived); the rest end on
-// their one time, outside the elites.
+// elite is confirmed but the run's new bests (60, then 50, then 40), and then only those still in
+// the top k, counting the confirmations under way (here 45 of the other three, which each beat
+// the list when they arrived); the rest end on their one time, outside the elites.
 TEST_F(ResultAdmissionTest, OnlyTheGenerationsTopKAreConfirmedOnceItsFirstMeasurementsAreIn) {
   const std::string w = add_worker(kClass), v = add_worker(kClass);
   const RunRecord run = submit(1, 6, 2, 11);
@@ -102,11 +102,12 @@ TEST_F(ResultAdmissionTest, OnlyTheGenerationsTopKAreConfirmedOnceItsFirstMeasur
     report(w, half.leases(i), kClass, times[i]);
   }
   auto rest = lease(v, 6);
-  ASSERT_EQ(rest.leases_size(), 4) << "the other three first measurements and the first one's confirmation";
+  ASSERT_EQ(rest.leases_size(), 6) << "the other three first measurements and the new bests' confirmations";
   std::vector<v1::Lease> confirmations;
+  std::set<double> early;
   for (int i = 0, next = 3; i < rest.leases_size(); ++i) {
     if (rest.leases(i).confirmation()) {
-      EXPECT_EQ(first_us.at(rest.leases(i).candidate_id()), times[0]) << "only the run's first is confirmed early";
+      early.insert(first_us.at(rest.leases(i).candidate_id()));
       confirmations.push_back(rest.leases(i));
       continue;
     }
@@ -117,12 +118,13 @@ TEST_F(ResultAdmissionTest, OnlyTheGenerationsTopKAreConfirmedOnceItsFirstMeasur
     const auto granted = lease(worker, 6);
     confirmations.insert(confirmations.end(), granted.leases().begin(), granted.leases().end());
   }
+  EXPECT_EQ(early, (std::set<double>{60, 50, 40})) << "only the new bests are confirmed early";
   std::set<double> confirmed;
   for (const auto& l : confirmations) {
     EXPECT_TRUE(l.confirmation());
     confirmed.insert(first_us.at(l.candidate_id()));
   }
-  EXPECT_EQ(confirmed, (std::set<double>{60, 40, 45}));
+  EXPECT_EQ(confirmed, (std::set<double>{60, 50, 40, 45}));
   in_transaction([&] {
     for (const auto& c : store_.candidates_of_run(run.id)) {
       if (confirmed.count(first_us.at(c.id))) continue;
@@ -152,6 +154,25 @@ TEST_F(ResultAdmissionTest, ARunWithoutAnEliteConfirmsItsFirstPassingMeasurement
   const auto b = board(run.id);
   ASSERT_EQ(b.elites_size(), 1);
   EXPECT_EQ(b.elites(0).candidate_id(), first.leases(0).candidate_id());
+}
+
+// A run cut short mid-generation keeps the best it measured, not only its first: each new best is
+// confirmed as it arrives. Without that, 50 and 40 would wait for a ranking the cancel never
+// lets happen, and the run would end with 60.
+TEST_F(ResultAdmissionTest, ARunCutShortKeepsTheBestItMeasuredAsItsElite) {
+  const std::string w = add_worker(kClass), v = add_worker(kClass);
+  const RunRecord run = submit(1, 6, 2, 11);
+  const auto half = lease(w, 3);
+  ASSERT_EQ(half.leases_size(), 3);
+  const std::vector<double> times = {60, 50, 40};
+  for (int i = 0; i < 3; ++i) report(w, half.leases(i), kClass, times[i]);
+  const auto rest = lease(v, 6);
+  for (const auto& l : rest.leases())
+    if (l.confirmation()) report(v, l, kClass, 40.1);  // whichever it confirms, agreeing with 40 only
+  runs_.cancel(run.id);
+  const auto b = board(run.id);
+  ASSERT_GE(b.elites_size(), 1);
+  EXPECT_EQ(b.elites(0).candidate_id(), half.leases(2).candidate_id()) << "the 40 us candidate";
 }
 
 // Break 2: a worker that registered as measuring says estimated=true in its report, which once
