@@ -24,7 +24,7 @@ LoadedKernel::~LoadedKernel() {
 
 void LoadedKernel::prepare(const LaunchDims& dims) {
   if (!cluster_checked_) {
-    // A kernel whose compiled cluster holds more than the portable 8 blocks (SPLIT_KV = 16) must
+    // A kernel whose compiled cluster holds more than the portable 8 blocks (a template may ask) must
     // be allowed the larger size before its first launch.
     cudaFuncAttributes attrs{};
     EVO_CUDA_CHECK(cudaFuncGetAttributes(&attrs, reinterpret_cast<const void*>(kernel_)));
