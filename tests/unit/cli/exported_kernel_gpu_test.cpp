@@ -125,6 +125,53 @@ double chained_error(EntryPoint f, int heads, int s, int d, int chains) {
   return worst;
 }
 
+// A call captured into a CUDA graph on a stream of its own, the graph replayed twice, then the same
+// call outside the graph on that stream (as a server that captures decode steps does): relative
+// L2 of the worst of those outputs against the CPU. A captured call's workspace is the graph's own;
+// had the capture left its buffer in the stream's place, the last call would use memory that is
+// valid only while the graph runs.
+double captured_error(EntryPoint f, int heads, int s, int d) {
+  const size_t n = static_cast<size_t>(heads) * s * d;
+  std::mt19937 rng(7 + s + d);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<__half> q(n), k(n), v(n);
+  for (auto* t : {&q, &k, &v})
+    for (auto& x : *t) x = __float2half(normal(rng));
+  __half *dq, *dk, *dv, *dout;
+  for (__half** p : {&dq, &dk, &dv, &dout}) EXPECT_EQ(cudaMalloc(p, n * sizeof(__half)), cudaSuccess);
+  cudaMemcpy(dq, q.data(), n * sizeof(__half), cudaMemcpyHostToDevice);
+  cudaMemcpy(dk, k.data(), n * sizeof(__half), cudaMemcpyHostToDevice);
+  cudaMemcpy(dv, v.data(), n * sizeof(__half), cudaMemcpyHostToDevice);
+  const float scale = 1.f / std::sqrt(static_cast<float>(d));
+  const std::vector<float> ref = cpu_attention(q, k, v, heads, s, d, false, scale);
+  cudaStream_t stream = nullptr;
+  EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  EXPECT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  EXPECT_EQ(f(dq, dk, dv, dout, 1, heads, s, s, d, scale, 0, stream), 0);
+  EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  EXPECT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  double worst = 0;
+  std::vector<__half> out(n);
+  for (int call = 0; call < 3; ++call) {
+    cudaMemset(dout, 0xff, n * sizeof(__half));
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    if (call < 2)
+      EXPECT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    else
+      EXPECT_EQ(f(dq, dk, dv, dout, 1, heads, s, s, d, scale, 0, stream), 0);
+    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    cudaMemcpy(out.data(), dout, n * sizeof(__half), cudaMemcpyDeviceToHost);
+    worst = std::max(worst, rel_l2(out, ref));
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  for (__half* p : {dq, dk, dv, dout}) cudaFree(p);
+  return worst;
+}
+
 // evo_attention_quantize_fp8: x, x_dtype, out, scales, batch, heads, seq, head_dim, transpose, stream.
 using QuantizeFp8 = int (*)(const void*, int, void*, float*, int, int, int, int, int, void*);
 // evo_attention_forward_fp8: q, k, v_t, o, q_scale, k_scale, v_scale, batch, heads, heads_kv, seq_q,
@@ -309,6 +356,15 @@ TEST_F(ExportedKernelOnGpu, DispatchTableMatchesTheFloatReferenceInBothBuckets) 
   EXPECT_LE(relative_error(f, split.heads, split.seq_q, split.head_dim, false), kFp16Tolerance) << "split-KV bucket";
   EXPECT_LE(relative_error(f, 8, 512, 64, false), kFp16Tolerance) << "seed bucket";
   EXPECT_LE(relative_error(f, 2, 500, 64, true), kFp16Tolerance) << "causal: no causal bucket, so the first variant";
+}
+
+// The split bucket (16 blocks merging in the workspace) captured into a CUDA graph, replayed, and
+// called again outside it on the capturing stream.
+TEST_F(ExportedKernelOnGpu, ASplitCapturedIntoAGraphMatchesTheFloatReference) {
+  const EntryPoint f = entry_of(dispatch_);
+  ASSERT_NE(f, nullptr);
+  const attention::Shape split = split_bucket();
+  EXPECT_LE(captured_error(f, split.heads, split.seq_q, split.head_dim), kFp16Tolerance);
 }
 
 // FP8 in two calls, as a caller with fp16 tensors makes them: the exported quantizer (bytes and

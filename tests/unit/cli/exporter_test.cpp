@@ -126,7 +126,8 @@ TEST(Exporter, WorkspaceIsStreamOrderedWhenTheSpaceAsksForOne) {
             std::string::npos);
   EXPECT_NE(r.source().find("cudaMallocAsync"), std::string::npos);
   EXPECT_NE(r.source().find("cudaMemsetAsync(fresh, 0"), std::string::npos);
-  EXPECT_NE(r.source().find("workspace_for(stream, workspace_bytes, &args.workspace)"), std::string::npos);
+  EXPECT_NE(r.source().find("workspace_for(stream, workspace_bytes, &args.workspace, workspace_lease)"), std::string::npos);
+  EXPECT_NE(r.source().find("cudaStreamIsCapturing"), std::string::npos) << "a captured launch gets a buffer of the graph's own";
   EXPECT_EQ(r.source().find("cudaMalloc("), std::string::npos) << "cudaMalloc may synchronize";
   // Without the formula there is no workspace code at all.
   const KernelTemplate* real = find_template("fa_s512_v3");
