@@ -319,9 +319,9 @@ __device__ __forceinline__ void merge_cluster_and_store(unsigned char* smem, Out
 // counter; the warp that counts last merges every partial, stores the rows, and sets the counter
 // back to zero, so that the workspace is as the next launch expects it. It folds the partials
 // in block order, its own read back like the others, so that the result does not depend on which
-// block finished last (repeated launches are bitwise identical). Layout: [row tiles][SPLIT_KV]
-// [WARPS_M][F::kVals][32] floats, then [row tiles][WARPS_M] counters (the space's
-// workspace_bytes).
+// block finished last (repeated launches are bitwise identical). Layout (the space's
+// workspace_bytes): kSplitCounters counters, [row tile][WARPS_M] of them in use, then
+// [row tiles][SPLIT_KV][WARPS_M][F::kVals][32] floats.
 template <class T>
 __device__ __forceinline__ void merge_in_memory_and_store(void* workspace, OutElement<T>* o, int o_stride,
                                                           int m0, int seq_q,
@@ -336,13 +336,12 @@ __device__ __forceinline__ void merge_in_memory_and_store(void* workspace, OutEl
   if (warp_kv != 0) return;
   if (workspace == nullptr) __trap();  // the launch gave none: the space's workspace_bytes was ignored
   const long long tile = (long long)blockIdx.y * gridDim.x + blockIdx.x;
-  const long long tiles = (long long)gridDim.x * gridDim.y;
-  float* partials = static_cast<float*>(workspace);
+  if ((tile + 1) * T::kWarpsM > kSplitCounters) __trap();  // the space's split_counters_fit
+  unsigned* counter = static_cast<unsigned*>(workspace) + tile * T::kWarpsM + warp_m;
+  float* partials = reinterpret_cast<float*>(static_cast<unsigned*>(workspace) + kSplitCounters);
   const auto partial = [&](int z) {
     return partials + ((tile * T::kSplitKV + z) * T::kWarpsM + warp_m) * kWarpFloats + lane;
   };
-  unsigned* counter = reinterpret_cast<unsigned*>(partials + tiles * T::kSplitKV * T::kWarpsM * kWarpFloats) +
-                      tile * T::kWarpsM + warp_m;
   write_fragment<T>(partial((int)blockIdx.z), acc, row_max, row_sum);
   __threadfence();  // this lane's partial is visible device-wide before the count says it is there
   __syncwarp();

@@ -115,6 +115,10 @@ constexpr int kSmemOptInSm90 = 227 * 1024;
 
 // The largest SPLIT_KV whose blocks form a cluster (the portable cluster size).
 constexpr int kMaxClusterSplit = 8;
+// A split merged in the workspace counts a row tile's warps in on one of these counters, which
+// fill the workspace's start and hold nothing else, so that every call finds them at zero whatever
+// the shape or genome of the call before it on the same buffer (the space's SPLIT_COUNTERS).
+constexpr int kSplitCounters = 16384;
 
 EVO_HOST_DEVICE constexpr int min_of(int a, int b) { return a < b ? a : b; }
 EVO_HOST_DEVICE constexpr int max_of(int a, int b) { return a > b ? a : b; }

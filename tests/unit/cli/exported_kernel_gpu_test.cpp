@@ -360,6 +360,17 @@ TEST_F(ExportedKernelOnGpu, DispatchTableMatchesTheFloatReferenceInBothBuckets) 
 
 // The split bucket (16 blocks merging in the workspace) captured into a CUDA graph, replayed, and
 // called again outside it on the capturing stream.
+// Calls of the split bucket's variant with 2, then 8, then 2 heads share the stream's workspace:
+// each call's partials cover more or fewer bytes than the last one's, and its counters must still
+// read zero (they have the workspace's start to themselves).
+TEST_F(ExportedKernelOnGpu, SplitCallsOfOtherShapesShareTheWorkspace) {
+  const EntryPoint f = entry_of(dispatch_);
+  ASSERT_NE(f, nullptr);
+  const attention::Shape split = split_bucket();
+  for (int heads : {2, 8, 2, 8})
+    EXPECT_LE(relative_error(f, heads, split.seq_q, split.head_dim, false), kFp16Tolerance) << heads << " heads";
+}
+
 TEST_F(ExportedKernelOnGpu, ASplitCapturedIntoAGraphMatchesTheFloatReference) {
   const EntryPoint f = entry_of(dispatch_);
   ASSERT_NE(f, nullptr);

@@ -24,7 +24,7 @@ namespace {
 // Constraints the kernel has no rule for, by design: one genome per kernel (TMA_BOX_ROWS values
 // that name the same boxes), the problem's keys (SPLIT_KV), the device (shared memory, target).
 const std::set<std::string> kNotKernelRules = {
-    "box_rows_name_distinct_boxes", "box_rows_need_tma", "split_has_keys",
+    "box_rows_name_distinct_boxes", "box_rows_need_tma", "split_has_keys", "split_counters_fit",
     "shared_memory_fits_device",    "wgmma_needs_sm90a", "tma_needs_sm90a"};
 
 fa::KernelConfig config_of(const Genome& g, const Problem& problem) {
@@ -112,6 +112,24 @@ void agree(uint64_t stride) {
     std::printf("  %s: %llu\n", rule.c_str(), (unsigned long long)n);
   EXPECT_GT(tally.valid, 0u);
   EXPECT_EQ(tally.kernel_only, 0u) << "a constraint of the space forbids genomes the kernel can run";
+}
+
+// A split merged in the workspace: the space's launch asks for the kernel's counters and then a
+// partial per row tile, block of the split and warp (epilogue.cuh's layout); a cluster asks for none.
+TEST(KernelPlan, AWorkspaceSplitAsksForTheCountersAndAPartialPerBlock) {
+  const SearchSpace& space = SearchSpace::for_template("fa_s512_v3");
+  const Problem decode = attention::to_problem(attention::parse_shape("3x32x1x8192x128:kv8:bf16"));
+  const Genome g = space.parse("BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=tma,SPLIT_KV=16,PACK_GQA=1");
+  ASSERT_EQ(space.violated_constraint(g, decode, kDefaultSmemLimit, 90), std::nullopt);
+  EXPECT_EQ(space.variables(g, decode, kDefaultSmemLimit).at("SPLIT_COUNTERS"), fa::kSplitCounters);
+  const fa::Plan plan = fa::plan(config_of(g, decode));
+  EXPECT_TRUE(plan.split_in_memory);
+  EXPECT_EQ(plan.smem_inbox, 0);
+  const int64_t tiles = 1 * 3 * 8;  // one row tile (4 query heads of one K/V head) per batch and K/V head
+  EXPECT_EQ(space.launch(g, decode).workspace_bytes, 4 * (fa::kSplitCounters + tiles * 16 * 64 * (128 + 8)));
+  const Genome cluster = space.parse("BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=tma,SPLIT_KV=8,PACK_GQA=1");
+  EXPECT_FALSE(fa::plan(config_of(cluster, decode)).split_in_memory);
+  EXPECT_EQ(space.launch(cluster, decode).workspace_bytes, 0);
 }
 
 // The test command's sample: every 7th genome (a stride prime to every gene's count, so each
