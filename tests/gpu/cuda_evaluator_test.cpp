@@ -238,7 +238,7 @@ TEST(CudaEvaluator, CausalFoldGenomesPassEveryGate) {
 // all), a KV cache's bottom-right causal diagonal (17 queries over 777 keys, 300 over 1152), and
 // decode steps (one query, four queries) over long caches, through mma.sync and cp.async, a
 // CAUSAL_FOLD block, a split-KV cluster, a split merged in the workspace and, on sm_90a, TMA
-// with wgmma, PACK_GQA's blocks of a whole group of query heads and splits of 16 and 32 blocks.
+// with wgmma, PACK_GQA's blocks of a whole group of query heads and splits of 16 blocks.
 // Every gate runs, the sanitizers included; the reference reads the same K/V head and masks the
 // same diagonal.
 TEST(CudaEvaluator, GroupedHeadsKvCacheAndDecodeShapesPassEveryGate) {
@@ -268,7 +268,7 @@ TEST(CudaEvaluator, GroupedHeadsKvCacheAndDecodeShapesPassEveryGate) {
     const v1::Evaluation e = ev.evaluate(space.parse(genes), *shapes, true);
     EXPECT_EQ(e.status(), v1::OK) << genes << ": " << gate_summary(e);
   }
-  // Splits beyond a cluster (16 and 32 blocks) merge through the workspace, the last block to
+  // Splits beyond a cluster (16 blocks) merge through the workspace, the last block to
   // finish folding every partial: mma.sync with two key groups, and wgmma TMA with PACK_GQA on
   // long decode steps. Every gate, the sanitizer's included; the repeated launches find the
   // counters the previous launch left at zero.
@@ -278,7 +278,7 @@ TEST(CudaEvaluator, GroupedHeadsKvCacheAndDecodeShapesPassEveryGate) {
       {"BLOCK_M=32,BLOCK_N=32,WARPS=4,STAGES=2,SPLIT_KV=16", &shapes_64}};
   if (ev.device().arch() == "sm_90a") {
     in_memory.emplace_back("BLOCK_M=64,BLOCK_N=32,WARPS=4,STAGES=2,WGMMA=1,TMA=1,SPLIT_KV=16,PACK_GQA=1", &shapes_128);
-    in_memory.emplace_back("BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=tma,SPLIT_KV=32,PACK_GQA=1",
+    in_memory.emplace_back("BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=4,WGMMA=1,SCHEDULE=tma_release,SPLIT_KV=16,PACK_GQA=1",
                            &long_decode);
   }
   for (const auto& [genes, shapes] : in_memory) {

@@ -21,7 +21,7 @@
 // accumulator over its keys (online softmax is exact over any partition of the keys); the
 // partial results merge once, through shared memory, at the end. With SPLIT_KV > 1 that many
 // blocks share one row tile, each taking a slice of the keys: up to 8 form a cluster (sm_90) and
-// merge their partial results through distributed shared memory; 16 or 32 leave theirs in the
+// merge their partial results through distributed shared memory; 16 leave theirs in the
 // workspace, where the last to finish merges them.
 //
 // The kernel is a pipeline, a mainloop and an epilogue, as in CUTLASS and FlashAttention-3:

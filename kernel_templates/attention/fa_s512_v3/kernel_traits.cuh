@@ -213,7 +213,7 @@ enum class Unsupported : int {
   kKeysPerWarp,         // each warp's keys are whole k16 steps of P*V
   kStages,              // 1..4
   kSyncOneStage,        // the sync schedule has one stage
-  kSplitKV,             // 1; 2, 4 or 8 (a portable cluster); 16 or 32 (merged in the workspace)
+  kSplitKV,             // 1; 2, 4 or 8 (a portable cluster); 16 (merged in the workspace)
   kWgmmaWarpgroups,     // WGMMA: whole warpgroups, each owning 64 rows (one m16 tile per warp)
   kWgmmaN,              // WGMMA: a warpgroup's keys per tile are the N of one wgmma: 32, 64, 128
   kWgmmaCopies,         // WGMMA: cp.async or TMA into swizzled tiles
@@ -257,8 +257,7 @@ EVO_HOST_DEVICE constexpr Unsupported check(const KernelConfig& c) {
   if (p.keys_per_warp < 16 || p.keys_per_warp % 16 != 0) return U::kKeysPerWarp;
   if (c.stages < 1 || c.stages > 4) return U::kStages;
   if (c.stages != 1 && !p.cp_async) return U::kSyncOneStage;
-  if (c.split_kv != 1 && c.split_kv != 2 && c.split_kv != 4 && c.split_kv != 8 && c.split_kv != 16 &&
-      c.split_kv != 32)
+  if (c.split_kv != 1 && c.split_kv != 2 && c.split_kv != 4 && c.split_kv != 8 && c.split_kv != 16)
     return U::kSplitKV;
   if (c.wgmma && (c.warps % 4 != 0 || c.block_m % 64 != 0 || p.m_tiles != 1))
     return U::kWgmmaWarpgroups;
