@@ -274,7 +274,7 @@ TEST(StrategyTest, ExhaustiveEnumeratesEveryValidGenomeExactlyOnce) {
   auto ctx = context(1);
   std::set<std::string> expected;
   for (uint64_t i = 0; i < space().size(); ++i)
-    if (valid_for(ctx, space().at(i))) expected.insert(space().at(i).text());
+    if (const Genome g = space().at(i); valid_for(ctx, g)) expected.insert(g.text());
   ASSERT_GT(expected.size(), 100u);
 
   auto strategy = make_strategy(v1::SEARCH_STRATEGY_EXHAUSTIVE, ctx);
@@ -291,12 +291,12 @@ TEST(StrategyTest, ExhaustiveEnumeratesEveryValidGenomeExactlyOnce) {
 }
 
 TEST(StrategyTest, RandomAndEvolveDrainASmallSpaceThenStop) {
+  auto ctx = context(7);
+  ctx.smem_limit = 16 * 1024;  // few genomes fit
+  std::set<std::string> valid;
+  for (uint64_t i = 0; i < space().size(); ++i)
+    if (const Genome g = space().at(i); valid_for(ctx, g)) valid.insert(g.text());
   for (const char* name : {"random", "evolve"}) {
-    auto ctx = context(7);
-    ctx.smem_limit = 16 * 1024;  // few genomes fit
-    std::set<std::string> valid;
-    for (uint64_t i = 0; i < space().size(); ++i)
-      if (valid_for(ctx, space().at(i))) valid.insert(space().at(i).text());
     auto strategy = make_strategy(named(name), ctx);
     std::vector<ScoredCandidate> history;
     ASSERT_LT(valid.size(), 100u * 5) << "the space outgrew this test's budget";
