@@ -58,32 +58,44 @@ double rel_l2(const std::vector<__half>& out, const std::vector<float>& ref) {
   return std::sqrt(err / norm);
 }
 
+// Random fp16 Q, K and V of n elements each (normal, from `seed`), on the host and copied to the
+// device, beside a device output of n elements.
+struct Inputs {
+  std::vector<__half> q, k, v;
+  __half *dq = nullptr, *dk = nullptr, *dv = nullptr, *dout = nullptr;
+  Inputs(size_t n, unsigned seed) : q(n), k(n), v(n) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal(0.f, 1.f);
+    for (auto* t : {&q, &k, &v})
+      for (auto& x : *t) x = __float2half(normal(rng));
+    for (__half** p : {&dq, &dk, &dv, &dout}) EXPECT_EQ(cudaMalloc(p, n * sizeof(__half)), cudaSuccess);
+    cudaMemcpy(dq, q.data(), n * sizeof(__half), cudaMemcpyHostToDevice);
+    cudaMemcpy(dk, k.data(), n * sizeof(__half), cudaMemcpyHostToDevice);
+    cudaMemcpy(dv, v.data(), n * sizeof(__half), cudaMemcpyHostToDevice);
+  }
+  Inputs(const Inputs&) = delete;
+  Inputs& operator=(const Inputs&) = delete;
+  ~Inputs() {
+    for (__half* p : {dq, dk, dv, dout}) cudaFree(p);
+  }
+};
+
 // Relative L2 error of one call of `f` at (1, heads, s, s, d) against the CPU, over two calls in a
 // row (a split-KV workspace must be left clean for the next call). `f` is an entry point, or
 // evo_attention_forward_ex with its launch mode bound.
 template <class Entry>
 double relative_error(Entry f, int heads, int s, int d, bool causal) {
   const size_t n = static_cast<size_t>(heads) * s * d;
-  std::mt19937 rng(1234 + s + d + causal);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<__half> q(n), k(n), v(n);
-  for (auto* t : {&q, &k, &v})
-    for (auto& x : *t) x = __float2half(normal(rng));
-  __half *dq, *dk, *dv, *dout;
-  for (__half** p : {&dq, &dk, &dv, &dout}) EXPECT_EQ(cudaMalloc(p, n * sizeof(__half)), cudaSuccess);
-  cudaMemcpy(dq, q.data(), n * sizeof(__half), cudaMemcpyHostToDevice);
-  cudaMemcpy(dk, k.data(), n * sizeof(__half), cudaMemcpyHostToDevice);
-  cudaMemcpy(dv, v.data(), n * sizeof(__half), cudaMemcpyHostToDevice);
+  const Inputs in(n, 1234 + s + d + causal);
   const float scale = 1.f / std::sqrt(static_cast<float>(d));
   std::vector<__half> out(n);
   for (int call = 0; call < 2; ++call) {
-    cudaMemset(dout, 0xff, n * sizeof(__half));  // NaN poison: every element must be written
-    EXPECT_EQ(f(dq, dk, dv, dout, 1, heads, s, s, d, scale, causal ? 1 : 0, nullptr), 0);
+    cudaMemset(in.dout, 0xff, n * sizeof(__half));  // NaN poison: every element must be written
+    EXPECT_EQ(f(in.dq, in.dk, in.dv, in.dout, 1, heads, s, s, d, scale, causal ? 1 : 0, nullptr), 0);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
-  cudaMemcpy(out.data(), dout, n * sizeof(__half), cudaMemcpyDeviceToHost);
-  for (__half* p : {dq, dk, dv, dout}) cudaFree(p);
-  return rel_l2(out, cpu_attention(q, k, v, heads, s, d, causal, scale));
+  cudaMemcpy(out.data(), in.dout, n * sizeof(__half), cudaMemcpyDeviceToHost);
+  return rel_l2(out, cpu_attention(in.q, in.k, in.v, heads, s, d, causal, scale));
 }
 
 constexpr double kFp16Tolerance = 2e-3;  // relative L2, as the correctness gate
@@ -94,16 +106,10 @@ constexpr double kFp16Tolerance = 2e-3;  // relative L2, as the correctness gate
 // of the second output against the CPU's attention of the first output, worst over `chains`.
 double chained_error(EntryPoint f, int heads, int s, int d, int chains) {
   const size_t n = static_cast<size_t>(heads) * s * d;
-  std::mt19937 rng(99 + s + d);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<__half> q(n), k(n), v(n);
-  for (auto* t : {&q, &k, &v})
-    for (auto& x : *t) x = __float2half(normal(rng));
-  __half *dq, *dk, *dv, *first, *second;
-  for (__half** p : {&dq, &dk, &dv, &first, &second}) EXPECT_EQ(cudaMalloc(p, n * sizeof(__half)), cudaSuccess);
-  cudaMemcpy(dq, q.data(), n * sizeof(__half), cudaMemcpyHostToDevice);
-  cudaMemcpy(dk, k.data(), n * sizeof(__half), cudaMemcpyHostToDevice);
-  cudaMemcpy(dv, v.data(), n * sizeof(__half), cudaMemcpyHostToDevice);
+  const Inputs in(n, 99 + s + d);
+  __half* const first = in.dout;
+  __half* second = nullptr;
+  EXPECT_EQ(cudaMalloc(&second, n * sizeof(__half)), cudaSuccess);
   const float scale = 1.f / std::sqrt(static_cast<float>(d));
   cudaStream_t stream = nullptr;  // a stream of its own: the legacy default stream synchronises more
   EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
@@ -113,15 +119,15 @@ double chained_error(EntryPoint f, int heads, int s, int d, int chains) {
     cudaMemset(first, 0xff, n * sizeof(__half));
     cudaMemset(second, 0xff, n * sizeof(__half));
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_EQ(f(dq, dk, dv, first, 1, heads, s, s, d, scale, 0, stream), 0);
-    EXPECT_EQ(f(first, dk, dv, second, 1, heads, s, s, d, scale, 0, stream), 0);
+    EXPECT_EQ(f(in.dq, in.dk, in.dv, first, 1, heads, s, s, d, scale, 0, stream), 0);
+    EXPECT_EQ(f(first, in.dk, in.dv, second, 1, heads, s, s, d, scale, 0, stream), 0);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     cudaMemcpy(x.data(), first, n * sizeof(__half), cudaMemcpyDeviceToHost);
     cudaMemcpy(y.data(), second, n * sizeof(__half), cudaMemcpyDeviceToHost);
-    worst = std::max(worst, rel_l2(y, cpu_attention(x, k, v, heads, s, d, false, scale)));
+    worst = std::max(worst, rel_l2(y, cpu_attention(x, in.k, in.v, heads, s, d, false, scale)));
   }
   cudaStreamDestroy(stream);
-  for (__half* p : {dq, dk, dv, first, second}) cudaFree(p);
+  cudaFree(second);
   return worst;
 }
 
@@ -132,43 +138,33 @@ double chained_error(EntryPoint f, int heads, int s, int d, int chains) {
 // valid only while the graph runs.
 double captured_error(EntryPoint f, int heads, int s, int d) {
   const size_t n = static_cast<size_t>(heads) * s * d;
-  std::mt19937 rng(7 + s + d);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<__half> q(n), k(n), v(n);
-  for (auto* t : {&q, &k, &v})
-    for (auto& x : *t) x = __float2half(normal(rng));
-  __half *dq, *dk, *dv, *dout;
-  for (__half** p : {&dq, &dk, &dv, &dout}) EXPECT_EQ(cudaMalloc(p, n * sizeof(__half)), cudaSuccess);
-  cudaMemcpy(dq, q.data(), n * sizeof(__half), cudaMemcpyHostToDevice);
-  cudaMemcpy(dk, k.data(), n * sizeof(__half), cudaMemcpyHostToDevice);
-  cudaMemcpy(dv, v.data(), n * sizeof(__half), cudaMemcpyHostToDevice);
+  const Inputs in(n, 7 + s + d);
   const float scale = 1.f / std::sqrt(static_cast<float>(d));
-  const std::vector<float> ref = cpu_attention(q, k, v, heads, s, d, false, scale);
+  const std::vector<float> ref = cpu_attention(in.q, in.k, in.v, heads, s, d, false, scale);
   cudaStream_t stream = nullptr;
   EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   EXPECT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-  EXPECT_EQ(f(dq, dk, dv, dout, 1, heads, s, s, d, scale, 0, stream), 0);
+  EXPECT_EQ(f(in.dq, in.dk, in.dv, in.dout, 1, heads, s, s, d, scale, 0, stream), 0);
   EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
   EXPECT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
   double worst = 0;
   std::vector<__half> out(n);
   for (int call = 0; call < 3; ++call) {
-    cudaMemset(dout, 0xff, n * sizeof(__half));
+    cudaMemset(in.dout, 0xff, n * sizeof(__half));
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     if (call < 2)
       EXPECT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
     else
-      EXPECT_EQ(f(dq, dk, dv, dout, 1, heads, s, s, d, scale, 0, stream), 0);
+      EXPECT_EQ(f(in.dq, in.dk, in.dv, in.dout, 1, heads, s, s, d, scale, 0, stream), 0);
     EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    cudaMemcpy(out.data(), dout, n * sizeof(__half), cudaMemcpyDeviceToHost);
+    cudaMemcpy(out.data(), in.dout, n * sizeof(__half), cudaMemcpyDeviceToHost);
     worst = std::max(worst, rel_l2(out, ref));
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
-  for (__half* p : {dq, dk, dv, dout}) cudaFree(p);
   return worst;
 }
 
