@@ -333,7 +333,10 @@ __device__ __forceinline__ void merge_in_memory_and_store(void* workspace, OutEl
   constexpr int kWarpFloats = F::kVals * 32;
   static_assert(T::kWarpsM * kWarpFloats == T::kBlockM * (T::kHeadDim + 8),
                 "the space's workspace_bytes counts a block's partial as BLOCK_M * (HEAD_DIM + 8) floats");
-  if (warp_kv != 0) return;
+  // A warp whose rows all lie past the block's last (a decode step's PACK_GQA tile holds a few real
+  // rows) has nothing to store; the same warp of every block of the split skips too (they share
+  // m0 and seq_q), so its counter is never touched.
+  if (warp_kv != 0 || m0 + row_w >= seq_q) return;
   if (workspace == nullptr) __trap();  // the launch gave none: the space's workspace_bytes was ignored
   const long long tile = (long long)blockIdx.y * gridDim.x + blockIdx.x;
   if ((tile + 1) * T::kWarpsM > kSplitCounters) __trap();  // the space's split_counters_fit
