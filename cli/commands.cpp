@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "build_command.h"
-#include "device_limits.h"
 #include "client_security.h"
+#include "device_limits.h"
 #include "dispatch_file.h"
 #include "errors.h"
 #include "evo/evo.grpc.pb.h"

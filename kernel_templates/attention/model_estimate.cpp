@@ -65,8 +65,10 @@ double wave_seconds(const ModelInput& in, const ChainConstants& chain) {
   const bool one_stage_split_refill = tma && stages == 1 && !stage_release;
   const bool pipelined = (stages >= 2 && (vars.at("CP_ASYNC") == 1 || tma)) || one_stage_split_refill;
   // SPLIT_KV blocks share one row tile's keys (grid_z) and merge fp32 partials: a cluster's by
-  // storing them into each other's shared memory, behind a cluster barrier (charged below); a
-  // larger split's through the workspace, which the last block reads back (the bytes below).
+  // storing them into each other's shared memory, behind a cluster barrier; a larger split's
+  // through the workspace, which the last block reads back (its bytes below). Both are charged
+  // the cluster's merge cycles per other block: the workspace's merge has no constants of its own
+  // fitted yet.
   const double split = vars.count("SPLIT_KV") ? static_cast<double>(vars.at("SPLIT_KV")) : 1.0;
   const double d = shape.head_dim;
 

@@ -174,7 +174,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 }  // namespace fa
 
 // The grid's z dimension is SPLIT_KV, grouped into clusters of SPLIT_KV blocks on sm_90 up to the
-// portable cluster size (fa::kMaxClusterSplit); larger splits merge in the workspace, unclustered.
+// portable cluster size (fa::cluster_size); larger splits merge in the workspace, unclustered.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define EVO_CLUSTER_DIMS(x, y, z) __cluster_dims__(x, y, z)
 #else
@@ -188,7 +188,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 template <int DTYPE, int CAUSAL, int HEAD_DIM, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES,
           int SCHEDULE, int SWIZZLE, int SPLIT_KV, int WGMMA, int TMA_BOX_ROWS, int LAZY_RESCALE,
           int CAUSAL_FOLD, int PACK_GQA, int VARLEN>
-__global__ void __launch_bounds__(fa::block_threads(WARPS, SCHEDULE)) EVO_CLUSTER_DIMS(1, 1, SPLIT_KV > fa::kMaxClusterSplit ? 1 : SPLIT_KV)
+__global__ void __launch_bounds__(fa::block_threads(WARPS, SCHEDULE)) EVO_CLUSTER_DIMS(1, 1, fa::cluster_size(SPLIT_KV))
     fa_s512_v3_kernel(const __grid_constant__ FaParams p) {
   fa::forward<fa::KernelTraits<DTYPE, CAUSAL, HEAD_DIM, BLOCK_M, BLOCK_N, WARPS, STAGES, SCHEDULE,
                                SWIZZLE, SPLIT_KV, WGMMA, TMA_BOX_ROWS, LAZY_RESCALE, CAUSAL_FOLD,

@@ -115,6 +115,8 @@ constexpr int kSmemOptInSm90 = 227 * 1024;
 
 // The largest SPLIT_KV whose blocks form a cluster (the portable cluster size).
 constexpr int kMaxClusterSplit = 8;
+// The cluster a split's blocks form: SPLIT_KV of them, or none (1) where they merge in the workspace.
+EVO_HOST_DEVICE constexpr int cluster_size(int split_kv) { return split_kv > kMaxClusterSplit ? 1 : split_kv; }
 // A split merged in the workspace counts a row tile's warps in on one of these counters, which
 // fill the workspace's start and hold nothing else, so that every call finds them at zero whatever
 // the shape or genome of the call before it on the same buffer (the space's SPLIT_COUNTERS).
@@ -195,7 +197,7 @@ EVO_HOST_DEVICE constexpr Plan plan(const KernelConfig& c) {
                   p.smem_main + p.smem_epilogue + p.smem_align + p.smem_barriers <= kSmemOptInSm90;
   p.smem_epilogue_at = p.merge_apart ? p.smem_main : 0;
   p.smem_tiles = p.merge_apart ? p.smem_main + p.smem_epilogue : max_of(p.smem_main, p.smem_epilogue);
-  p.split_in_memory = c.split_kv > kMaxClusterSplit;
+  p.split_in_memory = c.split_kv > 1 && cluster_size(c.split_kv) == 1;
   p.cols_per_rank = (c.head_dim / 8 + c.split_kv - 1) / c.split_kv;
   p.smem_inbox = p.split_in_memory ? 0 : (c.split_kv - 1) * c.block_m * 32 * (p.cols_per_rank + 1);
   p.smem_bytes = p.smem_tiles + p.smem_align + p.smem_barriers + p.smem_inbox;
@@ -382,8 +384,7 @@ struct KernelTraits {
   static constexpr int kSmemEpilogueAt = kPlan.smem_epilogue_at;
   static constexpr int kSmemTiles = kPlan.smem_tiles;
   static constexpr bool kSplitInMemory = kPlan.split_in_memory;
-  // A cluster of the split's blocks, or none where they merge in the workspace.
-  static constexpr int kClusterSize = kSplitInMemory ? 1 : kSplitKV;
+  static constexpr int kClusterSize = cluster_size(kSplitKV);
   static constexpr int kColsPerRank = kPlan.cols_per_rank;  // SPLIT_KV: n8 tiles per block
   static constexpr int kSmemInbox = kPlan.smem_inbox;
   static constexpr int kSmemBytes = kPlan.smem_bytes;
