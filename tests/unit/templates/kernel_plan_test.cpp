@@ -130,6 +130,10 @@ TEST(KernelPlan, AWorkspaceSplitAsksForTheCountersAndAPartialPerBlock) {
   const Genome cluster = space.parse("BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=tma,SPLIT_KV=8,PACK_GQA=1");
   EXPECT_FALSE(fa::plan(config_of(cluster, decode)).split_in_memory);
   EXPECT_EQ(space.launch(cluster, decode).workspace_bytes, 0);
+  // More row tiles and warps than the counters: refused, where the kernel would trap.
+  const Problem prefill = attention::to_problem(attention::parse_shape("64x32x4096x128:kv8:bf16"));
+  EXPECT_EQ(space.violated_constraint(g, prefill, kDefaultSmemLimit, 90), "split_counters_fit");
+  EXPECT_EQ(space.violated_constraint(cluster, prefill, kDefaultSmemLimit, 90), std::nullopt);
 }
 
 // The test command's sample: every 7th genome (a stride prime to every gene's count, so each
