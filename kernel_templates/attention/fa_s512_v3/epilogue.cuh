@@ -313,13 +313,61 @@ __device__ __forceinline__ void merge_cluster_and_store(unsigned char* smem, Out
   store_rows_from_registers<T>(o, o_stride, m0, seq_q, acc, row_sum, row_w, lane, nt_begin, nt_end);
 }
 
+// One row half of the last warp's merge (kSplitInMemory): every split's running max first (one
+// round of loads), then the output as the splits' partials weighted by exp2(their max - the
+// rows' max), summed in block order and read kMergeBatch splits at a time. The loads of a batch
+// are all in flight at once, where an online fold would wait for each split's in turn.
+template <class T, class PartialAt>
+__device__ __forceinline__ void fold_splits_from_memory(const PartialAt& partial,
+                                                        float (&acc)[T::kMTiles][T::kOTiles][4],
+                                                        float (&row_sum)[T::kMTiles][2], int mt,
+                                                        int h) {
+  using F = Fragment<T>;
+  constexpr int kMergeBatch = 2;
+  static_assert(T::kSplitKV % kMergeBatch == 0, "the splits come in whole batches");
+  float weight[T::kSplitKV];
+  float rows_max = neg_inf();
+#pragma unroll
+  for (int z = 0; z < T::kSplitKV; ++z) {
+    weight[z] = __ldcg(partial(z) + F::max_index(mt, h) * 32);
+    rows_max = fmaxf(rows_max, weight[z]);
+  }
+  const float base = rows_max == neg_inf() ? 0.f : rows_max;  // no split saw a key: every weight 0
+  float sum = 0.f;
+#pragma unroll
+  for (int z = 0; z < T::kSplitKV; ++z) {
+    weight[z] = fast_exp2(weight[z] - base);
+    sum += weight[z] * __ldcg(partial(z) + F::sum_index(mt, h) * 32);
+  }
+  row_sum[mt][h] = sum;
+#pragma unroll
+  for (int nt = 0; nt < T::kOTiles; ++nt) acc[mt][nt][2 * h] = acc[mt][nt][2 * h + 1] = 0.f;
+#pragma unroll
+  for (int z0 = 0; z0 < T::kSplitKV; z0 += kMergeBatch) {
+    float other[kMergeBatch][T::kOTiles][2];
+#pragma unroll
+    for (int b = 0; b < kMergeBatch; ++b)
+#pragma unroll
+      for (int nt = 0; nt < T::kOTiles; ++nt)
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+          other[b][nt][i] = __ldcg(partial(z0 + b) + F::acc_index(mt, nt, 2 * h + i) * 32);
+#pragma unroll
+    for (int b = 0; b < kMergeBatch; ++b)
+#pragma unroll
+      for (int nt = 0; nt < T::kOTiles; ++nt)
+#pragma unroll
+        for (int i = 0; i < 2; ++i) acc[mt][nt][2 * h + i] += weight[z0 + b] * other[b][nt][i];
+  }
+}
+
 // SPLIT_KV beyond a cluster (kSplitInMemory): each warp of key group 0 leaves its partial in the
 // workspace, in fragment order (coalesced, and read back by the same lane of the same warp of
 // another block, which holds the same rows and columns), and counts itself in on its rows'
 // counter; the warp that counts last merges every partial, stores the rows, and sets the counter
-// back to zero, so that the workspace is as the next launch expects it. It folds the partials
+// back to zero, so that the workspace is as the next launch expects it. It sums the partials
 // in block order, its own read back like the others, so that the result does not depend on which
-// block finished last (repeated launches are bitwise identical). Layout (the space's
+// block finished last (repeated launches are bitwise identical), and only for rows it stores. Layout (the space's
 // workspace_bytes): kSplitCounters counters, [row tile][WARPS_M] of them in use, then
 // [row tiles][SPLIT_KV][WARPS_M][F::kVals][32] floats.
 template <class T>
@@ -354,34 +402,13 @@ __device__ __forceinline__ void merge_in_memory_and_store(void* workspace, OutEl
   if (counted != T::kSplitKV - 1) return;
   __threadfence();  // the others' partials, ordered after their counts
   if (lane == 0) *counter = 0u;
-#pragma unroll 1
-  for (int z = 0; z < T::kSplitKV; ++z) {
-    const float* src = partial(z);
 #pragma unroll
-    for (int mt = 0; mt < T::kMTiles; ++mt)
+  for (int mt = 0; mt < T::kMTiles; ++mt)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float other[T::kOTiles][2];
-#pragma unroll
-        for (int nt = 0; nt < T::kOTiles; ++nt) {
-          other[nt][0] = __ldcg(src + F::acc_index(mt, nt, 2 * h) * 32);
-          other[nt][1] = __ldcg(src + F::acc_index(mt, nt, 2 * h + 1) * 32);
-        }
-        const float other_max = __ldcg(src + F::max_index(mt, h) * 32);
-        const float other_sum = __ldcg(src + F::sum_index(mt, h) * 32);
-        if (z == 0) {  // the first partial replaces this warp's own, which comes in its turn
-          row_max[mt][h] = other_max;
-          row_sum[mt][h] = other_sum;
-#pragma unroll
-          for (int nt = 0; nt < T::kOTiles; ++nt) {
-            acc[mt][nt][2 * h] = other[nt][0];
-            acc[mt][nt][2 * h + 1] = other[nt][1];
-          }
-        } else {
-          fold_partial<T>(acc, row_max, row_sum, mt, h, other_max, other_sum, other, 0, T::kOTiles);
-        }
-      }
-  }
+    for (int h = 0; h < 2; ++h) {
+      if (m0 + row_w + mt * 16 + (lane >> 2) + 8 * h >= seq_q) continue;  // not stored
+      fold_splits_from_memory<T>(partial, acc, row_sum, mt, h);
+    }
   store_rows_from_registers<T>(o, o_stride, m0, seq_q, acc, row_sum, row_w, lane, 0, T::kOTiles);
 }
 
