@@ -49,6 +49,7 @@ struct SearchSpace::Impl {
   std::string kernel_pattern;      // "{NAME}" placeholders
   Expression threads, grid_x, grid_y, grid_z, smem_bytes;
   std::optional<Expression> workspace_bytes;  // optional: scratch memory the kernel needs
+  std::optional<Expression> workspace_zeroed_bytes;  // optional: its leading bytes that must be zero
   std::optional<Expression> tensor_map_box_rows;  // optional: TMA box rows, 0 without TMA
   std::optional<Expression> tensor_map_q_box_rows;  // optional: Q/O box rows, else K/V's
   std::optional<Expression> min_registers;  // optional: registers a thread must hold at launch
@@ -408,6 +409,11 @@ SearchSpace SearchSpace::from_json(std::string_view text, const KernelFamily& fa
   impl->smem_bytes = launch_expr("smem_bytes");
   if (launch.is_object() && launch.contains("workspace_bytes"))
     impl->workspace_bytes = launch_expr("workspace_bytes");
+  if (launch.is_object() && launch.contains("workspace_zeroed_bytes")) {
+    if (!impl->workspace_bytes)
+      bad_space("launch.workspace_zeroed_bytes needs launch.workspace_bytes (the buffer it is part of)");
+    impl->workspace_zeroed_bytes = launch_expr("workspace_zeroed_bytes");
+  }
   if (launch.is_object() && launch.contains("tensor_map_box_rows"))
     impl->tensor_map_box_rows = launch_expr("tensor_map_box_rows");
   if (launch.is_object() && launch.contains("tensor_map_q_box_rows")) {
@@ -666,6 +672,7 @@ std::vector<Formula> SearchSpace::launch_formulas() const {
                               {"grid_z", impl_->grid_z},
                               {"smem_bytes", impl_->smem_bytes}};
   if (impl_->workspace_bytes) out.push_back({"workspace_bytes", *impl_->workspace_bytes});
+  if (impl_->workspace_zeroed_bytes) out.push_back({"workspace_zeroed_bytes", *impl_->workspace_zeroed_bytes});
   if (impl_->tensor_map_box_rows) out.push_back({"tensor_map_box_rows", *impl_->tensor_map_box_rows});
   if (impl_->tensor_map_q_box_rows) out.push_back({"tensor_map_q_box_rows", *impl_->tensor_map_q_box_rows});
   if (impl_->min_registers) out.push_back({"min_registers", *impl_->min_registers});
@@ -684,6 +691,8 @@ LaunchConfig SearchSpace::launch(const Genome& g, const Problem& p) const {
   l.grid_z = impl_->grid_z.eval(vars);
   l.smem_bytes = impl_->smem_bytes.eval(vars);
   l.workspace_bytes = impl_->workspace_bytes ? impl_->workspace_bytes->eval(vars) : 0;
+  l.workspace_zeroed_bytes = impl_->workspace_zeroed_bytes ? impl_->workspace_zeroed_bytes->eval(vars)
+                                                           : l.workspace_bytes;
   l.tensor_map_box_rows = impl_->tensor_map_box_rows ? impl_->tensor_map_box_rows->eval(vars) : 0;
   l.tensor_map_q_box_rows = impl_->tensor_map_q_box_rows ? impl_->tensor_map_q_box_rows->eval(vars)
                                                          : l.tensor_map_box_rows;

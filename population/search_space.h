@@ -47,6 +47,9 @@ struct LaunchConfig {
   // Zero-initialised device scratch the kernel needs (split-KV partials); 0 for none. The caller
   // allocates and zeroes it once and passes it in the kernel's params (the family's runtime).
   int64_t workspace_bytes = 0;
+  // The leading bytes of that buffer the launch needs zero (split-KV: its counters); the rest it
+  // writes before it reads. A buffer made for one launch alone (a CUDA graph's) zeroes only these.
+  int64_t workspace_zeroed_bytes = 0;
   // Nonzero: the kernel moves tiles through TMA, and the caller encodes CUtensorMaps of its
   // streamed inputs with boxes of this many rows, and of the rest with boxes of
   // tensor_map_q_box_rows, into the kernel's params before each launch (the family's tensor

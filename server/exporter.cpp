@@ -130,6 +130,8 @@ void check_served(const SpaceForExport& s, const ExportVariant& v) {
 // gets a buffer of the graph's own instead (allocated, zeroed and freed by the graph's nodes on
 // each replay): a captured allocation is valid only while the graph runs, so it must never be
 // handed to a later launch outside it, and the per-stream buffers are not touched by a capture.
+// Serving one launch only, it zeroes only what that launch needs zero (workspace_zeroed_bytes:
+// its counters), which keeps the replay's memset small however large the partials are.
 void emit_workspace(std::ostringstream& o) {
   o << "struct Workspace {\n"
     << "  int device;\n"
@@ -151,11 +153,12 @@ void emit_workspace(std::ostringstream& o) {
     << "    if (graph_owned != nullptr) cudaFreeAsync(graph_owned, stream);\n"
     << "  }\n"
     << "};\n\n"
-    << "static cudaError_t zeroed_buffer(cudaStream_t stream, long long bytes, void** out) {\n"
+    << "// A buffer of `bytes` whose first `zeroed` bytes are zero.\n"
+    << "static cudaError_t zeroed_buffer(cudaStream_t stream, long long bytes, long long zeroed, void** out) {\n"
     << "  void* fresh = nullptr;\n"
     << "  cudaError_t e = cudaMallocAsync(&fresh, static_cast<size_t>(bytes), stream);\n"
     << "  if (e != cudaSuccess) return e;\n"
-    << "  e = cudaMemsetAsync(fresh, 0, static_cast<size_t>(bytes), stream);\n"
+    << "  e = cudaMemsetAsync(fresh, 0, static_cast<size_t>(zeroed), stream);\n"
     << "  if (e != cudaSuccess) {\n"
     << "    cudaFreeAsync(fresh, stream);\n"
     << "    return e;\n"
@@ -163,12 +166,13 @@ void emit_workspace(std::ostringstream& o) {
     << "  *out = fresh;\n"
     << "  return cudaSuccess;\n"
     << "}\n\n"
-    << "static cudaError_t workspace_for(cudaStream_t stream, long long bytes, void** out, WorkspaceLease& lease) {\n"
+    << "static cudaError_t workspace_for(cudaStream_t stream, long long bytes, long long zeroed, void** out,\n"
+    << "                                 WorkspaceLease& lease) {\n"
     << "  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;\n"
     << "  cudaError_t e = cudaStreamIsCapturing(stream, &capture);\n"
     << "  if (e != cudaSuccess) return e;\n"
     << "  if (capture != cudaStreamCaptureStatusNone) {\n"
-    << "    e = zeroed_buffer(stream, bytes, out);\n"
+    << "    e = zeroed_buffer(stream, bytes, zeroed, out);\n"
     << "    if (e != cudaSuccess) return e;\n"
     << "    lease.graph_owned = *out;\n"
     << "    lease.stream = stream;\n"
@@ -187,7 +191,8 @@ void emit_workspace(std::ostringstream& o) {
     << "  }\n"
     << "  if (w->bytes < bytes) {\n"
     << "    void* fresh = nullptr;\n"
-    << "    e = zeroed_buffer(stream, bytes, &fresh);\n"
+    << "    // Every byte: later launches of other shapes and genomes share the buffer.\n"
+    << "    e = zeroed_buffer(stream, bytes, bytes, &fresh);\n"
     << "    if (e != cudaSuccess) return e;\n"
     << "    // Launches already queued on this stream finish with the old buffer before it is freed.\n"
     << "    if (w->ptr != nullptr) cudaFreeAsync(w->ptr, stream);\n"

@@ -31,9 +31,12 @@ std::string launch_arguments(const std::map<std::string, std::string>& launch) {
     o << "      const evo::FaParams& args = p;\n";
   if (has_workspace)
     o << "      const long long workspace_bytes = " << launch.at("workspace_bytes") << ";\n"
+      << "      const long long workspace_zeroed_bytes = "
+      << (launch.count("workspace_zeroed_bytes") ? launch.at("workspace_zeroed_bytes") : "workspace_bytes") << ";\n"
       << "      WorkspaceLease workspace_lease;  // outlives the launch below\n"
       << "      if (workspace_bytes > 0) {\n"
-      << "        const cudaError_t e = workspace_for(stream, workspace_bytes, &args.workspace, workspace_lease);\n"
+      << "        const cudaError_t e =\n"
+      << "            workspace_for(stream, workspace_bytes, workspace_zeroed_bytes, &args.workspace, workspace_lease);\n"
       << "        if (e != cudaSuccess) return e;\n"
       << "      }\n";
   if (has_tensor_maps) {

@@ -131,13 +131,19 @@ TEST(Exporter, WorkspaceIsStreamOrderedWhenTheSpaceAsksForOne) {
             std::string::npos);
   EXPECT_NE(r.source().find("cudaMallocAsync"), std::string::npos);
   EXPECT_NE(r.source().find("cudaMemsetAsync(fresh, 0"), std::string::npos);
-  EXPECT_NE(r.source().find("workspace_for(stream, workspace_bytes, &args.workspace, workspace_lease)"), std::string::npos);
+  EXPECT_NE(r.source().find("const long long workspace_zeroed_bytes = SPLIT_IN_MEMORY * 4LL * ROW_TILES"),
+            std::string::npos);
+  EXPECT_NE(r.source().find("workspace_for(stream, workspace_bytes, workspace_zeroed_bytes, &args.workspace, workspace_lease)"),
+            std::string::npos);
+  EXPECT_NE(r.source().find("e = zeroed_buffer(stream, bytes, zeroed, out);"), std::string::npos)
+      << "a captured launch zeroes only its own counters";
   EXPECT_NE(r.source().find("cudaStreamIsCapturing"), std::string::npos) << "a captured launch gets a buffer of the graph's own";
   EXPECT_EQ(r.source().find("cudaMalloc("), std::string::npos) << "cudaMalloc may synchronize";
   // Without the formula there is no workspace code at all.
   const KernelTemplate* real = find_template("fa_s512_v3");
   auto space = nlohmann::json::parse(real->space_json);
   space["launch"].erase("workspace_bytes");
+  space["launch"].erase("workspace_zeroed_bytes");
   const std::string space_text = space.dump();
   const KernelTemplate without{real->id, real->family, real->source, space_text};
   const auto plain = export_dispatch_table(without, {{default_genome(), {shape_1x8x512x64()}, measured_evaluation(false)}});

@@ -534,6 +534,8 @@ TEST(SearchSpaceJsonTest, RejectsMalformedVariants) {
       {with_replaced(R"("grid_z": "1",)", ""), "launch lacks \"grid_z\""},
       {with_replaced(R"("grid_z": "1",)", R"("grid_z": "1", "tensor_map_q_box_rows": "32",)"),
        "launch.tensor_map_q_box_rows needs launch.tensor_map_box_rows"},
+      {with_replaced(R"("grid_z": "1",)", R"("grid_z": "1", "workspace_zeroed_bytes": "64",)"),
+       "launch.workspace_zeroed_bytes needs launch.workspace_bytes"},
       {with_replaced(R"("genes": [)", R"("genes": 5, "x": [)"), "genes must be a non-empty array"},
       {with_replaced(R"("constraints": [{"name": "small", "expr": "AB < 40"}])",
                      R"("constraints": [{"name": "small", "expr": "1"}, {"name": "small", "expr": "1"}])"),

@@ -127,6 +127,7 @@ TEST(KernelPlan, AWorkspaceSplitAsksForTheCountersAndAPartialPerBlock) {
   EXPECT_EQ(plan.smem_inbox, 0);
   const int64_t tiles = 1 * 3 * 8;  // one row tile (4 query heads of one K/V head) per batch and K/V head
   EXPECT_EQ(space.launch(g, decode).workspace_bytes, 4 * (fa::kSplitCounters + tiles * 16 * 64 * (128 + 8)));
+  EXPECT_EQ(space.launch(g, decode).workspace_zeroed_bytes, 4 * tiles * 4) << "each row tile's four warps' counters";
   const Genome cluster = space.parse("BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=tma,SPLIT_KV=8,PACK_GQA=1");
   EXPECT_FALSE(fa::plan(config_of(cluster, decode)).split_in_memory);
   EXPECT_EQ(space.launch(cluster, decode).workspace_bytes, 0);
