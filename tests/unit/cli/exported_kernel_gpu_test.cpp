@@ -20,30 +20,42 @@
 namespace evo {
 namespace {
 
-// o = softmax(q k^T * scale) v per (batch, head), in float, from the same fp16 inputs.
-std::vector<float> cpu_attention(const std::vector<__half>& q, const std::vector<__half>& k,
-                                 const std::vector<__half>& v, int bh, int s, int d, bool causal, float scale) {
-  std::vector<float> o(static_cast<size_t>(bh) * s * d), row(s);
-  for (int b = 0; b < bh; ++b)
+// o = softmax(q k^T * scale) v per head, in float, from float inputs [heads][s][d].
+std::vector<float> cpu_attention_f32(const std::vector<float>& q, const std::vector<float>& k,
+                                     const std::vector<float>& v, int heads, int s, int d, bool causal, float scale) {
+  std::vector<float> o(q.size()), row(static_cast<size_t>(s));
+  for (int b = 0; b < heads; ++b)
     for (int i = 0; i < s; ++i) {
-      const size_t qi = (static_cast<size_t>(b) * s + i) * d;
+      const size_t qi = (size_t(b) * s + i) * d;
       float m = -INFINITY;
       const int last = causal ? i : s - 1;
       for (int j = 0; j <= last; ++j) {
-        const size_t kj = (static_cast<size_t>(b) * s + j) * d;
+        const size_t kj = (size_t(b) * s + j) * d;
         float dot = 0;
-        for (int x = 0; x < d; ++x) dot += __half2float(q[qi + x]) * __half2float(k[kj + x]);
-        row[j] = dot * scale;
-        m = std::max(m, row[j]);
+        for (int x = 0; x < d; ++x) dot += q[qi + x] * k[kj + x];
+        row[size_t(j)] = dot * scale;
+        m = std::max(m, row[size_t(j)]);
       }
       float sum = 0;
-      for (int j = 0; j <= last; ++j) sum += row[j] = std::exp(row[j] - m);
+      for (int j = 0; j <= last; ++j) sum += row[size_t(j)] = std::exp(row[size_t(j)] - m);
       for (int j = 0; j <= last; ++j) {
-        const size_t vj = (static_cast<size_t>(b) * s + j) * d;
-        for (int x = 0; x < d; ++x) o[qi + x] += row[j] / sum * __half2float(v[vj + x]);
+        const size_t vj = (size_t(b) * s + j) * d;
+        for (int x = 0; x < d; ++x) o[qi + x] += row[size_t(j)] / sum * v[vj + x];
       }
     }
   return o;
+}
+
+// The same from fp16 inputs, each converted once (a conversion per product made the larger
+// calls' reference take tens of seconds).
+std::vector<float> cpu_attention(const std::vector<__half>& q, const std::vector<__half>& k,
+                                 const std::vector<__half>& v, int bh, int s, int d, bool causal, float scale) {
+  const auto to_float = [](const std::vector<__half>& x) {
+    std::vector<float> out(x.size());
+    for (size_t i = 0; i < x.size(); ++i) out[i] = __half2float(x[i]);
+    return out;
+  };
+  return cpu_attention_f32(to_float(q), to_float(k), to_float(v), bh, s, d, causal, scale);
 }
 
 // Relative L2 distance of `out` from `ref`; infinite if any output is not finite.
@@ -228,31 +240,6 @@ std::vector<float> quantize_on_gpu(QuantizeFp8 quantize, const std::vector<__hal
   return values;
 }
 
-// o = softmax(q k^T * scale) v per head, in float, from float inputs [heads][s][d].
-std::vector<float> cpu_attention_f32(const std::vector<float>& q, const std::vector<float>& k,
-                                     const std::vector<float>& v, int heads, int s, int d, bool causal, float scale) {
-  std::vector<float> o(q.size()), row(static_cast<size_t>(s));
-  for (int b = 0; b < heads; ++b)
-    for (int i = 0; i < s; ++i) {
-      const size_t qi = (size_t(b) * s + i) * d;
-      float m = -INFINITY;
-      const int last = causal ? i : s - 1;
-      for (int j = 0; j <= last; ++j) {
-        const size_t kj = (size_t(b) * s + j) * d;
-        float dot = 0;
-        for (int x = 0; x < d; ++x) dot += q[qi + x] * k[kj + x];
-        row[size_t(j)] = dot * scale;
-        m = std::max(m, row[size_t(j)]);
-      }
-      float sum = 0;
-      for (int j = 0; j <= last; ++j) sum += row[size_t(j)] = std::exp(row[size_t(j)] - m);
-      for (int j = 0; j <= last; ++j) {
-        const size_t vj = (size_t(b) * s + j) * d;
-        for (int x = 0; x < d; ++x) o[qi + x] += row[size_t(j)] / sum * v[vj + x];
-      }
-    }
-  return o;
-}
 
 class ExportedKernelOnGpu : public ExportedKernel {
  protected:
