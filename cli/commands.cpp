@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -231,32 +232,51 @@ int submit(Client& c, const Options& o, std::ostream& out, bool tty) {
   return o.watch ? watch(c, run.run_id(), out, tty) : 0;
 }
 
-// The start genomes of `base` that a bucket's run can hold, checked as evod will check them
+// The start genomes a bucket's run begins from: first those the workload file names for its shapes
+// (each must fit the bucket), then those of `base` that fit it, checked as evod will check them
 // (canonical for the bucket's shapes, every constraint at the run's fixed shared-memory limit),
-// and why each other one is left out of it. One start list serves a workload whose buckets differ
-// in dtype or head dim, so a genome that fits some buckets only (an FP16 block where FP8 asks for
-// wgmma) starts those runs alone.
+// with why each other one is left out of it. One start list serves a workload whose buckets
+// differ in dtype or head dim, so a genome that fits some buckets only (an FP16 block where FP8
+// asks for wgmma) starts those runs alone.
 struct BucketStarts {
-  v1::SubmitRunRequest request;  // base, its start genomes cut to those that fit
+  v1::SubmitRunRequest request;  // base, its start genomes cut to those that fit, the bucket's own first
+  size_t own = 0;                // how many of them the workload file named for the bucket's shapes
   // Per start genome of base: nullopt where it fits, else "violates 'NAME' for SHAPE".
   std::vector<std::optional<std::string>> why_not;
 };
 
-BucketStarts starts_for_bucket(const SearchSpace& space, const v1::SubmitRunRequest& base,
-                               const std::vector<std::string>& shape_texts) {
+// Why genome g cannot start a run on `shapes` ("violates 'NAME' for SHAPE"), or nullopt.
+std::optional<std::string> misfit(const SearchSpace& space, const Genome& genome, const std::vector<Problem>& shapes,
+                                  const std::vector<std::string>& shape_texts) {
+  const Genome g = space.canonical(genome, shapes);
+  for (size_t k = 0; k < shapes.size(); ++k)
+    if (const auto violated = space.violated_constraint(g, shapes[k], kDefaultSmemLimit))
+      return "violates '" + *violated + "' for " + shape_texts[k];
+  return std::nullopt;
+}
+
+BucketStarts starts_for_bucket(const SearchSpace& space, const v1::SubmitRunRequest& base, const Workload& w,
+                               size_t index) {
+  const WorkloadBucket& bucket = w.buckets[index];
+  const std::vector<std::string> shape_texts = bucket.run_shapes();
   std::vector<Problem> shapes;
   for (const auto& t : shape_texts) shapes.push_back(space.family().parse(t, {}));
-  BucketStarts out{base, {}};
+  BucketStarts out{base, 0, {}};
   out.request.clear_start_genomes();
   out.request.clear_typed_start_genomes();
+  std::set<std::string> added;
+  for (const Genome& g : bucket.starts()) {
+    if (const auto why = misfit(space, g, shapes, shape_texts))
+      throw Failure{"INVALID_ARGUMENT: workload " + w.name + ": start genome '" + g.text() +
+                    "', named for a shape of bucket " + std::to_string(index + 1) + ", " + *why};
+    out.request.add_start_genomes(g.text());
+    *out.request.add_typed_start_genomes() = genome_to_proto(g);
+    added.insert(g.text());
+  }
+  out.own = added.size();
   for (int i = 0; i < base.typed_start_genomes_size(); ++i) {
-    const Genome g = space.canonical(genome_from_proto(base.typed_start_genomes(i)), shapes);
-    std::optional<std::string> why;
-    for (size_t k = 0; k < shapes.size() && !why; ++k)
-      if (const auto violated = space.violated_constraint(g, shapes[k], kDefaultSmemLimit))
-        why = "violates '" + *violated + "' for " + shape_texts[k];
-    out.why_not.push_back(why);
-    if (why) continue;
+    out.why_not.push_back(misfit(space, genome_from_proto(base.typed_start_genomes(i)), shapes, shape_texts));
+    if (out.why_not.back() || !added.insert(base.start_genomes(i)).second) continue;
     out.request.add_start_genomes(base.start_genomes(i));
     *out.request.add_typed_start_genomes() = base.typed_start_genomes(i);
   }
@@ -264,12 +284,14 @@ BucketStarts starts_for_bucket(const SearchSpace& space, const v1::SubmitRunRequ
 }
 
 // Each bucket's request: `base` with the bucket's shapes, its share of max_evals and the start
-// genomes that fit it. A start genome that fits no bucket is refused before any run is made.
+// genomes that fit it. A start genome that fits no bucket, or one the file names for a shape whose
+// bucket it does not fit, is refused before any run is made.
 std::vector<BucketStarts> bucket_requests(const Options& o, const Workload& w, const v1::SubmitRunRequest& base) {
   const SearchSpace& space = SearchSpace::for_template(w.seed);
   std::vector<BucketStarts> out;
-  for (const WorkloadBucket& b : w.buckets) {
-    out.push_back(starts_for_bucket(space, base, b.run_shapes()));
+  for (size_t i = 0; i < w.buckets.size(); ++i) {
+    const WorkloadBucket& b = w.buckets[i];
+    out.push_back(starts_for_bucket(space, base, w, i));
     for (const auto& s : b.run_shapes()) out.back().request.add_shapes(s);
     out.back().request.set_max_evals(max_evals_share(w, b, o.submit.max_evals));
   }
@@ -312,6 +334,8 @@ int submit_workload(Client& c, const Options& o, const Workload& w, std::ostream
       throw Failure{line};
     }
     err << " -> " << made.back() << "\n";
+    if (buckets[i].own > 0)
+      err << "    starts first from the " << buckets[i].own << " genome(s) the workload names for its shapes\n";
     for (int k = 0; k < base.start_genomes_size(); ++k)
       if (const auto& why = buckets[i].why_not[static_cast<size_t>(k)])
         err << "    start genome '" << base.start_genomes(k) << "' left out: it " << *why << "\n";

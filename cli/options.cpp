@@ -283,6 +283,8 @@ std::string help_text(const std::string& command) {
            "heaviest shapes, and --max-evals is shared by the buckets' weights (--budget and the rest\n"
            "apply to each run). A --start goes to the buckets whose shapes it fits (an FP16 genome\n"
            "without wgmma skips an e4m3 bucket, with a line saying so); one that fits none is refused.\n"
+           "A shape's own \"starts\" in the file ([\"BLOCK_M=16,PACK_GQA=1\", ...]) begin its bucket's\n"
+           "run, before the --start genomes; one that does not fit its bucket is refused.\n"
            "The plan goes to stderr, the run ids to stdout one a line, and the last\n"
            "line says the export that makes them one dispatch table, whose calls between buckets go\n"
            "to the nearest one.\n";

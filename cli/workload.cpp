@@ -12,6 +12,7 @@
 
 #include "errors.h"
 #include "family.h"
+#include "search_space.h"
 #include "template_registry.h"
 
 namespace evo::cli {
@@ -20,7 +21,7 @@ namespace {
 using nlohmann::json;
 
 const std::set<std::string> kFields = {"name", "seed", "dtype", "causal", "shapes"};
-const std::set<std::string> kShapeFields = {"shape", "weight"};
+const std::set<std::string> kShapeFields = {"shape", "weight", "starts"};
 
 struct Reader {
   std::string path;
@@ -73,7 +74,26 @@ struct Planned {
   WorkloadShape shape;
 };
 
-std::vector<Planned> read_shapes(const Reader& r, const KernelFamily& family, const json& doc) {
+// A shape's "starts": genome texts of the seed's space, each read once here.
+std::vector<Genome> read_starts(const Reader& r, const SearchSpace& space, const json& entry, const std::string& shape) {
+  std::vector<Genome> out;
+  if (!entry.contains("starts")) return out;
+  const json& starts = entry["starts"];
+  if (!starts.is_array()) r.fail("starts of '" + shape + "' must be a list of genome texts");
+  for (const auto& s : starts) {
+    if (!s.is_string() || s.get<std::string>().empty())
+      r.fail("starts of '" + shape + "' must be a list of genome texts");
+    try {
+      out.push_back(space.parse(s.get<std::string>()));
+    } catch (const InputError& e) {
+      r.fail("start '" + s.get<std::string>() + "' of '" + shape + "': " + e.what());
+    }
+  }
+  return out;
+}
+
+std::vector<Planned> read_shapes(const Reader& r, const SearchSpace& space, const json& doc) {
+  const KernelFamily& family = space.family();
   if (!doc.contains("shapes") || !doc["shapes"].is_array() || doc["shapes"].empty())
     r.fail("'shapes' must be a non-empty list of {\"shape\": ..., \"weight\": ...}");
   const ProblemDefaults defaults = defaults_of(r, family, doc);
@@ -100,6 +120,7 @@ std::vector<Planned> read_shapes(const Reader& r, const KernelFamily& family, co
       p.shape.weight = w.get<double>();
     }
     if (!seen.insert(p.shape.text).second) r.fail("shape '" + p.shape.text + "' is named twice");
+    p.shape.starts = read_starts(r, space, entry, text);
     out.push_back(std::move(p));
   }
   return out;
@@ -139,6 +160,15 @@ std::vector<WorkloadBucket> plan(const KernelFamily& family, std::vector<Planned
 
 }  // namespace
 
+std::vector<Genome> WorkloadBucket::starts() const {
+  std::vector<Genome> out;
+  std::set<std::string> seen;
+  for (const auto& s : shapes)
+    for (const auto& g : s.starts)
+      if (seen.insert(g.text()).second) out.push_back(g);
+  return out;
+}
+
 std::vector<std::string> WorkloadBucket::run_shapes() const {
   std::vector<std::string> out;
   for (size_t i = 0; i < shapes.size() && i < kRunShapes; ++i) out.push_back(shapes[i].text);
@@ -160,7 +190,7 @@ Workload read_workload(const std::string& path, const std::string& seed) {
   const KernelTemplate* tmpl = find_template(w.seed);
   if (!tmpl) r.fail("unknown seed '" + w.seed + "'");
   if (w.name.empty()) w.name = std::filesystem::path(path).stem().string();
-  w.buckets = plan(*tmpl->family, read_shapes(r, *tmpl->family, doc));
+  w.buckets = plan(*tmpl->family, read_shapes(r, SearchSpace::for_template(w.seed), doc));
   for (const auto& b : w.buckets) w.weight += b.weight;
   return w;
 }

@@ -8,8 +8,15 @@
 //     "name": "llama3-8b",                       // optional, for the plan's lines
 //     "seed": "fa_s512_v3",                      // optional: --seed, where the file names none
 //     "dtype": "bf16", "causal": true,           // optional defaults of shapes without a suffix
-//     "shapes": [{"shape": "1x32x2048x128:kv8", "weight": 3}, ...]   // weight: optional, 1
+//     "shapes": [{"shape": "1x32x2048x128:kv8", "weight": 3,        // weight: optional, 1
+//                 "starts": ["BLOCK_M=128,BLOCK_N=128,WARPS=8", ...]},  // optional
+//                ...]
 //   }
+//
+// A shape's "starts" are genomes known to suit it: its bucket's run starts from them first (the
+// shapes' own, heaviest shape first), then from the command line's --start genomes that fit. A
+// start list shared by every bucket reaches a late genome only after the earlier ones, which a
+// short search may never do.
 //
 // Problems of one family group (KernelFamily::workload_group) whose distance from the group's
 // smallest problem is at most kBucketSpan share a bucket; a bucket's run tunes on its
@@ -19,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "genome.h"
 #include "problem.h"
 
 namespace evo::cli {
@@ -30,6 +38,7 @@ constexpr size_t kRunShapes = 3;
 struct WorkloadShape {
   std::string text;  // canonical (Problem::text), as the run's --shape
   double weight = 1;
+  std::vector<Genome> starts;  // the file's "starts", read by the seed's search space
 };
 
 struct WorkloadBucket {
@@ -38,6 +47,8 @@ struct WorkloadBucket {
   double weight = 0;                  // its shapes' weights, summed
   // The shapes its run tunes on: the kRunShapes heaviest.
   std::vector<std::string> run_shapes() const;
+  // Its shapes' starts, heaviest shape first, each genome once.
+  std::vector<Genome> starts() const;
 };
 
 struct Workload {
@@ -51,7 +62,7 @@ struct Workload {
 // and it must then name one). Throws InputError with one line naming the file and what is wrong:
 // unreadable, not JSON, an unknown field, no shapes, a shape the seed's family refuses (or that
 // it could not tune: Problem::require_tunable), a weight that is not a positive number, a shape
-// named twice, a seed that disagrees with `seed`.
+// named twice, a start that is not a genome of the seed's space, a seed that disagrees with `seed`.
 Workload read_workload(const std::string& path, const std::string& seed);
 
 // A bucket's share of `total` evaluations by its weight, at least 1 (`--max-evals` spread over

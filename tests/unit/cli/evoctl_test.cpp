@@ -168,6 +168,66 @@ TEST_F(Evoctl, AWorkloadsStartsGoToTheBucketsTheyFit) {
   fs::remove(e4m3_file);
 }
 
+// The starts a workload file names for a shape begin its bucket's run, before the command line's
+// (a genome given both ways once); one that does not fit its bucket is refused before any run.
+TEST_F(Evoctl, AShapesOwnStartsComeFirstInItsBucket) {
+  const std::string own = "BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2";
+  const std::string other = "BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2";
+  const fs::path file = fs::temp_directory_path() / "evoctl-test-own-starts.json";
+  std::ofstream(file) << R"({"seed": "fa_s512_v3", "shapes": [
+      {"shape": "1x8x512x64", "weight": 2, "starts": [")" << own << R"("]}, {"shape": "1x8x8192x64"}]})";
+  const auto r = run({"submit", "--workload", file.string(), "--start", other, "--start", own});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  const auto& submits = server_.service.submits;
+  ASSERT_EQ(submits.size(), 2u);
+  ASSERT_EQ(submits[0].start_genomes_size(), 2) << "1x8x512x64's bucket";
+  ASSERT_EQ(submits[0].typed_start_genomes_size(), 2);
+  EXPECT_EQ(submits[0].start_genomes(0).find("fa_s512_v3:BLOCK_M=16,"), 0u) << submits[0].start_genomes(0);
+  EXPECT_EQ(submits[0].start_genomes(1).find("fa_s512_v3:BLOCK_M=32,"), 0u) << submits[0].start_genomes(1);
+  ASSERT_EQ(submits[1].start_genomes_size(), 2) << "1x8x8192x64's bucket: the command line's, in order";
+  EXPECT_EQ(submits[1].start_genomes(0).find("fa_s512_v3:BLOCK_M=32,"), 0u) << submits[1].start_genomes(0);
+  EXPECT_NE(r.err.find("    starts first from the 1 genome(s) the workload names for its shapes\n"), std::string::npos)
+      << r.err;
+
+  const fs::path misfit = fs::temp_directory_path() / "evoctl-test-own-starts-e4m3.json";
+  std::ofstream(misfit) << R"({"seed": "fa_s512_v3", "shapes": [{"shape": "1x8x512x64:e4m3", "starts": [")" << own
+                        << R"("]}]})";
+  const auto refused = run({"submit", "--workload", misfit.string()});
+  EXPECT_EQ(refused.exit_status, 1);
+  EXPECT_NE(refused.err.find("evoctl: INVALID_ARGUMENT: workload evoctl-test-own-starts-e4m3: start genome "
+                             "'fa_s512_v3:BLOCK_M=16,"),
+            std::string::npos)
+      << refused.err;
+  EXPECT_NE(refused.err.find("', named for a shape of bucket 1, violates 'e4m3_reads_through_tensor_maps' for "
+                             "1x8x512x64:e4m3\n"),
+            std::string::npos)
+      << refused.err;
+  EXPECT_EQ(server_.service.submits.size(), 2u) << "no run made for the refused workload";
+  fs::remove(file);
+  fs::remove(misfit);
+}
+
+// Every workload file the project ships submits as it stands: its shapes parse, and the starts it
+// names for them fit their buckets (a stale genome there would refuse the whole file).
+TEST_F(Evoctl, TheShippedWorkloadFilesSubmit) {
+  size_t files = 0;
+  for (const auto& entry : fs::directory_iterator(EVO_WORKLOADS_DIR)) {
+    if (entry.path().extension() != ".json") continue;
+    ++files;
+    const size_t before = server_.service.submits.size();
+    const auto r = run({"submit", "--workload", entry.path().string()});
+    EXPECT_EQ(r.exit_status, 0) << entry.path() << ": " << r.err;
+    EXPECT_GT(server_.service.submits.size(), before) << entry.path();
+  }
+  EXPECT_GE(files, 3u) << "llama3-8b, its packed batch and fp8 at least";
+  // The Llama file's 32k decode step starts from its measured splits.
+  bool split_first = false;
+  for (const auto& s : server_.service.submits)
+    if (s.shapes_size() == 1 && s.shapes(0) == "1x32x1x32768x128:kv8:bf16" && s.start_genomes_size() > 0)
+      split_first = s.start_genomes(0).find("SPLIT_KV=16") != std::string::npos;
+  EXPECT_TRUE(split_first);
+}
+
 // A bucket evod refuses stops the submits there, and the line names the runs already made.
 TEST_F(Evoctl, ARefusedBucketNamesTheRunsMadeBeforeIt) {
   const fs::path file = fs::temp_directory_path() / "evoctl-test-refused.json";

@@ -86,6 +86,25 @@ TEST(Workload, TheFilesDefaultsApplyToShapesWithoutASuffix) {
   EXPECT_EQ(w.buckets[1].run_shapes(), std::vector<std::string>{"1x8x4096x64"});
 }
 
+// A shape's starts are read once by the seed's space; its bucket starts from those of its shapes,
+// heaviest shape first, each genome once.
+TEST(Workload, AShapesStartsAreTypedAndItsBucketTakesThemHeaviestFirst) {
+  TempFile f(R"({"seed": "fa_s512_v3", "shapes": [
+    {"shape": "8x32x1x1024x128:kv8", "weight": 1, "starts": ["BLOCK_M=16,PACK_GQA=1", "BLOCK_M=64,SPLIT_KV=4"]},
+    {"shape": "8x32x1x1100x128:kv8", "weight": 5, "starts": ["PACK_GQA=1,BLOCK_M=16"]},
+    {"shape": "8x32x1x8192x128:kv8", "weight": 1}]})");
+  const Workload w = read_workload(f.path.string(), "");
+  ASSERT_EQ(w.buckets.size(), 2u);
+  ASSERT_EQ(w.buckets[0].shapes.size(), 2u);
+  ASSERT_EQ(w.buckets[0].shapes[0].starts.size(), 1u) << "the heavier shape's";
+  EXPECT_EQ(w.buckets[0].shapes[0].starts[0].get("BLOCK_M"), 16);
+  const std::vector<Genome> starts = w.buckets[0].starts();
+  ASSERT_EQ(starts.size(), 2u) << "the genome both shapes name, once";
+  EXPECT_EQ(starts[0].text(), w.buckets[0].shapes[0].starts[0].text());
+  EXPECT_EQ(starts[1].get("SPLIT_KV"), 4);
+  EXPECT_TRUE(w.buckets[1].starts().empty());
+}
+
 TEST(Workload, EveryBadFileIsOneLineNamingIt) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"not json", "is not JSON"},
@@ -107,6 +126,16 @@ TEST(Workload, EveryBadFileIsOneLineNamingIt) {
        "shape '1x8x512x64' is named twice"},
       {R"({"seed": "fa_s512_v3", "dtype": "fp8", "shapes": [{"shape": "1x8x512x64"}]})", "dtype: unknown dtype 'fp8'"},
       {R"({"seed": "fa_s512_v3", "causal": 1, "shapes": [{"shape": "1x8x512x64"}]})", "causal must be true or false"},
+      {R"({"seed": "fa_s512_v3", "shapes": [{"shape": "1x8x512x64", "starts": "BLOCK_M=16"}]})",
+       "starts of '1x8x512x64' must be a list of genome texts"},
+      {R"({"seed": "fa_s512_v3", "shapes": [{"shape": "1x8x512x64", "starts": [""]}]})",
+       "starts of '1x8x512x64' must be a list of genome texts"},
+      {R"({"seed": "fa_s512_v3", "shapes": [{"shape": "1x8x512x64", "starts": ["BLOCK_M=16", 3]}]})",
+       "starts of '1x8x512x64' must be a list of genome texts"},
+      {R"({"seed": "fa_s512_v3", "shapes": [{"shape": "1x8x512x64", "starts": ["NOPE=1"]}]})",
+       "start 'NOPE=1' of '1x8x512x64': "},
+      {R"({"seed": "fa_s512_v3", "shapes": [{"shape": "1x8x512x64", "starts": ["BLOCK_M=48"]}]})",
+       "start 'BLOCK_M=48' of '1x8x512x64': "},
   };
   for (const auto& [text, why] : cases) {
     TempFile f(text);
