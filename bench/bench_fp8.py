@@ -5,7 +5,8 @@ head, at least 2^-126, NaN for a head holding NaN or an infinity); byte = x / sc
 nearest e4m3 value, saturating at +-448. torch's cast to float8_e4m3fn rounds to nearest (ties to
 even) but turns values past the format's range into NaN rather than saturating, so the quotient is
 clamped to +-448 first. V also goes transposed, [B, H, D, pitch] with pitch = S rounded up to 16 and
-the pad zeroed: what evo_attention_forward_fp8 and the Triton FP8 kernel read. value = byte * scale.
+the pad zeroed: what the Triton FP8 kernel reads; evo_attention_forward_fp8 reads the same with each
+16 keys in the order of its P fragment (evo_key_order). value = byte * scale.
 
 Functions take the torch module as an argument (compare_sdpa's style), so that importing this file
 needs no torch.
@@ -49,6 +50,18 @@ def transpose_padded(torch, x8):
     out = torch.zeros((batch, heads, head_dim, fp8_pitch(seq)), dtype=torch.uint8, device=x8.device)
     out[..., :seq] = x8.view(torch.uint8).transpose(2, 3)
     return out.view(torch.float8_e4m3fn)
+
+
+# The key that column c of each 16 of the exported library's V^T holds (its fp8.h, e4m3_vt_column,
+# is the inverse): column 4q + i holds key 2q + (i & 1) + 8 (i >> 1).
+EVO_KEY_OF_COLUMN = tuple(2 * (c // 4) + c % 2 + 8 * ((c // 2) % 2) for c in range(16))
+
+
+def evo_key_order(torch, vt8):
+    """V^T [..., pitch] (pitch a multiple of 16) with each 16 keys in the exported library's order."""
+    pitch = vt8.shape[-1]
+    keys = torch.tensor([c - c % 16 + EVO_KEY_OF_COLUMN[c % 16] for c in range(pitch)], device=vt8.device)
+    return vt8.view(torch.uint8).index_select(-1, keys).view(torch.float8_e4m3fn)
 
 
 def dequantize(torch, x8, scales):

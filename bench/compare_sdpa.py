@@ -470,8 +470,9 @@ def make_varlen_candidates(torch, data: VarlenInputs, causal, scale, evolved, tr
 class Fp8Inputs:
     """One shape's FP8 inputs, shared by every peer and both causal settings: the fp16 draws q [B, H, Sq, D],
     k and v [B, Hkv, Sk, D]; their e4m3 bytes q8, k8, v8 (torch.float8_e4m3fn, the same shapes) and V
-    transposed, vt8 [B, Hkv, D, fp8_pitch(Sk)] with the pad zeroed; the float32 scales, q_scale [B * H],
-    k_scale and v_scale [B * Hkv] (value = byte * scale)."""
+    transposed, vt8 [B, Hkv, D, fp8_pitch(Sk)] with the pad zeroed (Triton's), and the same bytes with
+    each 16 keys in the exported library's order, vt8_evo; the float32 scales, q_scale [B * H], k_scale
+    and v_scale [B * Hkv] (value = byte * scale)."""
     q: object
     k: object
     v: object
@@ -479,6 +480,7 @@ class Fp8Inputs:
     k8: object
     v8: object
     vt8: object
+    vt8_evo: object
     q_scale: object
     k_scale: object
     v_scale: object
@@ -487,7 +489,8 @@ class Fp8Inputs:
 def fp8_inputs(torch, q, k, v) -> Fp8Inputs:
     """The fp16 draws quantized by the exported library's rule (bench_fp8), V also transposed."""
     (q8, q_scale), (k8, k_scale), (v8, v_scale) = (bench_fp8.quantize(torch, t) for t in (q, k, v))
-    return Fp8Inputs(q, k, v, q8, k8, v8, bench_fp8.transpose_padded(torch, v8), q_scale, k_scale, v_scale)
+    vt8 = bench_fp8.transpose_padded(torch, v8)
+    return Fp8Inputs(q, k, v, q8, k8, v8, vt8, bench_fp8.evo_key_order(torch, vt8), q_scale, k_scale, v_scale)
 
 
 def bf16_output(torch, q):
@@ -542,7 +545,7 @@ def fp8_evolved_candidates(torch, data: Fp8Inputs, causal, scale, evolved) -> li
             o = bf16_output(torch, data.q)
 
             def run_evolved(o=o, programmatic=programmatic):
-                lib.forward_fp8(data.q8, data.k8, data.vt8, o, data.q_scale, data.k_scale, data.v_scale, causal, scale,
+                lib.forward_fp8(data.q8, data.k8, data.vt8_evo, o, data.q_scale, data.k_scale, data.v_scale, causal, scale,
                                 programmatic=programmatic)
                 return o
             cands.append(Candidate(name, run_evolved, poison=lambda o=o: o.fill_(float("nan")),
@@ -591,7 +594,7 @@ def quantizer_check(torch, lib, data: Fp8Inputs) -> dict:
     from evolved_lib import EvolvedError
     check = {"lib": os.path.basename(lib.path), "bytes_differ": 0, "bytes": 0, "scales_differ": 0, "scales": 0}
     tensors = ((data.q, data.q8, data.q_scale, False), (data.k, data.k8, data.k_scale, False),
-               (data.v, data.vt8, data.v_scale, True))
+               (data.v, data.vt8_evo, data.v_scale, True))
     try:
         for x, want, want_scales, transpose in tensors:
             got = torch.full(tuple(want.shape), E4M3_NAN_BYTE, dtype=torch.uint8, device=want.device)

@@ -742,6 +742,18 @@ class Fp8Report(unittest.TestCase):
         self.assertEqual(compare_sdpa.floor_rate(self.env, "bf16"), 700.0)
 
 
+class Fp8KeyOrder(unittest.TestCase):
+    """The library's V^T key order as the bench writes it (no torch needed)."""
+
+    def test_each_sixteen_keys_are_a_permutation_in_the_scores_order(self):
+        order = bench_fp8.EVO_KEY_OF_COLUMN
+        self.assertEqual(sorted(order), list(range(16)))
+        self.assertEqual(order[:8], (0, 1, 8, 9, 2, 3, 10, 11))
+        # fp8.h's e4m3_vt_column, the column of a key, is its inverse.
+        column = lambda k: 4 * ((k & 7) >> 1) + 2 * (k >> 3) + (k & 1)
+        self.assertEqual([column(order[c]) for c in range(16)], list(range(16)))
+
+
 @unittest.skipUnless(importlib.util.find_spec("torch") is not None, "PyTorch is not installed here")
 class Fp8Quantization(unittest.TestCase):
     """bench_fp8's torch rule on the CPU: scales, rounding, saturation, V's transposed layout."""
@@ -807,6 +819,17 @@ class Fp8Quantization(unittest.TestCase):
         changed = raw.clone()
         changed[0, 0, 0, :3] ^= 1
         self.assertEqual(bench_fp8.differing(torch, changed, vt8), 3)
+
+    def test_the_librarys_v_keeps_each_sixteen_keys_in_its_fragments_order(self):
+        torch = self.torch
+        x8, _ = bench_fp8.quantize(torch, torch.randn(1, 2, 17, 64).to(torch.float16))
+        vt8 = bench_fp8.transpose_padded(torch, x8)
+        evo = bench_fp8.evo_key_order(torch, vt8).view(torch.uint8)
+        raw = vt8.view(torch.uint8)
+        self.assertEqual(tuple(evo.shape), tuple(raw.shape))
+        for col, key in ((0, 0), (2, 8), (4, 2), (15, 15), (16, 16), (18, 24), (31, 31)):
+            self.assertTrue(torch.equal(evo[..., col], raw[..., key]), (col, key))
+        self.assertEqual(int(evo[..., 17:].count_nonzero()), int(raw[..., 17:].count_nonzero()))
 
 
 class Clocks(unittest.TestCase):
@@ -1373,12 +1396,12 @@ class PlainLaunch(unittest.TestCase):
     @staticmethod
     def fp8_data(q_shape=(2, 16, 4096, 128), kv_shape=(2, 16, 4096, 128)):
         """Fp8Inputs of FakeTensors whose data_ptr()s name them: 1 q, 2 k, 3 v, 11 q8, 12 k8, 13 v8, 14 vt8,
-        21 q_scale, 22 k_scale, 23 v_scale."""
+        15 vt8_evo, 21 q_scale, 22 k_scale, 23 v_scale."""
         b, h_kv, s_k, d = kv_shape
         vt_shape = (b, h_kv, d, bench_shapes.fp8_pitch(s_k))
-        shapes = (q_shape, kv_shape, kv_shape, q_shape, kv_shape, kv_shape, vt_shape,
+        shapes = (q_shape, kv_shape, kv_shape, q_shape, kv_shape, kv_shape, vt_shape, vt_shape,
                   (q_shape[0] * q_shape[1],), (b * h_kv,), (b * h_kv,))
-        ptrs = (1, 2, 3, 11, 12, 13, 14, 21, 22, 23)
+        ptrs = (1, 2, 3, 11, 12, 13, 14, 15, 21, 22, 23)
         return compare_sdpa.Fp8Inputs(*(FakeTensor(shape, ptr) for shape, ptr in zip(shapes, ptrs)))
 
     def test_fp8_calls_pass_bytes_scales_and_transposed_v_in_the_entry_points_order(self):
@@ -1450,6 +1473,8 @@ class PlainLaunch(unittest.TestCase):
             out = pdl.call()
             self.assertTrue(math.isnan(out.filled))
             self.assertEqual((out.shape, out.dtype), ((1, 32, 512, 128), "torch.bfloat16"))
+            self.assertEqual(list((ctypes.c_longlong * 7).in_dll(lib._lib, "last_ptrs"))[2], 15,
+                             "the library gets V^T in its own key order")
             self.assertEqual(self.last_call(lib), (6, 1))
             plain.call()
             self.assertEqual(self.last_call(lib), (6, 0))

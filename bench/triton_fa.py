@@ -17,7 +17,8 @@ loop, its rows H * D or Hkv * D elements apart): bottom-right causal per sequenc
 
 triton_fp8_attention is the FP8 forward as FP8 attention kernels do it on Hopper: e4m3
 (torch.float8_e4m3fn) Q [B, H, Sq, D] and K [B, Hkv, Sk, D], and V TRANSPOSED, [B, Hkv, D, pitch]
-with pitch >= Sk (the exported library's layout: bench_shapes.fp8_pitch(Sk), the pad ignored). FP8
+with pitch >= Sk (bench_shapes.fp8_pitch(Sk), the pad ignored; keys in order, where the exported
+library permutes each 16: bench_fp8.evo_key_order). FP8
 MMA on Hopper reads both operands K-major, and P @ V's K is the key index, so V's keys must be its
 contiguous axis; Q and K are K-major as they stand. Each (batch, head) has a float32 scale (Q per
 query head, K and V per K/V head; value = byte * scale). The scales apply once: Q's and K's fold into

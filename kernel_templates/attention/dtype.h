@@ -12,8 +12,8 @@ enum class DType : int {
   kBF16 = 1,  // bfloat16: 7 stored mantissa bits, float's exponent range
   // FP8 e4m3 Q, K and V (3 stored mantissa bits, largest finite 448, no infinities), each
   // (batch, head) with a float scale beside it (value = element * scale; quantize_fp8.h); V
-  // transposed, [batch, heads_kv, head_dim, seq_k] with rows padded to 16 bytes, as the second
-  // GEMM reads it; O in bf16.
+  // transposed, [batch, heads_kv, head_dim, seq_k] with rows padded to 16 bytes and each 16 keys
+  // in the order of P's fragment (fp8.h: e4m3_vt_column), as the second GEMM reads it; O in bf16.
   kE4M3 = 2,
 };
 

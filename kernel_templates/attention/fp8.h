@@ -32,9 +32,22 @@ EVO_FP8_HD inline float e4m3_scale(float absmax) {
   return s < kE4m3MinScale ? kE4m3MinScale : s;
 }
 
-// V^T's row pitch in bytes for seq_k keys: the copy engine reads rows 16-byte aligned. The pad
-// bytes are never read as keys (the tensor map's bounds stop at seq_k).
+// V^T's row pitch in bytes for seq_k keys: the copy engine reads rows 16-byte aligned. The kernel
+// reads whole rows of it, pad included (a key's column may lie past seq_k within its 16, below):
+// the pad meets only masked scores (P = 0), so it must hold finite values, and the quantizer
+// writes zeros there.
 EVO_FP8_HD constexpr long long e4m3_vt_pitch(long long seq_k) { return (seq_k + 15) / 16 * 16; }
+
+// The column of V^T's row that holds key `key`: each 16 keys in the order in which the kernel's P
+// fragment holds them. The kernel rounds P to e4m3 in registers as wgmma's A fragment, whose lane
+// q holds columns 4q..4q+3 of each 16 (of two rows), while the scores' fragment gives lane q keys
+// 2q, 2q+1, 2q+8 and 2q+9 of each 16; with V^T's columns in that order every lane packs its own
+// scores as they are, with no exchange between lanes: column 4q + i holds key
+// 2q + (i & 1) + 8 (i >> 1).
+EVO_FP8_HD constexpr long long e4m3_vt_column(long long key) {
+  const long long k = key & 15;
+  return key - k + 4 * ((k & 7) >> 1) + 2 * (k >> 3) + (k & 1);
+}
 
 }  // namespace evo
 

@@ -68,7 +68,7 @@ __global__ void quantize_transposed(const In* x, unsigned char* out, const float
   unsigned char* dst = out + static_cast<long long>(blockIdx.z) * head_dim * pitch;
   for (int r = threadIdx.y; r < 32; r += 8) {
     const int dim = dim0 + r, key = key0 + threadIdx.x;
-    if (dim < head_dim && key < pitch) dst[static_cast<long long>(dim) * pitch + key] = tile[threadIdx.x][r];
+    if (dim < head_dim && key < pitch) dst[static_cast<long long>(dim) * pitch + e4m3_vt_column(key)] = tile[threadIdx.x][r];
   }
 }
 

@@ -132,7 +132,7 @@ Fp8Tensor quantize_e4m3(const std::vector<float>& values, int slices, int rows, 
   parallel_for(values.size(), [&](size_t i) {
     const size_t sl = i / slice_elems, row = (i % slice_elems) / cols, col = i % cols;
     const uint8_t b = float_to_e4m3_bits(values[i] / t.scales[sl]);
-    t.bytes[transpose ? (sl * cols + col) * pitch + row : i] = b;
+    t.bytes[transpose ? (sl * cols + col) * pitch + size_t(e4m3_vt_column(static_cast<long long>(row))) : i] = b;
     t.values[i] = e4m3_bits_to_float(b) * t.scales[sl];
   });
   return t;

@@ -72,10 +72,11 @@ inline TensorMapView dense_view(int slices, int rows, int head_dim) {
 inline TensorMapView packed_view(int heads, int tokens, int head_dim) {
   return {heads, tokens, head_dim, static_cast<long long>(heads) * head_dim, head_dim};
 }
-// e4m3's V^T: [slices][head_dim][seq_k] bytes, rows e4m3_vt_pitch(seq_k) apart.
+// e4m3's V^T: [slices][head_dim][pitch] bytes, pitch = e4m3_vt_pitch(seq_k), read whole (a key's
+// column may lie past seq_k within its 16: fp8.h, e4m3_vt_column).
 inline TensorMapView transposed_view(int slices, int seq_k, int head_dim) {
   const long long pitch = e4m3_vt_pitch(seq_k);
-  return {slices, head_dim, seq_k, pitch, pitch * head_dim};
+  return {slices, head_dim, static_cast<int>(pitch), pitch, pitch * head_dim};
 }
 
 // The bytes of a box's row, each with the swizzle of its width: kRowBoxBytes, 128 (the 128-byte

@@ -91,6 +91,26 @@ TEST(E4m3Scale, ThePerHeadRuleAndItsEdges) {
   EXPECT_EQ(e4m3_vt_pitch(4097), 4112);
 }
 
+// V^T's key order: within each 16 keys, column 4q + i holds key 2q + (i & 1) + 8 (i >> 1), the
+// order of the scores' fragment (lane q: keys 2q, 2q+1, 2q+8, 2q+9); a permutation of each 16.
+TEST(E4m3VtColumn, EachSixteenKeysInTheScoresFragmentsOrder) {
+  for (int q = 0; q < 4; ++q)
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(e4m3_vt_column(2 * q + (i & 1) + 8 * (i >> 1)), 4 * q + i) << q << " " << i;
+  for (long long group : {0LL, 16LL, 4096LL}) {
+    std::vector<bool> seen(16, false);
+    for (long long k = group; k < group + 16; ++k) {
+      const long long c = e4m3_vt_column(k);
+      ASSERT_GE(c, group);
+      ASSERT_LT(c, group + 16);
+      EXPECT_FALSE(seen[size_t(c - group)]) << k;
+      seen[size_t(c - group)] = true;
+    }
+  }
+  EXPECT_EQ(e4m3_vt_column(2), 4);
+  EXPECT_EQ(e4m3_vt_column(8), 2);
+  EXPECT_EQ(e4m3_vt_column(15), 15);
+}
+
 // Host quantization as the exported quantizer does it: one scale per slice, the largest value at
 // 448, an all-zero slice at scale 1 and zeros, a NaN slice NaN throughout, one huge outlier
 // flattening the rest of its slice to zeros and e4m3's smallest steps, V's layout transposed with
@@ -115,12 +135,14 @@ TEST(E4m3Quantize, ScalesPerSliceAndTransposesV) {
   EXPECT_TRUE(std::isnan(t.values[12]));
   EXPECT_FLOAT_EQ(t.values[18], 1e6f);
   EXPECT_EQ(t.values[19], 0.f) << "1 under a scale of 1e6/448 is below e4m3's smallest step";
-  // Transposed: slice s, column c, row r at (s * cols + c) * 16 + r.
+  // Transposed: slice s, column c, row r at (s * cols + c) * 16 + e4m3_vt_column(r); row 2 in
+  // column 4.
   const attention::Fp8Tensor vt = attention::quantize_e4m3(v, 4, rows, cols, true);
   ASSERT_EQ(vt.bytes.size(), size_t(4 * cols * 16));
-  EXPECT_EQ(vt.bytes[0 * 16 + 2], t.bytes[4]);   // slice 0, col 0, row 2
-  EXPECT_EQ(vt.bytes[1 * 16 + 2], t.bytes[5]);   // slice 0, col 1, row 2
-  EXPECT_EQ(vt.bytes[1 * 16 + 3], 0) << "pad";
+  EXPECT_EQ(vt.bytes[0 * 16 + 4], t.bytes[4]);   // slice 0, col 0, row 2
+  EXPECT_EQ(vt.bytes[1 * 16 + 4], t.bytes[5]);   // slice 0, col 1, row 2
+  EXPECT_EQ(vt.bytes[1 * 16 + 1], t.bytes[3]);   // slice 0, col 1, row 1
+  EXPECT_EQ(vt.bytes[1 * 16 + 2], 0) << "pad (key 8)";
   for (size_t i = 0; i < 12; ++i) EXPECT_EQ(vt.values[i], t.values[i]) << "the values keep the untransposed layout";
   EXPECT_THROW(attention::quantize_e4m3(v, 3, rows, cols, false), std::invalid_argument);
 }

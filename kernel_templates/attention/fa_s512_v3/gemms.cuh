@@ -52,36 +52,19 @@ __device__ __forceinline__ void issue_scores_wgmma(float (&s)[T::kSTiles][4], co
   wgmma_commit();
 }
 
-// e4m3: P's A fragment of one k32 step (m16n8k32: register j holds 4 consecutive keys, 4q..4q+3 of
-// the step's first 16 (j = 0, 1) or last 16 (j = 2, 3), of row r (j even) or r + 8, q = lane % 4).
-// The scores' layout gives lane q keys 8n + 2q and 8n + 2q + 1 of each n8 tile n instead, so the
-// keys cross lanes: each lane rounds its own to e4m3 and packs, per row, those of tiles 0 and 1
-// (x: 2q, 2q+1, 8+2q, 9+2q) and of tiles 2 and 3 (y), and the four lanes of a row exchange them in
-// two shuffles a register. Lane q's keys 4q..4q+3 are the low halves of lanes 2q and 2q + 1's x
-// for q < 2, the high halves of lanes 2q - 4 and 2q - 3's for q >= 2; so in the first round even
-// lanes send low halves (both rows in one register) and odd lanes high ones, and in the second the
-// reverse, and each lane receives from the lane that sends what it needs.
+// e4m3: P's A fragment of one k32 step (m16n8k32: register j holds 4 consecutive columns, 4q..4q+3
+// of the step's first 16 (j = 0, 1) or last 16 (j = 2, 3), of row r (j even) or r + 8, q = lane %
+// 4). The scores' layout gives lane q keys 2q, 2q+1, 2q+8 and 2q+9 of each 16, and V^T holds each
+// 16 keys in that order (fp8.h, e4m3_vt_column), so each lane rounds and packs its own scores of
+// n8 tiles 2h and 2h + 1 as they are, with no exchange between lanes.
 template <class T>
 __device__ __forceinline__ void pack_p_e4m3(unsigned (&a)[4], const float (&s)[T::kSTiles][4], int kk) {
-  const int lane = threadIdx.x & 31, q = lane & 3;
-  const int row_base = lane & ~3;
-  const bool odd = lane & 1, high = q >= 2;
-  // Round 1 sends the halves odd ? high : low, round 2 the others; both rows in one register.
-  const unsigned send1 = odd ? 0x7632u : 0x5410u, send2 = odd ? 0x5410u : 0x7632u;
-  const int from1 = row_base + (high ? 2 * q - 3 : 2 * q), from2 = row_base + (high ? 2 * q - 4 : 2 * q + 1);
-  // Round 1 brings lane 2q's (q < 2) or lane 2q - 3's (q >= 2): keys 4q, 4q+1 or 4q+2, 4q+3.
-  const unsigned first_pair = high ? 0x1054u : 0x5410u, second_pair = high ? 0x3276u : 0x7632u;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {  // keys 0-15 of the step (tiles 0, 1), then 16-31
     const float (&t0)[4] = s[4 * kk + 2 * half];
     const float (&t1)[4] = s[4 * kk + 2 * half + 1];
-    const unsigned row_r = pack2_e4m3(t0[0], t0[1]) | (pack2_e4m3(t1[0], t1[1]) << 16);
-    const unsigned row_r8 = pack2_e4m3(t0[2], t0[3]) | (pack2_e4m3(t1[2], t1[3]) << 16);
-    const unsigned got1 = __shfl_sync(0xffffffffu, byte_perm(row_r, row_r8, send1), from1);
-    const unsigned got2 = __shfl_sync(0xffffffffu, byte_perm(row_r, row_r8, send2), from2);
-    // got1/got2: [row r: 2 keys, row r+8: 2 keys]; the lower keys come from the lower lane.
-    a[2 * half] = byte_perm(got1, got2, first_pair);
-    a[2 * half + 1] = byte_perm(got1, got2, second_pair);
+    a[2 * half] = pack2_e4m3(t0[0], t0[1]) | (pack2_e4m3(t1[0], t1[1]) << 16);
+    a[2 * half + 1] = pack2_e4m3(t0[2], t0[3]) | (pack2_e4m3(t1[2], t1[3]) << 16);
   }
 }
 

@@ -153,12 +153,6 @@ __device__ __forceinline__ unsigned pack2_e4m3(float lo, float hi) {
   return 0;
 #endif
 }
-// Bytes of a and b chosen by a prmt selector (a's bytes are 0-3, b's 4-7).
-__device__ __forceinline__ unsigned byte_perm(unsigned a, unsigned b, unsigned selector) {
-  unsigned r;
-  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(selector));
-  return r;
-}
 // 1.0 twice, as pack2 would give it.
 template <DType D>
 constexpr unsigned kOnes2 = D == DType::kF16 ? 0x3C003C00u : 0x3F803F80u;
