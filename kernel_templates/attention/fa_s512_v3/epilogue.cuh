@@ -366,10 +366,10 @@ __device__ __forceinline__ void fold_splits_from_memory(const PartialAt& partial
 // another block, which holds the same rows and columns), and counts itself in on its rows'
 // counter; the warp that counts last merges every partial, stores the rows, and sets the counter
 // back to zero, so that the workspace is as the next launch expects it. It sums the partials
-// in block order, its own read back like the others, so that the result does not depend on which
-// block finished last (repeated launches are bitwise identical), and only for rows it stores. Layout (the space's
-// workspace_bytes): kSplitCounters counters, [row tile][WARPS_M] of them in use, then
-// [row tiles][SPLIT_KV][WARPS_M][F::kVals][32] floats.
+// (fold_splits_from_memory), only for rows it stores, in block order, its own read back like the
+// others, so that the result does not depend on which block finished last (repeated launches are
+// bitwise identical). Layout (the space's workspace_bytes): kSplitCounters counters, [row
+// tile][WARPS_M] of them in use, then [row tiles][SPLIT_KV][WARPS_M][F::kVals][32] floats.
 template <class T>
 __device__ __forceinline__ void merge_in_memory_and_store(void* workspace, OutElement<T>* o, int o_stride,
                                                           int m0, int seq_q,
