@@ -27,7 +27,8 @@
 #                     `evoctl submit --workload FILE` (a run per bucket of its shapes, EVO_MAX_EVALS
 #                     shared by their weights), in place of EVO_SUITE's runs, and step 5 benches
 #                     the file's shapes, each with its own causal setting, in its dtype; its
-#                     EVO_START_FILE lines name the bucket "workload" (every run starts from them)
+#                     EVO_START_FILE lines name the bucket "workload" (every run starts from them,
+#                     after the "starts" the file names for the run's own shapes)
 #   EVO_SUITE         the shape buckets, space-separated BxHxSxD
 #                     (default "1x8x512x64 2x8x512x64 16x16x512x64 4x16x2048x64 2x16x4096x128");
 #                     empty ("") submits nothing, which needs EVO_DB and EVO_EXPORT=all
