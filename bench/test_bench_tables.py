@@ -443,7 +443,8 @@ class Arguments(unittest.TestCase):
         with open(path) as f:
             doc = json.load(f)       # llama3-8b.json's format, as `evoctl submit --workload` reads it
         self.assertEqual((doc["name"], doc["seed"], doc["dtype"]), ("fp8", "fa_s512_v3", "e4m3"))
-        self.assertTrue(all(sorted(entry) == ["shape", "weight"] for entry in doc["shapes"]))
+        # Each shape names its measured best as a start (`evoctl submit --workload` reads them).
+        self.assertTrue(all(sorted(entry) == ["shape", "starts", "weight"] for entry in doc["shapes"]))
 
     def test_e4m3_takes_dense_shapes_only(self):
         args = bench_args.parse_args(["--dtype", "e4m3", "--shapes", "1x32x512x4096x128:kv8"])
