@@ -24,11 +24,11 @@ extern "C" int evo_attention_forward_fp8(const void* q, const void* k, const voi
     int seq_q, int seq_k, int head_dim, float softmax_scale, int causal, cudaStream_t stream,
     int programmatic_launch);
     // e4m3 bytes: q [batch, heads, seq_q, head_dim], k [batch, heads_kv, seq_k, head_dim], v_t
-    // transposed [batch, heads_kv, head_dim, pitch] (pitch = seq_k rounded up to 16, each 16 keys in
-    // the order 0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15: bench_fp8.evo_key_order); the scales are
-    // float device arrays of batch * heads (q) and batch * heads_kv (k, v): value = byte * scale; o
-    // bf16 [batch, heads, seq_q, head_dim]; 1 = a call it cannot serve (a file with no e4m3 genome
-    // refuses every call)
+    // transposed [batch, heads_kv, head_dim, pitch] (pitch = seq_k rounded up to 16, each 16 keys
+    // in the order 0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15: bench_fp8.evo_key_order);
+    // the scales are float device arrays of batch * heads (q) and batch * heads_kv (k, v): value =
+    // byte * scale; o bf16 [batch, heads, seq_q, head_dim]; 1 = a call it cannot serve (a file with
+    // no e4m3 genome refuses every call)
 extern "C" int evo_attention_quantize_fp8(const void* x, int x_dtype, void* out, float* scales,
     int batch, int heads, int seq, int head_dim, int transpose, cudaStream_t stream);
     // x fp16 (x_dtype 0) or bf16 (1) [batch, heads, seq, head_dim] -> e4m3 bytes in that layout
@@ -272,8 +272,9 @@ class EvolvedLib:
                     programmatic: bool = True) -> None:
         """One FP8 call of evo_attention_forward_fp8 on torch's current stream: q8 [B, H, Sq, D] and k8
         [B, Hkv, Sk, D] e4m3 bytes (torch.float8_e4m3fn or uint8 storage), vt8 V transposed [B, Hkv, D,
-        pitch] (bench_shapes.fp8_pitch(Sk)) in the library's key order (bench_fp8.evo_key_order), q_scale (B * H floats), k_scale and v_scale (B * Hkv) on the
-        device, o bf16 [B, H, Sq, D]; with PDL allowed (programmatic) or as a plain launch."""
+        pitch] (bench_shapes.fp8_pitch(Sk)) in the library's key order (bench_fp8.evo_key_order),
+        q_scale (B * H floats), k_scale and v_scale (B * Hkv) on the device, o bf16 [B, H, Sq, D];
+        with PDL allowed (programmatic) or as a plain launch."""
         if self._fn_fp8 is None:
             raise EvolvedError(f"{self.path} does not export evo_attention_forward_fp8 (exported before FP8)")
         import torch
