@@ -6,7 +6,8 @@
 // those still in the top k are measured a second time (at most k a generation: early in a run
 // nearly every passing candidate beats a short list, and most would leave it within their own
 // generation). One exception: a result faster than every elite and every confirmation under way
-// (the run's new best) is confirmed at once, so that a run cut short keeps the best it measured. The others end on their one measurement, outside the elites. The second is
+// (the run's new best) is confirmed at once, so that a run cut short keeps the best it measured.
+// The others end on their one measurement, outside the elites. The second is
 // measured by a live, trusted worker of the class of another party (worker_registry.h: another
 // enrolment, or another unenrolled worker) when there is one, else by the same party (then the
 // elite is labelled self-confirmed). Two measurements agree when both are OK and within

@@ -20,6 +20,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A workload file named NAME.json in the temporary directory, removed when the test ends, also
+// when an ASSERT stops it.
+struct WorkloadFile {
+  fs::path path;
+  WorkloadFile(const std::string& name, const std::string& text)
+      : path(fs::temp_directory_path() / (name + ".json")) {
+    std::ofstream(path) << text;
+  }
+  ~WorkloadFile() { fs::remove(path); }
+  std::string str() const { return path.string(); }
+};
+
 struct Result {
   int exit_status;
   std::string out, err;
@@ -87,11 +99,10 @@ TEST_F(Evoctl, SubmitSendsTheBudgets) {
 // A workload file: one run per bucket, heaviest first, each on its own shapes with its share of
 // --max-evals and the rest of the options; the run ids on stdout, the plan and the export on stderr.
 TEST_F(Evoctl, SubmitWorkloadStartsARunPerBucketAndSaysTheExport) {
-  const fs::path file = fs::temp_directory_path() / "evoctl-test-served.json";
-  std::ofstream(file) << R"({"name": "served", "dtype": "bf16", "shapes": [
+  const WorkloadFile file("evoctl-test-served", R"({"name": "served", "dtype": "bf16", "shapes": [
       {"shape": "16x32x1x4096x128:kv8", "weight": 3},
-      {"shape": "1x32x512x4096x128:kv8:causal", "weight": 1}]})";
-  const auto r = run({"submit", "--workload", file.string(), "--seed", "fa_s512_v3", "--max-evals", "40",
+      {"shape": "1x32x512x4096x128:kv8:causal", "weight": 1}]})");
+  const auto r = run({"submit", "--workload", file.str(), "--seed", "fa_s512_v3", "--max-evals", "40",
                       "--budget", "5m"});
   ASSERT_EQ(r.exit_status, 0) << r.err;
   const auto& submits = server_.service.submits;
@@ -114,33 +125,30 @@ TEST_F(Evoctl, SubmitWorkloadStartsARunPerBucketAndSaysTheExport) {
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("when they are done: evoctl export r1 r2 --out served.cu\n"), std::string::npos) << r.err;
-  fs::remove(file);
 }
 
 TEST_F(Evoctl, ABadWorkloadIsOneLineAndStartsNoRun) {
-  const fs::path file = fs::temp_directory_path() / "evoctl-test-bad.json";
-  std::ofstream(file) << R"({"seed": "fa_s512_v3", "shapes": [{"shape": "1x8x512x64"}, {"shape": "1x8x512"}]})";
-  const auto r = run({"submit", "--workload", file.string()});
+  const WorkloadFile file("evoctl-test-bad",
+                          R"({"seed": "fa_s512_v3", "shapes": [{"shape": "1x8x512x64"}, {"shape": "1x8x512"}]})");
+  const auto r = run({"submit", "--workload", file.str()});
   EXPECT_EQ(r.exit_status, 2);
-  EXPECT_EQ(r.err, "evoctl: workload " + file.string() + ": malformed shape '1x8x512': expected BxHxSxD, BxHxSqxSkxD or LENSxHxD (a packed batch's lengths, '17+300/4096')\n");
+  EXPECT_EQ(r.err, "evoctl: workload " + file.str() + ": malformed shape '1x8x512': expected BxHxSxD, BxHxSqxSkxD or LENSxHxD (a packed batch's lengths, '17+300/4096')\n");
   EXPECT_TRUE(server_.service.submits.empty());
-  const auto with_shape = run({"submit", "--workload", file.string(), "--shape", "1x8x512x64"});
+  const auto with_shape = run({"submit", "--workload", file.str(), "--shape", "1x8x512x64"});
   EXPECT_EQ(with_shape.exit_status, 2);
   EXPECT_EQ(with_shape.err,
             "evoctl: submit --workload does not take --shape (the workload file names its shapes and their defaults)\n");
-  fs::remove(file);
 }
 
 // One start list serves buckets of different dtypes: a start a bucket's constraints refuse (FP8
 // reads through tensor maps with wgmma) is left out of that bucket's run alone, with a line; one
 // that fits no bucket is refused before any run is made.
 TEST_F(Evoctl, AWorkloadsStartsGoToTheBucketsTheyFit) {
-  const fs::path file = fs::temp_directory_path() / "evoctl-test-starts.json";
-  std::ofstream(file) << R"({"seed": "fa_s512_v3", "shapes": [
-      {"shape": "1x8x512x64:e4m3", "weight": 2}, {"shape": "1x8x512x64:fp16"}]})";
+  const WorkloadFile file("evoctl-test-starts", R"({"seed": "fa_s512_v3", "shapes": [
+      {"shape": "1x8x512x64:e4m3", "weight": 2}, {"shape": "1x8x512x64:fp16"}]})");
   const std::string fp16_only = "BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2";
   const std::string both = "BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=tma,TMA_BOX_ROWS=256";
-  const auto r = run({"submit", "--workload", file.string(), "--start", fp16_only, "--start", both});
+  const auto r = run({"submit", "--workload", file.str(), "--start", fp16_only, "--start", both});
   ASSERT_EQ(r.exit_status, 0) << r.err;
   const auto& submits = server_.service.submits;
   ASSERT_EQ(submits.size(), 2u);
@@ -152,9 +160,9 @@ TEST_F(Evoctl, AWorkloadsStartsGoToTheBucketsTheyFit) {
             std::string::npos)
       << r.err;
 
-  const std::string e4m3_file = (fs::temp_directory_path() / "evoctl-test-starts-e4m3.json").string();
-  std::ofstream(e4m3_file) << R"({"seed": "fa_s512_v3", "shapes": [{"shape": "1x8x512x64:e4m3"}]})";
-  const auto refused = run({"submit", "--workload", e4m3_file, "--start", fp16_only});
+  const WorkloadFile e4m3_file("evoctl-test-starts-e4m3",
+                               R"({"seed": "fa_s512_v3", "shapes": [{"shape": "1x8x512x64:e4m3"}]})");
+  const auto refused = run({"submit", "--workload", e4m3_file.str(), "--start", fp16_only});
   EXPECT_EQ(refused.exit_status, 1);
   EXPECT_NE(refused.err.find("evoctl: INVALID_ARGUMENT: start genome 'fa_s512_v3:BLOCK_M=32,BLOCK_N=64"),
             std::string::npos)
@@ -164,8 +172,6 @@ TEST_F(Evoctl, AWorkloadsStartsGoToTheBucketsTheyFit) {
             std::string::npos)
       << refused.err;
   EXPECT_EQ(server_.service.submits.size(), 2u) << "no run made for the refused workload";
-  fs::remove(file);
-  fs::remove(e4m3_file);
 }
 
 // The starts a workload file names for a shape begin its bucket's run, before the command line's
@@ -173,10 +179,9 @@ TEST_F(Evoctl, AWorkloadsStartsGoToTheBucketsTheyFit) {
 TEST_F(Evoctl, AShapesOwnStartsComeFirstInItsBucket) {
   const std::string own = "BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2";
   const std::string other = "BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2";
-  const fs::path file = fs::temp_directory_path() / "evoctl-test-own-starts.json";
-  std::ofstream(file) << R"({"seed": "fa_s512_v3", "shapes": [
-      {"shape": "1x8x512x64", "weight": 2, "starts": [")" << own << R"("]}, {"shape": "1x8x8192x64"}]})";
-  const auto r = run({"submit", "--workload", file.string(), "--start", other, "--start", own});
+  const WorkloadFile file("evoctl-test-own-starts", R"({"seed": "fa_s512_v3", "shapes": [
+      {"shape": "1x8x512x64", "weight": 2, "starts": [")" + own + R"("]}, {"shape": "1x8x8192x64"}]})");
+  const auto r = run({"submit", "--workload", file.str(), "--start", other, "--start", own});
   ASSERT_EQ(r.exit_status, 0) << r.err;
   const auto& submits = server_.service.submits;
   ASSERT_EQ(submits.size(), 2u);
@@ -189,10 +194,10 @@ TEST_F(Evoctl, AShapesOwnStartsComeFirstInItsBucket) {
   EXPECT_NE(r.err.find("    starts first from the 1 genome(s) the workload names for its shapes\n"), std::string::npos)
       << r.err;
 
-  const fs::path misfit = fs::temp_directory_path() / "evoctl-test-own-starts-e4m3.json";
-  std::ofstream(misfit) << R"({"seed": "fa_s512_v3", "shapes": [{"shape": "1x8x512x64:e4m3", "starts": [")" << own
-                        << R"("]}]})";
-  const auto refused = run({"submit", "--workload", misfit.string()});
+  const WorkloadFile misfit("evoctl-test-own-starts-e4m3",
+                            R"({"seed": "fa_s512_v3", "shapes": [{"shape": "1x8x512x64:e4m3", "starts": [")" + own +
+                                R"("]}]})");
+  const auto refused = run({"submit", "--workload", misfit.str()});
   EXPECT_EQ(refused.exit_status, 1);
   EXPECT_NE(refused.err.find("evoctl: INVALID_ARGUMENT: workload evoctl-test-own-starts-e4m3: start genome "
                              "'fa_s512_v3:BLOCK_M=16,"),
@@ -203,8 +208,6 @@ TEST_F(Evoctl, AShapesOwnStartsComeFirstInItsBucket) {
             std::string::npos)
       << refused.err;
   EXPECT_EQ(server_.service.submits.size(), 2u) << "no run made for the refused workload";
-  fs::remove(file);
-  fs::remove(misfit);
 }
 
 // Every workload file the project ships submits as it stands: its shapes parse, and the starts it
@@ -230,18 +233,16 @@ TEST_F(Evoctl, TheShippedWorkloadFilesSubmit) {
 
 // A bucket evod refuses stops the submits there, and the line names the runs already made.
 TEST_F(Evoctl, ARefusedBucketNamesTheRunsMadeBeforeIt) {
-  const fs::path file = fs::temp_directory_path() / "evoctl-test-refused.json";
-  std::ofstream(file) << R"({"seed": "fa_s512_v3", "shapes": [
-      {"shape": "1x8x512x64", "weight": 2}, {"shape": "1x8x4096x64"}, {"shape": "1x8x1x8192x64"}]})";
+  const WorkloadFile file("evoctl-test-refused", R"({"seed": "fa_s512_v3", "shapes": [
+      {"shape": "1x8x512x64", "weight": 2}, {"shape": "1x8x4096x64"}, {"shape": "1x8x1x8192x64"}]})");
   server_.service.refuse_submit = 2;
-  const auto r = run({"submit", "--workload", file.string()});
+  const auto r = run({"submit", "--workload", file.str()});
   EXPECT_EQ(r.exit_status, 1);
   EXPECT_EQ(r.out, "r1\n");
   EXPECT_NE(r.err.find("evoctl: INVALID_ARGUMENT: shape refused (bucket 2; runs made before it: r1)\n"),
             std::string::npos)
       << r.err;
   EXPECT_EQ(server_.service.submits.size(), 2u);
-  fs::remove(file);
 }
 
 TEST(EvoctlDuration, ReadsUnitsLargestFirstAndPlainSeconds) {

@@ -35,6 +35,14 @@ bool valid_for(const StrategyContext& ctx, const Genome& g) {
   return true;
 }
 
+// The texts of every genome of the space valid_for ctx: one walk of the whole space.
+std::set<std::string> valid_texts(const StrategyContext& ctx) {
+  std::set<std::string> out;
+  for (uint64_t i = 0; i < space().size(); ++i)
+    if (const Genome g = space().at(i); valid_for(ctx, g)) out.insert(g.text());
+  return out;
+}
+
 // A synthetic landscape with one optimum far from the default genome: the distance, in domain
 // steps, from BLOCK_M=128, BLOCK_N=32, WARPS=8, STAGES=3, SCHEDULE=cp_async (code 1), SWIZZLE=0.
 double synthetic_us(const Genome& g) {
@@ -272,9 +280,7 @@ TEST(StrategyTest, EvolveImprovesOnGenerationZero) {
 
 TEST(StrategyTest, ExhaustiveEnumeratesEveryValidGenomeExactlyOnce) {
   auto ctx = context(1);
-  std::set<std::string> expected;
-  for (uint64_t i = 0; i < space().size(); ++i)
-    if (const Genome g = space().at(i); valid_for(ctx, g)) expected.insert(g.text());
+  const std::set<std::string> expected = valid_texts(ctx);
   ASSERT_GT(expected.size(), 100u);
 
   auto strategy = make_strategy(v1::SEARCH_STRATEGY_EXHAUSTIVE, ctx);
@@ -293,9 +299,7 @@ TEST(StrategyTest, ExhaustiveEnumeratesEveryValidGenomeExactlyOnce) {
 TEST(StrategyTest, RandomAndEvolveDrainASmallSpaceThenStop) {
   auto ctx = context(7);
   ctx.smem_limit = 16 * 1024;  // few genomes fit
-  std::set<std::string> valid;
-  for (uint64_t i = 0; i < space().size(); ++i)
-    if (const Genome g = space().at(i); valid_for(ctx, g)) valid.insert(g.text());
+  const std::set<std::string> valid = valid_texts(ctx);
   for (const char* name : {"random", "evolve"}) {
     auto strategy = make_strategy(named(name), ctx);
     std::vector<ScoredCandidate> history;
