@@ -227,14 +227,16 @@ std::vector<float> quantize_on_gpu(QuantizeFp8 quantize, const std::vector<__hal
       for (int c = 0; c < d; ++c) {
         const size_t i = (size_t(h) * s + r) * d + c;
         const uint8_t want = attention::float_to_e4m3_bits(__half2float(x[i]) / scale);
-        const uint8_t b = got[transpose ? (size_t(h) * d + c) * pitch + r : i];
+        const size_t column = static_cast<size_t>(e4m3_vt_column(r));  // the key order of V^T (fp8.h)
+        const uint8_t b = got[transpose ? (size_t(h) * d + c) * pitch + column : i];
         // (NaN is 0x7F or 0xFF, either sign)
         wrong += std::isnan(scale) ? (b & 0x7F) != 0x7F : b != want;
         values[i] = attention::e4m3_bits_to_float(want) * scale;
       }
     if (transpose)
       for (int c = 0; c < d; ++c)
-        for (size_t r = size_t(s); r < pitch; ++r) wrong += got[(size_t(h) * d + c) * pitch + r] != 0;
+        for (size_t key = size_t(s); key < pitch; ++key)  // the pad: keys past s, wherever their column lies
+          wrong += got[(size_t(h) * d + c) * pitch + size_t(e4m3_vt_column(static_cast<long long>(key)))] != 0;
   }
   EXPECT_EQ(wrong, 0) << "bytes that differ from the host rule";
   return values;
