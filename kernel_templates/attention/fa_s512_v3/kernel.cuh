@@ -127,12 +127,9 @@ __device__ __forceinline__ void epilogue(const Block<T>& b, float (&acc)[T::kMTi
 template <class T>
 __device__ __forceinline__ void forward(const FaParams& p) {
   using Pipe = typename PipelineFor<T>::type;
-  // The next kernel's blocks are let in only once every block of this grid has started, and they
-  // then wait for this grid's end before they touch memory: letting them in early costs this
-  // grid nothing, and their start-up runs under its tail. The wait comes before anything is
-  // computed that would live across it (index arithmetic placed before it costs registers and
-  // spills); only TMA's set-up, which leaves nothing in registers, runs ahead of it.
-  allow_dependent_launch();
+  // The wait for the previous grid comes before anything is computed that would live across it
+  // (index arithmetic placed before it costs registers and spills); only TMA's set-up, which
+  // leaves nothing in registers, runs ahead of it.
   if constexpr (T::kClusterSize > 1) cluster_arrive_on_start();
   extern __shared__ __align__(128) unsigned char smem_dynamic[];
   const SharedLayout<T> smem(smem_dynamic);
@@ -161,6 +158,10 @@ __device__ __forceinline__ void forward(const FaParams& p) {
       for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.f;
   Softmax<T> softmax;
   run_mainloop<T>(pipe, b, acc, softmax);
+  // The next kernel's blocks are let in once every block of this grid has read its last keys (or
+  // left), and they then wait for this grid's end before they touch memory: their start-up runs
+  // under this grid's epilogue, and they take no place on an SM while this grid still loads.
+  allow_dependent_launch();
 
   // No barrier ended the last tile: every warp must be done with Q and the stages before the
   // epilogue's buffers overlay them (unless kMergeApart moved them).
