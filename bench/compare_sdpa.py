@@ -256,9 +256,14 @@ def make_candidates(torch, q, k, v, causal, scale, evolved, triton_mod, dtype: s
 
 def evolved_candidate(torch, name, lib, genome, q, k, v, causal, scale, programmatic, dtype="fp16") -> Candidate:
     o = torch.empty_like(q)   # its own output, NaN-poisoned before the checked call
+    # A call whose genome merges split keys in a workspace gets one of the bench's, zeroed once and
+    # bound to the stream around each call, as a caller that captures graphs binds one (NOTES.md,
+    # Method): the captured call is then its kernel alone.
+    workspace_bytes = lib.workspace_bytes(q, k, causal, dtype)
+    workspace = torch.zeros(workspace_bytes, dtype=torch.uint8, device=q.device) if workspace_bytes > 0 else None
 
     def run_evolved():
-        lib.forward(q, k, v, o, causal, scale, programmatic=programmatic, dtype=dtype)
+        lib.forward(q, k, v, o, causal, scale, programmatic=programmatic, dtype=dtype, workspace=workspace)
         return o
     return Candidate(name, run_evolved, poison=lambda: o.fill_(float("nan")),
                      config=lambda: genome or os.path.basename(lib.path))

@@ -51,6 +51,7 @@ exported before FP8 lack both (`has_fp8_entry`, `has_fp8_quantizer`).
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 
@@ -73,6 +74,10 @@ _FP8_ARGTYPES = [ctypes.c_void_p] * 7 + [ctypes.c_int] * 6 + [ctypes.c_float, ct
 _QUANTIZE_ARGTYPES = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 5 + \
                      [ctypes.c_void_p]
 # The exported entry point's dtype argument (the values of evo::DType).
+# evo_attention_workspace_bytes(batch, heads, heads_kv, seq_q, seq_k, head_dim, causal, dtype, varlen) -> long long
+_WORKSPACE_BYTES_ARGTYPES = [ctypes.c_int] * 9
+# evo_attention_bind_workspace(stream, workspace, bytes)
+_BIND_ARGTYPES = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong]
 DTYPE_CODES = {"fp16": 0, "bf16": 1}
 # evo_attention_quantize_fp8's x_dtype, by torch's name of the input's element type.
 QUANTIZE_INPUT_CODES = {"torch.float16": 0, "torch.bfloat16": 1}
@@ -138,15 +143,48 @@ class EvolvedLib:
         self._fn_varlen = fn_varlen
         self._fn_fp8 = self._optional("evo_attention_forward_fp8", _FP8_ARGTYPES)
         self._fn_quantize = self._optional("evo_attention_quantize_fp8", _QUANTIZE_ARGTYPES)
+        self._fn_workspace_bytes = self._optional("evo_attention_workspace_bytes", _WORKSPACE_BYTES_ARGTYPES,
+                                                  ctypes.c_longlong)
+        self._fn_bind = self._optional("evo_attention_bind_workspace", _BIND_ARGTYPES)
         self.path = path
 
-    def _optional(self, name: str, argtypes: list):
+    def _optional(self, name: str, argtypes: list, restype=ctypes.c_int):
         """An entry point that libraries exported before it lack: None there."""
         fn = getattr(self._lib, name, None)
         if fn is not None:
             fn.argtypes = argtypes
-            fn.restype = ctypes.c_int
+            fn.restype = restype
         return fn
+
+    def workspace_bytes(self, q, k, causal: bool, dtype: str = "fp16") -> int:
+        """The bytes of workspace a dense call takes (evo_attention_workspace_bytes): 0 where it takes
+        none, where the library refuses the call (forward says why), or where the library was exported
+        before callers could bind a workspace."""
+        if self._fn_workspace_bytes is None or self._fn_bind is None or dtype not in DTYPE_CODES:
+            return 0
+        batch, heads, seq_q, head_dim = q.shape
+        n = self._fn_workspace_bytes(batch, heads, k.shape[1], seq_q, k.shape[2], head_dim, int(causal),
+                                     DTYPE_CODES[dtype], 0)
+        return max(int(n), 0)
+
+    @contextlib.contextmanager
+    def _bound(self, workspace, stream: int):
+        """The caller's workspace (a zeroed uint8 device tensor of workspace_bytes, or None: the
+        library's own) bound to `stream` for one call: a call captured into a graph is then its
+        kernel alone (evo_attention_bind_workspace)."""
+        if workspace is None:
+            yield
+            return
+        if self._fn_bind is None:
+            raise EvolvedError(f"{self.path} does not export evo_attention_bind_workspace (exported before callers "
+                               f"could bind a workspace)")
+        rc = self._fn_bind(ctypes.c_void_p(stream), ctypes.c_void_p(workspace.data_ptr()), workspace.numel())
+        if rc != 0:
+            raise EvolvedError(f"evo_attention_bind_workspace returned {rc}", rc)
+        try:
+            yield
+        finally:
+            self._fn_bind(ctypes.c_void_p(stream), None, 0)
 
     @property
     def has_plain_launch(self) -> bool:
@@ -186,16 +224,17 @@ class EvolvedLib:
         return tuple(q.shape[1:3]) != tuple(k.shape[1:3])
 
     def forward(self, q, k, v, o, causal: bool, scale: float, programmatic: bool = True,
-                dtype: str = "fp16") -> None:
+                dtype: str = "fp16", workspace=None) -> None:
         """Launches on torch's current stream (the capture stream inside a graph capture): with PDL
         allowed (evo_attention_forward, as exported) or, with programmatic=False, as a plain launch
         (evo_attention_forward_ex(..., 0)). dtype "bf16" calls evo_attention_forward_dtype; grouped-query
-        heads or seq_q != seq_k call evo_attention_forward_gqa."""
+        heads or seq_q != seq_k call evo_attention_forward_gqa. workspace: the caller's, bound to the
+        stream for the call (see _bound), or None."""
         if self.needs_gqa_entry(q, k):
-            self._forward_gqa(q, k, v, o, causal, scale, programmatic, dtype)
+            self._forward_gqa(q, k, v, o, causal, scale, programmatic, dtype, workspace)
             return
         if dtype != "fp16":
-            self._forward_dtype(q, k, v, o, causal, scale, programmatic, dtype)
+            self._forward_dtype(q, k, v, o, causal, scale, programmatic, dtype, workspace)
             return
         if not programmatic and self._fn_ex is None:
             raise EvolvedError(f"{self.path} does not export evo_attention_forward_ex (exported before plain "
@@ -205,10 +244,11 @@ class EvolvedLib:
         stream = torch.cuda.current_stream().cuda_stream
         args = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), batch, heads, seq_q, k.shape[2],
                 head_dim, ctypes.c_float(scale), int(causal), ctypes.c_void_p(stream))
-        if programmatic:
-            name, rc = "evo_attention_forward", self._fn(*args)
-        else:
-            name, rc = "evo_attention_forward_ex", self._fn_ex(*args, 0)
+        with self._bound(workspace, stream):
+            if programmatic:
+                name, rc = "evo_attention_forward", self._fn(*args)
+            else:
+                name, rc = "evo_attention_forward_ex", self._fn_ex(*args, 0)
         if rc != 0:
             raise EvolvedError(f"{name} returned {rc} for shape {tuple(q.shape)} causal={int(causal)}", rc)
 
@@ -219,15 +259,18 @@ class EvolvedLib:
                                      "calls can run",
     }
 
-    def _forward_dtype(self, q, k, v, o, causal: bool, scale: float, programmatic: bool, dtype: str) -> None:
+    def _forward_dtype(self, q, k, v, o, causal: bool, scale: float, programmatic: bool, dtype: str,
+                       workspace=None) -> None:
         self._forward_typed("evo_attention_forward_dtype", self._fn_dtype, (), q, k, v, o, causal, scale,
-                            programmatic, dtype)
+                            programmatic, dtype, workspace)
 
-    def _forward_gqa(self, q, k, v, o, causal: bool, scale: float, programmatic: bool, dtype: str) -> None:
+    def _forward_gqa(self, q, k, v, o, causal: bool, scale: float, programmatic: bool, dtype: str,
+                     workspace=None) -> None:
         self._forward_typed("evo_attention_forward_gqa", self._fn_gqa, (k.shape[1],), q, k, v, o, causal, scale,
-                            programmatic, dtype)
+                            programmatic, dtype, workspace)
 
-    def _forward_typed(self, name, fn, heads_kv, q, k, v, o, causal, scale, programmatic, dtype) -> None:
+    def _forward_typed(self, name, fn, heads_kv, q, k, v, o, causal, scale, programmatic, dtype,
+                       workspace=None) -> None:
         """One call of a typed entry point: q, k, v, o, batch, heads, [heads_kv,] seq_q, seq_k, head_dim,
         scale, causal, dtype, stream, programmatic_launch."""
         if dtype not in DTYPE_CODES:
@@ -237,9 +280,10 @@ class EvolvedLib:
         import torch
         batch, heads, seq_q, head_dim = q.shape
         stream = torch.cuda.current_stream().cuda_stream
-        rc = fn(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), batch, heads, *heads_kv, seq_q, k.shape[2],
-                head_dim, ctypes.c_float(scale), int(causal), DTYPE_CODES[dtype], ctypes.c_void_p(stream),
-                int(programmatic))
+        with self._bound(workspace, stream):
+            rc = fn(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), batch, heads, *heads_kv, seq_q,
+                    k.shape[2], head_dim, ctypes.c_float(scale), int(causal), DTYPE_CODES[dtype],
+                    ctypes.c_void_p(stream), int(programmatic))
         if rc != 0:
             raise EvolvedError(f"{name} returned {rc} for q {tuple(q.shape)} k {tuple(k.shape)} "
                                f"causal={int(causal)} dtype={dtype}", rc)

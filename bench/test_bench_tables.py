@@ -1127,11 +1127,25 @@ class BuildAndLoad(unittest.TestCase):
 FAKE_LIBRARY = r"""
 /* The exported entry points with void* for cudaStream_t: records which one ran, and how. */
 int last_entry = 0, last_programmatic = -1, last_head_dim = 0, last_dtype = -1;
+long long bound_ptr = 0, bound_at_call = -1;   /* the workspace bound when the last forward ran */
 int evo_attention_forward(const void* q, const void* k, const void* v, void* o, int batch, int heads,
     int seq_q, int seq_k, int head_dim, float softmax_scale, int causal, void* stream) {
-  last_entry = 1; last_programmatic = -1; last_head_dim = head_dim;
+  last_entry = 1; last_programmatic = -1; last_head_dim = head_dim; bound_at_call = bound_ptr;
   return head_dim == 96 ? 7 : 0;
 }
+#ifdef WITH_WORKSPACE
+long long bound_bytes = -1;
+int binds = 0, unbinds = 0;
+long long evo_attention_workspace_bytes(int batch, int heads, int heads_kv, int seq_q, int seq_k, int head_dim,
+    int causal, int dtype, int varlen) {
+  return head_dim == 96 ? -1 : seq_k >= 1024 ? 4096 : 0;   /* a split bucket from 1024 keys on */
+}
+int evo_attention_bind_workspace(void* stream, void* workspace, long long bytes) {
+  if (workspace) { binds++; bound_ptr = (long long)workspace; bound_bytes = bytes; }
+  else { unbinds++; bound_ptr = 0; bound_bytes = -1; }
+  return 0;
+}
+#endif
 #ifdef WITH_EX
 int evo_attention_forward_ex(const void* q, const void* k, const void* v, void* o, int batch, int heads,
     int seq_q, int seq_k, int head_dim, float softmax_scale, int causal, void* stream, int programmatic) {
@@ -1203,6 +1217,12 @@ class FakeTensor:
     def data_ptr(self):
         return self.ptr
 
+    def numel(self):
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
     def fill_(self, value):
         self.filled = value
         return self
@@ -1252,6 +1272,8 @@ class PlainLaunch(unittest.TestCase):
         cls.varlen_lib = os.path.join(cls.tmp, "varlen.so")
         subprocess.run(["cc", "-shared", "-fPIC", "-DWITH_EX", "-DWITH_DTYPE", "-DWITH_GQA", "-DWITH_VARLEN", "-o",
                         cls.varlen_lib, src], check=True)
+        cls.ws_lib = os.path.join(cls.tmp, "ws.so")
+        subprocess.run(["cc", "-shared", "-fPIC", "-DWITH_EX", "-DWITH_WORKSPACE", "-o", cls.ws_lib, src], check=True)
         cls.fp8_lib = os.path.join(cls.tmp, "fp8.so")
         subprocess.run(["cc", "-shared", "-fPIC", "-DWITH_EX", "-DWITH_DTYPE", "-DWITH_GQA", "-DWITH_VARLEN",
                         "-DWITH_FP8", "-o", cls.fp8_lib, src], check=True)
@@ -1270,6 +1292,34 @@ class PlainLaunch(unittest.TestCase):
         with mock.patch.dict(sys.modules, fake_torch()):
             lib.forward(q, q, q, FakeTensor(q.shape), False, 0.125, **kwargs)
         return self.last_call(lib)
+
+    def test_a_workspace_is_bound_to_the_stream_for_the_call_alone(self):
+        lib = EvolvedLib(self.ws_lib)
+        short, long_ = FakeTensor((1, 8, 512, 64)), FakeTensor((1, 8, 1024, 64))
+        self.assertEqual(lib.workspace_bytes(short, short, False), 0)
+        self.assertEqual(lib.workspace_bytes(long_, long_, False), 4096)
+        self.assertEqual(lib.workspace_bytes(FakeTensor((1, 8, 512, 96)), short, False), 0, "refused: forward says why")
+
+        def counter(name):   # the fake's pointers are long long, its counts int
+            kind = ctypes.c_longlong if name in ("bound_ptr", "bound_at_call") else ctypes.c_int
+            return kind.in_dll(lib._lib, name).value
+        workspace = FakeTensor((4096,), ptr=0x1000)
+        self.call(lib, workspace=workspace)
+        self.assertEqual(counter("bound_at_call"), 0x1000, "bound while the call ran")
+        self.assertEqual((counter("binds"), counter("unbinds"), counter("bound_ptr")), (1, 1, 0), "unbound after")
+        with self.assertRaisesRegex(EvolvedError, "evo_attention_forward returned 7"):
+            self.call(lib, head_dim=96, workspace=workspace)
+        self.assertEqual((counter("binds"), counter("unbinds"), counter("bound_ptr")), (2, 2, 0),
+                         "unbound after a refused call too")
+        self.call(lib)
+        self.assertEqual(counter("bound_at_call"), 0, "no workspace: the library's own")
+
+    def test_a_library_without_workspace_binding_sizes_none_and_refuses_one(self):
+        lib = EvolvedLib(self.new_lib)
+        q = FakeTensor((1, 8, 1024, 64))
+        self.assertEqual(lib.workspace_bytes(q, q, False), 0)
+        with self.assertRaisesRegex(EvolvedError, "does not export evo_attention_bind_workspace"):
+            self.call(lib, workspace=FakeTensor((4096,), ptr=0x1000))
 
     def test_a_library_without_the_ex_entry_runs_only_the_pdl_launch(self):
         lib = EvolvedLib(self.old_lib)

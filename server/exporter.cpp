@@ -131,7 +131,9 @@ void check_served(const SpaceForExport& s, const ExportVariant& v) {
 // each replay): a captured allocation is valid only while the graph runs, so it must never be
 // handed to a later launch outside it, and the per-stream buffers are not touched by a capture.
 // Serving one launch only, it zeroes only what that launch needs zero (workspace_zeroed_bytes:
-// its counters), which keeps the replay's memset small however large the partials are.
+// its counters), which keeps the replay's memset small however large the partials are. A buffer
+// the caller binds to a stream (bind_workspace_entry) comes before both: every launch on that
+// stream, captured or not, takes it, so a captured graph holds no allocation, memset or free.
 void emit_workspace(std::ostringstream& o) {
   o << "struct Workspace {\n"
     << "  int device;\n"
@@ -140,7 +142,8 @@ void emit_workspace(std::ostringstream& o) {
     << "  long long bytes;\n"
     << "};\n"
     << "static std::mutex workspace_mutex;\n"
-    << "static std::vector<Workspace> workspaces;\n\n"
+    << "static std::vector<Workspace> workspaces;  // the library's own, one per (device, stream)\n"
+    << "static std::vector<Workspace> bound_workspaces;  // the caller's, bound to a stream\n\n"
     << "// A launch's hold on its workspace: a graph-owned buffer is freed, in stream order, once the\n"
     << "// launch that used it has been enqueued (the lease goes out of scope after it).\n"
     << "struct WorkspaceLease {\n"
@@ -168,8 +171,20 @@ void emit_workspace(std::ostringstream& o) {
     << "}\n\n"
     << "static cudaError_t workspace_for(cudaStream_t stream, long long bytes, long long zeroed, void** out,\n"
     << "                                 WorkspaceLease& lease) {\n"
+    << "  int device = 0;\n"
+    << "  cudaError_t e = cudaGetDevice(&device);\n"
+    << "  if (e != cudaSuccess) return e;\n"
+    << "  {\n"
+    << "    std::lock_guard<std::mutex> lock(workspace_mutex);\n"
+    << "    for (const Workspace& x : bound_workspaces)\n"
+    << "      if (x.device == device && x.stream == stream) {\n"
+    << "        if (x.bytes < bytes) return cudaErrorInvalidValue;  // smaller than the call needs\n"
+    << "        *out = x.ptr;\n"
+    << "        return cudaSuccess;\n"
+    << "      }\n"
+    << "  }\n"
     << "  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;\n"
-    << "  cudaError_t e = cudaStreamIsCapturing(stream, &capture);\n"
+    << "  e = cudaStreamIsCapturing(stream, &capture);\n"
     << "  if (e != cudaSuccess) return e;\n"
     << "  if (capture != cudaStreamCaptureStatusNone) {\n"
     << "    e = zeroed_buffer(stream, bytes, zeroed, out);\n"
@@ -178,9 +193,6 @@ void emit_workspace(std::ostringstream& o) {
     << "    lease.stream = stream;\n"
     << "    return cudaSuccess;\n"
     << "  }\n"
-    << "  int device = 0;\n"
-    << "  e = cudaGetDevice(&device);\n"
-    << "  if (e != cudaSuccess) return e;\n"
     << "  std::lock_guard<std::mutex> lock(workspace_mutex);\n"
     << "  Workspace* w = nullptr;\n"
     << "  for (Workspace& x : workspaces)\n"
@@ -204,6 +216,40 @@ void emit_workspace(std::ostringstream& o) {
     << "}\n\n";
 }
 
+// extern "C" evo_<kind>_bind_workspace(stream, workspace, bytes): the caller's workspace for every
+// later launch on a stream (emit_workspace). In a file whose kernels take none it checks its
+// arguments and binds nothing, so that callers need not tell the two apart.
+std::string bind_workspace_entry(const FamilyExport& f, bool has_workspace) {
+  std::ostringstream o;
+  o << "\n// Binds the caller's workspace to `stream` on the current device: every later launch on that\n"
+    << "// stream, captured into a CUDA graph or not, uses it instead of a buffer of this library's own, so\n"
+    << "// a captured call adds no allocation, memset or free node to the graph. The caller keeps it zero\n"
+    << "// before its first use (each launch leaves it so), at least evo_" << f.kind << "_workspace_bytes() of\n"
+    << "// every call on that stream (a call that needs more returns cudaErrorInvalidValue), alive while\n"
+    << "// any launch or graph that used it may still run, and runs those one at a time (one stream, or\n"
+    << "// events between them). workspace nullptr with bytes 0 unbinds. Returns 0, cudaErrorInvalidValue\n"
+    << "// for a pointer without bytes or bytes without a pointer, or cudaGetDevice's error.\n";
+  if (!has_workspace) o << "// (This file's kernels take no workspace: it checks its arguments and binds nothing.)\n";
+  o << "extern \"C\" int evo_" << f.kind << "_bind_workspace(cudaStream_t stream, void* workspace, long long bytes) {\n"
+    << "  if (bytes < 0 || (workspace == nullptr) != (bytes == 0)) return cudaErrorInvalidValue;\n";
+  if (!has_workspace)
+    return o.str() + "  (void)stream;\n  return cudaSuccess;\n}\n";
+  o << "  int device = 0;\n"
+    << "  const cudaError_t e = cudaGetDevice(&device);\n"
+    << "  if (e != cudaSuccess) return e;\n"
+    << "  std::lock_guard<std::mutex> lock(evo_export::workspace_mutex);\n"
+    << "  auto& bound = evo_export::bound_workspaces;\n"
+    << "  for (size_t i = 0; i < bound.size(); ++i)\n"
+    << "    if (bound[i].device == device && bound[i].stream == stream) {\n"
+    << "      bound.erase(bound.begin() + static_cast<long>(i));\n"
+    << "      break;\n"
+    << "    }\n"
+    << "  if (workspace != nullptr) bound.push_back(evo_export::Workspace{device, stream, workspace, bytes});\n"
+    << "  return cudaSuccess;\n"
+    << "}\n";
+  return o.str();
+}
+
 // "template <int DTYPE_, int CAUSAL_, int HEAD_DIM_>": a variant's compile-time problem variables.
 std::string variant_template(const FamilyExport& f) {
   std::string out = "template <";
@@ -219,6 +265,27 @@ std::string runtime_variables(const FamilyExport& f) {
     unused += (i ? " (void)" : "(void)") + f.runtime[i].name + ";";
   }
   return values + ";\n" + unused + "\n";
+}
+
+// A variant's workspace_bytes(p): the bytes of workspace a launch of that call takes (0: none), or
+// -1 for a call its launch() refuses (the space's constraints on the call's shape). The caller
+// who binds a workspace sizes it by these.
+void emit_workspace_bytes(std::ostringstream& o, const SpaceForExport& s) {
+  const FamilyExport& f = *s.family;
+  o << "  static long long workspace_bytes(const " << f.params_type << "& p) {\n"
+    << "    if constexpr (!kValid) {\n"
+    << "      (void)p;\n"
+    << "      return -1;\n"
+    << "    } else {\n"
+    << runtime_variables(f);
+  for (const auto& d : s.derived)
+    if (d.runtime) o << "      const long long " << d.name << " = " << d.code << ";\n      (void)" << d.name << ";\n";
+  for (const auto& c : s.constraints)
+    if (c.runtime) o << "      if (!(" << c.code << ")) return -1;  // " << c.name << "\n";
+  const auto formula = s.launch.find("workspace_bytes");
+  o << "      return " << (formula != s.launch.end() ? formula->second.code : std::string("0LL")) << ";\n"
+    << "    }\n"
+    << "  }\n\n";
 }
 
 // Everything a (genome, compile-time problem variables) instantiation knows at compile time.
@@ -238,8 +305,9 @@ void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& 
     << "  static constexpr bool kValid = true";
   for (const auto& c : s.constraints)
     if (!c.runtime) o << "\n      && (" << c.code << ")  /* " << c.name << " */";
-  o << ";\n\n"
-    << "  static int launch(const " << f.params_type << "& p, cudaStream_t stream, bool programmatic) {\n"
+  o << ";\n\n";
+  emit_workspace_bytes(o, s);
+  o << "  static int launch(const " << f.params_type << "& p, cudaStream_t stream, bool programmatic) {\n"
     << "    if constexpr (!kValid) {\n"
     << "      (void)p; (void)stream; (void)programmatic;\n"
     << "      return cudaErrorInvalidValue;\n"
@@ -389,7 +457,8 @@ v1::ExportResponse export_dispatch_table(const KernelTemplate& tmpl, const std::
     emit_variant(o, space, variants[i].genome, i, smem_limit, sm_arch);
   ExportTable table{space.served, {}};
   for (const auto& v : variants) table.problems.push_back(v.shapes);
-  o << family.dispatch(table) << "}  // namespace evo_export\n\n" << family.entry_points(table);
+  o << family.dispatch(table) << "}  // namespace evo_export\n\n" << family.entry_points(table)
+    << bind_workspace_entry(family, space.has_workspace);
 
   v1::ExportResponse response;
   response.set_source(o.str());

@@ -153,6 +153,11 @@ std::string dispatch(const ExportTable& t) {
   emit_instantiations(o, t, "launch(p, stream, programmatic)");
   o << "  return cudaErrorInvalidValue;\n}\n\n";
 
+  o << "static long long variant_workspace_bytes(int variant, int dtype, int causal, int head_dim, int varlen,\n"
+    << "                                         const evo::FaParams& p) {\n";
+  emit_instantiations(o, t, "workspace_bytes(p)");
+  o << "  return -1;\n}\n\n";
+
   if (t.problems.size() == 1)
     o << "static int pick_variant(int, int, int, int, int, int head_dim, int causal, int dtype, int varlen) {\n"
       << "  return serves(0, dtype, causal, head_dim, varlen) ? 0 : -1;\n}\n\n";
@@ -166,9 +171,24 @@ std::string dispatch(const ExportTable& t) {
 std::string entry_points(const ExportTable&) {
   std::ostringstream o;
   o << "namespace evo_export {\n"
-    << "// What every entry point shares: the checks on the call's scalars (no CUDA call: a bad call is\n"
-    << "// refused even without a GPU), the params, the pick and the launch. A packed batch passes its\n"
-    << "// offsets and totals; a dense one nulls and zeros.\n"
+    << "// The checks on a call's scalars (no CUDA call: a bad call is refused even without a GPU), the\n"
+    << "// variant pick and the params' scalars: the variant, or -1 for a call this file refuses.\n"
+    << "static int plan_call(int batch, int heads, int heads_kv, int seq_q, int seq_k, int head_dim, int causal,\n"
+    << "                     int dtype, int varlen, evo::FaParams* p) {\n"
+    << "  if (batch <= 0 || heads <= 0 || heads_kv <= 0 || seq_q <= 0 || seq_k <= 0 || head_dim <= 0) return -1;\n"
+    << "  if (heads % heads_kv != 0) return -1;\n"
+    << "  if (causal != 0 && causal != 1) return -1;\n"
+    << "  *p = evo::FaParams{};  // value-initialised: a field not set here (workspace) is null\n"
+    << "  p->batch = batch;\n"
+    << "  p->heads = heads;\n"
+    << "  p->heads_kv = heads_kv;\n"
+    << "  p->seq_q = seq_q;\n"
+    << "  p->seq_k = seq_k;\n"
+    << "  // (-1 where no exported genome serves this call's kind)\n"
+    << "  return pick_variant(batch, heads, heads_kv, seq_q, seq_k, head_dim, causal, dtype, varlen);\n"
+    << "}\n\n"
+    << "// What every entry point shares: the checks, the params, the pick and the launch. A packed batch\n"
+    << "// passes its offsets and totals; a dense one nulls and zeros.\n"
     << "static int forward(const void* q, const void* k, const void* v, void* o, int batch, int heads, int heads_kv,\n"
     << "                   int seq_q, int seq_k, int head_dim, float softmax_scale, int causal, int dtype,\n"
     << "                   const int* cu_seqlens_q, const int* cu_seqlens_k, int total_q, int total_k,\n"
@@ -179,25 +199,16 @@ std::string entry_points(const ExportTable&) {
     << "  const bool scaled = q_scale != nullptr || k_scale != nullptr || v_scale != nullptr;\n"
     << "  if (dtype == 2 ? q_scale == nullptr || k_scale == nullptr || v_scale == nullptr : scaled)\n"
     << "    return cudaErrorInvalidValue;\n"
-    << "  if (batch <= 0 || heads <= 0 || heads_kv <= 0 || seq_q <= 0 || seq_k <= 0 || head_dim <= 0)\n"
-    << "    return cudaErrorInvalidValue;\n"
-    << "  if (heads % heads_kv != 0) return cudaErrorInvalidValue;\n"
-    << "  if (causal != 0 && causal != 1) return cudaErrorInvalidValue;\n"
     << "  if (programmatic_launch != 0 && programmatic_launch != 1) return cudaErrorInvalidValue;\n"
     << "  if (!std::isfinite(softmax_scale)) return cudaErrorInvalidValue;\n"
     << "  const int varlen = cu_seqlens_q != nullptr ? 1 : 0;\n"
-    << "  const int variant = pick_variant(batch, heads, heads_kv, seq_q, seq_k, head_dim, causal, dtype, varlen);\n"
-    << "  if (variant < 0) return cudaErrorInvalidValue;  // no exported genome serves this call's kind\n"
-    << "  evo::FaParams p{};  // value-initialised: a field this file does not set (workspace) is null\n"
+    << "  evo::FaParams p;\n"
+    << "  const int variant = plan_call(batch, heads, heads_kv, seq_q, seq_k, head_dim, causal, dtype, varlen, &p);\n"
+    << "  if (variant < 0) return cudaErrorInvalidValue;\n"
     << "  p.q = q;\n"
     << "  p.k = k;\n"
     << "  p.v = v;\n"
     << "  p.o = o;\n"
-    << "  p.batch = batch;\n"
-    << "  p.heads = heads;\n"
-    << "  p.heads_kv = heads_kv;\n"
-    << "  p.seq_q = seq_q;\n"
-    << "  p.seq_k = seq_k;\n"
     << "  p.softmax_scale = softmax_scale;\n"
     << "  p.cu_seqlens_q = cu_seqlens_q;\n"
     << "  p.cu_seqlens_k = cu_seqlens_k;\n"
@@ -301,6 +312,20 @@ std::string entry_points(const ExportTable&) {
     << "  return evo_attention_forward_gqa(q, k, v, o, batch, heads, heads, seq_q, seq_k, head_dim, softmax_scale,\n"
     << "                                   causal, 0, stream, programmatic_launch);\n"
     << "}\n\n"
+    << "// The bytes of workspace a call of this shape takes (0: none), to size a workspace for\n"
+    << "// evo_attention_bind_workspace: dtype as evo_attention_forward_gqa's (2 for\n"
+    << "// evo_attention_forward_fp8's calls), varlen 1 for evo_attention_forward_varlen's (seq_q and seq_k\n"
+    << "// the longest sequence's). -1 for a call this file refuses. No CUDA call.\n"
+    << "extern \"C\" long long evo_attention_workspace_bytes(int batch, int heads, int heads_kv, int seq_q, int seq_k,\n"
+    << "                                                 int head_dim, int causal, int dtype, int varlen) {\n"
+    << "  if (varlen != 0 && varlen != 1) return -1;\n"
+    << "  if (varlen == 0 && causal == 1 && seq_q > seq_k) return -1;  // as the dense entry points refuse it\n"
+    << "  evo::FaParams p;\n"
+    << "  const int variant = evo_export::plan_call(batch, heads, heads_kv, seq_q, seq_k, head_dim, causal, dtype,\n"
+    << "                                            varlen, &p);\n"
+    << "  if (variant < 0) return -1;\n"
+    << "  return evo_export::variant_workspace_bytes(variant, dtype, causal, head_dim, varlen, p);\n"
+    << "}\n\n"
     << "// fp16, equal heads, programmatic launch: the entry point most callers of the first exports used.\n"
     << "extern \"C\" int evo_attention_forward(const void* q, const void* k, const void* v, void* o,\n"
     << "                                     int batch, int heads, int seq_q, int seq_k, int head_dim,\n"
@@ -341,7 +366,11 @@ const FamilyExport& export_entry() {
       "in the order 0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15) and per-(batch, head) float "
       "scales, and writes a bf16 O; `evo_attention_quantize_fp8(x, x_dtype, out, scales, batch, heads, "
       "seq, head_dim, transpose, stream)` makes those from fp16 or bf16 tensors (scale = the head's "
-      "largest magnitude / 448; 1 for an all-zero head; NaN for a head holding NaN or an infinity).",
+      "largest magnitude / 448; 1 for an all-zero head; NaN for a head holding NaN or an infinity). "
+      "`evo_attention_workspace_bytes(batch, heads, heads_kv, seq_q, seq_k, head_dim, causal, dtype, "
+      "varlen)` gives the workspace a call takes, and `evo_attention_bind_workspace(stream, workspace, "
+      "bytes)` makes every later launch on that stream use the caller's zeroed buffer instead of the "
+      "library's, so that a call captured into a CUDA graph adds its kernel alone.",
       &bench_fields,
       &launch_arguments,
       &dispatch,

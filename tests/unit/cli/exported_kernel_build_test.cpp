@@ -2,6 +2,7 @@
 // shapes it must refuse. Needs nvcc (skips without it) but no GPU and no driver: the refusals
 // happen before any CUDA call.
 #include "exported_kernel_fixture.h"
+#include "search_space.h"
 
 namespace evo {
 namespace {
@@ -139,6 +140,49 @@ TEST_F(ExportedKernel, Fp8EntryPointsRefuseBadCallsWithoutTouchingTheDriver) {
   EXPECT_EQ(forward(p, p, p, p, scales, scales, scales, 1, 8, 8, 512, 512, 64, 0.125f, 0, nullptr, 1),
             kCudaErrorInvalidValue) << "a file with no e4m3 genome";
   EXPECT_EQ(gqa(p, p, p, p, 1, 8, 8, 512, 512, 64, 0.125f, 0, 2, nullptr, 1), kCudaErrorInvalidValue) << "dtype 2";
+}
+
+using WorkspaceBytes = long long (*)(int, int, int, int, int, int, int, int, int);
+using BindWorkspace = int (*)(void*, void*, long long);
+
+// evo_attention_workspace_bytes sizes a workspace to bind: the search space's own formula for the
+// bucket's genome where it splits its keys in the workspace, 0 where it does not, -1 for a call
+// the file refuses. No CUDA call, so it answers without a driver.
+TEST_F(ExportedKernel, WorkspaceBytesAreTheSpacesFormulaForEachBucketsGenome) {
+  ASSERT_EQ(dispatch_.status, 0) << dispatch_.log;
+  const auto bytes = reinterpret_cast<WorkspaceBytes>(dlsym(dispatch_.handle, "evo_attention_workspace_bytes"));
+  ASSERT_NE(bytes, nullptr);
+  const attention::Shape split = split_bucket();
+  const SearchSpace& space = SearchSpace::for_template(split_genome().template_id());
+  const int64_t want = space.launch(split_genome(), attention::to_problem(split)).workspace_bytes;
+  ASSERT_GT(want, 0);
+  EXPECT_EQ(bytes(1, split.heads, split.heads, split.seq_q, split.seq_k, split.head_dim, 0, 0, 0), want);
+  attention::Shape more_heads = split;
+  more_heads.heads = 8;  // the same bucket, a larger grid: more partials
+  EXPECT_EQ(bytes(1, 8, 8, split.seq_q, split.seq_k, split.head_dim, 0, 0, 0),
+            space.launch(split_genome(), attention::to_problem(more_heads)).workspace_bytes);
+  EXPECT_EQ(bytes(1, 8, 8, 512, 512, 64, 0, 0, 0), 0) << "the seed's bucket takes no workspace";
+  EXPECT_EQ(bytes(1, 8, 8, 512, 512, 96, 0, 0, 0), -1) << "head_dim 96";
+  EXPECT_EQ(bytes(1, 8, 3, 512, 512, 64, 0, 0, 0), -1) << "heads_kv 3 of 8";
+  EXPECT_EQ(bytes(1, 8, 8, 1024, 512, 64, 1, 0, 0), -1) << "causal seq_q > seq_k";
+  EXPECT_EQ(bytes(1, 8, 8, 512, 512, 64, 0, 1, 0), -1) << "bf16: a dtype the file was not tuned for";
+  EXPECT_EQ(bytes(1, 8, 8, 512, 512, 64, 0, 0, 1), -1) << "a packed batch: none tuned";
+  EXPECT_EQ(bytes(1, 8, 8, 512, 512, 64, 0, 0, 2), -1) << "varlen 2";
+  EXPECT_EQ(bytes(0, 8, 8, 512, 512, 64, 0, 0, 0), -1) << "batch 0";
+}
+
+// A pointer without bytes, bytes without a pointer or negative bytes are refused before any CUDA
+// call; a file whose kernels take no workspace has the entry point too.
+TEST_F(ExportedKernel, BindWorkspaceRefusesAPointerWithoutBytesWithoutTouchingTheDriver) {
+  for (const Built* b : {&standalone_, &dispatch_, &tma_}) {
+    ASSERT_EQ(b->status, 0) << b->log;
+    const auto bind = reinterpret_cast<BindWorkspace>(dlsym(b->handle, "evo_attention_bind_workspace"));
+    ASSERT_NE(bind, nullptr);
+    char buf[16] = {};
+    EXPECT_EQ(bind(nullptr, buf, 0), kCudaErrorInvalidValue) << "a pointer without bytes";
+    EXPECT_EQ(bind(nullptr, nullptr, 16), kCudaErrorInvalidValue) << "bytes without a pointer";
+    EXPECT_EQ(bind(nullptr, buf, -16), kCudaErrorInvalidValue) << "negative bytes";
+  }
 }
 
 TEST_F(ExportedKernel, RefusesWhatItCannotServeWithoutTouchingTheDriver) {

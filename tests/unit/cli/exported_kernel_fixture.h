@@ -80,13 +80,9 @@ class ExportedKernel : public ::testing::Test {
     // A dispatch table whose second genome splits each row tile's keys over 16 blocks, which
     // merge in the workspace: the stream-ordered workspace code is built by nvcc and exercised by
     // the GPU test, and each call must leave the workspace's counters as it found them.
-    auto genes = seed.genes();
-    genes[0].second = 64;  // BLOCK_M
-    for (auto& [name, value] : genes)
-      if (name == "SPLIT_KV") value = 16;
     const KernelTemplate& tmpl = *find_template(seed.template_id());
     dispatch_ = build("table", export_dispatch_table(tmpl, {{seed, {testing::shape_1x8x512x64()}, testing::measured_evaluation(false)},
-                                                      {Genome(seed.template_id(), genes), {attention::to_problem(split_bucket())}, testing::measured_evaluation(false)}}));
+                                                      {split_genome(), {attention::to_problem(split_bucket())}, testing::measured_evaluation(false)}}));
     // The wgmma path with TMA copies: its launch encodes tensor maps with the template's host code,
     // in whole-tile boxes, so that K's and V's (128 rows) are taller than Q's and O's (64).
     Genome tma = seed;
@@ -124,6 +120,15 @@ class ExportedKernel : public ::testing::Test {
   static EntryPointEx entry_ex_of(const Built& b) {
     EXPECT_EQ(b.status, 0) << "nvcc failed on the exported kernel:\n" << b.log;
     return b.handle ? reinterpret_cast<EntryPointEx>(dlsym(b.handle, "evo_attention_forward_ex")) : nullptr;
+  }
+
+  // The dispatch table's second genome: the seed with 64-row blocks, each row tile's keys split
+  // over 16 blocks that merge in the workspace.
+  static Genome split_genome() {
+    Genome g = testing::default_genome();
+    g.set("BLOCK_M", 64);
+    g.set("SPLIT_KV", 16);
+    return g;
   }
 
   // The dispatch table's second bucket: small enough for a CPU reference in the GPU test.

@@ -363,6 +363,67 @@ TEST_F(ExportedKernelOnGpu, ASplitCapturedIntoAGraphMatchesTheFloatReference) {
   EXPECT_LE(captured_error(f, split.heads, split.seq_q, split.head_dim), kFp16Tolerance);
 }
 
+// A workspace the caller binds to the capturing stream: the captured split call adds the kernel
+// alone to the graph (no allocation, memset or free of the library's), the graph replays match the
+// reference and leave the workspace's counters zero for the next, and a call that needs more than
+// the bound bytes is refused. Unbinding hands the stream back to the library's own buffer.
+TEST_F(ExportedKernelOnGpu, ABoundWorkspaceLeavesACapturedSplitCallOneKernelNode) {
+  const EntryPoint f = entry_of(dispatch_);
+  const auto bytes_of = reinterpret_cast<long long (*)(int, int, int, int, int, int, int, int, int)>(
+      dlsym(dispatch_.handle, "evo_attention_workspace_bytes"));
+  const auto bind = reinterpret_cast<int (*)(void*, void*, long long)>(
+      dlsym(dispatch_.handle, "evo_attention_bind_workspace"));
+  ASSERT_NE(f, nullptr);
+  ASSERT_NE(bytes_of, nullptr);
+  ASSERT_NE(bind, nullptr);
+  const attention::Shape split = split_bucket();
+  const int heads = split.heads, s = split.seq_q, d = split.head_dim;
+  const long long bytes = bytes_of(1, heads, heads, s, s, d, 0, 0, 0);
+  ASSERT_GT(bytes, 0);
+  void* workspace = nullptr;
+  ASSERT_EQ(cudaMalloc(&workspace, static_cast<size_t>(bytes)), cudaSuccess);
+  ASSERT_EQ(cudaMemset(workspace, 0, static_cast<size_t>(bytes)), cudaSuccess);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(bind(stream, workspace, bytes), 0);
+
+  const size_t n = static_cast<size_t>(heads) * s * d;
+  const Inputs in(n, 11 + s + d);
+  const float scale = 1.f / std::sqrt(static_cast<float>(d));
+  const std::vector<float> ref = cpu_attention(in.q, in.k, in.v, heads, s, d, false, scale);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  EXPECT_EQ(f(in.dq, in.dk, in.dv, in.dout, 1, heads, s, s, d, scale, 0, stream), 0);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  size_t nodes = 0;
+  EXPECT_EQ(cudaGraphGetNodes(graph, nullptr, &nodes), cudaSuccess);
+  EXPECT_EQ(nodes, 1u) << "the captured call holds nodes besides its kernel";
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  std::vector<__half> out(n);
+  for (int replay = 0; replay < 3; ++replay) {
+    cudaMemset(in.dout, 0xff, n * sizeof(__half));
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    cudaMemcpy(out.data(), in.dout, n * sizeof(__half), cudaMemcpyDeviceToHost);
+    EXPECT_LE(rel_l2(out, ref), kFp16Tolerance) << "replay " << replay;
+  }
+  // Bound bytes short of the call's: refused. Unbound: the library's own buffer serves it.
+  EXPECT_EQ(bind(stream, workspace, bytes - 1), 0);
+  EXPECT_EQ(f(in.dq, in.dk, in.dv, in.dout, 1, heads, s, s, d, scale, 0, stream), kCudaErrorInvalidValue);
+  EXPECT_EQ(bind(stream, nullptr, 0), 0);
+  cudaMemset(in.dout, 0xff, n * sizeof(__half));
+  EXPECT_EQ(f(in.dq, in.dk, in.dv, in.dout, 1, heads, s, s, d, scale, 0, stream), 0);
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cudaMemcpy(out.data(), in.dout, n * sizeof(__half), cudaMemcpyDeviceToHost);
+  EXPECT_LE(rel_l2(out, ref), kFp16Tolerance) << "unbound";
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  cudaFree(workspace);
+}
+
 // FP8 in two calls, as a caller with fp16 tensors makes them: the exported quantizer (bytes and
 // scales identical to the rule on the host; V transposed with its pad zeroed), then the e4m3 kernel,
 // within the family's e4m3 tolerance of the float32 attention of the values the bytes stand for,

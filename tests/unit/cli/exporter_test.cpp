@@ -63,7 +63,7 @@ TEST(Exporter, SourceIncludesOnlyToolkitAndStandardHeaders) {
 TEST(Exporter, ParamsAreValueInitialised) {
   // Fields the entry point does not set (a workspace pointer) must be null, not stack garbage.
   const auto r = export_standalone(default_genome(), {shape_1x8x512x64()}, measured_evaluation(false));
-  EXPECT_NE(r.source().find("evo::FaParams p{};"), std::string::npos);
+  EXPECT_NE(r.source().find("*p = evo::FaParams{};"), std::string::npos);
 }
 
 TEST(Exporter, SourceNeverSynchronizes) {
