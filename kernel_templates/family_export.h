@@ -53,7 +53,9 @@ struct FamilyExport {
   // Inside namespace evo_export, after the variants: serves(), launch_variant() and
   // pick_variant(), which the entry points call.
   std::string (*dispatch)(const ExportTable& table);
-  // After namespace evo_export: the C entry points.
+  // After namespace evo_export: the C entry points, among them evo_<kind>_workspace_bytes (from
+  // each variant's workspace_bytes(p)), which sizes the workspace a caller binds with the
+  // exporter's evo_<kind>_bind_workspace.
   std::string (*entry_points)(const ExportTable& table);
 };
 
