@@ -267,21 +267,27 @@ std::string runtime_variables(const FamilyExport& f) {
   return values + ";\n" + unused + "\n";
 }
 
+// What a variant's functions of the call compute first: the call's problem variables, the derived
+// values that read them, and the space's constraints on them, each failed one returning `refused`.
+std::string call_variables(const SpaceForExport& s, const std::string& refused) {
+  std::string out = runtime_variables(*s.family);
+  for (const auto& d : s.derived)
+    if (d.runtime) out += "      const long long " + d.name + " = " + d.code + ";\n      (void)" + d.name + ";\n";
+  for (const auto& c : s.constraints)
+    if (c.runtime) out += "      if (!(" + c.code + ")) return " + refused + ";  // " + c.name + "\n";
+  return out;
+}
+
 // A variant's workspace_bytes(p): the bytes of workspace a launch of that call takes (0: none), or
 // -1 for a call its launch() refuses (the space's constraints on the call's shape). The caller
 // who binds a workspace sizes it by these.
 void emit_workspace_bytes(std::ostringstream& o, const SpaceForExport& s) {
-  const FamilyExport& f = *s.family;
-  o << "  static long long workspace_bytes(const " << f.params_type << "& p) {\n"
+  o << "  static long long workspace_bytes(const " << s.family->params_type << "& p) {\n"
     << "    if constexpr (!kValid) {\n"
     << "      (void)p;\n"
     << "      return -1;\n"
     << "    } else {\n"
-    << runtime_variables(f);
-  for (const auto& d : s.derived)
-    if (d.runtime) o << "      const long long " << d.name << " = " << d.code << ";\n      (void)" << d.name << ";\n";
-  for (const auto& c : s.constraints)
-    if (c.runtime) o << "      if (!(" << c.code << ")) return -1;  // " << c.name << "\n";
+    << call_variables(s, "-1");
   const auto formula = s.launch.find("workspace_bytes");
   o << "      return " << (formula != s.launch.end() ? formula->second.code : std::string("0LL")) << ";\n"
     << "    }\n"
@@ -312,13 +318,8 @@ void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& 
     << "      (void)p; (void)stream; (void)programmatic;\n"
     << "      return cudaErrorInvalidValue;\n"
     << "    } else {\n"
-    << runtime_variables(f);
-  for (const auto& d : s.derived)
-    if (d.runtime) o << "      const long long " << d.name << " = " << d.code << ";\n";
-  for (const auto& c : s.constraints)
-    if (c.runtime)
-      o << "      if (!(" << c.code << ")) return cudaErrorInvalidValue;  // " << c.name << "\n";
-  o << "      const long long grid_x = " << s.launch.at("grid_x").code << ";\n"
+    << call_variables(s, "cudaErrorInvalidValue")
+    << "      const long long grid_x = " << s.launch.at("grid_x").code << ";\n"
     << "      const long long grid_y = " << s.launch.at("grid_y").code << ";\n"
     << "      const long long grid_z = " << s.launch.at("grid_z").code << ";\n"
     << "      const long long threads = " << s.launch.at("threads").code << ";\n"
