@@ -26,10 +26,11 @@
 namespace evo {
 
 // The box heights a kernel may ask for: the copy engine takes up to 256 rows, and the kernel's
-// tiles are whole boxes of 32 or 64 rows, or one box of the whole tile (up to 256 rows; e4m3's
-// V^T: head_dim rows).
+// tiles are whole boxes of 32 or 64 rows, or one box of the whole tile (128, 192 or 256 rows;
+// e4m3's V^T: head_dim rows). KernelPlan.TheSpaceAndTheKernelAgree* holds every genome's boxes
+// against this.
 inline constexpr bool valid_tensor_map_box_rows(int box_rows) {
-  return box_rows == 32 || box_rows == 64 || box_rows == 128 || box_rows == 256;
+  return box_rows == 32 || box_rows == 64 || box_rows == 128 || box_rows == 192 || box_rows == 256;
 }
 
 using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,

@@ -378,6 +378,30 @@ TEST(CudaEvaluator, E4m3GenomesPassEveryGateOnRaggedLengths) {
   }
 }
 
+// Tiles of 192 keys (one m64n192 wgmma per warpgroup for QK^T, as FlashAttention-3's wide FP8
+// tiles): three 64-key V^T boxes a tile in e4m3, and ragged tails that end inside a tile's third
+// panel, through the producer, pingpong and one-warpgroup schedules (the sanitizer's run included).
+TEST(CudaEvaluator, WideKeyTilesPassEveryGate) {
+  EVO_REQUIRE_GPU();
+  CudaEvaluator& ev = *shared_evaluator();
+  if (ev.device().arch() != "sm_90a") GTEST_SKIP() << "192-key tiles are wgmma's, on sm_90a";
+  const auto& space = SearchSpace::for_template("fa_s512_v3");
+  const std::vector<Problem> e4m3_128 = {problem("1x8x4097x128:causal:e4m3"),
+                                         problem("2x8x17x777x128:kv2:causal:e4m3"), problem("1x8x1x128:e4m3")};
+  const std::vector<Problem> e4m3_64 = {problem("1x8x17x64:e4m3"), problem("2x8x777x64:causal:e4m3")};
+  const std::vector<Problem> dense = {problem("2x8x777x64:causal"), problem("1x8x4097x128:causal:bf16"),
+                                      problem("1x8x300x1152x128:kv2:causal")};
+  const std::vector<std::pair<const char*, const std::vector<Problem>*>> cases = {
+      {"BLOCK_M=128,BLOCK_N=192,WARPS=8,STAGES=3,WGMMA=1,SCHEDULE=warp_specialized_pingpong,TMA_BOX_ROWS=256,LAZY_RESCALE=1",
+       &e4m3_128},
+      {"BLOCK_M=64,BLOCK_N=192,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=tma_release", &e4m3_64},
+      {"BLOCK_M=128,BLOCK_N=192,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=pingpong,TMA_BOX_ROWS=256", &dense}};
+  for (const auto& [genes, shapes] : cases) {
+    const v1::Evaluation e = ev.evaluate(space.parse(genes), *shapes, true);
+    EXPECT_EQ(e.status(), v1::OK) << genes << ": " << gate_summary(e);
+  }
+}
+
 TEST(CudaEvaluator, TwentyGenomesSpreadOverTheSpacePassCorrectness) {
   EVO_REQUIRE_GPU();
   CudaEvaluator& ev = *shared_evaluator();

@@ -35,9 +35,10 @@ struct Plan {
   // launch.min_registers; the worker's compile gate refuses a kernel compiled to fewer).
   int min_registers;
   // Two register sets for P (pingpong at head dim 128 only: it lost on the other blocks it was
-  // tried on; and not warp-specialized, where ptxas spilled it within the consumers' 240
-  // registers): each tile's P is packed into its own set before the wait for the previous tile's
-  // P*V, and the loop runs unrolled by two.
+  // tried on; and neither warp-specialized, where ptxas spilled it within the consumers' 240
+  // registers, nor on 192-key tiles, whose scores alone take 96 registers): each tile's P is
+  // packed into its own set before the wait for the previous tile's P*V, and the loop runs
+  // unrolled by two.
   int p_buffers;
   // CAUSAL_FOLD on a causal call: the front half of the block's row warps takes rows from the
   // sequence's start, the back half rows from its end; Q then arrives as two tiles. A non-causal
@@ -144,7 +145,6 @@ EVO_HOST_DEVICE constexpr Plan plan(const KernelConfig& c) {
   p.pv_async = p.mainloop != Mainloop::kSerial;
   p.pingpong = p.mainloop == Mainloop::kPingpong;
   p.qk_ahead = p.mainloop == Mainloop::kQkAhead;
-  p.p_buffers = p.pingpong && c.head_dim == 128 && !p.producer ? 2 : 1;
   p.fold = c.causal_fold != 0 && c.causal != 0;
   p.pack = c.pack_gqa != 0;
   p.varlen = c.varlen != 0;
@@ -174,6 +174,7 @@ EVO_HOST_DEVICE constexpr Plan plan(const KernelConfig& c) {
   p.rows_per_warp = c.block_m / p.warps_m;
   p.keys_per_warp = c.block_n / p.warps_kv;
   p.m_tiles = p.rows_per_warp / 16;
+  p.p_buffers = p.pingpong && c.head_dim == 128 && !p.producer && p.keys_per_warp <= 128 ? 2 : 1;
   p.s_tiles = p.keys_per_warp / 8;
   p.pv_steps = p.keys_per_warp * p.in_bytes / 32;
   p.qk_steps = p.qk_cols / 16;
@@ -218,6 +219,7 @@ enum class Unsupported : int {
   kSplitKV,             // 1; 2, 4 or 8 (a portable cluster); 16 (merged in the workspace)
   kWgmmaWarpgroups,     // WGMMA: whole warpgroups, each owning 64 rows (one m16 tile per warp)
   kWgmmaN,              // WGMMA: a warpgroup's keys per tile are the N of one wgmma: 32, 64, 128
+                        // or 192 (FlashAttention-3's wide FP8 tiles; 96 and 48 have no wgmma here)
   kWgmmaCopies,         // WGMMA: cp.async or TMA into swizzled tiles
   kPvAsync,             // P*V in flight: wgmma, and a stage for its V besides the current tile
   kTmaSwizzle,          // TMA: the copies land in swizzled panels
@@ -263,7 +265,8 @@ EVO_HOST_DEVICE constexpr Unsupported check(const KernelConfig& c) {
     return U::kSplitKV;
   if (c.wgmma && (c.warps % 4 != 0 || c.block_m % 64 != 0 || p.m_tiles != 1))
     return U::kWgmmaWarpgroups;
-  if (c.wgmma && p.keys_per_warp != 32 && p.keys_per_warp != 64 && p.keys_per_warp != 128)
+  if (c.wgmma && p.keys_per_warp != 32 && p.keys_per_warp != 64 && p.keys_per_warp != 128 &&
+      p.keys_per_warp != 192)
     return U::kWgmmaN;
   if (c.wgmma && (!p.cp_async || !c.swizzle)) return U::kWgmmaCopies;
   if (p.pv_async && (!c.wgmma || c.stages < 2)) return U::kPvAsync;

@@ -75,8 +75,8 @@ __device__ __forceinline__ void fence_operands(unsigned (&a)[N][4]) {
 #define EVO_ACC4(d, j) "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
 
 // wgmma.mma_async m64nNkK, inputs of type D, fp32 accumulators, one specialisation per N (32,
-// 64, 128) and input type, written for each type by EVO_WGMMA_FOR; K is 16 for 16-bit types and
-// 32 for e4m3 (32 bytes of a row either way):
+// 64, 128; 192 for QK^T only, where a warpgroup's keys are that N) and input type, written for each
+// type by EVO_WGMMA_FOR; K is 16 for 16-bit types and 32 for e4m3 (32 bytes of a row either way):
 //   ss(d, a, b, accumulate): d (+)= A[64xK] * B[KxN]; A and B from shared memory, both K-major.
 //   rs(d, a, b): d += A[64xK] * B[KxN]; A from registers (the m16n8k16 A fragment of each warp's
 //     16 rows; e4m3: the m16n8k32 one), B from shared memory, N-major (transposed) for 16-bit
@@ -159,6 +159,28 @@ struct Wgmma<128, D> { \
           EVO_ACC4(d, 10), EVO_ACC4(d, 11), EVO_ACC4(d, 12), EVO_ACC4(d, 13), EVO_ACC4(d, 14), \
           EVO_ACC4(d, 15) \
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1)); \
+  } \
+}; \
+template <> \
+struct Wgmma<192, D> { \
+  static __device__ __forceinline__ void ss(float (&d)[24][4], unsigned long long a, \
+                                            unsigned long long b, int accumulate) { \
+    asm volatile( \
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n" \
+        "wgmma.mma_async.sync.aligned.m64n192" K ".f32." AB "." AB " " \
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, " \
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, " \
+        "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, " \
+        "%57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, " \
+        "%76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, " \
+        "%95}, " \
+        "%96, %97, " SS_TAIL ";\n}\n" \
+        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4), \
+          EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7), EVO_ACC4(d, 8), EVO_ACC4(d, 9), \
+          EVO_ACC4(d, 10), EVO_ACC4(d, 11), EVO_ACC4(d, 12), EVO_ACC4(d, 13), EVO_ACC4(d, 14), \
+          EVO_ACC4(d, 15), EVO_ACC4(d, 16), EVO_ACC4(d, 17), EVO_ACC4(d, 18), EVO_ACC4(d, 19), \
+          EVO_ACC4(d, 20), EVO_ACC4(d, 21), EVO_ACC4(d, 22), EVO_ACC4(d, 23) \
+        : "l"(a), "l"(b), "r"(accumulate)); \
   } \
 };
 EVO_WGMMA_FOR(DType::kF16, "f16", "k16", "p, 1, 1, 0, 0", "p, 1, 1, 1")
