@@ -62,23 +62,33 @@ WORKLOADS_DIR = Path(__file__).resolve().parent / "workloads"
 
 def read_workload(path) -> dict:
     """A workload file as {"dtype": ..., "problems": ((shape text without suffixes but :kvN,
-    causal), ...)}; ShapeError for one the bench cannot run (a shape of another dtype)."""
+    causal), ...)}; ShapeError for one the bench cannot run (a shape of another dtype).
+
+    An e4m3 workload may hold fp16 twins of its shapes (the same dims and causal setting): the
+    search tunes them so that the table has an fp16 kernel for the "ev fp16" column of each e4m3
+    row, which is where the bench runs them; they are no rows of their own."""
     doc = json.loads(Path(path).read_text())
     dtype = doc.get("dtype", "fp16")
     default_causal = bool(doc.get("causal", False))
-    problems = []
+    problems, twins = [], []
     for entry in doc["shapes"]:
         dims, *suffixes = entry["shape"].split(":")
-        causal, kept = default_causal, []
+        causal, kept, twin = default_causal, [], False
         for s in suffixes:
             if s in ("causal", "nc"):
                 causal = s == "causal"
             elif s in DTYPES:
-                if s != dtype:
-                    raise ShapeError(f"workload {path}: '{entry['shape']}' is {s}, the bench runs one dtype ({dtype})")
+                twin = s != dtype and (dtype, s) == ("e4m3", "fp16")
+                if s != dtype and not twin:
+                    raise ShapeError(f"workload {path}: '{entry['shape']}' is {s}, the bench runs one dtype ({dtype})"
+                                     + (", with fp16 twins of its shapes where it is e4m3" if dtype == "e4m3" else ""))
             else:
                 kept.append(s)
-        problems.append((":".join([dims] + kept), causal))
+        (twins if twin else problems).append((":".join([dims] + kept), causal))
+    for problem in twins:
+        if problem not in problems:
+            raise ShapeError(f"workload {path}: the fp16 '{problem[0]}'{' causal' if problem[1] else ''} "
+                             f"twins no e4m3 shape of the file (the bench runs it in that shape's row)")
     return {"dtype": dtype, "problems": tuple(problems)}
 
 

@@ -55,7 +55,8 @@
 #   EVO_DTYPE         fp16 (default), bf16 or e4m3: the element type of every run's shapes (`evoctl
 #                     submit --dtype`) and of the bench (`compare_sdpa.py --dtype`; e4m3 benches the
 #                     FP8 rows: evolved and Triton on e4m3 inputs, SDPA on the fp16 draws). The FP8
-#                     acceptance shapes are a workload: EVO_WORKLOAD=bench/workloads/fp8.json
+#                     acceptance shapes are a workload: EVO_WORKLOAD=bench/workloads/fp8.json (each
+#                     with an fp16 twin, which the bench runs in the e4m3 row's "ev fp16" column)
 #   EVO_WORKER_BACKEND  cuda (default) or model (no GPU: every figure ESTIMATED; for trying the script,
 #                     or for a screen ahead of the GPU runs, below)
 #   EVO_WORKER_ARGS   more options for the one evo-worker command, space-separated: "--all-gpus" (a

@@ -407,6 +407,23 @@ class Arguments(unittest.TestCase):
         finally:
             os.unlink(f.name)
 
+    def test_an_e4m3_workload_benches_its_fp16_twins_in_their_e4m3_rows(self):
+        def problems_of(doc):
+            with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+                f.write(json.dumps(doc))
+            try:
+                return bench_shapes.read_workload(f.name)["problems"]
+            finally:
+                os.unlink(f.name)
+        doc = {"dtype": "e4m3", "shapes": [{"shape": "2x16x4096x128"}, {"shape": "2x16x4096x128:causal"},
+                                            {"shape": "2x16x4096x128:fp16"}, {"shape": "2x16x4096x128:causal:fp16"}]}
+        self.assertEqual(problems_of(doc), (("2x16x4096x128", False), ("2x16x4096x128", True)))
+        # A twin of no e4m3 shape, or another dtype beside e4m3, is refused.
+        with self.assertRaisesRegex(bench_shapes.ShapeError, "twins no e4m3 shape"):
+            problems_of({"dtype": "e4m3", "shapes": [{"shape": "2x16x4096x128"}, {"shape": "2x16x4096x128:causal:fp16"}]})
+        with self.assertRaisesRegex(bench_shapes.ShapeError, "is bf16, the bench runs one dtype \\(e4m3\\), with fp16 twins"):
+            problems_of({"dtype": "e4m3", "shapes": [{"shape": "1x8x512x64"}, {"shape": "1x8x512x64:bf16"}]})
+
     def test_llama3_8b_packed_suite(self):
         self.assertIn("llama3-8b-packed", bench_shapes.SUITES)
         args = bench_args.parse_args(["--suite", "llama3-8b-packed"])
@@ -443,8 +460,12 @@ class Arguments(unittest.TestCase):
         with open(path) as f:
             doc = json.load(f)       # llama3-8b.json's format, as `evoctl submit --workload` reads it
         self.assertEqual((doc["name"], doc["seed"], doc["dtype"]), ("fp8", "fa_s512_v3", "e4m3"))
-        # Each shape names its measured best as a start (`evoctl submit --workload` reads them).
+        # Each shape names its measured best as a start (`evoctl submit --workload` reads them), and
+        # each e4m3 shape has an fp16 twin, so one search gives the table its "ev fp16" column too.
         self.assertTrue(all(sorted(entry) == ["shape", "starts", "weight"] for entry in doc["shapes"]))
+        e4m3 = [e["shape"] for e in doc["shapes"] if not e["shape"].endswith(":fp16")]
+        self.assertEqual(sorted(e + ":fp16" for e in e4m3),
+                         sorted(e["shape"] for e in doc["shapes"] if e["shape"].endswith(":fp16")))
 
     def test_e4m3_takes_dense_shapes_only(self):
         args = bench_args.parse_args(["--dtype", "e4m3", "--shapes", "1x32x512x4096x128:kv8"])
