@@ -218,7 +218,10 @@ TEST(CudaEvaluator, CausalFoldGenomesPassEveryGate) {
                                                   problem("1x4x1000x128:causal")};
   std::vector<std::pair<const char*, const std::vector<Problem>*>> cases = {
       {"BLOCK_M=32,BLOCK_N=128,WARPS=8,STAGES=4,CAUSAL_FOLD=1", &head_dim_64},
-      {"BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=2,CAUSAL_FOLD=1", &head_dim_64},
+      // Three stages: with two, ptxas has compiled this block's non-causal code (1x3x500x64) to
+      // 128 registers and an 8-byte spill since packed batches came in (b79e7a1), which the
+      // compile gate rightly refuses (bench/NOTES.md, 2026-12-04).
+      {"BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=3,CAUSAL_FOLD=1", &head_dim_64},
       {"BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,CAUSAL_FOLD=1", &head_dim_128}};
   if (ev.device().arch() == "sm_90a") {
     for (const char* genes :

@@ -220,6 +220,7 @@ enum class Unsupported : int {
   kWgmmaWarpgroups,     // WGMMA: whole warpgroups, each owning 64 rows (one m16 tile per warp)
   kWgmmaN,              // WGMMA: a warpgroup's keys per tile are the N of one wgmma: 32, 64, 128
                         // or 192 (FlashAttention-3's wide FP8 tiles; 96 and 48 have no wgmma here)
+  kWideKeysWgmma,       // BLOCK_N 192: wgmma blocks only (mma.sync's 192-key tiles never ran on a GPU)
   kWgmmaCopies,         // WGMMA: cp.async or TMA into swizzled tiles
   kPvAsync,             // P*V in flight: wgmma, and a stage for its V besides the current tile
   kTmaSwizzle,          // TMA: the copies land in swizzled panels
@@ -268,6 +269,7 @@ EVO_HOST_DEVICE constexpr Unsupported check(const KernelConfig& c) {
   if (c.wgmma && p.keys_per_warp != 32 && p.keys_per_warp != 64 && p.keys_per_warp != 128 &&
       p.keys_per_warp != 192)
     return U::kWgmmaN;
+  if (c.block_n == 192 && !c.wgmma) return U::kWideKeysWgmma;
   if (c.wgmma && (!p.cp_async || !c.swizzle)) return U::kWgmmaCopies;
   if (p.pv_async && (!c.wgmma || c.stages < 2)) return U::kPvAsync;
   if (p.tma && !c.swizzle) return U::kTmaSwizzle;

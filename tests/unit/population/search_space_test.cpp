@@ -47,7 +47,7 @@ TEST(SearchSpaceTest, LoadsTheRealSpace) {
             (std::vector<std::string>{"block_m_multiple_of_mma_m", "warps_divide_evenly",
                                       "kv_split_keeps_mma_k", "sync_has_one_stage",
                                       "split_has_keys", "split_counters_fit", "wgmma_needs_sm90a", "wgmma_whole_warpgroups",
-                                      "wgmma_n_per_warpgroup", "wgmma_needs_swizzled_async_copies",
+                                      "wgmma_n_per_warpgroup", "wide_key_tiles_are_wgmmas", "wgmma_needs_swizzled_async_copies",
                                       "pv_schedules_need_wgmma", "tma_needs_sm90a",
                                       "tma_fills_swizzled_panels", "tma_mma_sync_whole_stages",
                                       "tma_whole_boxes", "box_rows_name_distinct_boxes",

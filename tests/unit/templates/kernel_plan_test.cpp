@@ -167,6 +167,11 @@ TEST(KernelPlan, CheckNamesTheRuleABadConfigBreaks) {
             fa::Unsupported::kE4m3);
   EXPECT_EQ(with([](auto& c) { c.dtype = 2, c.wgmma = 1, c.schedule = 3, c.pack_gqa = 1; }), fa::Unsupported::kE4m3);
   EXPECT_EQ(with([](auto& c) { c.schedule = 12; }), fa::Unsupported::kSchedule);
+  // 192-key tiles: one m64n192 wgmma a warpgroup, never mma.sync's, nor 96 keys a key group.
+  EXPECT_EQ(with([](auto& c) { c.block_n = 192; }), fa::Unsupported::kWideKeysWgmma);
+  EXPECT_EQ(with([](auto& c) { c.block_n = 192, c.wgmma = 1, c.schedule = 3; }), fa::Unsupported::kOk);
+  EXPECT_EQ(with([](auto& c) { c.block_n = 192, c.wgmma = 1, c.schedule = 3, c.warps = 8; }),
+            fa::Unsupported::kWgmmaN);
   EXPECT_EQ(with([](auto& c) { c.head_dim = 96; }), fa::Unsupported::kHeadDim);
   EXPECT_EQ(with([](auto& c) { c.schedule = 0; }), fa::Unsupported::kSyncOneStage);
   EXPECT_EQ(with([](auto& c) { c.schedule = 2; }), fa::Unsupported::kPvAsync);  // mma.sync
