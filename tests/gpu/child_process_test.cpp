@@ -252,9 +252,9 @@ TEST(TensorMaps, AnUnencodableViewIsAnErrorNotACrash) {
   EXPECT_NE(evo::encode_attention_tensor_map(map, base, evo::DType::kF16, evo::dense_view(1, 0, 64), 64), cudaSuccess);
 }
 
-// The kernels' tiles are whole boxes of 32 or 64 rows, or one box of 128, 192 or 256 (a whole tile);
-// any other height is refused before the driver is asked, so a space that names one fails its
-// first evaluation, not a later launch.
+// The kernels' tiles are whole boxes of 32 or 64 rows, or one box of 128, 192 or 256 (a whole
+// tile); any other height is refused before the driver is asked, so a space that names one fails
+// its first evaluation, not a later launch.
 TEST(TensorMaps, BoxHeightsTheKernelsNeverUseAreRefused) {
   alignas(64) unsigned char map[128] = {};
   alignas(16) static unsigned char base[64 * 64 * 2] = {};
