@@ -78,7 +78,7 @@ def read_workload(path) -> dict:
             if s in ("causal", "nc"):
                 causal = s == "causal"
             elif s in DTYPES:
-                twin = s != dtype and (dtype, s) == ("e4m3", "fp16")
+                twin = (dtype, s) == ("e4m3", "fp16")
                 if s != dtype and not twin:
                     raise ShapeError(f"workload {path}: '{entry['shape']}' is {s}, the bench runs one dtype ({dtype})"
                                      + (", with fp16 twins of its shapes where it is e4m3" if dtype == "e4m3" else ""))
