@@ -4,10 +4,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <set>
 #include <thread>
 #include <utility>
 #include <vector>
+#include <unistd.h>
 
 #include "device_probe.h"
 #include "gpu_test_support.h"
@@ -434,7 +436,14 @@ TEST(CudaEvaluator, TwentyGenomesSpreadOverTheSpacePassCorrectness) {
 // have landed: the next prefetch lets them go.
 TEST(CudaEvaluator, PrefetchesOfGenomesNeverEvaluatedAreLetGo) {
   EVO_REQUIRE_GPU();
-  CudaEvaluator& ev = *shared_evaluator();
+  // An evaluator of its own over an empty compile cache: a kernel another test compiled lands at
+  // once, and the second prefetch would let the first go before the count below.
+  const std::filesystem::path cache =
+      std::filesystem::temp_directory_path() / ("evo-gpu-tests-prefetch-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(cache);
+  EvaluatorOptions options;
+  options.cache_dir = cache.string();
+  CudaEvaluator ev(options, cuda::probe_device(0));
   const auto& space = SearchSpace::for_template("fa_s512_v3");
   const std::vector<Problem> shapes = {problem("1x8x512x64")};
   const std::vector<Genome> dropped = {space.parse("BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2"),
@@ -448,6 +457,7 @@ TEST(CudaEvaluator, PrefetchesOfGenomesNeverEvaluatedAreLetGo) {
   EXPECT_EQ(ev.prefetches_held(), 1u) << "only the genome just prefetched";
   EXPECT_EQ(ev.evaluate(next, shapes, false).status(), v1::OK);
   EXPECT_EQ(ev.prefetches_held(), 0u);
+  std::filesystem::remove_all(cache);
 }
 
 TEST(CudaEvaluator, InvalidGenomeStopsBeforeAnyLaunch) {
