@@ -3,10 +3,12 @@
 // [--enrolled-workers-only] [-v]`, and `evod enrol` (enrol_command.h). All state lives in the
 // SQLite database: SIGKILL loses nothing, and
 // SIGTERM/SIGINT stop it gracefully (in-flight RPCs finish, watch streams end).
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <pthread.h>
 #include <string>
 #include <thread>
@@ -77,36 +79,23 @@ int usage_error(const std::string& line) {
   return 2;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Options opt;
-  if (argc < 2) return usage_error("missing command 'serve'");
-  std::string command = argv[1];
-  if (command == "-h" || command == "--help") {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  if (command == "enrol") return evo::enrol_command(argc, argv);
-  if (command != "serve") return usage_error("unknown command '" + command + "' (serve or enrol)");
+// `serve`'s options (argv[2..]) into opt. Returns the exit status where the process ends here:
+// 0 after --help, 2 after one line naming a bad option; nothing where it goes on.
+std::optional<int> parse_serve_options(int argc, char** argv, Options& opt) {
   for (int i = 2; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&](const char* name) -> const char* {
-      if (i + 1 >= argc) return nullptr;
-      (void)name;
-      return argv[++i];
-    };
+    const std::string a = argv[i];
+    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
     if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
     } else if (a == "-v" || a == "--verbose") {
       opt.verbose = true;
     } else if (a == "--db") {
-      const char* v = value("--db");
+      const char* v = value();
       if (!v) return usage_error("--db needs a path");
       opt.db = v;
     } else if (a == "--token-file" || a == "--tls-cert" || a == "--tls-key") {
-      const char* v = value(a.c_str());
+      const char* v = value();
       if (!v || !*v) return usage_error(a + " needs a file");
       (a == "--token-file" ? opt.token_file : a == "--tls-cert" ? opt.tls_cert : opt.tls_key) = v;
     } else if (a == "--init") {
@@ -116,18 +105,18 @@ int main(int argc, char** argv) {
     } else if (a == "--enrolled-workers-only") {
       opt.enrolled_only = true;
     } else if (a == "--listen") {
-      const char* v = value("--listen");
+      const char* v = value();
       if (!v) return usage_error("--listen needs HOST:PORT");
       opt.listen = v;
     } else if (a == "--lease-ttl-ms") {
-      const char* v = value("--lease-ttl-ms");
+      const char* v = value();
       char* end = nullptr;
       long n = v ? std::strtol(v, &end, 10) : 0;
       if (!v || *end != '\0' || n <= 0 || n > 3600000)
         return usage_error("--lease-ttl-ms needs a number of milliseconds in 1..3600000");
       opt.lease_ttl_ms = static_cast<int>(n);
     } else if (a == "--max-db-mb") {
-      const char* v = value("--max-db-mb");
+      const char* v = value();
       char* end = nullptr;
       long long n = v ? std::strtoll(v, &end, 10) : 0;
       if (!v || *end != '\0' || n <= 0 || n > (1LL << 30))
@@ -138,9 +127,12 @@ int main(int argc, char** argv) {
     }
   }
   if (opt.tls_cert.empty() != opt.tls_key.empty()) return usage_error("--tls-cert and --tls-key go together");
-  evo::GrpcServerConfig grpc_config;
-  grpc_config.listen = opt.listen;
-  std::string token;
+  return std::nullopt;
+}
+
+// The token and the TLS pair, read and checked, and the listen address against them. Returns 2
+// after one line where they are refused; nothing where evod may serve.
+std::optional<int> load_security(const Options& opt, evo::GrpcServerConfig& grpc_config, std::string& token) {
   try {
     token = evo::security::resolve_token(opt.token_file, std::getenv(evo::security::kTokenEnv));
     if (!opt.tls_cert.empty()) {
@@ -156,13 +148,84 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "evod: %s\n", refusal->c_str());
     return 2;
   }
+  return std::nullopt;
+}
+
+// One line of what guards the port, and a warning where nothing or too little does.
+void log_security(const Options& opt, bool tls, const std::string& token) {
+  const bool loopback = evo::security::is_loopback_listen(opt.listen);
+  spdlog::info("event=security auth={} tls={} loopback={} workers={}", token.empty() ? "none" : "token", tls, loopback,
+               opt.enrolled_only ? "enrolled-only" : "any-token-holder");
+  if (!loopback && token.empty())
+    spdlog::warn("event=insecure_listen listen={} anyone who can reach this port can drive evod (--insecure)",
+                 opt.listen);
+  else if (!loopback && !tls)
+    spdlog::warn("event=plaintext_token listen={} the token crosses the network in clear: add --tls-cert/--tls-key",
+                 opt.listen);
+}
+
+// Serves until SIGTERM or SIGINT (blocked in every thread; one thread waits for them), sweeping
+// every period meanwhile: expired leases back to the queue (a worker died mid-evaluation),
+// generations bred, spent budgets ended. In-flight calls finish and watch streams end.
+void serve_until_stopped(evo::Coordinator& coordinator, evo::CoordinatorService& service, grpc::Server& server,
+                         const sigset_t& stop_signals) {
+  std::atomic<bool> stopping{false};
+  std::thread sweeper([&] {
+    // Each sweep is also evod's liveness tick: leases are not charged for gaps between ticks.
+    const auto period = std::chrono::milliseconds(coordinator.sweep_period_ms());
+    while (!stopping) {
+      try {
+        coordinator.sweep_expired_leases();
+        coordinator.breed_waiting_generations();
+        coordinator.end_spent_budgets();
+      } catch (const evo::StoreError& e) {
+        // A storage fault was logged once by the Store; a sweep every period need not repeat it.
+        if (e.fault() == evo::StoreFault::kOther) spdlog::error("event=sweep_failed error=\"{}\"", e.what());
+      } catch (const std::exception& e) {
+        spdlog::error("event=sweep_failed error=\"{}\"", e.what());
+      }
+      service.flush_refusal_log();
+      std::this_thread::sleep_for(period);
+    }
+  });
+  std::thread signal_waiter([&] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    spdlog::info("event=stopping signal={}", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    stopping = true;
+    service.stop_streams();
+    server.Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  });
+  server.Wait();
+  stopping = true;
+  sweeper.join();
+  signal_waiter.join();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage_error("missing command 'serve'");
+  const std::string command = argv[1];
+  if (command == "-h" || command == "--help") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (command == "enrol") return evo::enrol_command(argc, argv);
+  if (command != "serve") return usage_error("unknown command '" + command + "' (serve or enrol)");
+  Options opt;
+  if (auto status = parse_serve_options(argc, argv, opt)) return *status;
+  evo::GrpcServerConfig grpc_config;
+  grpc_config.listen = opt.listen;
+  std::string token;
+  if (auto status = load_security(opt, grpc_config, token)) return *status;
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ evod %v");
   spdlog::set_level(opt.verbose ? spdlog::level::debug : spdlog::level::info);
   if (!opt.token_file.empty())
     if (auto warning = evo::security::token_file_warning(opt.token_file))
       spdlog::warn("event=token_file_readable {}", *warning);
 
-  // Block the stop signals in every thread; one thread waits for them with sigwait.
+  // Blocked before any thread starts, so that every thread inherits the mask.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
@@ -200,51 +263,8 @@ int main(int argc, char** argv) {
   }
   spdlog::info("event=serving listen={} port={} db={} lease_ttl_ms={} max_db_mb={} schema_version={}", opt.listen,
                port, opt.db, opt.lease_ttl_ms, opt.max_db_mb, store->schema_version());
-
-  const bool loopback = evo::security::is_loopback_listen(opt.listen);
-  const bool tls = !grpc_config.tls_cert_pem.empty();
-  spdlog::info("event=security auth={} tls={} loopback={} workers={}", token.empty() ? "none" : "token", tls, loopback,
-               opt.enrolled_only ? "enrolled-only" : "any-token-holder");
-  if (!loopback && token.empty())
-    spdlog::warn("event=insecure_listen listen={} anyone who can reach this port can drive evod (--insecure)",
-                 opt.listen);
-  else if (!loopback && !tls)
-    spdlog::warn("event=plaintext_token listen={} the token crosses the network in clear: add --tls-cert/--tls-key",
-                 opt.listen);
-
-  std::atomic<bool> stopping{false};
-  // Leases that expired (a worker died mid-evaluation) go back to the queue.
-  std::thread sweeper([&] {
-    // Each sweep is also evod's liveness tick: leases are not charged for gaps between ticks.
-    const auto period = std::chrono::milliseconds(coordinator.sweep_period_ms());
-    while (!stopping) {
-      try {
-        coordinator.sweep_expired_leases();
-        coordinator.breed_waiting_generations();
-        coordinator.end_spent_budgets();
-      } catch (const evo::StoreError& e) {
-        // A storage fault was logged once by the Store; a sweep every period need not repeat it.
-        if (e.fault() == evo::StoreFault::kOther) spdlog::error("event=sweep_failed error=\"{}\"", e.what());
-      } catch (const std::exception& e) {
-        spdlog::error("event=sweep_failed error=\"{}\"", e.what());
-      }
-      service.flush_refusal_log();
-      std::this_thread::sleep_for(period);
-    }
-  });
-  std::thread signal_waiter([&] {
-    int sig = 0;
-    sigwait(&stop_signals, &sig);
-    spdlog::info("event=stopping signal={}", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-    stopping = true;
-    service.stop_streams();
-    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  });
-
-  server->Wait();
-  stopping = true;
-  sweeper.join();
-  signal_waiter.join();
+  log_security(opt, !grpc_config.tls_cert_pem.empty(), token);
+  serve_until_stopped(coordinator, service, *server, stop_signals);
   spdlog::info("event=stopped");
   return 0;
 }
