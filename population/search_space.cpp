@@ -61,6 +61,9 @@ struct SearchSpace::Impl {
   std::vector<Expression::Bound> bound_derived, bound_constraints;
   size_t genes_slot = 0, limit_slot = 0, derived_slot = 0, slots = 0;
 
+  // The launch formulas of the space's "launch" object, each checked against the names known.
+  void read_launch(const json& launch, const std::set<std::string>& known);
+
   void bind_slots(const std::vector<std::string>& problem_names, const std::vector<Gene>& genes) {
     std::map<std::string, size_t> slot;
     for (const auto& name : problem_names) slot.emplace(name, slot.size());
@@ -308,6 +311,30 @@ std::string Gene::value_text(int64_t value) const {
 
 SearchSpace SearchSpace::from_json(std::string_view text) { return from_json(text, *families().front()); }
 
+void SearchSpace::Impl::read_launch(const json& launch, const std::set<std::string>& known) {
+  auto launch_expr = [&](const char* key) {
+    return checked_expression(field(launch, key, "launch"), std::string("launch.") + key, known);
+  };
+  auto optional_expr = [&](const char* key) -> std::optional<Expression> {
+    if (launch.is_object() && launch.contains(key)) return launch_expr(key);
+    return std::nullopt;
+  };
+  threads = launch_expr("threads");
+  grid_x = launch_expr("grid_x");
+  grid_y = launch_expr("grid_y");
+  grid_z = launch_expr("grid_z");
+  smem_bytes = launch_expr("smem_bytes");
+  workspace_bytes = optional_expr("workspace_bytes");
+  workspace_zeroed_bytes = optional_expr("workspace_zeroed_bytes");
+  if (workspace_zeroed_bytes && !workspace_bytes)
+    bad_space("launch.workspace_zeroed_bytes needs launch.workspace_bytes (the buffer it is part of)");
+  tensor_map_box_rows = optional_expr("tensor_map_box_rows");
+  tensor_map_q_box_rows = optional_expr("tensor_map_q_box_rows");
+  if (tensor_map_q_box_rows && !tensor_map_box_rows)
+    bad_space("launch.tensor_map_q_box_rows needs launch.tensor_map_box_rows (the K/V boxes)");
+  min_registers = optional_expr("min_registers");
+}
+
 SearchSpace SearchSpace::from_json(std::string_view text, const KernelFamily& family) {
   json doc;
   try {
@@ -398,31 +425,7 @@ SearchSpace SearchSpace::from_json(std::string_view text, const KernelFamily& fa
     if (values.size() > 1 && std::find(named.begin(), named.end(), name) == named.end())
       bad_space("a kernel that serves more than one " + name + " must name {" + name + "} in its kernel pattern");
 
-  const json& launch = field(doc, "launch", "space");
-  auto launch_expr = [&](const char* key) {
-    return checked_expression(field(launch, key, "launch"), std::string("launch.") + key, known);
-  };
-  impl->threads = launch_expr("threads");
-  impl->grid_x = launch_expr("grid_x");
-  impl->grid_y = launch_expr("grid_y");
-  impl->grid_z = launch_expr("grid_z");
-  impl->smem_bytes = launch_expr("smem_bytes");
-  if (launch.is_object() && launch.contains("workspace_bytes"))
-    impl->workspace_bytes = launch_expr("workspace_bytes");
-  if (launch.is_object() && launch.contains("workspace_zeroed_bytes")) {
-    if (!impl->workspace_bytes)
-      bad_space("launch.workspace_zeroed_bytes needs launch.workspace_bytes (the buffer it is part of)");
-    impl->workspace_zeroed_bytes = launch_expr("workspace_zeroed_bytes");
-  }
-  if (launch.is_object() && launch.contains("tensor_map_box_rows"))
-    impl->tensor_map_box_rows = launch_expr("tensor_map_box_rows");
-  if (launch.is_object() && launch.contains("tensor_map_q_box_rows")) {
-    if (!impl->tensor_map_box_rows)
-      bad_space("launch.tensor_map_q_box_rows needs launch.tensor_map_box_rows (the K/V boxes)");
-    impl->tensor_map_q_box_rows = launch_expr("tensor_map_q_box_rows");
-  }
-  if (launch.is_object() && launch.contains("min_registers"))
-    impl->min_registers = launch_expr("min_registers");
+  impl->read_launch(field(doc, "launch", "space"), known);
 
   if (auto it = doc.find("flops"); it != doc.end()) impl->flops = checked_expression(*it, "flops", known);
 

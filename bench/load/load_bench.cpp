@@ -227,7 +227,7 @@ double time_exhaustive_submit(const std::string& address) {
   return s.ok() ? ms : -1;
 }
 
-double percentile(std::vector<double>& v, double p) {
+double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   size_t k = static_cast<size_t>(p * static_cast<double>(v.size() - 1));
   std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.end());
@@ -254,181 +254,235 @@ std::string machine() {
          u.release;
 }
 
+// The simulated workers, in groups that each submit and share their own runs.
+struct Load {
+  std::vector<std::unique_ptr<evo::load::RunGroup>> groups;
+  std::vector<std::unique_ptr<evo::load::SimWorker>> sims;
+};
+
+Load make_load(const Options& o, const std::string& address) {
+  evo::load::SimConfig config;
+  config.address = address;
+  config.population = o.population;
+  config.generations = o.generations;
+  Load load;
+  const int groups = (o.workers + o.workers_per_run - 1) / o.workers_per_run;
+  for (int g = 0; g < groups; ++g) {
+    load.groups.push_back(std::make_unique<evo::load::RunGroup>());
+    load.groups.back()->index = g;
+  }
+  for (int w = 0; w < o.workers; ++w)
+    load.sims.push_back(std::make_unique<evo::load::SimWorker>(w, *load.groups[w / o.workers_per_run], config));
+  return load;
+}
+
+// What evod showed while the load ran: its RSS sampled every sample_ms, its peak, the statuses
+// its watch streams sent, and the exhaustive submit's time.
+struct Observed {
+  double elapsed = 0;
+  nlohmann::json rss_series = nlohmann::json::array();
+  evo::load::ProcMemory peak;
+  int64_t watch_statuses = 0;
+  double exhaustive_submit_ms = 0;
+};
+
+// Runs every simulated worker and watcher against evod for o.seconds, then stops them.
+Observed drive(const Options& o, pid_t evod, const std::string& address, Load& load) {
+  Observed seen;
+  std::atomic<bool> stop{false};
+  const auto t0 = Clock::now();
+  std::vector<std::thread> threads;
+  for (auto& s : load.sims) threads.emplace_back([&s, &stop] { s->run(stop); });
+  std::atomic<int64_t> watch_statuses{0};
+  OpenWatches watches;
+  std::vector<std::thread> watcher_threads;
+  for (int i = 0; i < o.watchers; ++i)
+    watcher_threads.emplace_back([&, i] { watch_runs(i, address, load.groups, watches, watch_statuses); });
+  const auto end = t0 + std::chrono::seconds(o.seconds);
+  while (Clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(o.sample_ms));
+    const auto m = evo::load::read_proc_memory(evod);
+    const double t = std::chrono::duration<double>(Clock::now() - t0).count();
+    seen.rss_series.push_back({{"t_s", t}, {"rss_kb", m.rss_kb}});
+  }
+  seen.peak = evo::load::read_proc_memory(evod);
+  stop = true;
+  for (auto& t : threads) t.join();
+  watches.cancel_all();
+  for (auto& t : watcher_threads) t.join();
+  seen.elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+  seen.watch_statuses = watch_statuses.load();
+  seen.exhaustive_submit_ms = o.exhaustive_submit ? time_exhaustive_submit(address) : 0;
+  return seen;
+}
+
+// What the store holds once evod has stopped cleanly (which checkpoints the WAL into the file).
+struct Stored {
+  int64_t db_bytes = 0, evaluations = 0, candidates = 0;
+};
+
+Stored read_store(const std::string& db) {
+  Stored stored;
+  stored.db_bytes = file_size(db) + file_size(db + "-wal");
+  evo::SqliteConnection conn(db);
+  auto s = conn.prepare("SELECT (SELECT COUNT(*) FROM evaluations), (SELECT COUNT(*) FROM candidates)");
+  if (s.step()) {
+    stored.evaluations = s.column_int(0);
+    stored.candidates = s.column_int(1);
+  }
+  return stored;
+}
+
+// The figures the benchmark prints and writes.
+struct Figures {
+  int64_t reports = 0, errors = 0, empty = 0, runs = 0;
+  std::vector<double> lease_ms, report_ms;
+  std::vector<std::vector<double>> report_ms_at;  // per --report-at count
+  double lease_p50 = 0, lease_p99 = 0, report_p50 = 0, report_p99 = 0;
+  int64_t rss_q2 = 0, rss_q4 = 0, rss_start = 0, rss_end = 0;
+  double db_bytes_per_10k = 0;
+};
+
+Figures summarise(const Options& o, const Load& load, const Observed& seen, const Stored& stored) {
+  Figures f;
+  f.report_ms_at.resize(o.report_at.size());
+  for (const auto& s : load.sims) {
+    const auto& st = s->stats();
+    for (const auto& [before, ms] : st.report_at)
+      for (size_t k = 0; k < o.report_at.size(); ++k)
+        if (std::abs(static_cast<double>(before - o.report_at[k])) <= 0.1 * static_cast<double>(o.report_at[k]))
+          f.report_ms_at[k].push_back(ms);
+    f.lease_ms.insert(f.lease_ms.end(), st.lease_ms.begin(), st.lease_ms.end());
+    f.report_ms.insert(f.report_ms.end(), st.report_ms.begin(), st.report_ms.end());
+    f.reports += st.reports;
+    f.errors += st.errors;
+    f.empty += st.empty_leases;
+    f.runs += st.runs_submitted;
+  }
+  // Memory bounded: RSS over the last quarter of the run against the second quarter (after warm-up).
+  auto quarter_max = [&](double from, double to) {
+    int64_t m = 0;
+    for (const auto& p : seen.rss_series) {
+      const double t = p["t_s"];
+      if (t >= from * seen.elapsed && t < to * seen.elapsed) m = std::max<int64_t>(m, p["rss_kb"]);
+    }
+    return m;
+  };
+  f.rss_q2 = quarter_max(0.25, 0.5);
+  f.rss_q4 = quarter_max(0.75, 1.01);
+  f.rss_start = seen.rss_series.empty() ? 0 : static_cast<int64_t>(seen.rss_series.front()["rss_kb"]);
+  f.rss_end = seen.rss_series.empty() ? 0 : static_cast<int64_t>(seen.rss_series.back()["rss_kb"]);
+  f.lease_p50 = percentile(f.lease_ms, 0.50);
+  f.lease_p99 = percentile(f.lease_ms, 0.99);
+  f.report_p50 = percentile(f.report_ms, 0.50);
+  f.report_p99 = percentile(f.report_ms, 0.99);
+  f.db_bytes_per_10k = stored.evaluations ? static_cast<double>(stored.db_bytes) * 10000.0 /
+                                                static_cast<double>(stored.evaluations)
+                                          : 0;
+  return f;
+}
+
+// Prints the table; returns the report-at figures as JSON for the file.
+nlohmann::json print_figures(const Options& o, const Observed& seen, const Stored& stored, const Figures& f) {
+  std::printf("load_bench: %d simulated workers (%d per run), %.1f s, evod %s\n", o.workers, o.workers_per_run,
+              seen.elapsed, o.evod.c_str());
+  std::printf("machine: %s\n", machine().c_str());
+  std::printf("%-34s %14s\n", "figure", "value");
+  std::printf("%-34s %14.1f\n", "reports per second", static_cast<double>(f.reports) / seen.elapsed);
+  std::printf("%-34s %14lld\n", "reports accepted", static_cast<long long>(f.reports));
+  std::printf("%-34s %14lld\n", "lease calls (empty answers)", static_cast<long long>(f.empty));
+  std::printf("%-34s %14lld\n", "failed RPCs", static_cast<long long>(f.errors));
+  std::printf("%-34s %14lld\n", "runs submitted", static_cast<long long>(f.runs));
+  std::printf("%-34s %14.2f\n", "lease latency p50 (ms)", f.lease_p50);
+  std::printf("%-34s %14.2f\n", "lease latency p99 (ms)", f.lease_p99);
+  std::printf("%-34s %14.2f\n", "report latency p50 (ms)", f.report_p50);
+  std::printf("%-34s %14.2f\n", "report latency p99 (ms)", f.report_p99);
+  std::printf("%-34s %14d\n", "watchers", o.watchers);
+  std::printf("%-34s %14lld\n", "statuses sent to watchers", static_cast<long long>(seen.watch_statuses));
+  nlohmann::json at = nlohmann::json::array();
+  for (size_t k = 0; k < o.report_at.size(); ++k) {
+    const size_t calls = f.report_ms_at[k].size();
+    const double p50 = percentile(f.report_ms_at[k], 0.50);
+    std::printf("report p50 at %6lld reports (ms) %14.2f  (%zu calls)\n", static_cast<long long>(o.report_at[k]), p50,
+                calls);
+    at.push_back({{"run_reports", o.report_at[k]}, {"p50_ms", p50}, {"calls", calls}});
+  }
+  if (o.exhaustive_submit) std::printf("%-34s %14.1f\n", "exhaustive submit (ms)", seen.exhaustive_submit_ms);
+  std::printf("%-34s %14lld\n", "evaluations stored", static_cast<long long>(stored.evaluations));
+  std::printf("%-34s %14lld\n", "candidates stored", static_cast<long long>(stored.candidates));
+  std::printf("%-34s %14.2f\n", "database MiB", static_cast<double>(stored.db_bytes) / 1048576.0);
+  std::printf("%-34s %14.2f\n", "database MiB per 10k evaluations", f.db_bytes_per_10k / 1048576.0);
+  std::printf("%-34s %14.1f\n", "evod peak RSS (VmHWM, MiB)", static_cast<double>(seen.peak.peak_kb) / 1024.0);
+  std::printf("%-34s %14.1f\n", "evod RSS first sample (MiB)", static_cast<double>(f.rss_start) / 1024.0);
+  std::printf("%-34s %14.1f\n", "evod RSS max, 2nd quarter (MiB)", static_cast<double>(f.rss_q2) / 1024.0);
+  std::printf("%-34s %14.1f\n", "evod RSS max, last quarter (MiB)", static_cast<double>(f.rss_q4) / 1024.0);
+  std::printf("%-34s %14.1f\n", "evod RSS last sample (MiB)", static_cast<double>(f.rss_end) / 1024.0);
+  return at;
+}
+
+void write_json(const Options& o, const Observed& seen, const Stored& stored, const Figures& f,
+                const nlohmann::json& report_at) {
+  nlohmann::json j = {
+      {"workers", o.workers},
+      {"workers_per_run", o.workers_per_run},
+      {"seconds", seen.elapsed},
+      {"machine", machine()},
+      {"reports", f.reports},
+      {"reports_per_s", static_cast<double>(f.reports) / seen.elapsed},
+      {"empty_leases", f.empty},
+      {"failed_rpcs", f.errors},
+      {"runs_submitted", f.runs},
+      {"lease_ms", {{"p50", f.lease_p50}, {"p99", f.lease_p99}, {"calls", f.lease_ms.size()}}},
+      {"report_ms", {{"p50", f.report_p50}, {"p99", f.report_p99}, {"calls", f.report_ms.size()}}},
+      {"evaluations", stored.evaluations},
+      {"candidates", stored.candidates},
+      {"db_bytes", stored.db_bytes},
+      {"db_bytes_per_10k_evaluations", f.db_bytes_per_10k},
+      {"evod_peak_rss_kb", seen.peak.peak_kb},
+      {"evod_rss_kb_max_q2", f.rss_q2},
+      {"evod_rss_kb_max_q4", f.rss_q4},
+      {"evod_rss_series", seen.rss_series},
+      {"watchers", o.watchers},
+      {"watch_statuses", seen.watch_statuses},
+      {"report_ms_at_run_reports", report_at},
+      {"exhaustive_submit_ms", o.exhaustive_submit ? nlohmann::json(seen.exhaustive_submit_ms) : nlohmann::json()},
+  };
+  std::ofstream(o.json) << j.dump(2) << "\n";
+  std::printf("json: %s\n", o.json.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options o = parse(argc, argv);
+  const Options o = parse(argc, argv);
   if (access(o.evod.c_str(), X_OK) != 0) {
     std::fprintf(stderr, "load_bench: evod not found at '%s' (use --evod PATH)\n", o.evod.c_str());
     return 2;
   }
   std::string tmpl = (fs::temp_directory_path() / "evo-load-XXXXXX").string();
-  std::string dir = mkdtemp(tmpl.data());
-  std::string db = dir + "/evo.db", log = dir + "/evod.log";
-  std::string address = "127.0.0.1:" + std::to_string(free_port());
-  pid_t evod = start_evod(o, db, address, log);
+  const std::string dir = mkdtemp(tmpl.data());
+  const std::string db = dir + "/evo.db", log = dir + "/evod.log";
+  const std::string address = "127.0.0.1:" + std::to_string(free_port());
+  const pid_t evod = start_evod(o, db, address, log);
   auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
   if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(20))) {
     std::fprintf(stderr, "load_bench: evod did not come up on %s (log: %s)\n", address.c_str(), log.c_str());
     kill(evod, SIGKILL);
     return 1;
   }
-
-  evo::load::SimConfig config;
-  config.address = address;
-  config.population = o.population;
-  config.generations = o.generations;
-  int groups = (o.workers + o.workers_per_run - 1) / o.workers_per_run;
-  std::vector<std::unique_ptr<evo::load::RunGroup>> run_groups;
-  for (int g = 0; g < groups; ++g) {
-    run_groups.push_back(std::make_unique<evo::load::RunGroup>());
-    run_groups.back()->index = g;
-  }
-  std::vector<std::unique_ptr<evo::load::SimWorker>> sims;
-  for (int w = 0; w < o.workers; ++w)
-    sims.push_back(std::make_unique<evo::load::SimWorker>(w, *run_groups[w / o.workers_per_run], config));
-
-  std::atomic<bool> stop{false};
-  auto t0 = Clock::now();
-  std::vector<std::thread> threads;
-  for (auto& s : sims) threads.emplace_back([&s, &stop] { s->run(stop); });
-  std::atomic<int64_t> watch_statuses{0};
-  OpenWatches watches;
-  std::vector<std::thread> watcher_threads;
-  for (int i = 0; i < o.watchers; ++i)
-    watcher_threads.emplace_back([&, i] { watch_runs(i, address, run_groups, watches, watch_statuses); });
-
-  nlohmann::json rss_series = nlohmann::json::array();
-  auto end = t0 + std::chrono::seconds(o.seconds);
-  while (Clock::now() < end) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(o.sample_ms));
-    auto m = evo::load::read_proc_memory(evod);
-    double t = std::chrono::duration<double>(Clock::now() - t0).count();
-    rss_series.push_back({{"t_s", t}, {"rss_kb", m.rss_kb}});
-  }
-  auto peak = evo::load::read_proc_memory(evod);
-  stop = true;
-  for (auto& t : threads) t.join();
-  watches.cancel_all();
-  for (auto& t : watcher_threads) t.join();
-  double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-  const double exhaustive_submit_ms = o.exhaustive_submit ? time_exhaustive_submit(address) : 0;
-
-  // A clean stop checkpoints the WAL into the database file, so its size is the whole store.
+  Load load = make_load(o, address);
+  const Observed seen = drive(o, evod, address, load);
   kill(evod, SIGTERM);
   int status = 0;
   waitpid(evod, &status, 0);
-  int64_t db_bytes = file_size(db) + file_size(db + "-wal");
-  int64_t evaluations = 0, candidates = 0;
-  {
-    evo::SqliteConnection conn(db);
-    auto s = conn.prepare("SELECT (SELECT COUNT(*) FROM evaluations), (SELECT COUNT(*) FROM candidates)");
-    if (s.step()) {
-      evaluations = s.column_int(0);
-      candidates = s.column_int(1);
-    }
-  }
-
-  std::vector<double> lease_ms, report_ms;
-  std::vector<std::vector<double>> report_ms_at(o.report_at.size());
-  for (auto& s : sims)
-    for (const auto& [before, ms] : s->stats().report_at)
-      for (size_t k = 0; k < o.report_at.size(); ++k)
-        if (std::abs(static_cast<double>(before - o.report_at[k])) <= 0.1 * static_cast<double>(o.report_at[k]))
-          report_ms_at[k].push_back(ms);
-  int64_t reports = 0, errors = 0, empty = 0, runs = 0;
-  for (auto& s : sims) {
-    const auto& st = s->stats();
-    lease_ms.insert(lease_ms.end(), st.lease_ms.begin(), st.lease_ms.end());
-    report_ms.insert(report_ms.end(), st.report_ms.begin(), st.report_ms.end());
-    reports += st.reports;
-    errors += st.errors;
-    empty += st.empty_leases;
-    runs += st.runs_submitted;
-  }
-  // Memory bounded: RSS over the last quarter of the run against the second quarter (after warm-up).
-  auto quarter_max = [&](double from, double to) {
-    int64_t m = 0;
-    for (const auto& p : rss_series) {
-      double t = p["t_s"];
-      if (t >= from * elapsed && t < to * elapsed) m = std::max<int64_t>(m, p["rss_kb"]);
-    }
-    return m;
-  };
-  int64_t rss_q2 = quarter_max(0.25, 0.5), rss_q4 = quarter_max(0.75, 1.01);
-  int64_t rss_start = rss_series.empty() ? 0 : static_cast<int64_t>(rss_series.front()["rss_kb"]);
-  int64_t rss_end = rss_series.empty() ? 0 : static_cast<int64_t>(rss_series.back()["rss_kb"]);
-  double lease_p50 = percentile(lease_ms, 0.50), lease_p99 = percentile(lease_ms, 0.99);
-  double report_p50 = percentile(report_ms, 0.50), report_p99 = percentile(report_ms, 0.99);
-  double per_10k = evaluations ? static_cast<double>(db_bytes) * 10000.0 / static_cast<double>(evaluations) : 0;
-
-  std::printf("load_bench: %d simulated workers (%d per run), %.1f s, evod %s\n", o.workers, o.workers_per_run,
-              elapsed, o.evod.c_str());
-  std::printf("machine: %s\n", machine().c_str());
-  std::printf("%-34s %14s\n", "figure", "value");
-  std::printf("%-34s %14.1f\n", "reports per second", static_cast<double>(reports) / elapsed);
-  std::printf("%-34s %14lld\n", "reports accepted", static_cast<long long>(reports));
-  std::printf("%-34s %14lld\n", "lease calls (empty answers)", static_cast<long long>(empty));
-  std::printf("%-34s %14lld\n", "failed RPCs", static_cast<long long>(errors));
-  std::printf("%-34s %14lld\n", "runs submitted", static_cast<long long>(runs));
-  std::printf("%-34s %14.2f\n", "lease latency p50 (ms)", lease_p50);
-  std::printf("%-34s %14.2f\n", "lease latency p99 (ms)", lease_p99);
-  std::printf("%-34s %14.2f\n", "report latency p50 (ms)", report_p50);
-  std::printf("%-34s %14.2f\n", "report latency p99 (ms)", report_p99);
-  std::printf("%-34s %14d\n", "watchers", o.watchers);
-  std::printf("%-34s %14lld\n", "statuses sent to watchers", static_cast<long long>(watch_statuses.load()));
-  nlohmann::json at = nlohmann::json::array();
-  for (size_t k = 0; k < o.report_at.size(); ++k) {
-    const size_t calls = report_ms_at[k].size();
-    const double p50 = percentile(report_ms_at[k], 0.50);
-    std::printf("report p50 at %6lld reports (ms) %14.2f  (%zu calls)\n", static_cast<long long>(o.report_at[k]), p50,
-                calls);
-    at.push_back({{"run_reports", o.report_at[k]}, {"p50_ms", p50}, {"calls", calls}});
-  }
-  if (o.exhaustive_submit) std::printf("%-34s %14.1f\n", "exhaustive submit (ms)", exhaustive_submit_ms);
-  std::printf("%-34s %14lld\n", "evaluations stored", static_cast<long long>(evaluations));
-  std::printf("%-34s %14lld\n", "candidates stored", static_cast<long long>(candidates));
-  std::printf("%-34s %14.2f\n", "database MiB", static_cast<double>(db_bytes) / 1048576.0);
-  std::printf("%-34s %14.2f\n", "database MiB per 10k evaluations", per_10k / 1048576.0);
-  std::printf("%-34s %14.1f\n", "evod peak RSS (VmHWM, MiB)", static_cast<double>(peak.peak_kb) / 1024.0);
-  std::printf("%-34s %14.1f\n", "evod RSS first sample (MiB)", static_cast<double>(rss_start) / 1024.0);
-  std::printf("%-34s %14.1f\n", "evod RSS max, 2nd quarter (MiB)", static_cast<double>(rss_q2) / 1024.0);
-  std::printf("%-34s %14.1f\n", "evod RSS max, last quarter (MiB)", static_cast<double>(rss_q4) / 1024.0);
-  std::printf("%-34s %14.1f\n", "evod RSS last sample (MiB)", static_cast<double>(rss_end) / 1024.0);
-
-  if (!o.json.empty()) {
-    nlohmann::json j = {
-        {"workers", o.workers},
-        {"workers_per_run", o.workers_per_run},
-        {"seconds", elapsed},
-        {"machine", machine()},
-        {"reports", reports},
-        {"reports_per_s", static_cast<double>(reports) / elapsed},
-        {"empty_leases", empty},
-        {"failed_rpcs", errors},
-        {"runs_submitted", runs},
-        {"lease_ms", {{"p50", lease_p50}, {"p99", lease_p99}, {"calls", lease_ms.size()}}},
-        {"report_ms", {{"p50", report_p50}, {"p99", report_p99}, {"calls", report_ms.size()}}},
-        {"evaluations", evaluations},
-        {"candidates", candidates},
-        {"db_bytes", db_bytes},
-        {"db_bytes_per_10k_evaluations", per_10k},
-        {"evod_peak_rss_kb", peak.peak_kb},
-        {"evod_rss_kb_max_q2", rss_q2},
-        {"evod_rss_kb_max_q4", rss_q4},
-        {"evod_rss_series", rss_series},
-        {"watchers", o.watchers},
-        {"watch_statuses", watch_statuses.load()},
-        {"report_ms_at_run_reports", at},
-        {"exhaustive_submit_ms", o.exhaustive_submit ? nlohmann::json(exhaustive_submit_ms) : nlohmann::json()},
-    };
-    std::ofstream(o.json) << j.dump(2) << "\n";
-    std::printf("json: %s\n", o.json.c_str());
-  }
+  const Stored stored = read_store(db);
+  const Figures figures = summarise(o, load, seen, stored);
+  const nlohmann::json report_at = print_figures(o, seen, stored, figures);
+  if (!o.json.empty()) write_json(o, seen, stored, figures, report_at);
   if (o.keep)
     std::printf("kept: %s\n", dir.c_str());
   else
     fs::remove_all(dir);
   // A failed RPC under load is a finding, not noise: the exit status says so.
-  return errors == 0 && reports > 0 ? 0 : 1;
+  return figures.errors == 0 && figures.reports > 0 ? 0 : 1;
 }
