@@ -42,7 +42,8 @@ inline constexpr int kDefaultGenerations = 5;
 inline constexpr int kDefaultPopulation = 16;
 inline constexpr int kDefaultTopK = 3;
 inline constexpr uint64_t kDefaultRngSeed = 1;
-inline constexpr v1::SearchStrategy kDefaultStrategy = v1::SEARCH_STRATEGY_EVOLVE;
+// surrogate: of the strategies, it searched best on the GPU (bench/NOTES.md, "Search quality").
+inline constexpr v1::SearchStrategy kDefaultStrategy = v1::SEARCH_STRATEGY_SURROGATE;
 inline constexpr v1::FitnessInputs kDefaultFitnessInputs = v1::FITNESS_INPUTS_ROTATED;
 inline constexpr int kMaxPopulation = 4096;
 inline constexpr int kMaxGenerations = 10000;

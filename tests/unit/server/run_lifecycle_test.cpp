@@ -285,6 +285,15 @@ TEST_F(SubmitTest, ARetriedSubmitReturnsTheRunTheFirstMadeAndStoresNothing) {
   EXPECT_EQ(store_.get_run(first.id)->request_id, "req-1");
 }
 
+// A submit that names no strategy gets the surrogate: of the strategies it searched best on the GPU
+// (bench/NOTES.md, "Search quality").
+TEST_F(SubmitTest, ASubmitWithoutAStrategyRunsTheSurrogate) {
+  const RunRecord run = runs_.submit(request(v1::SEARCH_STRATEGY_UNSPECIFIED));
+  EXPECT_EQ(store_.get_run(run.id)->strategy, v1::SEARCH_STRATEGY_SURROGATE);
+  const RunRecord named = runs_.submit(request(v1::SEARCH_STRATEGY_EVOLVE));
+  EXPECT_EQ(store_.get_run(named.id)->strategy, v1::SEARCH_STRATEGY_EVOLVE) << "a named strategy is kept";
+}
+
 // Break 7: an exhaustive submit listed the whole space (38-49 s of CPU) before it answered.
 TEST_F(SubmitTest, AnExhaustiveSubmitIsAnsweredWithinASecond) {
   const auto started = std::chrono::steady_clock::now();
