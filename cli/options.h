@@ -26,7 +26,7 @@ struct SubmitOptions {
   int32_t generations = 0;          // 0: evod's default
   int32_t population = 0;
   int32_t top_k = 0;
-  v1::SearchStrategy strategy = v1::SEARCH_STRATEGY_UNSPECIFIED;  // unset: evod's default (evolve)
+  v1::SearchStrategy strategy = v1::SEARCH_STRATEGY_UNSPECIFIED;  // unset: evod's default (surrogate)
   uint64_t rng_seed = 0;
   bool rng_seed_set = false;
   std::string device_class;
