@@ -166,10 +166,9 @@ std::string dispatch(const ExportTable& t) {
   return o.str();
 }
 
-// Argument checks first (no CUDA call, so a bad shape is refused even without a driver), then the
-// variant pick, then the launch. It never synchronizes.
-std::string entry_points(const ExportTable&) {
-  std::ostringstream o;
+// The file-private helpers every entry point calls: plan_call (the checks on a call's scalars and
+// the variant pick) and forward (the params, the workspace and the launch).
+void emit_call_helpers(std::ostringstream& o) {
   o << "namespace evo_export {\n"
     << "// The checks on a call's scalars (no CUDA call: a bad call is refused even without a GPU), the\n"
     << "// variant pick and the params' scalars: the variant, or -1 for a call this file refuses.\n"
@@ -220,6 +219,10 @@ std::string entry_points(const ExportTable&) {
     << "  return launch_variant(variant, dtype, causal, head_dim, varlen, p, stream, programmatic_launch == 1);\n"
     << "}\n"
     << "}  // namespace evo_export\n\n";
+}
+
+// The dense entry points: 16-bit inputs with grouped heads, and FP8.
+void emit_dense_entry_points(std::ostringstream& o) {
   o << "// q: [batch, heads, seq_q, head_dim], k and v: [batch, heads_kv, seq_k, head_dim], o: [batch, heads,\n"
     << "// seq_q, head_dim], contiguous, of `dtype`: 0 fp16 (__half), 1 bf16 (__nv_bfloat16), the values of\n"
     << "// evo::DType (2, e4m3, is evo_attention_forward_fp8's). Query head h reads K/V head h / (heads / heads_kv) (grouped-query attention;\n"
@@ -270,8 +273,12 @@ std::string entry_points(const ExportTable&) {
     << "  return evo_export::forward(q, k, v_t, o, batch, heads, heads_kv, seq_q, seq_k, head_dim, softmax_scale,\n"
     << "                             causal, 2, nullptr, nullptr, 0, 0, q_scale, k_scale, v_scale, stream,\n"
     << "                             programmatic_launch);\n"
-    << "}\n\n"
-    << "// A packed batch of `batch` sequences of their own lengths (FlashAttention's varlen layout): q and o\n"
+    << "}\n\n";
+}
+
+// The packed-batch entry point, the older dense ones, and the workspace size.
+void emit_other_entry_points(std::ostringstream& o) {
+  o << "// A packed batch of `batch` sequences of their own lengths (FlashAttention's varlen layout): q and o\n"
     << "// [total_q, heads, head_dim], k and v [total_k, heads_kv, head_dim], contiguous, of `dtype`; sequence b\n"
     << "// holds rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] of q and o and rows cu_seqlens_k[b] ..\n"
     << "// cu_seqlens_k[b + 1] of k and v (device arrays of batch + 1 ints, the first 0, the last total_q and\n"
@@ -333,6 +340,15 @@ std::string entry_points(const ExportTable&) {
     << "  return evo_attention_forward_gqa(q, k, v, o, batch, heads, heads, seq_q, seq_k, head_dim, softmax_scale,\n"
     << "                                   causal, 0, stream, 1);\n"
     << "}\n";
+}
+
+// Argument checks first (no CUDA call, so a bad shape is refused even without a driver), then the
+// variant pick, then the launch. It never synchronizes.
+std::string entry_points(const ExportTable&) {
+  std::ostringstream o;
+  emit_call_helpers(o);
+  emit_dense_entry_points(o);
+  emit_other_entry_points(o);
   return o.str();
 }
 
