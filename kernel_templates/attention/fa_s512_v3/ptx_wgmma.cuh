@@ -73,6 +73,23 @@ __device__ __forceinline__ void fence_operands(unsigned (&a)[N][4]) {
 }
 
 #define EVO_ACC4(d, j) "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
+// The accumulator operands of the wider shapes, 32 floats (8 rows of d) at a time: their
+// placeholders in the instruction and their bindings, so that each N names only what it adds.
+#define EVO_D0_31 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, " \
+                  "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define EVO_D32_63 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+                   "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define EVO_D64_95 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+                   "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+#define EVO_ACC_0_7(d) \
+  EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4), EVO_ACC4(d, 5), \
+      EVO_ACC4(d, 6), EVO_ACC4(d, 7)
+#define EVO_ACC_8_15(d) \
+  EVO_ACC4(d, 8), EVO_ACC4(d, 9), EVO_ACC4(d, 10), EVO_ACC4(d, 11), EVO_ACC4(d, 12), EVO_ACC4(d, 13), \
+      EVO_ACC4(d, 14), EVO_ACC4(d, 15)
+#define EVO_ACC_16_23(d) \
+  EVO_ACC4(d, 16), EVO_ACC4(d, 17), EVO_ACC4(d, 18), EVO_ACC4(d, 19), EVO_ACC4(d, 20), EVO_ACC4(d, 21), \
+      EVO_ACC4(d, 22), EVO_ACC4(d, 23)
 
 // wgmma.mma_async m64nNkK, inputs of type D, fp32 accumulators, one specialisation per N (32,
 // 64, 128; 192 for QK^T only, where a warpgroup's keys are that N) and input type, written for each
@@ -106,11 +123,9 @@ struct Wgmma<64, D> { \
     asm volatile( \
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" \
         "wgmma.mma_async.sync.aligned.m64n64" K ".f32." AB "." AB " " \
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, " \
-        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
+        "{" EVO_D0_31 "}, " \
         "%32, %33, " SS_TAIL ";\n}\n" \
-        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4), \
-          EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7) \
+        : EVO_ACC_0_7(d) \
         : "l"(a), "l"(b), "r"(accumulate)); \
   } \
   static __device__ __forceinline__ void rs(float (&d)[8][4], const unsigned (&a)[4], \
@@ -118,11 +133,9 @@ struct Wgmma<64, D> { \
     asm volatile( \
         "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n" \
         "wgmma.mma_async.sync.aligned.m64n64" K ".f32." AB "." AB " " \
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, " \
-        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
+        "{" EVO_D0_31 "}, " \
         "{%32, %33, %34, %35}, %36, " RS_TAIL ";\n}\n" \
-        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4), \
-          EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7) \
+        : EVO_ACC_0_7(d) \
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1)); \
   } \
 }; \
@@ -133,15 +146,9 @@ struct Wgmma<128, D> { \
     asm volatile( \
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" \
         "wgmma.mma_async.sync.aligned.m64n128" K ".f32." AB "." AB " " \
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, " \
-        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, " \
-        "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, " \
-        "%53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, " \
+        "{" EVO_D0_31 ", " EVO_D32_63 "}, " \
         "%64, %65, " SS_TAIL ";\n}\n" \
-        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4), \
-          EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7), EVO_ACC4(d, 8), EVO_ACC4(d, 9), \
-          EVO_ACC4(d, 10), EVO_ACC4(d, 11), EVO_ACC4(d, 12), EVO_ACC4(d, 13), EVO_ACC4(d, 14), \
-          EVO_ACC4(d, 15) \
+        : EVO_ACC_0_7(d), EVO_ACC_8_15(d) \
         : "l"(a), "l"(b), "r"(accumulate)); \
   } \
   static __device__ __forceinline__ void rs(float (&d)[16][4], const unsigned (&a)[4], \
@@ -149,15 +156,9 @@ struct Wgmma<128, D> { \
     asm volatile( \
         "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n" \
         "wgmma.mma_async.sync.aligned.m64n128" K ".f32." AB "." AB " " \
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, " \
-        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, " \
-        "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, " \
-        "%53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, " \
+        "{" EVO_D0_31 ", " EVO_D32_63 "}, " \
         "{%64, %65, %66, %67}, %68, " RS_TAIL ";\n}\n" \
-        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4), \
-          EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7), EVO_ACC4(d, 8), EVO_ACC4(d, 9), \
-          EVO_ACC4(d, 10), EVO_ACC4(d, 11), EVO_ACC4(d, 12), EVO_ACC4(d, 13), EVO_ACC4(d, 14), \
-          EVO_ACC4(d, 15) \
+        : EVO_ACC_0_7(d), EVO_ACC_8_15(d) \
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1)); \
   } \
 }; \
@@ -168,18 +169,9 @@ struct Wgmma<192, D> { \
     asm volatile( \
         "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n" \
         "wgmma.mma_async.sync.aligned.m64n192" K ".f32." AB "." AB " " \
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, " \
-        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, " \
-        "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, " \
-        "%57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, " \
-        "%76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, " \
-        "%95}, " \
+        "{" EVO_D0_31 ", " EVO_D32_63 ", " EVO_D64_95 "}, " \
         "%96, %97, " SS_TAIL ";\n}\n" \
-        : EVO_ACC4(d, 0), EVO_ACC4(d, 1), EVO_ACC4(d, 2), EVO_ACC4(d, 3), EVO_ACC4(d, 4), \
-          EVO_ACC4(d, 5), EVO_ACC4(d, 6), EVO_ACC4(d, 7), EVO_ACC4(d, 8), EVO_ACC4(d, 9), \
-          EVO_ACC4(d, 10), EVO_ACC4(d, 11), EVO_ACC4(d, 12), EVO_ACC4(d, 13), EVO_ACC4(d, 14), \
-          EVO_ACC4(d, 15), EVO_ACC4(d, 16), EVO_ACC4(d, 17), EVO_ACC4(d, 18), EVO_ACC4(d, 19), \
-          EVO_ACC4(d, 20), EVO_ACC4(d, 21), EVO_ACC4(d, 22), EVO_ACC4(d, 23) \
+        : EVO_ACC_0_7(d), EVO_ACC_8_15(d), EVO_ACC_16_23(d) \
         : "l"(a), "l"(b), "r"(accumulate)); \
   } \
 };
@@ -203,6 +195,12 @@ struct Wgmma {
 };
 #endif
 #undef EVO_ACC4
+#undef EVO_D0_31
+#undef EVO_D32_63
+#undef EVO_D64_95
+#undef EVO_ACC_0_7
+#undef EVO_ACC_8_15
+#undef EVO_ACC_16_23
 
 }  // namespace fa
 }  // namespace evo
