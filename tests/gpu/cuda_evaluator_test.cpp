@@ -385,7 +385,8 @@ TEST(CudaEvaluator, E4m3GenomesPassEveryGateOnRaggedLengths) {
 
 // Tiles of 192 keys (one m64n192 wgmma per warpgroup for QK^T, as FlashAttention-3's wide FP8
 // tiles): three 64-key V^T boxes a tile in e4m3, and ragged tails that end inside a tile's third
-// panel, through the producer, pingpong and one-warpgroup schedules (the sanitizer's run included).
+// panel, through the producer (e4m3, and 16-bit on two stages), pingpong and one-warpgroup
+// schedules (the sanitizer's run included).
 TEST(CudaEvaluator, WideKeyTilesPassEveryGate) {
   EVO_REQUIRE_GPU();
   CudaEvaluator& ev = *shared_evaluator();
@@ -400,7 +401,10 @@ TEST(CudaEvaluator, WideKeyTilesPassEveryGate) {
       {"BLOCK_M=128,BLOCK_N=192,WARPS=8,STAGES=3,WGMMA=1,SCHEDULE=warp_specialized_pingpong,TMA_BOX_ROWS=256,LAZY_RESCALE=1",
        &e4m3_128},
       {"BLOCK_M=64,BLOCK_N=192,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=tma_release", &e4m3_64},
-      {"BLOCK_M=128,BLOCK_N=192,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=pingpong,TMA_BOX_ROWS=256", &dense}};
+      {"BLOCK_M=128,BLOCK_N=192,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=pingpong,TMA_BOX_ROWS=256", &dense},
+      // 16-bit 192-key tiles fit two stages only: the producer frees K and V apart.
+      {"BLOCK_M=128,BLOCK_N=192,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized_pingpong,TMA_BOX_ROWS=256,LAZY_RESCALE=1",
+       &dense}};
   for (const auto& [genes, shapes] : cases) {
     const v1::Evaluation e = ev.evaluate(space.parse(genes), *shapes, true);
     EXPECT_EQ(e.status(), v1::OK) << genes << ": " << gate_summary(e);

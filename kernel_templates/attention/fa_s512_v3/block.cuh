@@ -13,8 +13,8 @@ namespace fa {
 // The dynamic shared memory's base (rounded up to the 128-byte swizzle's 1024-byte period for
 // panel tiles) and the TMA barriers past the tiles: full[stage] for each K/V stage (K alone with
 // kSplitRefill or kKvBarriers), then Q's, then V's (kSplitRefill: one; kKvBarriers: one per
-// stage); a producer's empty[stage], which the computing warps free, or STAGE_RELEASE's
-// per-stage counters of the warps that have left it come after them.
+// stage). After them a producer's empty barriers, which the computing warps free (K's per stage,
+// then V's), or STAGE_RELEASE's per-stage counters of the warps that have left it.
 // Nothing here reads global memory, so it is set up before the wait for the previous grid.
 template <class T>
 struct SharedLayout {

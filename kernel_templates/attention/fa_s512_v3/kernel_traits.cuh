@@ -84,9 +84,11 @@ struct Plan {
   // scores and P live at once, and fewer blocks fit an SM).
   bool wait_v_before_pack;
   int prologue_tiles;  // tiles the prologue issues: every stage where stages refill themselves
-  bool kv_barriers;    // TMA under mma.sync: each stage's K and V complete on barriers of their own
+  // Each stage's K and V complete on barriers of their own: TMA under mma.sync, and the producer,
+  // whose K and V stages are freed apart (K's once QK^T has read it, V's once P*V has).
+  bool kv_barriers;
   int full_barriers;   // TMA: one per stage (K and V, or K), Q's, then V's
-  int empty_barriers;  // producer: one per stage, which the computing warps free
+  int empty_barriers;  // producer: one per stage for K, then one per stage for V, which the computing warps free
   // Shared memory: Q tile(s), then STAGES K tiles, then STAGES V tiles (16-bit units). After
   // the main loop the same bytes hold the output tile or the key groups' merge buffer (fp32),
   // unless merge_apart gives those their own bytes past the tiles.
@@ -184,16 +186,16 @@ EVO_HOST_DEVICE constexpr Plan plan(const KernelConfig& c) {
   p.split_refill = p.pipeline == Pipeline::kTma && c.stages == 1;
   p.wait_v_before_pack = p.split_refill && c.head_dim == 64;
   p.prologue_tiles = p.stage_release || p.split_refill ? c.stages : p.prefetch;
-  p.kv_barriers = p.tma && !c.wgmma;
+  p.kv_barriers = p.tma && (!c.wgmma || p.producer);
   p.full_barriers = c.stages + 1 + (p.split_refill ? 1 : 0) + (p.kv_barriers ? c.stages : 0);
-  p.empty_barriers = p.producer ? c.stages : 0;
+  p.empty_barriers = p.producer ? 2 * c.stages : 0;
   p.q_elems = c.block_m * p.qk_cols;
   p.kv_elems = c.block_n * p.qk_cols;
   p.smem_main = 2 * (p.q_buffers * p.q_elems + 2 * c.stages * p.kv_elems);
   p.smem_merge = (p.warps_kv - 1) * c.block_m * 4 * (c.head_dim + 8);
   p.smem_epilogue = p.smem_merge + (p.tma_store ? 2 * c.block_m * c.head_dim : 0);  // O: 16-bit
   p.smem_align = p.panels ? 1024 : 0;
-  p.smem_barriers = p.tma ? 128 : 0;
+  p.smem_barriers = p.tma ? (p.producer ? 256 : 128) : 0;
   p.merge_apart = c.split_kv == 1 && p.warps_kv > 1 && p.tma &&
                   p.smem_main + p.smem_epilogue + p.smem_align + p.smem_barriers <= kSmemOptInSm90;
   p.smem_epilogue_at = p.merge_apart ? p.smem_main : 0;

@@ -71,6 +71,7 @@ struct MainloopPvAsync {
       if (b.n_tiles > 0) step(0, true, pipe, b, acc, softmax, p_a, p_a);
       for (int t = 1; t < b.n_tiles; ++t) step(t, false, pipe, b, acc, softmax, p_a, p_a);
     }
+    if (b.n_tiles > 0) pipe.wait_v(b.n_tiles - 1);
     finish_last_pv(b, acc, p_a);
   }
 
@@ -81,6 +82,7 @@ struct MainloopPvAsync {
                                               PFrags& p_prev, PFrags& p_this) {
     pipe.acquire(t, first, true);
     const bool pv_in_flight = !first;
+    if (pv_in_flight) pipe.wait_v(t - 1);  // where V lands apart from K (the producer's)
 
     // S = Q K^T beside the previous tile's P*V.
     float s[T::kMTiles][T::kSTiles][4];
@@ -95,6 +97,7 @@ struct MainloopPvAsync {
       wgmma_wait<0>();
     }
     fence_operands(s[0]);
+    pipe.k_consumed(t);
 
     float alpha[T::kMTiles][2];
     b.mask(t, s);
@@ -120,7 +123,8 @@ struct MainloopPvAsync {
     if constexpr (T::kLazyRescale) {
       if (!first && __any_sync(0xffffffffu, rescaled)) softmax.rescale(acc, alpha);
     }
-    // The previous tile's V was its stage's last reader (its K was read before).
+    // The previous tile's V was its stage's last reader (its K was read before, and freed
+    // there where K and V are freed apart).
     if (pv_in_flight) pipe.stage_read(t - 1);
     if constexpr (!T::kLazyRescale) softmax.rescale(acc, alpha);
     if constexpr (T::kPBuffers == 1) {

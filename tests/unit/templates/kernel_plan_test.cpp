@@ -225,6 +225,25 @@ TEST(KernelPlan, AnE4m3PlanHalvesTheInputTilesAndKeepsTheOutputTile) {
   EXPECT_EQ(fa::plan(e4m3).qk_panel, 32) << "64-byte rows: the 64-byte swizzle";
 }
 
+// The producer frees K and V apart: each stage's K and V land on full barriers of their own and
+// are freed on empty barriers of their own, and the barriers of four stages still fit their room
+// (16-bit 192-key tiles, whose two stages fill the block's shared memory, included).
+TEST(KernelPlan, AProducerPlanFreesKAndVApart) {
+  for (int stages : {2, 3, 4}) {
+    const fa::KernelConfig c{2, 0, 128, 128, 192, 8, stages, 11, 1, 1, 1, 256, 1, 0, 0, 0};
+    ASSERT_EQ(fa::check(c), fa::Unsupported::kOk) << stages << " stages";
+    const fa::Plan p = fa::plan(c);
+    EXPECT_TRUE(p.kv_barriers);
+    EXPECT_EQ(p.full_barriers, 2 * stages + 1);
+    EXPECT_EQ(p.empty_barriers, 2 * stages);
+  }
+  const fa::KernelConfig wide16{0, 0, 128, 128, 192, 8, 2, 11, 1, 1, 1, 256, 1, 0, 0, 0};
+  ASSERT_EQ(fa::check(wide16), fa::Unsupported::kOk);
+  EXPECT_LE(fa::plan(wide16).smem_bytes, fa::kSmemOptInSm90);
+  // The release pipelines keep one barrier a stage for K and V.
+  EXPECT_FALSE(fa::plan(fa::KernelConfig{0, 0, 128, 128, 128, 8, 3, 7, 1, 1, 1, 256, 1, 0, 0, 0}).kv_barriers);
+}
+
 // A packed batch's output leaves by plain stores: a TMA store's box would run into the next
 // sequence's rows. The plan says so, and the space's shared-memory formula agrees (no output tile).
 TEST(KernelPlan, APackedBatchNeverStoresThroughTheTensorMap) {
