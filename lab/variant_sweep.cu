@@ -61,9 +61,9 @@ void run(const Shape& sh, const char* name) {
                             : kRelease  ? (kPvAsync ? 6 : 5)
                                         : (kPvAsync ? 4 : 3);
   using T = evo::fa::KernelTraits<0, C, D, BM, BN, W, ST, kSchedule, 1, SPLIT, kWgmma, kBoxRows,
-                                  kLazy, kFold, 0, 0>;
+                                  kLazy, kFold, 0, 0, 0>;
   auto kernel = evo::fa_s512_v3_kernel<0, C, D, BM, BN, W, ST, kSchedule, 1, SPLIT, kWgmma,
-                                       kBoxRows, kLazy, kFold, 0, 0>;
+                                       kBoxRows, kLazy, kFold, 0, 0, 0>;
   const size_t n = size_t(sh.b) * sh.h * sh.s * D;
   std::vector<__half> host[3] = {std::vector<__half>(n), std::vector<__half>(n),
                                  std::vector<__half>(n)};

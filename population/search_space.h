@@ -129,7 +129,7 @@ class SearchSpace {
   std::map<std::string, int64_t> variables(const Genome& g, const Problem& p,
                                            int64_t smem_limit, int sm_arch = kUnknownArch) const;
   LaunchConfig launch(const Genome& g, const Problem& p) const;
-  // "evo::fa_s512_v3_kernel<0, 0, 64, 32, 64, 4, 2, 1, 1, 1, 0, 64, 0, 0, 0>": enumerated genes by value
+  // "evo::fa_s512_v3_kernel<0, 0, 64, 32, 64, 4, 2, 1, 1, 1, 0, 64, 0, 0, 0, 0, 0>": enumerated genes by value
   std::string kernel_name(const Genome& g, const Problem& p) const;
   // Floating-point operations one launch performs, from the space's "flops" expression (which may
   // depend on the genome, e.g. for a kernel that skips masked blocks); Problem::flops() where

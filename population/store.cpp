@@ -224,6 +224,10 @@ CREATE INDEX workers_by_enrolment ON workers(enrolment) WHERE enrolment <> '';
     {R"sql(
 ALTER TABLE candidates ADD COLUMN awaits_ranking INTEGER NOT NULL DEFAULT 0;
 )sql"},
+    // 11 -> 12: fa_s512_v3 gained the LONGEST_FIRST gene (causal row tiles in longest-first order
+    // across heads). Every stored genome text and hash is rewritten to today's canonical text,
+    // which names it (LONGEST_FIRST=0: what every earlier genome did).
+    {"", rewrite_genome_texts},
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion, "one migration per schema version");

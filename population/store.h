@@ -165,7 +165,7 @@ struct StoreOptions {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 11;
+  static constexpr int kSchemaVersion = 12;
 
   // Opens or creates the database file, checks it (PRAGMA quick_check) and migrates it to
   // kSchemaVersion. Throws StoreError with one line for people when the directory does not exist,

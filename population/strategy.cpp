@@ -31,7 +31,7 @@ constexpr uint64_t kCrossoverOneIn = 10;  // crossover for 9 of 10 children with
 // costs one constraint check a genome, once per space, shapes and limit, and only where drawing
 // cannot fill a batch; without it a shape or card that admits few genomes would end its runs on
 // what drawing happened to find. The costs are in bench/NOTES.md ("Host-side costs").
-constexpr uint64_t kEnumerableSize = uint64_t{1} << 22;
+constexpr uint64_t kEnumerableSize = uint64_t{1} << 23;
 // Lists of valid genomes kept at once (one per template, shapes and shared-memory limit).
 constexpr size_t kValidIndexLists = 64;
 // Random draws per genome a random top-up still needs, before it gives up or enumerates. A draw

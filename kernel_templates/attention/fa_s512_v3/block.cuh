@@ -13,8 +13,9 @@ namespace fa {
 // The dynamic shared memory's base (rounded up to the 128-byte swizzle's 1024-byte period for
 // panel tiles) and the TMA barriers past the tiles: full[stage] for each K/V stage (K alone with
 // kSplitRefill or kKvBarriers), then Q's, then V's (kSplitRefill: one; kKvBarriers: one per
-// stage). After them a producer's empty barriers, which the computing warps free (K's per stage,
-// then V's), or STAGE_RELEASE's per-stage counters of the warps that have left it.
+// stage). After them a producer's empty barriers, which the computing warps free (one a stage;
+// K's, then V's, where they are freed apart), or STAGE_RELEASE's per-stage counters of the warps
+// that have left it.
 // Nothing here reads global memory, so it is set up before the wait for the previous grid.
 template <class T>
 struct SharedLayout {
@@ -55,6 +56,47 @@ __device__ __forceinline__ void block_sync() {
     named_barrier_sync(kComputeBarrier, T::kThreads);
   } else {
     __syncthreads();
+  }
+}
+
+// LONGEST_FIRST: the L2 bytes that the K/V of the heads running side by side may fill
+// (FlashAttention-3's figure for its causal scheduler, on cards with 50 MB of L2 or more: every
+// sm_90 part).
+constexpr unsigned kL2SectionBytes = 32u << 20;
+
+// Which row tile and row group (blockIdx.y's meaning: (batch, query head), or with PACK_GQA
+// (batch, K/V head)) a block computes. A causal block sees the keys up to its last row, so the
+// row tiles near a sequence's end are the heaviest: by default each head's row tiles start
+// heaviest first, head after head (blockIdx.y, then blockIdx.x reversed). LONGEST_FIRST reads
+// the linear block index, in whose order blocks roughly start, as row tile (heaviest first) and
+// then head, within sections of heads whose K/V fit in kL2SectionBytes: every head's heaviest
+// tile starts before any head's lighter one, which leaves the light tiles for the tail, and the
+// heads that run side by side still share L2. CAUSAL_FOLD evens out the work itself.
+struct TileCoord {
+  int m_block;
+  unsigned row_group;  // as blockIdx.y: never negative, which the address arithmetic relies on
+};
+template <class T>
+__device__ __forceinline__ TileCoord tile_coord(const FaParams& p) {
+  const int tiles = (int)gridDim.x;
+  if constexpr (!T::kCausal) {
+    return {(int)blockIdx.x, blockIdx.y};
+  } else if constexpr (!T::kLongestFirst) {
+    return {tiles - 1 - (int)blockIdx.x, blockIdx.y};
+  } else {
+    const int groups = (int)gridDim.y;
+    // A row group's share of K/V: grouped query heads share their K/V head (PACK_GQA's row
+    // group is the K/V head itself). 32-bit arithmetic: one division here, two below.
+    const int heads_kv = p.heads_kv > 0 ? p.heads_kv : p.heads;
+    const unsigned sharing = T::kPackGqa ? 1u : (unsigned)(p.heads / heads_kv);
+    const unsigned head_bytes = (unsigned)max(p.seq_k, 1) * (2u * T::kHeadDim * T::kInBytes);
+    const int section = (int)min((unsigned)groups, max(1u, kL2SectionBytes / head_bytes * sharing));
+    const int linear = (int)blockIdx.y * tiles + (int)blockIdx.x;
+    const int first = linear / (section * tiles) * section;
+    const int heads = min(section, groups - first);
+    const int in_section = linear - first * tiles;
+    const int rank = in_section / heads;
+    return {tiles - 1 - rank, (unsigned)(first + (in_section - rank * heads))};
   }
 }
 
@@ -117,8 +159,8 @@ struct Block {
     key_w = warp_kv * T::kKeysPerWarp;
     row_wg = row_w & ~63;
     warpgroup = warp >> 2;
-    // Causal blocks near the end of the sequence have the most work: start them first.
-    const int m_block = T::kCausal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
+    const TileCoord coord = tile_coord<T>(p);
+    const int m_block = coord.m_block;
     m0 = m_block * T::kBlockM;
     // CAUSAL_FOLD: the block's front rows are half-block m_block of the sequence, its back rows
     // half-block 2 * blocks - 1 - m_block; each half's Q tile is a whole BLOCK_M-row tile of which
@@ -129,10 +171,10 @@ struct Block {
     q0_back = (2 * (int)gridDim.x - 2 - m_block) * kHalfM;
     q0_own = back_half ? q0_back : q0_front;
     row_g = q0_own + row_w;
-    bh = blockIdx.y;
+    bh = coord.row_group;
     const int heads_kv = p.heads_kv > 0 ? p.heads_kv : p.heads;
     const int group = p.heads / heads_kv;
-    const int batch_index = (int)blockIdx.y / p.heads, head = (int)blockIdx.y % p.heads;
+    const int batch_index = (int)coord.row_group / p.heads, head = (int)coord.row_group % p.heads;
     if constexpr (T::kVarlen) {
       q_row0 = p.cu_seqlens_q[batch_index];
       own_seq_q = p.cu_seqlens_q[batch_index + 1] - q_row0;

@@ -188,12 +188,12 @@ __device__ __forceinline__ void forward(const FaParams& p) {
 // hand-over (setmaxnreg) starts from what the launch bound leaves each thread.
 template <int DTYPE, int CAUSAL, int HEAD_DIM, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES,
           int SCHEDULE, int SWIZZLE, int SPLIT_KV, int WGMMA, int TMA_BOX_ROWS, int LAZY_RESCALE,
-          int CAUSAL_FOLD, int PACK_GQA, int VARLEN>
+          int CAUSAL_FOLD, int PACK_GQA, int VARLEN, int LONGEST_FIRST>
 __global__ void __launch_bounds__(fa::block_threads(WARPS, SCHEDULE)) EVO_CLUSTER_DIMS(1, 1, fa::cluster_size(SPLIT_KV))
     fa_s512_v3_kernel(const __grid_constant__ FaParams p) {
   fa::forward<fa::KernelTraits<DTYPE, CAUSAL, HEAD_DIM, BLOCK_M, BLOCK_N, WARPS, STAGES, SCHEDULE,
                                SWIZZLE, SPLIT_KV, WGMMA, TMA_BOX_ROWS, LAZY_RESCALE, CAUSAL_FOLD,
-                               PACK_GQA, VARLEN>>(p);
+                               PACK_GQA, VARLEN, LONGEST_FIRST>>(p);
 }
 
 }  // namespace evo

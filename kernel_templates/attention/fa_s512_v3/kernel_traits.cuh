@@ -16,6 +16,7 @@ namespace fa {
 struct KernelConfig {
   int dtype, causal, head_dim, block_m, block_n, warps, stages, schedule, swizzle, split_kv, wgmma,
       tma_box_rows, lazy_rescale, causal_fold, pack_gqa, varlen;
+  int longest_first = 0;
 };
 
 // What a config implies. Each field's comment says why it is as it is; bench/NOTES.md has the
@@ -84,11 +85,14 @@ struct Plan {
   // scores and P live at once, and fewer blocks fit an SM).
   bool wait_v_before_pack;
   int prologue_tiles;  // tiles the prologue issues: every stage where stages refill themselves
-  // Each stage's K and V complete on barriers of their own: TMA under mma.sync, and the producer,
-  // whose K and V stages are freed apart (K's once QK^T has read it, V's once P*V has).
+  // Each stage's K and V complete on barriers of their own: TMA under mma.sync, and the producer
+  // on two stages, which frees K's stage once QK^T has read it and V's once P*V has. On two
+  // stages that gives the next K a step more to land (1.3-1.4x faster on an H200); on three or
+  // more the copies have that step already, and the extra wait and arrive a step cost 1-2 %
+  // (bench/NOTES.md), so there a stage's K and V are freed together after P*V.
   bool kv_barriers;
   int full_barriers;   // TMA: one per stage (K and V, or K), Q's, then V's
-  int empty_barriers;  // producer: one per stage for K, then one per stage for V, which the computing warps free
+  int empty_barriers;  // producer: one per stage (K's, then V's where they are freed apart)
   // Shared memory: Q tile(s), then STAGES K tiles, then STAGES V tiles (16-bit units). After
   // the main loop the same bytes hold the output tile or the key groups' merge buffer (fp32),
   // unless merge_apart gives those their own bytes past the tiles.
@@ -186,16 +190,16 @@ EVO_HOST_DEVICE constexpr Plan plan(const KernelConfig& c) {
   p.split_refill = p.pipeline == Pipeline::kTma && c.stages == 1;
   p.wait_v_before_pack = p.split_refill && c.head_dim == 64;
   p.prologue_tiles = p.stage_release || p.split_refill ? c.stages : p.prefetch;
-  p.kv_barriers = p.tma && (!c.wgmma || p.producer);
+  p.kv_barriers = p.tma && (!c.wgmma || (p.producer && c.stages == 2));
   p.full_barriers = c.stages + 1 + (p.split_refill ? 1 : 0) + (p.kv_barriers ? c.stages : 0);
-  p.empty_barriers = p.producer ? 2 * c.stages : 0;
+  p.empty_barriers = p.producer ? (p.kv_barriers ? 2 : 1) * c.stages : 0;
   p.q_elems = c.block_m * p.qk_cols;
   p.kv_elems = c.block_n * p.qk_cols;
   p.smem_main = 2 * (p.q_buffers * p.q_elems + 2 * c.stages * p.kv_elems);
   p.smem_merge = (p.warps_kv - 1) * c.block_m * 4 * (c.head_dim + 8);
   p.smem_epilogue = p.smem_merge + (p.tma_store ? 2 * c.block_m * c.head_dim : 0);  // O: 16-bit
   p.smem_align = p.panels ? 1024 : 0;
-  p.smem_barriers = p.tma ? (p.producer ? 256 : 128) : 0;
+  p.smem_barriers = p.tma ? 128 : 0;
   p.merge_apart = c.split_kv == 1 && p.warps_kv > 1 && p.tma &&
                   p.smem_main + p.smem_epilogue + p.smem_align + p.smem_barriers <= kSmemOptInSm90;
   p.smem_epilogue_at = p.merge_apart ? p.smem_main : 0;
@@ -243,6 +247,7 @@ enum class Unsupported : int {
                         // owning 64 rows of its own (a key split between them hung on the H200,
                         // on a packed batch's staged store; kept out until a GPU run passes one),
                         // no SPLIT_KV (a cluster's barriers would wait for the producer, which has left)
+  kLongestFirst,        // LONGEST_FIRST: 0 or 1, and not with CAUSAL_FOLD (whose blocks' work is even)
   kStagedKeySplit,      // key groups that merge apart from the tiles (TMA, wgmma) do not stage the
                         // output (PACK_GQA, VARLEN): every such genome failed compute-sanitizer on
                         // the H200 (racecheck, and synccheck once key groups 1.. waited at the merge
@@ -293,6 +298,8 @@ EVO_HOST_DEVICE constexpr Unsupported check(const KernelConfig& c) {
     return U::kE4m3;
   if (p.producer && ((c.warps != 4 && c.warps != 8) || p.warps_kv != 1 || c.split_kv != 1))
     return U::kWarpSpecialized;
+  if ((c.longest_first != 0 && c.longest_first != 1) || (c.longest_first && c.causal_fold))
+    return U::kLongestFirst;
   if (p.merge_apart && c.wgmma && (c.pack_gqa || c.varlen)) return U::kStagedKeySplit;
   return U::kOk;
 }
@@ -309,12 +316,12 @@ struct KernelCannotImplement {
 
 template <int DTYPE_, int CAUSAL_, int HEAD_DIM_, int BLOCK_M_, int BLOCK_N_, int WARPS_,
           int STAGES_, int SCHEDULE_, int SWIZZLE_, int SPLIT_KV_, int WGMMA_, int TMA_BOX_ROWS_,
-          int LAZY_RESCALE_, int CAUSAL_FOLD_, int PACK_GQA_, int VARLEN_>
+          int LAZY_RESCALE_, int CAUSAL_FOLD_, int PACK_GQA_, int VARLEN_, int LONGEST_FIRST_>
 struct KernelTraits {
   static constexpr KernelConfig kConfig{DTYPE_,   CAUSAL_, HEAD_DIM_,    BLOCK_M_,      BLOCK_N_,
                                         WARPS_,   STAGES_, SCHEDULE_,    SWIZZLE_,      SPLIT_KV_,
                                         WGMMA_,   TMA_BOX_ROWS_, LAZY_RESCALE_, CAUSAL_FOLD_, PACK_GQA_,
-                                        VARLEN_};
+                                        VARLEN_,  LONGEST_FIRST_};
   static_assert(KernelCannotImplement<check(kConfig)>::kOk, "");
   static constexpr Plan kPlan = plan(kConfig);
 
@@ -331,6 +338,7 @@ struct KernelTraits {
   static constexpr int kSplitKV = SPLIT_KV_;
   static constexpr bool kWgmma = WGMMA_ != 0;
   static constexpr bool kLazyRescale = LAZY_RESCALE_ != 0;
+  static constexpr bool kLongestFirst = LONGEST_FIRST_ != 0;
 
   static constexpr Pipeline kPipeline = kPlan.pipeline;
   static constexpr Mainloop kMainloop = kPlan.mainloop;

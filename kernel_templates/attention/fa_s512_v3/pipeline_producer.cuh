@@ -1,17 +1,17 @@
 #pragma once
 // Pipeline::kTmaProducer (the warp-specialized schedules), as FlashAttention-3's: a warpgroup of
 // its own past the computing warps issues every copy. Its first thread loads Q, then each tile's
-// K and V into their stages as soon as the computing warps have freed them; the warpgroup then
-// leaves, having lowered its registers so that the computing warpgroups can raise theirs.
+// K and V into their stage as soon as the computing warps have freed it; the warpgroup then
+// leaves, having lowered its registers so that the computing warpgroups can raise theirs. The
+// computing warps wait for a tile on the stage's full mbarrier and free it on its empty one, and
+// never issue a copy or wait for one another between tiles. The copies are PipelineTma's.
 //
-// K and V are two pipelines over the same stage count, each with a full and an empty mbarrier per
-// stage: a warp frees K(t)'s stage once QK^T(t) has read it (k_consumed) and V(t)'s once P*V(t)
-// has (stage_read), which is a step later. So K(t + STAGES) is copied while tile t's softmax and
-// the next step run, not only after P*V(t) retires, and two stages leave the copy of the next K
-// more than a step to land. The producer issues K(t) before V(t-1), the order the computing warps
-// need them in, so that neither waits behind the other's release. The computing warps wait for K
-// on full[stage] and for V on full_v[stage], and never issue a copy or wait for one another
-// between tiles. The copies are PipelineTma's.
+// On two stages (KernelTraits::kKvBarriers) K and V are two pipelines over the stages, each with
+// a full and an empty mbarrier a stage: a warp frees K(t) once QK^T(t) has read it (k_consumed)
+// and V(t) once P*V(t) has (stage_read), a step later, so K(t + 2) is copied while tile t's
+// softmax still runs, not only after P*V(t) has retired. The producer issues K(t) before V(t-1),
+// the order the computing warps need them in, so that neither waits behind the other's release.
+// On more stages a stage's K and V are copied and freed together (the plan says why).
 #include "block.cuh"
 #include "pipeline_tma.cuh"
 #include "ptx_tma.cuh"
@@ -23,7 +23,7 @@ template <class T>
 struct PipelineProducer : PipelineTma<T> {
   using Base = PipelineTma<T>;
   using Base::b;
-  static_assert(Base::kOwnVBarrier, "K and V complete on barriers of their own");
+  static constexpr bool kApart = Base::kOwnVBarrier;  // K and V copied and freed apart
 
   __device__ __forceinline__ explicit PipelineProducer(const Block<T>& block) : Base(block) {}
 
@@ -31,7 +31,7 @@ struct PipelineProducer : PipelineTma<T> {
     if (threadIdx.x == 0) {
       Base::prepare_copies(p, smem);
 #pragma unroll
-      for (int i = 0; i < 2 * T::kStages; ++i) mbarrier_init(&smem.empty[i], T::kWarps);
+      for (int i = 0; i < T::kEmptyBarriers; ++i) mbarrier_init(&smem.empty[i], T::kWarps);
       mbarrier_init_fence();
     }
   }
@@ -58,11 +58,12 @@ struct PipelineProducer : PipelineTma<T> {
     return true;
   }
 
-  // K(t) reuses the stage of K(t - STAGES) once every computing warp has freed it: the
-  // (t / STAGES)-th phase of that stage's empty barrier; V likewise on its own.
-  __device__ __forceinline__ unsigned long long* empty_k(int t) const { return &b.smem.empty[t % T::kStages]; }
-  __device__ __forceinline__ unsigned long long* empty_v(int t) const {
-    return &b.smem.empty[T::kStages + t % T::kStages];
+  // Tile t reuses the stage of tile t - STAGES once every computing warp has freed it: the
+  // (t / STAGES)-th phase of that stage's empty barrier (K's, or the stage's where K and V are
+  // freed together; V's own where they are freed apart).
+  __device__ __forceinline__ unsigned long long* k_empty(int t) const { return &b.smem.empty[t % T::kStages]; }
+  __device__ __forceinline__ unsigned long long* v_empty(int t) const {
+    return kApart ? &b.smem.empty[T::kStages + t % T::kStages] : k_empty(t);
   }
   __device__ __forceinline__ static void wait_free(unsigned long long* empty, int t) {
     if (t >= T::kStages) mbarrier_wait(empty, (t / T::kStages - 1) & 1);
@@ -72,14 +73,21 @@ struct PipelineProducer : PipelineTma<T> {
       mbarrier_expect_bytes(b.smem.full_q, T::kQElems * 2);
       tma_load_tile<T, T::kBlockM>(b.q_tile, b.p.q_map, b.q_map_row(b.q0_front), b.q_slice, b.smem.full_q);
     }
-    for (int t = 0; t <= b.n_tiles; ++t) {
-      if (t < b.n_tiles) {
-        wait_free(empty_k(t), t);
-        this->load_k(t);
+    if constexpr (kApart) {
+      for (int t = 0; t <= b.n_tiles; ++t) {
+        if (t < b.n_tiles) {
+          wait_free(k_empty(t), t);
+          this->load_k(t);
+        }
+        if (t > 0) {
+          wait_free(v_empty(t - 1), t - 1);
+          this->load_v(t - 1);
+        }
       }
-      if (t > 0) {
-        wait_free(empty_v(t - 1), t - 1);
-        this->load_v(t - 1);
+    } else {
+      for (int t = 0; t < b.n_tiles; ++t) {
+        if (t >= T::kStages) mbarrier_wait(k_empty(t), (t / T::kStages - 1) & 1);
+        this->load_kv(t);
       }
     }
   }
@@ -89,14 +97,17 @@ struct PipelineProducer : PipelineTma<T> {
     if (first) this->wait_q();
     this->wait_tile(t);
   }
-  // The warp has read K(t) (QK^T(t) is done) or V(t) (P*V(t) is) for the last time: it frees
-  // the stage where the producer still has a tile to put there (it waits for exactly those phases).
+  // The warp has read K(t) (QK^T(t) is done) or V(t) (P*V(t) is; the stage's last reader where
+  // K and V are freed together) for the last time: it frees the stage where the producer still
+  // has a tile to put there (it waits for exactly those phases).
   __device__ __forceinline__ void free_stage(unsigned long long* empty, int t) const {
     __syncwarp();
     if (b.lane == 0 && t + T::kStages < b.n_tiles) mbarrier_arrive(empty);
   }
-  __device__ __forceinline__ void k_consumed(int t) const { free_stage(empty_k(t), t); }
-  __device__ __forceinline__ void stage_read(int t) const { free_stage(empty_v(t), t); }
+  __device__ __forceinline__ void k_consumed(int t) const {
+    if constexpr (kApart) free_stage(k_empty(t), t);
+  }
+  __device__ __forceinline__ void stage_read(int t) const { free_stage(v_empty(t), t); }
   __device__ __forceinline__ void end_step(int) const {}
 
   __device__ __forceinline__ void drain() const {  // a sequence without keys: Q's copy is done

@@ -299,7 +299,7 @@ TEST_F(Evoctl, SubmitStartTranslatesAnOldGenomeText) {
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0].first,
             "fa_s512_v3:BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=4,SCHEDULE=pingpong,SWIZZLE=1,SPLIT_KV=1,WGMMA=1,"
-            "TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0,PACK_GQA=0");
+            "TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0,PACK_GQA=0,LONGEST_FIRST=0");
   EXPECT_EQ(server_.service.last_submit.typed_start_genomes(0).genes().at("SCHEDULE"), 7);
 }
 
@@ -595,7 +595,7 @@ TEST_F(Evoctl, LeaderboardPrintsGenomesSentAsMessages) {
   const auto r = run({"leaderboard"});
   ASSERT_EQ(r.exit_status, 0) << r.err;
   EXPECT_NE(r.out.find("default genome: 10.00 µs  BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1,"
-                       "SPLIT_KV=1,WGMMA=0,TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0,PACK_GQA=0\n"),
+                       "SPLIT_KV=1,WGMMA=0,TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0,PACK_GQA=0,LONGEST_FIRST=0\n"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("rank  genome (genes unlike the default's)"), std::string::npos) << r.out;

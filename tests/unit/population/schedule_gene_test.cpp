@@ -50,7 +50,7 @@ TEST(ScheduleGeneTest, GenesAndDefault) {
   for (const auto& g : space().genes()) names.push_back(g.name);
   EXPECT_EQ(names, (std::vector<std::string>{"BLOCK_M", "BLOCK_N", "WARPS", "STAGES", "SCHEDULE", "SWIZZLE",
                                              "SPLIT_KV", "WGMMA", "TMA_BOX_ROWS", "LAZY_RESCALE", "CAUSAL_FOLD",
-                                             "PACK_GQA"}));
+                                             "PACK_GQA", "LONGEST_FIRST"}));
   const Gene& schedule = space().genes()[4];
   EXPECT_EQ(schedule.labels,
             (std::vector<std::string>{"sync", "cp_async", "cp_async_pv", "tma", "tma_pv", "tma_release",
@@ -60,7 +60,7 @@ TEST(ScheduleGeneTest, GenesAndDefault) {
   EXPECT_EQ(schedule.default_value, 1);
   EXPECT_EQ(space().default_genome().text(),
             "fa_s512_v3:BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1,SPLIT_KV=1,WGMMA=0,"
-            "TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0,PACK_GQA=0");
+            "TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0,PACK_GQA=0,LONGEST_FIRST=0");
 }
 
 // Text names the label; expressions, the kernel name and genes() see the code.
@@ -70,7 +70,7 @@ TEST(ScheduleGeneTest, LabelInTextCodeInExpressions) {
   EXPECT_NE(g.text().find(",SCHEDULE=pingpong,"), std::string::npos) << g.text();
   EXPECT_EQ(space().parse(g.text()), g);
   const Problem p = problem("1x8x512x64");
-  EXPECT_EQ(space().kernel_name(g, p), "evo::fa_s512_v3_kernel<0, 0, 64, 128, 64, 8, 3, 7, 1, 1, 1, 64, 0, 0, 0, 0>");
+  EXPECT_EQ(space().kernel_name(g, p), "evo::fa_s512_v3_kernel<0, 0, 64, 128, 64, 8, 3, 7, 1, 1, 1, 64, 0, 0, 0, 0, 0>");
   const auto vars = space().variables(g, p, kDefaultSmemLimit, 90);
   EXPECT_EQ(vars.at("SCHEDULE"), 7);
   EXPECT_EQ(vars.at("DTYPE"), 0);
@@ -140,7 +140,7 @@ TEST(ScheduleGeneTest, OldGenomeTextsTranslate) {
       "TMA=1,STAGE_RELEASE=0,PINGPONG=0,TMA_BOX_ROWS=64,QK_AHEAD=1,LAZY_RESCALE=0,CAUSAL_FOLD=0");
   EXPECT_EQ(g.text(),
             "fa_s512_v3:BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=4,SCHEDULE=qk_ahead,SWIZZLE=1,SPLIT_KV=1,WGMMA=1,"
-            "TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0,PACK_GQA=0");
+            "TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0,PACK_GQA=0,LONGEST_FIRST=0");
 }
 
 TEST(ScheduleGeneTest, OldCombinationsWithoutAScheduleAreOneError) {
@@ -166,7 +166,7 @@ TEST(ScheduleGeneTest, MixingOldGenesWithScheduleIsAnError) {
   // Unknown genes are told the current genes only.
   EXPECT_EQ(error_of("FOO=1"),
             "unknown gene 'FOO' (genes: BLOCK_M, BLOCK_N, WARPS, STAGES, SCHEDULE, SWIZZLE, SPLIT_KV, WGMMA, "
-            "TMA_BOX_ROWS, LAZY_RESCALE, CAUSAL_FOLD, PACK_GQA)");
+            "TMA_BOX_ROWS, LAZY_RESCALE, CAUSAL_FOLD, PACK_GQA, LONGEST_FIRST)");
 }
 
 // bench/suite_starts.txt still names the old genes: every line reads as a genome of the new space.

@@ -33,7 +33,7 @@ std::string error_of(const std::function<void()>& f) {
 TEST(SearchSpaceTest, LoadsTheRealSpace) {
   const SearchSpace& s = space();
   EXPECT_EQ(s.id(), "fa_s512_v3");
-  ASSERT_EQ(s.genes().size(), 12u);
+  ASSERT_EQ(s.genes().size(), 13u);
   EXPECT_EQ(s.genes()[0].name, "BLOCK_M");
   EXPECT_EQ(s.genes()[0].values, (std::vector<int64_t>{16, 32, 64, 128}));
   EXPECT_EQ(s.genes()[0].default_value, 32);
@@ -53,7 +53,7 @@ TEST(SearchSpaceTest, LoadsTheRealSpace) {
                                       "tma_whole_boxes", "box_rows_name_distinct_boxes",
                                       "box_rows_need_tma", "pingpong_two_warpgroups", "warp_specialized_one_or_two_warpgroups",
                                       "staged_store_one_key_group", "qk_ahead_three_stages", "lazy_rescale_not_with_qk_ahead",
-                                      "causal_fold_pairs_row_warps", "pack_gqa_not_folded",
+                                      "causal_fold_pairs_row_warps", "pack_gqa_not_folded", "longest_first_not_folded",
                                       "varlen_rows_are_one_sequence", "e4m3_reads_through_tensor_maps",
                                       "shared_memory_fits_device",
                                       "supported_head_dim"}));
@@ -176,9 +176,9 @@ TEST(SearchSpaceTest, OutputTileAfterTheMergeBufferCountsInSharedMemory) {
 
 TEST(SearchSpaceTest, KernelName) {
   EXPECT_EQ(space().kernel_name(space().default_genome(), problem("1x8x512x64")),
-            "evo::fa_s512_v3_kernel<0, 0, 64, 32, 64, 4, 2, 1, 1, 1, 0, 64, 0, 0, 0, 0>");
+            "evo::fa_s512_v3_kernel<0, 0, 64, 32, 64, 4, 2, 1, 1, 1, 0, 64, 0, 0, 0, 0, 0>");
   EXPECT_EQ(space().kernel_name(space().parse("BLOCK_M=128,SWIZZLE=0"), problem("1x8x512x128:causal")),
-            "evo::fa_s512_v3_kernel<0, 1, 128, 128, 64, 4, 2, 1, 0, 1, 0, 64, 0, 0, 0, 0>");
+            "evo::fa_s512_v3_kernel<0, 1, 128, 128, 64, 4, 2, 1, 0, 1, 0, 64, 0, 0, 0, 0, 0>");
 }
 
 TEST(SearchSpaceTest, FlopsFromTheSpace) {
@@ -201,9 +201,9 @@ TEST(SearchSpaceTest, SizeAndAtCoverEveryGenomeOnce) {
   EXPECT_EQ(texts.size(), space().size());
   // First gene slowest, last fastest.
   EXPECT_EQ(space().at(0).genes_text(),
-            "BLOCK_M=16,BLOCK_N=32,WARPS=1,STAGES=1,SCHEDULE=sync,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0,PACK_GQA=0");
+            "BLOCK_M=16,BLOCK_N=32,WARPS=1,STAGES=1,SCHEDULE=sync,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0,PACK_GQA=0,LONGEST_FIRST=0");
   EXPECT_EQ(space().at(1).genes_text(),
-            "BLOCK_M=16,BLOCK_N=32,WARPS=1,STAGES=1,SCHEDULE=sync,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0,PACK_GQA=1");
+            "BLOCK_M=16,BLOCK_N=32,WARPS=1,STAGES=1,SCHEDULE=sync,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0,PACK_GQA=0,LONGEST_FIRST=1");
   Genome last = space().at(space().size() - 1);
   for (const auto& gene : space().genes()) EXPECT_EQ(last.get(gene.name), gene.values.back());
   EXPECT_THROW(space().at(space().size()), std::out_of_range);
@@ -362,8 +362,16 @@ TEST(SearchSpaceTest, CanonicalSetsGenesNoShapeUsesToTheirDefaults) {
   EXPECT_EQ(space().launch(folded, plain).smem_bytes, space().launch(unfolded, plain).smem_bytes);
   EXPECT_EQ(space().launch(folded, causal).smem_bytes,
             space().launch(unfolded, causal).smem_bytes + 32 * 64 * 2);  // the second Q tile
-  EXPECT_EQ(space().genes().back().name, "PACK_GQA");
-  EXPECT_EQ(space().genes().back().used_when, "HEADS_KV < HEADS && VARLEN == 0");
+  const auto& genes = space().genes();
+  ASSERT_GE(genes.size(), 2u);
+  EXPECT_EQ(genes[genes.size() - 2].name, "PACK_GQA");
+  EXPECT_EQ(genes[genes.size() - 2].used_when, "HEADS_KV < HEADS && VARLEN == 0");
+  // LONGEST_FIRST orders causal blocks only: a non-causal run keeps it at its default.
+  EXPECT_EQ(genes.back().name, "LONGEST_FIRST");
+  EXPECT_EQ(genes.back().used_when, "CAUSAL == 1");
+  const Genome longest = space().parse("BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=2,LONGEST_FIRST=1");
+  EXPECT_EQ(space().canonical(longest, {plain}).get("LONGEST_FIRST"), 0);
+  EXPECT_EQ(space().canonical(longest, {causal}).get("LONGEST_FIRST"), 1);
   // A packed batch uses neither the fold nor the group packing.
   const Genome packed_both = space().parse("BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,CAUSAL_FOLD=1,PACK_GQA=1");
   EXPECT_EQ(space().canonical(packed_both, {problem("17+300x8x64:kv2:causal")}),
@@ -372,9 +380,9 @@ TEST(SearchSpaceTest, CanonicalSetsGenesNoShapeUsesToTheirDefaults) {
 
 TEST(SearchSpaceTest, ParseAcceptsPrefixSpacesAndDefaults) {
   Genome g = space().parse(" fa_s512_v3 : BLOCK_M = 64 , WARPS=8 ");
-  EXPECT_EQ(g.text(), "fa_s512_v3:BLOCK_M=64,BLOCK_N=64,WARPS=8,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1,SPLIT_KV=1,WGMMA=0,TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0,PACK_GQA=0");
+  EXPECT_EQ(g.text(), "fa_s512_v3:BLOCK_M=64,BLOCK_N=64,WARPS=8,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1,SPLIT_KV=1,WGMMA=0,TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0,PACK_GQA=0,LONGEST_FIRST=0");
   EXPECT_EQ(space().parse("SWIZZLE=0,BLOCK_M=16").genes_text(),
-            "BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0,PACK_GQA=0");
+            "BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=0,SPLIT_KV=1,WGMMA=0,TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0,PACK_GQA=0,LONGEST_FIRST=0");
   EXPECT_EQ(space().parse(""), space().default_genome());
   EXPECT_EQ(space().parse("fa_s512_v3:"), space().default_genome());
 }
@@ -383,7 +391,7 @@ TEST(SearchSpaceTest, ParseErrors) {
   auto parse_error = [](const std::string& t) { return error_of([&] { space().parse(t); }); };
   EXPECT_EQ(parse_error("FOO=1"),
             "unknown gene 'FOO' (genes: BLOCK_M, BLOCK_N, WARPS, STAGES, SCHEDULE, SWIZZLE, SPLIT_KV, "
-            "WGMMA, TMA_BOX_ROWS, LAZY_RESCALE, CAUSAL_FOLD, PACK_GQA)");
+            "WGMMA, TMA_BOX_ROWS, LAZY_RESCALE, CAUSAL_FOLD, PACK_GQA, LONGEST_FIRST)");
   EXPECT_EQ(parse_error("BLOCK_M=48"), "BLOCK_M=48 is outside its domain {16, 32, 64, 128}");
   EXPECT_EQ(parse_error("BLOCK_M=-16"), "BLOCK_M=-16 is outside its domain {16, 32, 64, 128}");
   for (const char* bad : {"BLOCK_M", "BLOCK_M=", "=32", "BLOCK_M=32,", ",BLOCK_M=32", "BLOCK_M=32,,WARPS=4",

@@ -475,7 +475,7 @@ TEST_F(CoordinatorTest, OldStartGenomeTextIsStoredInTodaysText) {
   ASSERT_EQ(run.start_genomes_size(), 1);
   EXPECT_EQ(run.start_genomes(0),
             "fa_s512_v3:BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=4,SCHEDULE=pingpong,SWIZZLE=1,SPLIT_KV=1,WGMMA=1,"
-            "TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0,PACK_GQA=0");
+            "TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0,PACK_GQA=0,LONGEST_FIRST=0");
   const size_t runs = store_.list_runs().size();
   v1::SubmitRunRequest bad = req;
   bad.set_start_genomes(0, "BLOCK_M=64,PINGPONG=1");

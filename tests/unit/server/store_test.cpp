@@ -29,16 +29,17 @@ TEST(Store, MigratesAnEmptyDatabaseToTheCurrentSchema) {
   EXPECT_EQ(again.schema_version(), Store::kSchemaVersion);
   std::string dump = again.dump();
   std::string versions = dump.substr(0, dump.find("SELECT * FROM runs"));
-  EXPECT_EQ(versions, "SELECT * FROM schema_version ORDER BY version\n1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n");
+  EXPECT_EQ(versions, "SELECT * FROM schema_version ORDER BY version\n1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n");
 }
 
 // A version-9 candidate's genome text, written before PACK_GQA: opening the file rewrites it (and
-// its hash, and the cache entry's) to today's canonical text, which names the gene at 0.
+// its hash, and the cache entry's) to today's canonical text, which names the gene at 0 (and
+// LONGEST_FIRST, the gene version 12 names, at 0 too).
 TEST(Store, MigrationToVersionTenNamesPackGqaInEveryStoredGenome) {
   const std::string before =
       "fa_s512_v3:BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,SCHEDULE=tma,SWIZZLE=1,SPLIT_KV=1,WGMMA=1,"
       "TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0";
-  const std::string after = before + ",PACK_GQA=0";
+  const std::string after = before + ",PACK_GQA=0,LONGEST_FIRST=0";
   test::TempDir dir;
   { Store fresh(dir.file("evo.db")); }
   {
@@ -75,8 +76,10 @@ TEST(Store, MigrationToVersionElevenLeavesQueuedConfirmationsLeasable) {
     db.exec("INSERT INTO runs (id, seed, shapes, generations, population, top_k, strategy, rng_seed, device_class,"
             " state, created_ms, message, smem_limit) VALUES ('run-0001', 'fa_s512_v3', '1x8x512x64', 1, 2, 1,"
             " 'evolve', 1, '', 2, 0, '', 1);");
+    // A genome text of version 11 (version 12's rewrite fails a candidate whose text does not parse).
     db.exec("INSERT INTO candidates (id, run_id, generation, seq, genome, genome_hash, op, parents, state, "
-            "confirmation) VALUES ('run-0001-c0', 'run-0001', 0, 0, 'g', 'h', 'start', '', 'queued', 1)");
+            "confirmation) VALUES ('run-0001-c0', 'run-0001', 0, 0, 'fa_s512_v3:BLOCK_M=64', 'h', 'start', '', "
+            "'queued', 1)");
   }
   Store migrated(dir.file("evo.db"));
   EXPECT_EQ(migrated.schema_version(), Store::kSchemaVersion);

@@ -46,7 +46,8 @@ fa::KernelConfig config_of(const Genome& g, const Problem& problem) {
                           gene("LAZY_RESCALE"),
                           gene("CAUSAL_FOLD"),
                           gene("PACK_GQA"),
-                          p.varlen() ? 1 : 0};
+                          p.varlen() ? 1 : 0,
+                          gene("LONGEST_FIRST")};
 }
 
 struct Tally {
@@ -197,6 +198,11 @@ TEST(KernelPlan, CheckNamesTheRuleABadConfigBreaks) {
   EXPECT_EQ(with([](auto& c) { c.causal_fold = 1, c.wgmma = 1; }), fa::Unsupported::kFold);
   EXPECT_EQ(with([](auto& c) { c.pack_gqa = 1; }), fa::Unsupported::kOk);
   EXPECT_EQ(with([](auto& c) { c.pack_gqa = 2; }), fa::Unsupported::kPackGqa);
+  // LONGEST_FIRST: a block order, not with the fold (whose blocks' work is even already).
+  EXPECT_EQ(with([](auto& c) { c.longest_first = 1; }), fa::Unsupported::kOk);
+  EXPECT_EQ(with([](auto& c) { c.longest_first = 2; }), fa::Unsupported::kLongestFirst);
+  EXPECT_EQ(with([](auto& c) { c.longest_first = 1, c.causal = 1, c.causal_fold = 1, c.warps = 8; }),
+            fa::Unsupported::kLongestFirst);
   EXPECT_EQ(with([](auto& c) { c.pack_gqa = 1, c.causal_fold = 1, c.warps = 8; }), fa::Unsupported::kPackGqa);
   EXPECT_EQ(with([](auto& c) { c.varlen = 1; }), fa::Unsupported::kOk);
   EXPECT_EQ(with([](auto& c) { c.varlen = 2; }), fa::Unsupported::kVarlen);
@@ -225,23 +231,24 @@ TEST(KernelPlan, AnE4m3PlanHalvesTheInputTilesAndKeepsTheOutputTile) {
   EXPECT_EQ(fa::plan(e4m3).qk_panel, 32) << "64-byte rows: the 64-byte swizzle";
 }
 
-// The producer frees K and V apart: each stage's K and V land on full barriers of their own and
-// are freed on empty barriers of their own, and the barriers of four stages still fit their room
-// (16-bit 192-key tiles, whose two stages fill the block's shared memory, included).
-TEST(KernelPlan, AProducerPlanFreesKAndVApart) {
+// The producer on two stages frees K and V apart: each stage's K and V land on full barriers of
+// their own and are freed on empty barriers of their own. On three or more stages a stage's K
+// and V land and are freed together, and so do the release pipelines'. 16-bit 192-key tiles on
+// two stages fit the block's shared memory.
+TEST(KernelPlan, AProducerOnTwoStagesFreesKAndVApart) {
   for (int stages : {2, 3, 4}) {
     const fa::KernelConfig c{2, 0, 128, 128, 192, 8, stages, 11, 1, 1, 1, 256, 1, 0, 0, 0};
     ASSERT_EQ(fa::check(c), fa::Unsupported::kOk) << stages << " stages";
     const fa::Plan p = fa::plan(c);
-    EXPECT_TRUE(p.kv_barriers);
-    EXPECT_EQ(p.full_barriers, 2 * stages + 1);
-    EXPECT_EQ(p.empty_barriers, 2 * stages);
+    const bool apart = stages == 2;
+    EXPECT_EQ(p.kv_barriers, apart) << stages << " stages";
+    EXPECT_EQ(p.full_barriers, stages + 1 + (apart ? stages : 0)) << stages << " stages";
+    EXPECT_EQ(p.empty_barriers, (apart ? 2 : 1) * stages) << stages << " stages";
   }
   const fa::KernelConfig wide16{0, 0, 128, 128, 192, 8, 2, 11, 1, 1, 1, 256, 1, 0, 0, 0};
   ASSERT_EQ(fa::check(wide16), fa::Unsupported::kOk);
   EXPECT_LE(fa::plan(wide16).smem_bytes, fa::kSmemOptInSm90);
-  // The release pipelines keep one barrier a stage for K and V.
-  EXPECT_FALSE(fa::plan(fa::KernelConfig{0, 0, 128, 128, 128, 8, 3, 7, 1, 1, 1, 256, 1, 0, 0, 0}).kv_barriers);
+  EXPECT_FALSE(fa::plan(fa::KernelConfig{0, 0, 128, 128, 128, 8, 2, 7, 1, 1, 1, 256, 1, 0, 0, 0}).kv_barriers);
 }
 
 // A packed batch's output leaves by plain stores: a TMA store's box would run into the next
