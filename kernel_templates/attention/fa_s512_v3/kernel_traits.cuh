@@ -87,9 +87,9 @@ struct Plan {
   int prologue_tiles;  // tiles the prologue issues: every stage where stages refill themselves
   // Each stage's K and V complete on barriers of their own: TMA under mma.sync, and the producer
   // on two stages, which frees K's stage once QK^T has read it and V's once P*V has. On two
-  // stages that gives the next K a step more to land (1.3-1.4x faster on an H200); on three or
-  // more the copies have that step already, and the extra wait and arrive a step cost 1-2 %
-  // (bench/NOTES.md), so there a stage's K and V are freed together after P*V.
+  // stages that gives the next K the step it lacked to land; on three or more the copies have
+  // that step already and the split only adds a wait and an arrive a step, which measured slower
+  // (bench/NOTES.md, "Longest-first block order"), so there a stage's K and V are freed together.
   bool kv_barriers;
   int full_barriers;   // TMA: one per stage (K and V, or K), Q's, then V's
   int empty_barriers;  // producer: one per stage (K's, then V's where they are freed apart)
