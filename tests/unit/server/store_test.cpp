@@ -65,6 +65,38 @@ TEST(Store, MigrationToVersionTenNamesPackGqaInEveryStoredGenome) {
   });
 }
 
+// A version-11 candidate's genome text, written before LONGEST_FIRST: opening the file rewrites it
+// and its hash (and the run's start genome) to today's canonical text, which names the gene at 0,
+// the block order every earlier genome had.
+TEST(Store, MigrationToVersionTwelveNamesLongestFirstInEveryStoredGenome) {
+  const std::string before =
+      "fa_s512_v3:BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=3,SCHEDULE=pingpong,SWIZZLE=1,SPLIT_KV=1,WGMMA=1,"
+      "TMA_BOX_ROWS=256,LAZY_RESCALE=1,CAUSAL_FOLD=0,PACK_GQA=0";
+  const std::string after = before + ",LONGEST_FIRST=0";
+  test::TempDir dir;
+  { Store fresh(dir.file("evo.db")); }
+  {
+    SqliteConnection db(dir.file("evo.db"));
+    db.exec("DELETE FROM schema_version WHERE version >= 12;");
+    db.prepare("INSERT INTO runs (id, seed, shapes, generations, population, top_k, strategy, rng_seed, device_class,"
+               " state, created_ms, message, smem_limit, start_genomes) VALUES ('run-0001', 'fa_s512_v3',"
+               " '2x16x4096x128:causal', 1, 1, 1, 'evolve', 1, '', 3, 0, '', 232448, ?);")
+        .bind(1, before).run();
+    db.prepare("INSERT INTO candidates (id, run_id, generation, seq, genome, genome_hash, op, parents, state)"
+               " VALUES ('run-0001-c0', 'run-0001', 0, 0, ?, ?, 'start', '', 'queued')")
+        .bind(1, before).bind(2, fnv1a_hex(before)).run();
+  }
+  Store migrated(dir.file("evo.db"));
+  EXPECT_EQ(migrated.schema_version(), Store::kSchemaVersion);
+  migrated.transaction([&] {
+    const auto candidates = migrated.candidates_of_run("run-0001");
+    ASSERT_EQ(candidates.size(), 1u);
+    EXPECT_EQ(candidates[0].genome, after);
+    EXPECT_EQ(candidates[0].genome_hash, fnv1a_hex(after));
+    EXPECT_EQ(migrated.get_run("run-0001")->start_genomes, std::vector<std::string>{after});
+  });
+}
+
 // A version-10 would-be elite queued for its confirmation keeps it: it does not wait for a
 // ranking that its generation already had.
 TEST(Store, MigrationToVersionElevenLeavesQueuedConfirmationsLeasable) {
