@@ -32,29 +32,26 @@ TEST(Store, MigratesAnEmptyDatabaseToTheCurrentSchema) {
   EXPECT_EQ(versions, "SELECT * FROM schema_version ORDER BY version\n1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n");
 }
 
-// A version-9 candidate's genome text, written before PACK_GQA: opening the file rewrites it (and
-// its hash, and the cache entry's) to today's canonical text, which names the gene at 0 (and
-// LONGEST_FIRST, the gene version 12 names, at 0 too).
-TEST(Store, MigrationToVersionTenNamesPackGqaInEveryStoredGenome) {
-  const std::string before =
-      "fa_s512_v3:BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,SCHEDULE=tma,SWIZZLE=1,SPLIT_KV=1,WGMMA=1,"
-      "TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0";
-  const std::string after = before + ",PACK_GQA=0,LONGEST_FIRST=0";
-  test::TempDir dir;
-  { Store fresh(dir.file("evo.db")); }
-  {
-    SqliteConnection db(dir.file("evo.db"));
-    db.exec(kBeforeVersion11);
-    db.exec("DELETE FROM schema_version WHERE version >= 10;");
-    db.prepare("INSERT INTO runs (id, seed, shapes, generations, population, top_k, strategy, rng_seed, device_class,"
-               " state, created_ms, message, smem_limit, start_genomes) VALUES ('run-0001', 'fa_s512_v3',"
-               " '1x8x512x64', 1, 1, 1, 'evolve', 1, '', 3, 0, '', 232448, ?);")
-        .bind(1, before).run();
-    db.prepare("INSERT INTO candidates (id, run_id, generation, seq, genome, genome_hash, op, parents, state)"
-               " VALUES ('run-0001-c0', 'run-0001', 0, 0, ?, ?, 'start', '', 'queued')")
-        .bind(1, before).bind(2, fnv1a_hex(before)).run();
-  }
-  Store migrated(dir.file("evo.db"));
+// A database of today's schema taken back by the SQL `undo`, holding one run of `shapes` started
+// from `genome` and that genome's candidate, queued.
+void write_queued_start(const std::string& path, const std::string& undo, const std::string& shapes,
+                        const std::string& genome) {
+  { Store fresh(path); }
+  SqliteConnection db(path);
+  db.exec(undo.c_str());
+  db.prepare("INSERT INTO runs (id, seed, shapes, generations, population, top_k, strategy, rng_seed, device_class,"
+             " state, created_ms, message, smem_limit, start_genomes) VALUES ('run-0001', 'fa_s512_v3',"
+             " ?, 1, 1, 1, 'evolve', 1, '', 3, 0, '', 232448, ?);")
+      .bind(1, shapes).bind(2, genome).run();
+  db.prepare("INSERT INTO candidates (id, run_id, generation, seq, genome, genome_hash, op, parents, state)"
+             " VALUES ('run-0001-c0', 'run-0001', 0, 0, ?, ?, 'start', '', 'queued')")
+      .bind(1, genome).bind(2, fnv1a_hex(genome)).run();
+}
+
+// Opening write_queued_start's file migrates it: the candidate's genome, its hash and the run's
+// start genome read `after`.
+void expect_start_rewritten(const std::string& path, const std::string& after) {
+  Store migrated(path);
   EXPECT_EQ(migrated.schema_version(), Store::kSchemaVersion);
   migrated.transaction([&] {
     const auto candidates = migrated.candidates_of_run("run-0001");
@@ -65,6 +62,19 @@ TEST(Store, MigrationToVersionTenNamesPackGqaInEveryStoredGenome) {
   });
 }
 
+// A version-9 candidate's genome text, written before PACK_GQA: opening the file rewrites it (and
+// its hash, and the cache entry's) to today's canonical text, which names the gene at 0 (and
+// LONGEST_FIRST, the gene version 12 names, at 0 too).
+TEST(Store, MigrationToVersionTenNamesPackGqaInEveryStoredGenome) {
+  const std::string before =
+      "fa_s512_v3:BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,SCHEDULE=tma,SWIZZLE=1,SPLIT_KV=1,WGMMA=1,"
+      "TMA_BOX_ROWS=64,LAZY_RESCALE=0,CAUSAL_FOLD=0";
+  test::TempDir dir;
+  write_queued_start(dir.file("evo.db"), std::string(kBeforeVersion11) + "DELETE FROM schema_version WHERE version >= 10;",
+                     "1x8x512x64", before);
+  expect_start_rewritten(dir.file("evo.db"), before + ",PACK_GQA=0,LONGEST_FIRST=0");
+}
+
 // A version-11 candidate's genome text, written before LONGEST_FIRST: opening the file rewrites it
 // and its hash (and the run's start genome) to today's canonical text, which names the gene at 0,
 // the block order every earlier genome had.
@@ -72,29 +82,10 @@ TEST(Store, MigrationToVersionTwelveNamesLongestFirstInEveryStoredGenome) {
   const std::string before =
       "fa_s512_v3:BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=3,SCHEDULE=pingpong,SWIZZLE=1,SPLIT_KV=1,WGMMA=1,"
       "TMA_BOX_ROWS=256,LAZY_RESCALE=1,CAUSAL_FOLD=0,PACK_GQA=0";
-  const std::string after = before + ",LONGEST_FIRST=0";
   test::TempDir dir;
-  { Store fresh(dir.file("evo.db")); }
-  {
-    SqliteConnection db(dir.file("evo.db"));
-    db.exec("DELETE FROM schema_version WHERE version >= 12;");
-    db.prepare("INSERT INTO runs (id, seed, shapes, generations, population, top_k, strategy, rng_seed, device_class,"
-               " state, created_ms, message, smem_limit, start_genomes) VALUES ('run-0001', 'fa_s512_v3',"
-               " '2x16x4096x128:causal', 1, 1, 1, 'evolve', 1, '', 3, 0, '', 232448, ?);")
-        .bind(1, before).run();
-    db.prepare("INSERT INTO candidates (id, run_id, generation, seq, genome, genome_hash, op, parents, state)"
-               " VALUES ('run-0001-c0', 'run-0001', 0, 0, ?, ?, 'start', '', 'queued')")
-        .bind(1, before).bind(2, fnv1a_hex(before)).run();
-  }
-  Store migrated(dir.file("evo.db"));
-  EXPECT_EQ(migrated.schema_version(), Store::kSchemaVersion);
-  migrated.transaction([&] {
-    const auto candidates = migrated.candidates_of_run("run-0001");
-    ASSERT_EQ(candidates.size(), 1u);
-    EXPECT_EQ(candidates[0].genome, after);
-    EXPECT_EQ(candidates[0].genome_hash, fnv1a_hex(after));
-    EXPECT_EQ(migrated.get_run("run-0001")->start_genomes, std::vector<std::string>{after});
-  });
+  write_queued_start(dir.file("evo.db"), "DELETE FROM schema_version WHERE version >= 12;", "2x16x4096x128:causal",
+                     before);
+  expect_start_rewritten(dir.file("evo.db"), before + ",LONGEST_FIRST=0");
 }
 
 // A version-10 would-be elite queued for its confirmation keeps it: it does not wait for a
