@@ -59,6 +59,9 @@ __device__ __forceinline__ void block_sync() {
   }
 }
 
+// The K/V heads of a call: FaParams reads heads_kv 0 (a caller that sets none) as `heads`.
+__device__ __forceinline__ int kv_heads(const FaParams& p) { return p.heads_kv > 0 ? p.heads_kv : p.heads; }
+
 // LONGEST_FIRST: the L2 bytes that the K/V of the heads running side by side may fill
 // (FlashAttention-3's figure for its causal scheduler, on cards with 50 MB of L2 or more: every
 // sm_90 part).
@@ -87,8 +90,7 @@ __device__ __forceinline__ TileCoord tile_coord(const FaParams& p) {
     const int groups = (int)gridDim.y;
     // A row group's share of K/V: grouped query heads share their K/V head (PACK_GQA's row
     // group is the K/V head itself). 32-bit arithmetic: one division here, two below.
-    const int heads_kv = p.heads_kv > 0 ? p.heads_kv : p.heads;
-    const unsigned sharing = T::kPackGqa ? 1u : (unsigned)(p.heads / heads_kv);
+    const unsigned sharing = T::kPackGqa ? 1u : (unsigned)(p.heads / kv_heads(p));
     const unsigned head_bytes = (unsigned)max(p.seq_k, 1) * (2u * T::kHeadDim * T::kInBytes);
     const int section = (int)min((unsigned)groups, max(1u, kL2SectionBytes / head_bytes * sharing));
     const int linear = (int)blockIdx.y * tiles + (int)blockIdx.x;
@@ -172,7 +174,7 @@ struct Block {
     q0_own = back_half ? q0_back : q0_front;
     row_g = q0_own + row_w;
     bh = coord.row_group;
-    const int heads_kv = p.heads_kv > 0 ? p.heads_kv : p.heads;
+    const int heads_kv = kv_heads(p);
     const int group = p.heads / heads_kv;
     const int batch_index = (int)coord.row_group / p.heads, head = (int)coord.row_group % p.heads;
     if constexpr (T::kVarlen) {
@@ -235,7 +237,7 @@ struct Block {
   // tensor maps and has no packed batches.)
   __device__ __forceinline__ int q_stride() const { return T::kVarlen ? p.heads * T::kHeadDim : T::kHeadDim; }
   __device__ __forceinline__ int kv_stride() const {
-    return T::kVarlen ? (p.heads_kv > 0 ? p.heads_kv : p.heads) * T::kHeadDim : T::kHeadDim;
+    return T::kVarlen ? kv_heads(p) * T::kHeadDim : T::kHeadDim;
   }
 
   __device__ __forceinline__ const E* k_stage(int t) const {
