@@ -311,6 +311,10 @@ TEST(SearchSpaceTest, EveryConstraintRejectsItsViolation) {
   EXPECT_EQ(violated(with({{"CAUSAL_FOLD", 1}}), packed, limit), "varlen_rows_are_one_sequence");
   EXPECT_EQ(violated(with({{"PACK_GQA", 1}}), packed, limit), "varlen_rows_are_one_sequence");
   EXPECT_EQ(violated(with({{"PACK_GQA", 1}}), problem("1x8x300x64:kv2:causal"), limit), "(valid)");
+  // LONGEST_FIRST orders blocks whose work differs: not folded ones.
+  EXPECT_EQ(violated(with({{"LONGEST_FIRST", 1}}), p, limit), "(valid)");
+  EXPECT_EQ(violated(with({{"LONGEST_FIRST", 1}, {"CAUSAL_FOLD", 1}}), p, limit),
+            "longest_first_not_folded");
 }
 
 // violated_constraint() evaluates the constraints on slots bound at load; variables() and the
