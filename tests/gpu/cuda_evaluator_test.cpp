@@ -30,6 +30,21 @@ std::string gate_summary(const v1::Evaluation& e) {
   return s + "| " + e.message();
 }
 
+// Genomes of fa_s512_v3 (gene texts), each with the shapes it is held to.
+using GateCases = std::vector<std::pair<const char*, const std::vector<Problem>*>>;
+
+// Each genome through every gate at its shapes, the sanitizer's included; returns the evaluations
+// for the checks a test adds.
+std::vector<v1::Evaluation> expect_every_gate_passes(CudaEvaluator& ev, const GateCases& cases) {
+  const auto& space = SearchSpace::for_template("fa_s512_v3");
+  std::vector<v1::Evaluation> out;
+  for (const auto& [genes, shapes] : cases) {
+    out.push_back(ev.evaluate(space.parse(genes), *shapes, true));
+    EXPECT_EQ(out.back().status(), v1::OK) << genes << ": " << gate_summary(out.back());
+  }
+  return out;
+}
+
 void expect_gate_order(const v1::Evaluation& e) {
   const v1::Gate order[] = {v1::GATE_VALID,   v1::GATE_COMPILE, v1::GATE_TENSOR_CORES,
                             v1::GATE_CORRECT, v1::GATE_TIMED,   v1::GATE_SANITIZER};
@@ -149,23 +164,19 @@ TEST(CudaEvaluator, TmaMmaSyncGenomesPassEveryGate) {
   EVO_REQUIRE_GPU();
   CudaEvaluator& ev = *shared_evaluator();
   if (ev.device().arch() != "sm_90a") GTEST_SKIP() << "TMA genomes need sm_90a";
-  const auto& space = SearchSpace::for_template("fa_s512_v3");
   const std::vector<Problem> head_dim_64 = {
       problem("1x4x1000x64:causal"), problem("1x3x500x64"), problem("2x8x512x64")};
   std::vector<Problem> both_head_dims = head_dim_64;
   both_head_dims.push_back(problem("1x2x256x128"));
   // 32x256 in three stages needs 224 KiB at head dim 128, more than an SM has.
-  const std::vector<std::pair<const char*, const std::vector<Problem>*>> cases = {
+  const GateCases cases = {
       {"BLOCK_M=32,BLOCK_N=128,WARPS=8,STAGES=3,TMA=1,TMA_BOX_ROWS=32", &both_head_dims},
       {"BLOCK_M=32,BLOCK_N=256,WARPS=8,STAGES=3,TMA=1,TMA_BOX_ROWS=32", &head_dim_64},
       {"BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,TMA=1,TMA_BOX_ROWS=32", &both_head_dims},
       {"BLOCK_M=32,BLOCK_N=128,WARPS=8,STAGES=3,TMA=1", &both_head_dims},
       {"BLOCK_M=32,BLOCK_N=256,WARPS=8,STAGES=2,TMA=1,TMA_BOX_ROWS=256", &head_dim_64},
       {"BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=2,TMA=1", &both_head_dims}};
-  for (const auto& [genes, shapes] : cases) {
-    const v1::Evaluation e = ev.evaluate(space.parse(genes), *shapes, true);
-    EXPECT_EQ(e.status(), v1::OK) << genes << ": " << gate_summary(e);
-  }
+  expect_every_gate_passes(ev, cases);
 }
 
 // LAZY_RESCALE under mma.sync (with and without TMA; 64x64x4x2 spills 12 bytes with it under
@@ -178,12 +189,11 @@ TEST(CudaEvaluator, TmaMmaSyncGenomesPassEveryGate) {
 TEST(CudaEvaluator, LazyRescaleGenomesPassEveryGate) {
   EVO_REQUIRE_GPU();
   CudaEvaluator& ev = *shared_evaluator();
-  const auto& space = SearchSpace::for_template("fa_s512_v3");
   const std::vector<Problem> head_dim_64 = {
       problem("1x4x1000x64:causal"), problem("1x3x500x64"), problem("2x8x512x64")};
   const std::vector<Problem> head_dim_128 = {problem("1x4x1000x128:causal"),
                                                   problem("1x2x300x128")};
-  std::vector<std::pair<const char*, const std::vector<Problem>*>> cases = {
+  GateCases cases = {
       {"BLOCK_M=64,BLOCK_N=128,WARPS=16,STAGES=3,SWIZZLE=0,LAZY_RESCALE=1", &head_dim_64}};
   if (ev.device().arch() == "sm_90a") {
     for (const char* genes :
@@ -198,10 +208,7 @@ TEST(CudaEvaluator, LazyRescaleGenomesPassEveryGate) {
         "PINGPONG=1,TMA_BOX_ROWS=256,LAZY_RESCALE=1",
         &head_dim_128);
   }
-  for (const auto& [genes, shapes] : cases) {
-    const v1::Evaluation e = ev.evaluate(space.parse(genes), *shapes, true);
-    EXPECT_EQ(e.status(), v1::OK) << genes << ": " << gate_summary(e);
-  }
+  expect_every_gate_passes(ev, cases);
 }
 
 // CAUSAL_FOLD: blocks whose front rows come from the sequence's start and back rows from its end,
@@ -212,13 +219,12 @@ TEST(CudaEvaluator, LazyRescaleGenomesPassEveryGate) {
 TEST(CudaEvaluator, CausalFoldGenomesPassEveryGate) {
   EVO_REQUIRE_GPU();
   CudaEvaluator& ev = *shared_evaluator();
-  const auto& space = SearchSpace::for_template("fa_s512_v3");
   const std::vector<Problem> head_dim_64 = {
       problem("1x4x1000x64:causal"), problem("1x3x500x64:causal"),
       problem("2x8x512x64:causal"), problem("1x3x500x64")};
   const std::vector<Problem> head_dim_128 = {problem("1x2x300x128:causal"),
                                                   problem("1x4x1000x128:causal")};
-  std::vector<std::pair<const char*, const std::vector<Problem>*>> cases = {
+  GateCases cases = {
       {"BLOCK_M=32,BLOCK_N=128,WARPS=8,STAGES=4,CAUSAL_FOLD=1", &head_dim_64},
       // Three stages: with two, ptxas has compiled this block's non-causal code (1x3x500x64) to
       // 128 registers and an 8-byte spill since packed batches came in (b79e7a1), which the
@@ -233,10 +239,7 @@ TEST(CudaEvaluator, CausalFoldGenomesPassEveryGate) {
           "CAUSAL_FOLD=1"})
       cases.emplace_back(genes, &head_dim_64);
   }
-  for (const auto& [genes, shapes] : cases) {
-    const v1::Evaluation e = ev.evaluate(space.parse(genes), *shapes, true);
-    EXPECT_EQ(e.status(), v1::OK) << genes << ": " << gate_summary(e);
-  }
+  expect_every_gate_passes(ev, cases);
 }
 
 // Served-model shapes: grouped query heads (two and eight to a K/V head, and one K/V head for
@@ -249,14 +252,13 @@ TEST(CudaEvaluator, CausalFoldGenomesPassEveryGate) {
 TEST(CudaEvaluator, GroupedHeadsKvCacheAndDecodeShapesPassEveryGate) {
   EVO_REQUIRE_GPU();
   CudaEvaluator& ev = *shared_evaluator();
-  const auto& space = SearchSpace::for_template("fa_s512_v3");
   const std::vector<Problem> shapes_64 = {
       problem("1x8x17x777x64:kv2:causal"), problem("2x8x300x1152x64:kv1:causal"),
       problem("3x16x1x1000x64:kv2"), problem("1x8x4x4097x64:kv8:causal"), problem("1x6x500x64:kv3:causal")};
   const std::vector<Problem> shapes_128 = {problem("1x8x17x777x128:kv2:causal:bf16"),
                                            problem("2x32x1x2048x128:kv8:bf16"),
                                            problem("1x4x300x1152x128:kv1:causal:bf16")};
-  std::vector<std::pair<const char*, const std::vector<Problem>*>> cases = {
+  GateCases cases = {
       {"BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2", &shapes_64},
       {"BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,SPLIT_KV=4", &shapes_64},
       {"BLOCK_M=32,BLOCK_N=128,WARPS=8,STAGES=4,CAUSAL_FOLD=1", &shapes_64},
@@ -269,27 +271,21 @@ TEST(CudaEvaluator, GroupedHeadsKvCacheAndDecodeShapesPassEveryGate) {
     cases.emplace_back("BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,TMA=1,STAGE_RELEASE=1", &shapes_128);
     cases.emplace_back("BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=2,WGMMA=1,TMA=1,SPLIT_KV=8", &shapes_128);
   }
-  for (const auto& [genes, shapes] : cases) {
-    const v1::Evaluation e = ev.evaluate(space.parse(genes), *shapes, true);
-    EXPECT_EQ(e.status(), v1::OK) << genes << ": " << gate_summary(e);
-  }
+  expect_every_gate_passes(ev, cases);
   // Splits beyond a cluster (16 blocks) merge through the workspace, the last block to
   // finish folding every partial: mma.sync with two key groups, and wgmma TMA with PACK_GQA on
   // long decode steps. Every gate, the sanitizer's included; the repeated launches find the
   // counters the previous launch left at zero.
   const std::vector<Problem> long_decode = {problem("2x32x1x8192x128:kv8:bf16"),
                                             problem("1x8x5x4097x128:kv2:causal:bf16")};
-  std::vector<std::pair<const char*, const std::vector<Problem>*>> in_memory = {
+  GateCases in_memory = {
       {"BLOCK_M=32,BLOCK_N=32,WARPS=4,STAGES=2,SPLIT_KV=16", &shapes_64}};
   if (ev.device().arch() == "sm_90a") {
     in_memory.emplace_back("BLOCK_M=64,BLOCK_N=32,WARPS=4,STAGES=2,WGMMA=1,TMA=1,SPLIT_KV=16,PACK_GQA=1", &shapes_128);
     in_memory.emplace_back("BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=4,WGMMA=1,SCHEDULE=tma_release,SPLIT_KV=16,PACK_GQA=1",
                            &long_decode);
   }
-  for (const auto& [genes, shapes] : in_memory) {
-    const v1::Evaluation e = ev.evaluate(space.parse(genes), *shapes, true);
-    EXPECT_EQ(e.status(), v1::OK) << genes << ": " << gate_summary(e);
-  }
+  expect_every_gate_passes(ev, in_memory);
 }
 
 // The warp-specialized schedules (a producer warpgroup issuing the copies, registers handed to
@@ -301,24 +297,20 @@ TEST(CudaEvaluator, WarpSpecializedSchedulesPassEveryGate) {
   EVO_REQUIRE_GPU();
   CudaEvaluator& ev = *shared_evaluator();
   if (ev.device().arch() != "sm_90a") GTEST_SKIP() << "the warp-specialized schedules need TMA and wgmma, on sm_90a";
-  const auto& space = SearchSpace::for_template("fa_s512_v3");
   const std::vector<Problem> dense = {problem("1x8x17x64"), problem("2x8x777x64:causal"),
                                       problem("1x8x4097x128:causal:bf16"), problem("1x8x300x1152x128:kv2:causal:bf16"),
                                       problem("33+1+4097x4x128:bf16")};
   const std::vector<Problem> grouped = {problem("1x8x17x777x64:kv2:causal"), problem("2x32x1x2048x128:kv8:bf16")};
   const std::vector<Problem> e4m3 = {problem("1x8x17x64:e4m3"), problem("2x8x777x64:causal:e4m3"),
                                      problem("1x8x4097x128:causal:e4m3")};
-  const std::vector<std::pair<const char*, const std::vector<Problem>*>> cases = {
+  const GateCases cases = {
       {"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized_pingpong", &dense},
       {"BLOCK_M=128,BLOCK_N=64,WARPS=8,STAGES=3,WGMMA=1,SCHEDULE=warp_specialized,LAZY_RESCALE=1", &dense},
       {"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=3,WGMMA=1,SCHEDULE=warp_specialized_pingpong,TMA_BOX_ROWS=256", &dense},
       {"BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized,PACK_GQA=1", &grouped},
       {"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized_pingpong", &e4m3},
       {"BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=3,WGMMA=1,SCHEDULE=warp_specialized", &e4m3}};
-  for (const auto& [genes, shapes] : cases) {
-    const v1::Evaluation e = ev.evaluate(space.parse(genes), *shapes, true);
-    EXPECT_EQ(e.status(), v1::OK) << genes << ": " << gate_summary(e);
-  }
+  expect_every_gate_passes(ev, cases);
 }
 
 // Packed batches (varlen): sequences of ragged lengths, some shorter than a block and some whose
@@ -327,14 +319,13 @@ TEST(CudaEvaluator, WarpSpecializedSchedulesPassEveryGate) {
 TEST(CudaEvaluator, PackedBatchesOfRaggedLengthsPassEveryGate) {
   EVO_REQUIRE_GPU();
   CudaEvaluator& ev = *shared_evaluator();
-  const auto& space = SearchSpace::for_template("fa_s512_v3");
   const std::vector<Problem> shapes_64 = {problem("17+300+1152+5+777x8x64:kv2:causal"),
                                           problem("1/4096+16/1024+200/777+3000/3000x8x64:kv2:causal"),
                                           problem("33+1+4097x4x64")};
   const std::vector<Problem> shapes_128 = {problem("17+250+600+1100+3000x32x128:kv8:causal:bf16"),
                                            problem("1/4096+16/1024+512/4096x8x128:kv2:causal:bf16"),
                                            problem("777+64+129x8x128:bf16")};
-  std::vector<std::pair<const char*, const std::vector<Problem>*>> cases = {
+  GateCases cases = {
       {"BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2", &shapes_64},
       {"BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=1,SCHEDULE=sync", &shapes_64},
       {"BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,SPLIT_KV=4", &shapes_128}};
@@ -344,10 +335,7 @@ TEST(CudaEvaluator, PackedBatchesOfRaggedLengthsPassEveryGate) {
     cases.emplace_back("BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=pingpong", &shapes_128);
     cases.emplace_back("BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=2,WGMMA=1,TMA=1,SPLIT_KV=8", &shapes_128);
   }
-  for (const auto& [genes, shapes] : cases) {
-    const v1::Evaluation e = ev.evaluate(space.parse(genes), *shapes, true);
-    EXPECT_EQ(e.status(), v1::OK) << genes << ": " << gate_summary(e);
-  }
+  expect_every_gate_passes(ev, cases);
 }
 
 // FP8: e4m3 Q, K and V with per-head scales, V transposed, a bf16 output. Lengths 1, 17, 777 and
@@ -360,14 +348,13 @@ TEST(CudaEvaluator, E4m3GenomesPassEveryGateOnRaggedLengths) {
   EVO_REQUIRE_GPU();
   CudaEvaluator& ev = *shared_evaluator();
   if (ev.device().arch() != "sm_90a") GTEST_SKIP() << "e4m3 genomes need wgmma, on sm_90a";
-  const auto& space = SearchSpace::for_template("fa_s512_v3");
   const std::vector<Problem> shapes_64 = {problem("1x8x17x64:e4m3"), problem("2x8x777x64:causal:e4m3"),
                                           problem("1x4x1x4097x64:kv2:e4m3")};
   const std::vector<Problem> shapes_128 = {problem("1x8x4097x128:causal:e4m3"),
                                            problem("2x8x17x777x128:kv2:causal:e4m3"), problem("1x8x1x128:e4m3")};
   // A cluster splits the keys: every shape has two tiles or more.
   const std::vector<Problem> shapes_split = {problem("2x8x777x64:causal:e4m3"), problem("1x4x1x4097x64:kv2:e4m3")};
-  const std::vector<std::pair<const char*, const std::vector<Problem>*>> cases = {
+  const GateCases cases = {
       {"BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=tma", &shapes_64},
       {"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=tma_pv", &shapes_128},
       {"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=pingpong,LAZY_RESCALE=1", &shapes_64},
@@ -375,11 +362,11 @@ TEST(CudaEvaluator, E4m3GenomesPassEveryGateOnRaggedLengths) {
       {"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=3,WGMMA=1,SCHEDULE=qk_ahead_release", &shapes_128},
       {"BLOCK_M=64,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=tma_release_pv", &shapes_128},
       {"BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=tma_release,SPLIT_KV=2", &shapes_split}};
-  for (const auto& [genes, shapes] : cases) {
-    const v1::Evaluation e = ev.evaluate(space.parse(genes), *shapes, true);
-    EXPECT_EQ(e.status(), v1::OK) << genes << ": " << gate_summary(e);
-    ASSERT_GE(e.gates_size(), 3) << genes;
-    EXPECT_NE(e.gates(2).detail().find("QGMMA"), std::string::npos) << genes << ": " << e.gates(2).detail();
+  const std::vector<v1::Evaluation> evaluations = expect_every_gate_passes(ev, cases);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const v1::Evaluation& e = evaluations[i];
+    ASSERT_GE(e.gates_size(), 3) << cases[i].first;
+    EXPECT_NE(e.gates(2).detail().find("QGMMA"), std::string::npos) << cases[i].first << ": " << e.gates(2).detail();
   }
 }
 
@@ -391,7 +378,6 @@ TEST(CudaEvaluator, WideKeyTilesPassEveryGate) {
   EVO_REQUIRE_GPU();
   CudaEvaluator& ev = *shared_evaluator();
   if (ev.device().arch() != "sm_90a") GTEST_SKIP() << "192-key tiles are wgmma's, on sm_90a";
-  const auto& space = SearchSpace::for_template("fa_s512_v3");
   const std::vector<Problem> e4m3_128 = {problem("1x8x4097x128:causal:e4m3"),
                                          problem("2x8x17x777x128:kv2:causal:e4m3"), problem("1x8x1x128:e4m3")};
   const std::vector<Problem> e4m3_64 = {problem("1x8x17x64:e4m3"), problem("2x8x777x64:causal:e4m3")};
@@ -399,7 +385,7 @@ TEST(CudaEvaluator, WideKeyTilesPassEveryGate) {
                                       problem("1x8x300x1152x128:kv2:causal")};
   const std::vector<Problem> dense_128 = {problem("1x8x4097x128:causal:bf16"), problem("1x8x300x1152x128:kv2:causal"),
                                           problem("2x8x777x128")};
-  const std::vector<std::pair<const char*, const std::vector<Problem>*>> cases = {
+  const GateCases cases = {
       {"BLOCK_M=128,BLOCK_N=192,WARPS=8,STAGES=3,WGMMA=1,SCHEDULE=warp_specialized_pingpong,TMA_BOX_ROWS=256,LAZY_RESCALE=1",
        &e4m3_128},
       {"BLOCK_M=64,BLOCK_N=192,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=tma_release", &e4m3_64},
@@ -408,10 +394,7 @@ TEST(CudaEvaluator, WideKeyTilesPassEveryGate) {
       // dim 128: at 64, without the register hand-over, ptxas spills it).
       {"BLOCK_M=128,BLOCK_N=192,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized_pingpong,TMA_BOX_ROWS=256,LAZY_RESCALE=1",
        &dense_128}};
-  for (const auto& [genes, shapes] : cases) {
-    const v1::Evaluation e = ev.evaluate(space.parse(genes), *shapes, true);
-    EXPECT_EQ(e.status(), v1::OK) << genes << ": " << gate_summary(e);
-  }
+  expect_every_gate_passes(ev, cases);
 }
 
 // LONGEST_FIRST: causal blocks in longest-first order across the heads of L2 sections. At
@@ -423,14 +406,13 @@ TEST(CudaEvaluator, WideKeyTilesPassEveryGate) {
 TEST(CudaEvaluator, LongestFirstBlockOrderPassesEveryGate) {
   EVO_REQUIRE_GPU();
   CudaEvaluator& ev = *shared_evaluator();
-  const auto& space = SearchSpace::for_template("fa_s512_v3");
   const std::vector<Problem> dense_128 = {problem("2x16x2049x128:causal:bf16"),
                                           problem("1x32x300x1152x128:kv8:causal"),
                                           problem("17+250+600x32x128:kv8:causal:bf16")};
   const std::vector<Problem> e4m3 = {problem("2x16x2049x128:causal:e4m3"), problem("2x8x777x64:causal:e4m3")};
   const std::vector<Problem> grouped = {problem("1x32x17x777x128:kv8:causal:bf16"), problem("2x8x777x64:kv2:causal")};
   const std::vector<Problem> split = {problem("2x16x2049x64:causal"), problem("1x8x300x1152x64:kv2:causal")};
-  std::vector<std::pair<const char*, const std::vector<Problem>*>> cases = {
+  GateCases cases = {
       {"BLOCK_M=16,BLOCK_N=64,WARPS=4,STAGES=2,PACK_GQA=1,LONGEST_FIRST=1", &grouped}};
   if (ev.device().arch() == "sm_90a") {
     cases.emplace_back(
@@ -441,10 +423,7 @@ TEST(CudaEvaluator, LongestFirstBlockOrderPassesEveryGate) {
                        &e4m3);
     cases.emplace_back("BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=tma,SPLIT_KV=4,LONGEST_FIRST=1", &split);
   }
-  for (const auto& [genes, shapes] : cases) {
-    const v1::Evaluation e = ev.evaluate(space.parse(genes), *shapes, true);
-    EXPECT_EQ(e.status(), v1::OK) << genes << ": " << gate_summary(e);
-  }
+  expect_every_gate_passes(ev, cases);
 }
 
 TEST(CudaEvaluator, TwentyGenomesSpreadOverTheSpacePassCorrectness) {
