@@ -61,7 +61,9 @@ TEST(DeviceLimits, EverySpaceStatesTheTablesSm90OptIn) {
         EXPECT_EQ(value, device_limits(90)->smem_per_block_optin) << "in: " << text;
         ++stated;
       }
-    if (id == "fa_s512_v3") EXPECT_GT(stated, 0) << "MERGE_APART states the sm_90 opt-in limit";
+    if (id == "fa_s512_v3") {
+      EXPECT_GT(stated, 0) << "MERGE_APART states the sm_90 opt-in limit";
+    }
   }
 }
 

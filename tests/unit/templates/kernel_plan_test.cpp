@@ -75,11 +75,12 @@ void hold(const Problem& p, int sm_arch, uint64_t stride, Tally& tally) {
       ASSERT_EQ(launch.threads, plan.block_threads) << g.text() << " at " << p.text();
       ASSERT_EQ(launch.min_registers, plan.min_registers) << g.text() << " at " << p.text();
       // ... and tensor maps in boxes the host's encoder takes.
-      if (launch.tensor_map_box_rows != 0)
+      if (launch.tensor_map_box_rows != 0) {
         ASSERT_TRUE(valid_tensor_map_box_rows(static_cast<int>(launch.tensor_map_box_rows)) &&
                     valid_tensor_map_box_rows(static_cast<int>(launch.tensor_map_q_box_rows)))
             << g.text() << " at " << p.text() << ": boxes of " << launch.tensor_map_box_rows << " and "
             << launch.tensor_map_q_box_rows << " rows";
+      }
       continue;
     }
     if (rule != fa::Unsupported::kOk || kNotKernelRules.count(*violated)) continue;
