@@ -16,6 +16,11 @@
 #   EVO_BEST_KNOWN   "BxHxSxD=US ..." the best time known per bucket (the exhaustive or best-ever
 #                    figure); default: the best any run of this invocation reached
 #   EVO_WORKER_BACKEND  cuda (default) or model (no GPU: figures labelled MODEL)
+#   EVO_GPUS         device indices, space-separated ("0 1 2 3"): that many runs at once, each on
+#                    its own GPU (CUDA_VISIBLE_DEVICES) with its own daemons, each GPU taking its share
+#                    of the runs in turn; a run's figures are its GPU's alone, as with one GPU
+#                    (with the model backend: that many runs side by side on the CPU). Default: one
+#                    run at a time on the GPUs the environment shows the worker
 # Writes OUT_DIR/quality.txt: per run, its best, and the seconds and evaluations it took to come
 # within 1 % of the best known; then per strategy the median over its runs.
 # Bad arguments: one line, exit 2. A run that fails says so, the others go on, exit 1.
@@ -40,40 +45,73 @@ for seed in "${seeds[@]}"; do positive EVO_SEEDS "$seed"; done
 positive EVO_POPULATION "$population"
 [[ $backend == cuda || $backend == model ]] || die "EVO_WORKER_BACKEND must be cuda or model, got '$backend'"
 [[ $budget =~ ^[0-9]+[smh]?$|^[0-9]+m[0-9]+s$ ]] || die "EVO_BUDGET must be a duration (90s, 2m), got '$budget'"
+read -r -a gpus <<< "${EVO_GPUS-}"
+declare -A gpu_seen=()
+for g in "${gpus[@]}"; do
+  [[ $g =~ ^[0-9]+$ ]] || die "EVO_GPUS: '$g' is not a device index"
+  [[ -z ${gpu_seen[$g]-} ]] || die "EVO_GPUS names device $g twice"
+  gpu_seen[$g]=1
+done
+
+# The runs in order, and the GPU slot each takes (run i on slot i % slots).
+runs=()
+for shape in "${suite[@]}"; do
+  for s in "${strategies[@]}"; do
+    for seed in "${seeds[@]}"; do runs+=("$shape $s $seed"); done
+  done
+done
+slots=$((${#gpus[@]} > 0 ? ${#gpus[@]} : 1))
+
+# `on GPU g` where runs are placed, else nothing.
+placement() { ((${#gpus[@]})) && echo " on GPU ${gpus[$1]}"; }
 
 if ((dry_run)); then
-  for shape in "${suite[@]}"; do
-    for s in "${strategies[@]}"; do
-      for seed in "${seeds[@]}"; do
-        echo "== $shape $s seed $seed: EVO_SUITE=$shape EVO_STRATEGY=$s EVO_RNG_SEED=$seed EVO_BUDGET=$budget" \
-             "EVO_POPULATION=$population EVO_BENCH=0 bench/shape_suite.sh BUNDLE $out_arg/$shape-$s-$seed"
-      done
-    done
+  for i in "${!runs[@]}"; do
+    read -r shape s seed <<< "${runs[$i]}"
+    echo "== $shape $s seed $seed$(placement $((i % slots))): EVO_SUITE=$shape EVO_STRATEGY=$s EVO_RNG_SEED=$seed" \
+         "EVO_BUDGET=$budget EVO_POPULATION=$population EVO_BENCH=0 bench/shape_suite.sh BUNDLE $out_arg/$shape-$s-$seed"
   done
   echo "== bench/search_quality_report.py $out_arg"
   exit 0
 fi
 mkdir -p "$out_arg" || die "cannot create OUT_DIR '$out_arg'"
 out="$(cd "$out_arg" && pwd)"
-failed=0
-for shape in "${suite[@]}"; do
-  for s in "${strategies[@]}"; do
-    for seed in "${seeds[@]}"; do
-      dir="$out/$shape-$s-$seed"
-      rm -rf "$dir"
-      echo "== $shape $s seed $seed, budget $budget (log: $dir.log)"
-      env -u EVO_DB -u EVO_START_FILE -u EVO_EXPORT -u EVO_WORKLOAD EVO_WORKER_BACKEND="$backend" EVO_BENCH=0 \
-        EVO_SUITE="$shape" EVO_STRATEGY="$s" EVO_RNG_SEED="$seed" EVO_BUDGET="$budget" EVO_GENERATIONS=200 \
-        EVO_POPULATION="$population" "$root/bench/shape_suite.sh" "$bundle" "$dir" > "$dir.log" 2>&1 ||
-        { echo "!! $shape $s seed $seed: shape_suite failed (see $dir.log)"; failed=1; }
-      # A worker stopped mid-evaluation finishes it first: the next run starts on an idle GPU.
-      for _ in $(seq 120); do
-        pgrep -f -- "$bundle/bin/evo-worker" > /dev/null || break
-        sleep 0.5
-      done
-    done
+
+# One run; 1 if its shape_suite.sh failed. $1: the run ("shape strategy seed"), $2: its slot.
+one_run() {
+  local shape s seed
+  read -r shape s seed <<< "$1"
+  local dir="$out/$shape-$s-$seed" device=()
+  ((${#gpus[@]})) && device=(CUDA_VISIBLE_DEVICES="${gpus[$2]}")
+  rm -rf "$dir"
+  echo "== $shape $s seed $seed$(placement "$2"), budget $budget (log: $dir.log)"
+  env -u EVO_DB -u EVO_START_FILE -u EVO_EXPORT -u EVO_WORKLOAD "${device[@]}" EVO_WORKER_BACKEND="$backend" \
+    EVO_BENCH=0 EVO_SUITE="$shape" EVO_STRATEGY="$s" EVO_RNG_SEED="$seed" EVO_BUDGET="$budget" EVO_GENERATIONS=200 \
+    EVO_POPULATION="$population" "$root/bench/shape_suite.sh" "$bundle" "$dir" > "$dir.log" 2>&1 ||
+    { echo "!! $shape $s seed $seed: shape_suite failed (see $dir.log)"; return 1; }
+  # A worker stopped mid-evaluation finishes it first: the next run starts on an idle GPU. (Its
+  # coordinator's address, in the run's log, tells this run's worker from the other slots'.)
+  local addr
+  addr=$(grep -o -m1 'evod on 127\.0\.0\.1:[0-9]*' "$dir.log" | cut -d' ' -f3)
+  for _ in $(seq 120); do
+    pgrep -f -- "$bundle/bin/evo-worker --coordinator ${addr:-}" > /dev/null || break
+    sleep 0.5
   done
+  return 0
+}
+
+# Each slot takes runs slot, slot + slots, ... in turn; the slots run side by side.
+failed=0
+slot_pids=()
+for ((slot = 0; slot < slots; slot++)); do
+  (
+    status=0
+    for ((i = slot; i < ${#runs[@]}; i += slots)); do one_run "${runs[$i]}" "$slot" || status=1; done
+    exit "$status"
+  ) &
+  slot_pids+=($!)
 done
+for pid in "${slot_pids[@]}"; do wait "$pid" || failed=1; done
 label=()
 [[ $backend == model ]] && label=(--label MODEL)
 python3 "$root/bench/search_quality_report.py" "${label[@]}" "$out" | tee "$out/quality.txt" || failed=1
