@@ -85,10 +85,11 @@ one_run() {
   ((${#gpus[@]})) && device=(CUDA_VISIBLE_DEVICES="${gpus[$2]}")
   rm -rf "$dir"
   echo "== $shape $s seed $seed$(placement "$2"), budget $budget (log: $dir.log)"
+  local status=0
   env -u EVO_DB -u EVO_START_FILE -u EVO_EXPORT -u EVO_WORKLOAD "${device[@]}" EVO_WORKER_BACKEND="$backend" \
     EVO_BENCH=0 EVO_SUITE="$shape" EVO_STRATEGY="$s" EVO_RNG_SEED="$seed" EVO_BUDGET="$budget" EVO_GENERATIONS=200 \
     EVO_POPULATION="$population" "$root/bench/shape_suite.sh" "$bundle" "$dir" > "$dir.log" 2>&1 ||
-    { echo "!! $shape $s seed $seed: shape_suite failed (see $dir.log)"; return 1; }
+    { echo "!! $shape $s seed $seed: shape_suite failed (see $dir.log)"; status=1; }
   # A worker stopped mid-evaluation finishes it first: the next run starts on an idle GPU. (Its
   # coordinator's address, in the run's log, tells this run's worker from the other slots'.)
   local addr
@@ -97,21 +98,38 @@ one_run() {
     pgrep -f -- "$bundle/bin/evo-worker --coordinator ${addr:-}" > /dev/null || break
     sleep 0.5
   done
-  return 0
+  return "$status"
 }
 
-# Each slot takes runs slot, slot + slots, ... in turn; the slots run side by side.
+# Slot $1 takes runs $1, $1 + slots, ... in turn; 1 if any failed.
+run_slot() {
+  local i status=0
+  for ((i = $1; i < ${#runs[@]}; i += slots)); do one_run "${runs[$i]}" "$1" || status=1; done
+  return "$status"
+}
+
 failed=0
-slot_pids=()
-for ((slot = 0; slot < slots; slot++)); do
-  (
-    status=0
-    for ((i = slot; i < ${#runs[@]}; i += slots)); do one_run "${runs[$i]}" "$slot" || status=1; done
-    exit "$status"
-  ) &
-  slot_pids+=($!)
-done
-for pid in "${slot_pids[@]}"; do wait "$pid" || failed=1; done
+if ((slots == 1)); then
+  run_slot 0 || failed=1
+else
+  # The slots run side by side, in the background, where bash ignores Ctrl-C: an interrupt of
+  # this script stops each slot's shape_suite.sh (which stops its daemons) and then the slot.
+  slot_pids=()
+  stop_slots() {
+    local pid
+    for pid in "${slot_pids[@]}"; do pkill -TERM -P "$pid" 2>/dev/null; kill -TERM "$pid" 2>/dev/null; done
+    wait
+    echo "search_quality: interrupted"
+    exit 130
+  }
+  trap stop_slots INT TERM
+  for ((slot = 0; slot < slots; slot++)); do
+    run_slot "$slot" &
+    slot_pids+=($!)
+  done
+  for pid in "${slot_pids[@]}"; do wait "$pid" || failed=1; done
+  trap - INT TERM
+fi
 label=()
 [[ $backend == model ]] && label=(--label MODEL)
 python3 "$root/bench/search_quality_report.py" "${label[@]}" "$out" | tee "$out/quality.txt" || failed=1
