@@ -67,6 +67,11 @@ elapsed=$(( $(date +%s) - start ))
 
 echo "== gpu_tests on $(sed -n 3p "$out/device.txt" 2>/dev/null) — exit $rc after ${elapsed}s ($shards shard(s))"
 grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$out/gpu_tests.log"
+if [ "$shards" -gt 1 ]; then  # the shards' counts, added up
+  awk '/^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?/ { n[$2] += $4 }
+       END { printf "== all shards: %d passed, %d failed, %d skipped\n", n["PASSED"], n["FAILED"], n["SKIPPED"] }' \
+    "$out/gpu_tests.log"
+fi
 grep -E '^\[  FAILED  \] [A-Za-z]' "$out/gpu_tests.log" | sort -u
 # The genome table of TwentyGenomesSpreadOverTheSpacePassCorrectness.
 awk '/^genome +regs/{show=1} show && /^(genome|BLOCK_M=)/{print}' "$out/gpu_tests.log"

@@ -36,8 +36,13 @@ done
 passed=$(grep -c '^\[  PASSED  \] 1 test.' "$scratch/three/gpu_tests.log")
 check "every shard's verdict in the log" 0 "3" echo "$passed"
 
+check "the shards' counts added up" 0 "== all shards: 3 passed, 0 failed, 0 skipped" \
+  "$script" --shards 3 "$bundle" "$scratch/summed"
+
 check "a failing shard fails the suite and is named" 1 "[  FAILED  ] Fake.Broken1" \
   FAKE_FAIL_SHARD=1 "$script" --shards 2 "$bundle" "$scratch/failing"
+check "a failing shard counted" 1 "== all shards: 1 passed, 1 failed, 0 skipped" \
+  FAKE_FAIL_SHARD=1 "$script" --shards 2 "$bundle" "$scratch/failing2"
 
 ((failures == 0)) || { echo "$failures check(s) failed"; exit 1; }
 echo "all checks passed"
