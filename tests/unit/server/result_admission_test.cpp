@@ -385,7 +385,9 @@ TEST_F(ResultAdmissionTest, TwoIdentitiesOfOneEnrolmentCannotConfirmEachOthersLi
   for (const auto& c : store_.candidates_of_run(run.id)) {
     const auto hit = store_.cache_get(c.genome_hash, "1x8x512x64", kClass,
                                       cache_measurement_key(test::fake_device(kClass), *store_.get_run(run.id)));
-    if (hit && hit->fitness_us) EXPECT_GT(*hit->fitness_us, honest_us(c.genome) * 0.99) << c.id;
+    if (hit && hit->fitness_us) {
+      EXPECT_GT(*hit->fitness_us, honest_us(c.genome) * 0.99) << c.id;
+    }
   }
 }
 
