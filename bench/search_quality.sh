@@ -21,6 +21,8 @@
 #                    of the runs in turn; a run's figures are its GPU's alone, as with one GPU
 #                    (with the model backend: that many runs side by side on the CPU). Default: one
 #                    run at a time on the GPUs the environment shows the worker
+#   EVO_SHAPE_SUITE  the script each run calls with BUNDLE_DIR and its folder (default
+#                    bench/shape_suite.sh; bench/test_search_quality_runs.sh puts a stand-in here)
 # Writes OUT_DIR/quality.txt: per run, its best, and the seconds and evaluations it took to come
 # within 1 % of the best known; then per strategy the median over its runs.
 # Bad arguments: one line, exit 2. A run that fails says so, the others go on, exit 1.
@@ -45,6 +47,8 @@ for seed in "${seeds[@]}"; do positive EVO_SEEDS "$seed"; done
 positive EVO_POPULATION "$population"
 [[ $backend == cuda || $backend == model ]] || die "EVO_WORKER_BACKEND must be cuda or model, got '$backend'"
 [[ $budget =~ ^[0-9]+[smh]?$|^[0-9]+m[0-9]+s$ ]] || die "EVO_BUDGET must be a duration (90s, 2m), got '$budget'"
+shape_suite="${EVO_SHAPE_SUITE:-$root/bench/shape_suite.sh}"
+[[ -x $shape_suite ]] || die "EVO_SHAPE_SUITE '$shape_suite' is not an executable file"
 read -r -a gpus <<< "${EVO_GPUS-}"
 declare -A gpu_seen=()
 for g in "${gpus[@]}"; do
@@ -88,7 +92,7 @@ one_run() {
   local status=0
   env -u EVO_DB -u EVO_START_FILE -u EVO_EXPORT -u EVO_WORKLOAD "${device[@]}" EVO_WORKER_BACKEND="$backend" \
     EVO_BENCH=0 EVO_SUITE="$shape" EVO_STRATEGY="$s" EVO_RNG_SEED="$seed" EVO_BUDGET="$budget" EVO_GENERATIONS=200 \
-    EVO_POPULATION="$population" "$root/bench/shape_suite.sh" "$bundle" "$dir" > "$dir.log" 2>&1 ||
+    EVO_POPULATION="$population" "$shape_suite" "$bundle" "$dir" > "$dir.log" 2>&1 ||
     { echo "!! $shape $s seed $seed: shape_suite failed (see $dir.log)"; status=1; }
   # A worker stopped mid-evaluation finishes it first: the next run starts on an idle GPU. (Its
   # coordinator's address, in the run's log, tells this run's worker from the other slots'.)
@@ -113,12 +117,15 @@ if ((slots == 1)); then
   run_slot 0 || failed=1
 else
   # The slots run side by side, in the background, where bash ignores Ctrl-C: an interrupt of
-  # this script stops each slot's shape_suite.sh (which stops its daemons) and then the slot.
+  # this script ends each slot (so that it starts no further run), then stops each slot's
+  # shape_suite.sh and waits for it to have stopped its daemons (up to a minute; then SIGKILL).
   slot_pids=()
   stop_slots() {
-    local pid
-    for pid in "${slot_pids[@]}"; do pkill -TERM -P "$pid" 2>/dev/null; kill -TERM "$pid" 2>/dev/null; done
+    local pid suites=()
+    for pid in "${slot_pids[@]}"; do suites+=($(pgrep -P "$pid")); done
+    for pid in "${slot_pids[@]}"; do kill -TERM "$pid" 2>/dev/null; done
     wait
+    stop_pids 240 "${suites[@]}"
     echo "search_quality: interrupted"
     exit 130
   }

@@ -6,7 +6,7 @@ packages=(
   build-essential cmake pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libsqlite3-dev sqlite3 libspdlog-dev libfmt-dev nlohmann-json3-dev
-  libgtest-dev libgmock-dev python3
+  libgtest-dev libgmock-dev python3 procps
 )
 # The libFuzzer targets (cmake -DEVO_BUILD_FUZZERS=ON) need clang and its fuzzer runtime.
 if [ "${EVO_BUILD_FUZZERS:-0}" = 1 ]; then packages+=(clang libclang-rt-14-dev); fi
