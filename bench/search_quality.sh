@@ -95,11 +95,12 @@ one_run() {
     EVO_POPULATION="$population" "$shape_suite" "$bundle" "$dir" > "$dir.log" 2>&1 ||
     { echo "!! $shape $s seed $seed: shape_suite failed (see $dir.log)"; status=1; }
   # A worker stopped mid-evaluation finishes it first: the next run starts on an idle GPU. (Its
-  # coordinator's address, in the run's log, tells this run's worker from the other slots'.)
+  # coordinator's address, in the run's log, tells this run's worker from the other slots'; a run
+  # whose log names none never started its daemons, and has no worker to wait for.)
   local addr
   addr=$(grep -o -m1 'evod on 127\.0\.0\.1:[0-9]*' "$dir.log" | cut -d' ' -f3)
   for _ in $(seq 120); do
-    pgrep -f -- "$bundle/bin/evo-worker --coordinator ${addr:-}" > /dev/null || break
+    [[ -n $addr ]] && pgrep -f -- "$bundle/bin/evo-worker --coordinator $addr" > /dev/null || break
     sleep 0.5
   done
   return "$status"

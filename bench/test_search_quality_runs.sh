@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # search_quality.sh's runs, with a stand-in for shape_suite.sh (EVO_SHAPE_SUITE) that logs what it
 # was given and does what each case needs: a failed run still waits for its worker before the next
-# run starts; with EVO_GPUS the slots run side by side, each on its own GPU; an interrupt stops
+# run starts, and a run that never started its evod waits for none; with EVO_GPUS the slots run side by side, each on its own GPU; an interrupt stops
 # every slot's run. Needs no GPU and no build.
 set -uo pipefail
 script="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/search_quality.sh"
@@ -27,6 +27,13 @@ case $STANDIN_MODE in
       exit 1
     fi
     pgrep -f -- "evo-worker --coordinator 127.0.0.1:6101" > /dev/null && echo "overlap seed=$seed" >> "$STANDIN_LOG"
+    exit 0 ;;
+  noaddr)  # the first run fails before its evod starts, while another slot's worker is busy
+    if [[ $seed == 1 ]]; then
+      STANDIN_WORKER_S=3 "$1/bin/evo-worker" --coordinator 127.0.0.1:6199 &
+      exit 1
+    fi
+    pgrep -f -- "evo-worker --coordinator 127.0.0.1:6199" > /dev/null && echo "no wait seed=$seed" >> "$STANDIN_LOG"
     exit 0 ;;
   together)  # each run waits (up to 10 s) for the other to have started
     touch "$STANDIN_MARKS/started-$seed"
@@ -55,6 +62,12 @@ check "a failed run is reported and the next run goes on" 1 "!! 1x8x512x64 evolv
   STANDIN_MODE=worker "$script" "$bundle" "$scratch/out-worker"
 check "the next run started once the failed run's worker had ended" 0 "start seed=2" \
   bash -c "grep -q 'start seed=2' '$log' && ! grep 'overlap' '$log' && cat '$log'"
+
+# A run that failed before its evod started has no worker of its own to wait for: the next run
+# does not wait for another slot's.
+: > "$log"
+STANDIN_MODE=noaddr "$script" "$bundle" "$scratch/out-noaddr" > "$scratch/noaddr.out" 2>&1
+check "a run with no evod waits for no other slot's worker" 0 "no wait seed=2" cat "$log"
 
 # Two GPUs: the two runs at once, seed 1 on the first GPU, seed 2 on the second.
 : > "$log"
