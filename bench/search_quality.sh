@@ -14,7 +14,16 @@
 #   EVO_BUDGET       each run's wall time from its first lease (default 90s)
 #   EVO_POPULATION   candidates per generation (default 16)
 #   EVO_BEST_KNOWN   "BxHxSxD=US ..." the best time known per bucket (the exhaustive or best-ever
-#                    figure); default: the best any run of this invocation reached
+#                    figure); default: EVO_REFERENCE's run, else the best any run here reached
+#   EVO_REFERENCE    a start file as shape_suite.sh reads it ("BxHxSxD GENOME" lines, such as
+#                    bench/suite_starts.txt) naming the genomes known best: before the strategies,
+#                    a run per bucket measures the default genome and the file's, on the same GPU
+#                    kind, and its best confirmed elite is the bucket's best known (so that the mark
+#                    is measured in this invocation, not carried from another day's card)
+#   EVO_STOP_AT_TARGET  1 (default): a run whose bucket has a best known (given or from the
+#                    reference) stops once it has an elite within 1 % of it (`--target-us`): it has
+#                    its answer, and the rest of its budget would measure nothing the table reports
+#                    but its best; 0: every run spends its whole budget
 #   EVO_WORKER_BACKEND  cuda (default) or model (no GPU: figures labelled MODEL)
 #   EVO_GPUS         device indices, space-separated ("0 1 2 3"): that many runs at once, each on
 #                    its own GPU (CUDA_VISIBLE_DEVICES) with its own daemons, each GPU taking its share
@@ -24,7 +33,8 @@
 #   EVO_SHAPE_SUITE  the script each run calls with BUNDLE_DIR and its folder (default
 #                    bench/shape_suite.sh; bench/test_search_quality_runs.sh puts a stand-in here)
 # Writes OUT_DIR/quality.txt: per run, its best, and the seconds and evaluations it took to come
-# within 1 % of the best known; then per strategy the median over its runs.
+# within 1 % of the best known (and whether it stopped there); then per strategy the median over
+# its runs.
 # Bad arguments: one line, exit 2. A run that fails says so, the others go on, exit 1.
 set -uo pipefail
 
@@ -49,6 +59,24 @@ positive EVO_POPULATION "$population"
 [[ $budget =~ ^[0-9]+[smh]?$|^[0-9]+m[0-9]+s$ ]] || die "EVO_BUDGET must be a duration (90s, 2m), got '$budget'"
 shape_suite="${EVO_SHAPE_SUITE:-$root/bench/shape_suite.sh}"
 [[ -x $shape_suite ]] || die "EVO_SHAPE_SUITE '$shape_suite' is not an executable file"
+stop_at_target="${EVO_STOP_AT_TARGET:-1}"
+[[ $stop_at_target == 0 || $stop_at_target == 1 ]] || die "EVO_STOP_AT_TARGET must be 0 or 1, got '$stop_at_target'"
+declare -A best_known=()
+for item in ${EVO_BEST_KNOWN-}; do
+  [[ $item =~ ^([0-9]+x[0-9]+x[0-9]+x[0-9]+)=([0-9]+(\.[0-9]+)?)$ ]] \
+    || die "EVO_BEST_KNOWN: '$item' is not BxHxSxD=US (a time in µs, such as 5.25)"
+  best_known[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}
+done
+reference="${EVO_REFERENCE-}"
+declare -A reference_count=()
+if [[ -n $reference ]]; then
+  [[ -f $reference && -r $reference ]] || die "EVO_REFERENCE '$reference' is not a readable file"
+  reference="$(cd "$(dirname "$reference")" && pwd)/$(basename "$reference")"
+  for shape in "${suite[@]}"; do
+    reference_count[$shape]=$(grep -c -E "^$shape[[:space:]]+[^-[:space:]]" "$reference")
+    ((reference_count[$shape] > 0)) || die "EVO_REFERENCE '$reference' names no genome for $shape"
+  done
+fi
 read -r -a gpus <<< "${EVO_GPUS-}"
 declare -A gpu_seen=()
 for g in "${gpus[@]}"; do
@@ -57,23 +85,56 @@ for g in "${gpus[@]}"; do
   gpu_seen[$g]=1
 done
 
-# The runs in order, and the GPU slot each takes (run i on slot i % slots).
-runs=()
+# The runs of the strategies in order, and the GPU slot each takes (run i on slot i % slots); a
+# bucket's reference run ("SHAPE reference 0") comes before them, in a round of its own.
+strategy_runs=()
+reference_runs=()
 for shape in "${suite[@]}"; do
+  [[ -z $reference || -n ${best_known[$shape]-} ]] || reference_runs+=("$shape reference 0")
   for s in "${strategies[@]}"; do
-    for seed in "${seeds[@]}"; do runs+=("$shape $s $seed"); done
+    for seed in "${seeds[@]}"; do strategy_runs+=("$shape $s $seed"); done
   done
 done
 slots=$((${#gpus[@]} > 0 ? ${#gpus[@]} : 1))
+report="$root/bench/search_quality_report.py"
 
 # `on GPU g` where runs are placed, else nothing.
 placement() { ((${#gpus[@]})) && echo " on GPU ${gpus[$1]}"; }
 
+# The folder and the shape_suite.sh settings of a run ("shape strategy seed"): name, then the
+# settings one a line. A reference run is one generation of the default genome and the
+# reference file's genomes of its bucket; a strategy's run stops at its bucket's target, if any.
+run_settings() {
+  local shape s seed
+  read -r shape s seed <<< "$1"
+  if [[ $s == reference ]]; then
+    local size=$((reference_count[$shape] + 1))
+    printf '%s\n' "$shape-reference" EVO_SUITE="$shape" EVO_BUDGET="$budget" EVO_START_FILE="$reference" \
+      EVO_STRATEGY=random EVO_RNG_SEED=1 EVO_GENERATIONS=1 EVO_POPULATION=$size EVO_TOP_K=$((size < 3 ? size : 3))
+  else
+    printf '%s\n' "$shape-$s-$seed" EVO_SUITE="$shape" EVO_BUDGET="$budget" EVO_STRATEGY="$s" \
+      EVO_RNG_SEED="$seed" EVO_GENERATIONS=200 EVO_POPULATION="$population"
+    if ((stop_at_target)) && [[ -n ${best_known[$shape]-} ]]; then
+      echo "EVO_TARGETS=$shape=$(python3 "$report" --target "${best_known[$shape]}")"
+    elif ((stop_at_target && dry_run)) && [[ -n $reference ]]; then
+      echo "EVO_TARGETS=$shape=<its-reference-run's-best+1%>"
+    fi
+  fi
+}
+
 if ((dry_run)); then
-  for i in "${!runs[@]}"; do
-    read -r shape s seed <<< "${runs[$i]}"
-    echo "== $shape $s seed $seed$(placement $((i % slots))): EVO_SUITE=$shape EVO_STRATEGY=$s EVO_RNG_SEED=$seed" \
-         "EVO_BUDGET=$budget EVO_POPULATION=$population EVO_BENCH=0 bench/shape_suite.sh BUNDLE $out_arg/$shape-$s-$seed"
+  for phase in reference strategy; do
+    declare -n phase_runs="${phase}_runs"
+    for i in "${!phase_runs[@]}"; do
+      mapfile -t settings < <(run_settings "${phase_runs[$i]}")
+      read -r shape s seed <<< "${phase_runs[$i]}"
+      [[ $s == reference ]] && what="reference run" || what="$s seed $seed"
+      echo "== $shape $what$(placement $((i % slots))): ${settings[*]:1} EVO_BENCH=0" \
+           "bench/shape_suite.sh BUNDLE $out_arg/${settings[0]}"
+    done
+    unset -n phase_runs
+    [[ $phase == reference ]] && ((${#reference_runs[@]})) &&
+      echo "== each bucket's best known: its reference run's best confirmed elite"
   done
   echo "== bench/search_quality_report.py $out_arg"
   exit 0
@@ -83,17 +144,18 @@ out="$(cd "$out_arg" && pwd)"
 
 # One run; 1 if its shape_suite.sh failed. $1: the run ("shape strategy seed"), $2: its slot.
 one_run() {
-  local shape s seed
+  local shape s seed settings
   read -r shape s seed <<< "$1"
-  local dir="$out/$shape-$s-$seed" device=()
+  mapfile -t settings < <(run_settings "$1")
+  local dir="$out/${settings[0]}" device=() what="$s seed $seed"
+  [[ $s == reference ]] && what="reference run"
   ((${#gpus[@]})) && device=(CUDA_VISIBLE_DEVICES="${gpus[$2]}")
   rm -rf "$dir"
-  echo "== $shape $s seed $seed$(placement "$2"), budget $budget (log: $dir.log)"
+  echo "== $shape $what$(placement "$2"), budget $budget (log: $dir.log)"
   local status=0
-  env -u EVO_DB -u EVO_START_FILE -u EVO_EXPORT -u EVO_WORKLOAD "${device[@]}" EVO_WORKER_BACKEND="$backend" \
-    EVO_BENCH=0 EVO_SUITE="$shape" EVO_STRATEGY="$s" EVO_RNG_SEED="$seed" EVO_BUDGET="$budget" EVO_GENERATIONS=200 \
-    EVO_POPULATION="$population" "$shape_suite" "$bundle" "$dir" > "$dir.log" 2>&1 ||
-    { echo "!! $shape $s seed $seed: shape_suite failed (see $dir.log)"; status=1; }
+  env -u EVO_DB -u EVO_START_FILE -u EVO_EXPORT -u EVO_WORKLOAD -u EVO_TARGETS -u EVO_TOP_K "${device[@]}" \
+    EVO_WORKER_BACKEND="$backend" EVO_BENCH=0 "${settings[@]:1}" "$shape_suite" "$bundle" "$dir" > "$dir.log" 2>&1 ||
+    { echo "!! $shape $what: shape_suite failed (see $dir.log)"; status=1; }
   # A worker stopped mid-evaluation finishes it first: the next run starts on an idle GPU. (Its
   # coordinator's address, in the run's log, tells this run's worker from the other slots'; a run
   # whose log names none never started its daemons, and has no worker to wait for.)
@@ -113,10 +175,15 @@ run_slot() {
   return "$status"
 }
 
-failed=0
-if ((slots == 1)); then
-  run_slot 0 || failed=1
-else
+# Every run of the array named $1, over the slots; 1 if any failed.
+run_all() {
+  local -n phase="$1"
+  runs=("${phase[@]}")
+  ((${#runs[@]})) || return 0
+  if ((slots == 1)); then
+    run_slot 0
+    return
+  fi
   # The slots run side by side, in the background, where bash ignores Ctrl-C: an interrupt of
   # this script ends each slot (so that it starts no further run), then stops each slot's
   # shape_suite.sh and waits for it to have stopped its daemons (up to a minute; then SIGKILL).
@@ -131,14 +198,29 @@ else
     exit 130
   }
   trap stop_slots INT TERM
+  local slot pid status=0
   for ((slot = 0; slot < slots; slot++)); do
     run_slot "$slot" &
     slot_pids+=($!)
   done
-  for pid in "${slot_pids[@]}"; do wait "$pid" || failed=1; done
+  for pid in "${slot_pids[@]}"; do wait "$pid" || status=1; done
   trap - INT TERM
-fi
+  return "$status"
+}
+
+failed=0
+run_all reference_runs || failed=1
+for run in "${reference_runs[@]}"; do
+  read -r shape _ <<< "$run"
+  best_known[$shape]=$(python3 "$report" --best "$out/$shape-reference")
+  if [[ -n ${best_known[$shape]} ]]; then
+    echo "== $shape: best known ${best_known[$shape]} us (its reference run)"
+  else
+    echo "!! $shape: the reference run confirmed no elite: its runs have no target, the report marks them by their own best"
+  fi
+done
+run_all strategy_runs || failed=1
 label=()
 [[ $backend == model ]] && label=(--label MODEL)
-python3 "$root/bench/search_quality_report.py" "${label[@]}" "$out" | tee "$out/quality.txt" || failed=1
+python3 "$report" "${label[@]}" "$out" | tee "$out/quality.txt" || failed=1
 exit "$failed"

@@ -2,14 +2,18 @@
 """The figures of bench/search_quality.sh, from the databases it leaves. Standard library only.
 
   search_quality_report.py [--label MODEL] OUT_DIR
+  search_quality_report.py --best RUN_DIR     its run's best confirmed µs (nothing if none)
+  search_quality_report.py --target US        the time within 1 % of US that a run may stop at
 
 OUT_DIR holds one folder per run, SHAPE-STRATEGY-SEED, each with the evo.db of its
-bench/shape_suite.sh invocation. A run's best is its best confirmed elite (a time two measurements
-agreed on); the best known per shape is EVO_BEST_KNOWN's ("BxHxSxD=US ...") or else the best of
-every run of that shape here. For each run: its best, and the seconds from its first lease and the
-evaluations (confirmations included) until an elite within 1 % of the best known was confirmed;
-then, per shape and strategy, the medians over its runs and how many got there. Exits 1 when a
-folder has no database or no run.
+bench/shape_suite.sh invocation, and may hold a SHAPE-reference folder: a run of the genomes known
+best (search_quality.sh's EVO_REFERENCE). A run's best is its best confirmed elite (a time two
+measurements agreed on); the best known per shape is EVO_BEST_KNOWN's ("BxHxSxD=US ..."), else the
+reference run's best, else the best of every run of that shape here. For each run: its best, and
+the seconds from its first lease and the evaluations (confirmations included) until an elite within
+1 % of the best known was confirmed, and whether it stopped there (its target); a run faster than
+the best known by more than 1 % says so. Then, per shape and strategy, the medians over its runs
+and how many got there. Exits 1 when a folder has no database or no run.
 """
 import argparse
 import os
@@ -22,12 +26,15 @@ WITHIN = 1.01
 
 
 def run_figures(db_path):
-    """(evaluations, [(ms from the first lease, confirmed µs, evaluations by then)] in time order)."""
+    """(evaluations, [(ms from the first lease, confirmed µs, evaluations by then)] in time order,
+    whether the run stopped at its target)."""
     db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
-    run = db.execute("SELECT id, started_ms FROM runs ORDER BY created_ms LIMIT 1").fetchone()
+    columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
+    stop = "stop_reason" if "stop_reason" in columns else "''"
+    run = db.execute(f"SELECT id, started_ms, {stop} FROM runs ORDER BY created_ms LIMIT 1").fetchone()
     if run is None:
         return None
-    run_id, started = run
+    run_id, started, stop_reason = run
     times = [row[0] for row in db.execute(
         "SELECT e.created_ms FROM evaluations e JOIN candidates c ON c.id = e.candidate_id WHERE c.run_id = ? "
         "ORDER BY e.created_ms", (run_id,))]
@@ -36,7 +43,14 @@ def run_figures(db_path):
         "WHERE c.run_id = ? AND c.state = 'done' AND c.elite_eligible = 1 AND c.fitness_us IS NOT NULL "
         "ORDER BY e.created_ms", (run_id,)).fetchall()
     out = [(at - started, us, sum(1 for t in times if t <= at)) for at, us in elites]
-    return len(times), out
+    return len(times), out, stop_reason == "target_reached"
+
+
+def best_of(run_dir):
+    """The best confirmed µs of the run in run_dir's evo.db; None when it has none."""
+    db = os.path.join(run_dir, "evo.db")
+    figures = run_figures(db) if os.path.isfile(db) else None
+    return min((us for _, us, _ in figures[1]), default=None) if figures else None
 
 
 def parse_best_known(text):
@@ -52,8 +66,20 @@ def parse_best_known(text):
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--label", default="")
-    parser.add_argument("out_dir")
+    parser.add_argument("--best", metavar="RUN_DIR")
+    parser.add_argument("--target", metavar="US", type=float)
+    parser.add_argument("out_dir", nargs="?")
     args = parser.parse_args(argv[1:])
+    if args.best:
+        best = best_of(args.best)
+        if best:
+            print(f"{best:.4f}")
+        return 0
+    if args.target:
+        print(f"{args.target * WITHIN:.4f}")
+        return 0
+    if not args.out_dir:
+        parser.error("OUT_DIR is needed")
     runs = {}
     for name in sorted(os.listdir(args.out_dir)):
         m = re.fullmatch(r"([0-9x]+)-([a-z]+)-([0-9]+)", name)
@@ -73,15 +99,24 @@ def main(argv):
     summary = {}
     print(f"{label}shape strategy seed: best_us evaluations | to within 1% of best known: seconds evaluations")
     for shape in sorted({k[0] for k in runs}):
-        known = best_known.get(shape) or min(
-            (us for k, (_, elites) in runs.items() if k[0] == shape for _, us, _ in elites), default=None)
-        print(f"{label}{shape}: best known {known:.3f} us" if known else f"{label}{shape}: no confirmed elite")
-        for (s, strategy, seed), (evaluations, elites) in sorted(runs.items()):
+        known, source = best_known.get(shape), "given"
+        if not known:
+            known, source = best_of(os.path.join(args.out_dir, f"{shape}-reference")), "reference run"
+        if not known:
+            known, source = min((us for k, (_, elites, _) in runs.items() if k[0] == shape for _, us, _ in elites),
+                                default=None), "best of these runs"
+        print(f"{label}{shape}: best known {known:.3f} us ({source})" if known
+              else f"{label}{shape}: no confirmed elite")
+        for (s, strategy, seed), (evaluations, elites, stopped) in sorted(runs.items()):
             if s != shape:
                 continue
             best = min((us for _, us, _ in elites), default=None)
             hit = next(((ms, n) for ms, us, n in elites if known and us <= known * WITHIN), None)
             reached = f"{hit[0] / 1000:.1f} s {hit[1]} evals" if hit else "not reached"
+            if stopped:
+                reached += ", stopped at its target"
+            if best and known and best * WITHIN < known:
+                reached += f", {100 * (1 - best / known):.1f} % faster than the best known"
             best_text = f"{best:.3f}" if best else "-"
             print(f"{label}{shape} {strategy} {seed}: {best_text} us {evaluations} evals | {reached}")
             summary.setdefault((shape, strategy), []).append(hit)

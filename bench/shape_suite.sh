@@ -75,6 +75,9 @@
 #   EVO_WEIGHTS       the buckets' weights for EVO_MAX_EVALS, "BxHxSxD=W ..." (default 1 each): a
 #                     bucket of weight 3 gets three times the evaluations of one of weight 1
 #   EVO_PATIENCE      generations without a better time after which a run ends (`--patience`)
+#   EVO_TARGETS       "BxHxSxD=US ...": that bucket's run ends once an elite is confirmed at or under
+#                     US µs of fitness (`--target-us`; the run's fitness over S and S:causal, so not
+#                     with EVO_SPLIT_CAUSAL=1 or EVO_WORKLOAD)
 #   EVO_BENCH_ROUNDS  step 5 measures every kernel this many times in rotated orders and reports
 #                     the medians (default 1; see bench/bench_rounds.py)
 #
@@ -223,6 +226,16 @@ for w in ${EVO_WEIGHTS:-}; do
   weight[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}
 done
 [[ -z ${EVO_WEIGHTS:-} || -n $max_evals ]] || die "EVO_WEIGHTS shares EVO_MAX_EVALS: set that too"
+[[ -z ${EVO_TARGETS:-} || -z $workload ]] || die "EVO_TARGETS is not for EVO_WORKLOAD's runs (evoctl refuses it)"
+[[ -z ${EVO_TARGETS:-} ]] || ((split_causal == 0)) \
+  || die "EVO_TARGETS is a bucket's fitness over S and S:causal: not with EVO_SPLIT_CAUSAL=1"
+declare -A target=()
+for t in ${EVO_TARGETS:-}; do
+  [[ $t =~ ^([1-9][0-9]*x[1-9][0-9]*x[1-9][0-9]*x[1-9][0-9]*)=([0-9]+(\.[0-9]+)?)$ ]] \
+    || die "EVO_TARGETS: '$t' is not BxHxSxD=US (a time in µs, such as 5.25)"
+  [[ -n ${seen_shape[${BASH_REMATCH[1]}]:-} ]] || die "EVO_TARGETS names '${BASH_REMATCH[1]}', which EVO_SUITE lacks"
+  target[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}
+done
 weight_sum=0
 for s in "${suite[@]}"; do weight_sum=$((weight_sum + ${weight[$s]:-1})); done
 # The submit options of each run of bucket $1.
@@ -230,6 +243,7 @@ budget_flags() {
   local flags=()
   [[ -z $budget ]] || flags+=(--budget "$budget")
   [[ -z $patience ]] || flags+=(--patience "$patience")
+  [[ -z ${target[$1]:-} ]] || flags+=(--target-us "${target[$1]}")
   if [[ -n $max_evals ]]; then
     local share=$((max_evals * ${weight[$1]:-1} / weight_sum / (1 + split_causal)))
     flags+=(--max-evals $((share > 0 ? share : 1)))

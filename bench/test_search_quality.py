@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """search_quality_report.py on made-up databases: the seconds and evaluations to within 1 % of the
 best known come from the first confirmed elite that close, a run that never gets there says so,
-and EVO_BEST_KNOWN overrides the runs' own best. No GPU, no evod."""
+and EVO_BEST_KNOWN, else a reference run, overrides the runs' own best. No GPU, no evod."""
 import contextlib
 import io
 import os
@@ -14,18 +14,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import search_quality_report  # noqa: E402
 
 
-def make_run(folder, elites, evaluations_ms):
+def make_run(folder, elites, evaluations_ms, stop_reason=""):
     """A database with one run started at 1000 ms: `elites` (ms, µs) confirmed at those times, and
-    evaluations at `evaluations_ms`."""
+    evaluations at `evaluations_ms`; the run ended for `stop_reason`."""
     os.makedirs(folder)
     db = sqlite3.connect(os.path.join(folder, "evo.db"))
     db.executescript("""
-        CREATE TABLE runs (id TEXT, created_ms INTEGER, started_ms INTEGER);
+        CREATE TABLE runs (id TEXT, created_ms INTEGER, started_ms INTEGER, stop_reason TEXT);
         CREATE TABLE candidates (id TEXT, run_id TEXT, state TEXT, elite_eligible INTEGER, fitness_us REAL,
                                  final_evaluation_id INTEGER);
         CREATE TABLE evaluations (id INTEGER PRIMARY KEY, candidate_id TEXT, created_ms INTEGER);
     """)
-    db.execute("INSERT INTO runs VALUES ('run-0001', 500, 1000)")
+    db.execute("INSERT INTO runs VALUES ('run-0001', 500, 1000, ?)", (stop_reason,))
     for i, ms in enumerate(evaluations_ms):
         db.execute("INSERT INTO evaluations VALUES (?, ?, ?)", (i + 1, f"c{i}", ms))
         db.execute("INSERT INTO candidates VALUES (?, 'run-0001', 'done', 0, NULL, ?)", (f"c{i}", i + 1))
@@ -71,6 +71,32 @@ class SearchQualityReport(unittest.TestCase):
         self.assertEqual(rc, 0)
         self.assertIn("1x8x512x64 evolve 1: 8.050 us 6 evals | 21.0 s 3 evals", text)
         self.assertIn("1x8x512x64 random 1: 9.000 us 2 evals | 11.0 s 2 evals", text)
+
+    def test_a_reference_run_is_the_mark_and_a_run_faster_by_more_than_one_percent_says_so(self):
+        make_run(os.path.join(self.tmp.name, "1x8x512x64-reference"), [(12000, 8.9), (22000, 8.2)],
+                 [2000, 12000, 22000])
+        rc, text = report(self.tmp.name)
+        self.assertEqual(rc, 0)
+        self.assertIn("1x8x512x64: best known 8.200 us (reference run)", text)
+        self.assertIn("1x8x512x64 evolve 1: 8.050 us 6 evals | 61.0 s 6 evals, 1.8 % faster than the best known", text)
+        self.assertIn("1x8x512x64 random 1: 9.000 us 2 evals | not reached\n", text)
+        self.assertNotIn("reference", text.replace("(reference run)", ""), "the reference is no strategy's run")
+
+    def test_a_run_that_stopped_at_its_target_says_so(self):
+        make_run(os.path.join(self.tmp.name, "1x8x512x64-surrogate-2"), [(12000, 8.04)], [2000, 12000],
+                 stop_reason="target_reached")
+        rc, text = report(self.tmp.name)
+        self.assertEqual(rc, 0)
+        self.assertIn("1x8x512x64 surrogate 2: 8.040 us 2 evals | 11.0 s 2 evals, stopped at its target", text)
+
+    def test_best_and_target_for_the_script(self):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = search_quality_report.main(["r", "--best", os.path.join(self.tmp.name, "1x8x512x64-evolve-1")])
+            rc += search_quality_report.main(["r", "--best", os.path.join(self.tmp.name, "none")])
+            rc += search_quality_report.main(["r", "--target", "8.2"])
+        self.assertEqual(rc, 0)
+        self.assertEqual(out.getvalue(), "8.0500\n8.2820\n")
 
     def test_a_folder_without_a_database_fails(self):
         os.makedirs(os.path.join(self.tmp.name, "1x8x512x64-evolve-2"))

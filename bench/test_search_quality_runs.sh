@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # search_quality.sh's runs, with a stand-in for shape_suite.sh (EVO_SHAPE_SUITE) that logs what it
 # was given and does what each case needs: a failed run still waits for its worker before the next
-# run starts, and a run that never started its evod waits for none; with EVO_GPUS the slots run side by side, each on its own GPU; an interrupt stops
-# every slot's run. Needs no GPU and no build.
+# run starts, and a run that never started its evod waits for none; a reference run's best becomes
+# each run's target; with EVO_GPUS the slots run side by side, each on its own GPU; an interrupt
+# stops every slot's run. Needs no GPU and no build.
 set -uo pipefail
 script="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/search_quality.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/test_lib.sh"
@@ -43,6 +44,27 @@ case $STANDIN_MODE in
     done
     echo "alone seed=$seed" >> "$STANDIN_LOG"
     exit 0 ;;
+  reference)  # the reference run confirms an elite at 8.2 µs; the others log their target
+    if [[ $EVO_GENERATIONS == 1 ]]; then
+      mkdir -p "$2"
+      python3 - "$2/evo.db" << 'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.executescript("""
+CREATE TABLE runs (id TEXT, created_ms INTEGER, started_ms INTEGER, stop_reason TEXT);
+CREATE TABLE candidates (id TEXT, run_id TEXT, state TEXT, elite_eligible INTEGER, fitness_us REAL,
+                         final_evaluation_id INTEGER);
+CREATE TABLE evaluations (id INTEGER PRIMARY KEY, candidate_id TEXT, created_ms INTEGER);
+INSERT INTO runs VALUES ('run-0001', 1, 1, 'generations_done');
+INSERT INTO evaluations VALUES (1, 'c0', 5);
+INSERT INTO candidates VALUES ('c0', 'run-0001', 'done', 1, 8.2, 1);
+""")
+db.commit()
+PY
+    else
+      echo "target seed=$seed ${EVO_TARGETS-none}" >> "$STANDIN_LOG"
+    fi
+    exit 0 ;;
   long)  # runs until stopped, and says so
     echo $$ > "$STANDIN_MARKS/pid-$seed"
     sleep 60 &
@@ -68,6 +90,15 @@ check "the next run started once the failed run's worker had ended" 0 "start see
 : > "$log"
 STANDIN_MODE=noaddr "$script" "$bundle" "$scratch/out-noaddr" > "$scratch/noaddr.out" 2>&1
 check "a run with no evod waits for no other slot's worker" 0 "no wait seed=2" cat "$log"
+
+# A reference run first; each run then stops within 1 % of its best.
+: > "$log"
+echo "1x8x512x64 BLOCK_M=64" > "$scratch/ref.txt"
+EVO_REFERENCE="$scratch/ref.txt" STANDIN_MODE=reference "$script" "$bundle" "$scratch/out-ref" > "$scratch/ref.out" 2>&1
+check "the reference run's best is the best known" 0 "== 1x8x512x64: best known 8.2000 us (its reference run)" \
+  cat "$scratch/ref.out"
+check "each run stops within 1 % of it" 2 "target seed=2 1x8x512x64=8.2820" \
+  bash -c "cat '$log'; exit \$(grep -c '1x8x512x64=8.2820' '$log')"
 
 # Two GPUs: the two runs at once, seed 1 on the first GPU, seed 2 on the second.
 : > "$log"

@@ -100,6 +100,18 @@ check "the other bucket's share" 0 "--shape 2x8x512x64:causal --generations 3 --
   EVO_BUDGET=10m EVO_PATIENCE=2 EVO_MAX_EVALS=40 EVO_WEIGHTS="1x8x512x64=3" EVO_SUITE="1x8x512x64 2x8x512x64" \
   "$suite" --dry-run "$bundle" "$scratch/out"
 
+# Targets: per bucket, onto that bucket's run alone.
+check "a target that is no time" 2 "EVO_TARGETS: '1x8x512x64=fast' is not BxHxSxD=US" \
+  EVO_TARGETS="1x8x512x64=fast" "$suite" --dry-run "$bundle" "$scratch/out"
+check "a target for a bucket the suite lacks" 2 "EVO_TARGETS names '4x8x512x64'" \
+  EVO_TARGETS="4x8x512x64=5" "$suite" --dry-run "$bundle" "$scratch/out"
+check "a target with the causal runs apart" 2 "not with EVO_SPLIT_CAUSAL=1" \
+  EVO_TARGETS="1x8x512x64=5" EVO_SPLIT_CAUSAL=1 "$suite" --dry-run "$bundle" "$scratch/out"
+check "a bucket's target" 0 "--shape 1x8x512x64:causal --generations 3 --population 12 --top-k 3 --rng-seed 7 --strategy evolve --fitness-inputs rotated --target-us 5.25 --dtype" \
+  EVO_TARGETS="1x8x512x64=5.25" EVO_SUITE="1x8x512x64 2x8x512x64" "$suite" --dry-run "$bundle" "$scratch/out"
+check "no target for the other bucket" 0 "--shape 2x8x512x64:causal --generations 3 --population 12 --top-k 3 --rng-seed 7 --strategy evolve --fitness-inputs rotated --dtype" \
+  EVO_TARGETS="1x8x512x64=5.25" EVO_SUITE="1x8x512x64 2x8x512x64" "$suite" --dry-run "$bundle" "$scratch/out"
+
 # A workload file: one submit of it (evoctl plans its buckets and shares the evaluations), and the
 # bench on its own shapes; a suite or weights beside it are refused.
 workload="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/workloads/llama3-8b.json"
@@ -112,6 +124,8 @@ check "the FP8 workload is one submit and its bench" 0 "--suite $fp8_workload --
   EVO_WORKLOAD="$fp8_workload" "$suite" --dry-run "$bundle" "$scratch/out"
 check "a workload beside a suite" 2 "EVO_WORKLOAD names the shapes and their weights" \
   EVO_WORKLOAD="$workload" EVO_SUITE=1x8x512x64 "$suite" --dry-run "$bundle" "$scratch/out"
+check "a target with a workload" 2 "EVO_TARGETS is not for EVO_WORKLOAD's runs" \
+  EVO_WORKLOAD="$workload" EVO_TARGETS="1x8x512x64=5" "$suite" --dry-run "$bundle" "$scratch/out"
 check "a workload that is no file" 2 "EVO_WORKLOAD '$scratch/none.json' is not a readable file" \
   EVO_WORKLOAD="$scratch/none.json" "$suite" --dry-run "$bundle" "$scratch/out"
 

@@ -203,6 +203,7 @@ v1::SubmitRunRequest submit_request(Client& c, const Options& o) {
   req.set_budget_ms(o.submit.budget_ms);
   req.set_max_evals(o.submit.max_evals);
   req.set_patience(o.submit.patience);
+  req.set_target_us(o.submit.target_us);
   return req;
 }
 

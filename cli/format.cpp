@@ -236,12 +236,14 @@ std::string progress_line(const v1::RunStatus& s, bool bar) {
 
 namespace {
 
-// "10m of wall time, 200 evaluations, patience 3": the submit's budgets; empty for none.
+// "10m of wall time, 200 evaluations, patience 3, target 5.20 µs": the submit's budgets; empty
+// for none.
 std::string budgets_text(const v1::Run& r) {
   std::vector<std::string> parts;
   if (r.budget_ms() > 0) parts.push_back(duration_text(r.budget_ms()) + " of wall time");
   if (r.max_evals() > 0) parts.push_back(std::to_string(r.max_evals()) + " evaluations");
   if (r.patience() > 0) parts.push_back("patience " + std::to_string(r.patience()));
+  if (r.target_us() > 0) parts.push_back("target " + fixed(r.target_us(), 2) + " µs");
   std::string out;
   for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
   return out;

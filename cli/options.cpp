@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <iterator>
 #include <cstdlib>
 #include <map>
@@ -68,6 +69,16 @@ std::string checked_shape_syntax(const std::string& text) {
 v1::DType parse_dtype_flag(const std::string& text) {
   if (const auto d = parse_dtype_label(text)) return *d;
   throw UsageError("--dtype: unknown dtype '" + text + "': expected " + dtype_label_choices());
+}
+
+// --target-us: a positive, finite time in µs.
+double parse_time_us(const std::string& flag, const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v) || v <= 0 || v > 1e9)
+    throw UsageError(flag + " expects a time in µs greater than 0 (e.g. 5.2), got '" + text + "'");
+  return v;
 }
 
 // Walks the arguments; flags may come before or after the command and its positional argument.
@@ -179,6 +190,7 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
       } else if (a == "--budget") o.submit.budget_ms = parse_duration_ms(a, p.value_of(a));
       else if (a == "--max-evals") o.submit.max_evals = static_cast<int32_t>(parse_integer(a, p.value_of(a), 1, 1000000));
       else if (a == "--patience") o.submit.patience = static_cast<int32_t>(parse_integer(a, p.value_of(a), 1, server::kMaxGenerations));
+      else if (a == "--target-us") o.submit.target_us = parse_time_us(a, p.value_of(a));
       else throw UsageError("unknown option '" + a + "'");
     } else if (o.command.empty()) {
       if (!is_command(a)) throw UsageError("unknown command '" + a + "' (commands: " + command_list() + ")");
@@ -193,7 +205,7 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
   static const std::map<std::string, std::set<std::string>> kAllowed = {
       {"submit", {"--seed", "--shape", "--causal", "--dtype", "--generations", "--population", "--top-k", "--strategy",
                   "--rng-seed", "--device-class", "--start", "--start-from", "--fitness-inputs",
-                  "--budget", "--max-evals", "--patience", "--watch", "--workload"}},
+                  "--budget", "--max-evals", "--patience", "--target-us", "--watch", "--workload"}},
       {"status", {"--watch"}},
       {"leaderboard", {"--top", "--json"}},
       {"runs", {"--json"}},
@@ -218,11 +230,15 @@ Options parse_options(const std::vector<std::string>& args, const std::string& c
   if (o.command == "export") o.run_ids = positional;
   if (needs_run && o.run_id.empty()) throw UsageError(o.command + " needs a run id (see evoctl runs)");
   if (o.command == "submit" && !o.submit.workload.empty()) {
-    for (const std::string flag : {"--shape", "--causal", "--dtype", "--watch"})
+    static const std::pair<const char*, const char*> kNotWithWorkload[] = {
+        {"--shape", "the workload file names its shapes and their defaults"},
+        {"--causal", "the workload file names its shapes and their defaults"},
+        {"--dtype", "the workload file names its shapes and their defaults"},
+        {"--watch", "it starts several runs"},
+        {"--target-us", "each bucket's run ranks its own shapes: submit a bucket's shapes with their own target"}};
+    for (const auto& [flag, why] : kNotWithWorkload)
       if (std::any_of(flags_seen.begin(), flags_seen.end(), [&](const auto& seen) { return seen.first == flag; }))
-        throw UsageError("submit --workload does not take " + flag +
-                         (flag == "--watch" ? " (it starts several runs)"
-                                                         : " (the workload file names its shapes and their defaults)"));
+        throw UsageError(std::string("submit --workload does not take ") + flag + " (" + why + ")");
   } else if (o.command == "submit" && o.submit.seed.empty()) {
     throw UsageError("submit needs --seed (e.g. --seed fa_s512_v3)");
   }
@@ -240,9 +256,10 @@ std::string help_text(const std::string& command) {
            "                     [--strategy evolve|surrogate|random|exhaustive] [--rng-seed S]\n"
            "                     [--device-class CLASS] [--start GENOME ...] [--start-from RUN ...]\n"
            "                     [--fitness-inputs rotated|resident]\n"
-           "                     [--budget DURATION] [--max-evals N] [--patience G] [--watch]\n"
+           "                     [--budget DURATION] [--max-evals N] [--patience G] [--target-us US]\n"
+           "                     [--watch]\n"
            "       evoctl submit --workload FILE [--seed TEMPLATE] [the options above but --shape,\n"
-           "                     --causal, --dtype and --watch]\n"
+           "                     --causal, --dtype, --target-us and --watch]\n"
            "Starts a tuning run and prints its id. Defaults come from evod: shape 1x8x512x64,\n"
            "5 generations of 16, top-k 3, strategy surrogate, rng seed 1, the device class of the first\n"
            "worker that leases (CLASS as status and runs print it, e.g. sm_90a/NVIDIA H200 or\n"
@@ -275,8 +292,9 @@ std::string help_text(const std::string& command) {
            "Budgets end the run DONE, with its elites, at the first one spent, and status says which:\n"
            "--budget DURATION of wall time from its first lease (90s, 10m, 2h, 1h30m), --max-evals N\n"
            "candidates evaluated (its last generation is cut to fit), --patience G generations in a row\n"
-           "without a better best time. --generations still bounds the run: raise it to let a budget\n"
-           "decide.\n"
+           "without a better best time, --target-us US once an elite is confirmed at or under US µs of\n"
+           "fitness (as leaderboard prints it: over several shapes, the geometric mean of their times).\n"
+           "--generations still bounds the run: raise it to let a budget decide.\n"
            "--workload FILE tunes for a served model: a JSON file of shapes with weights ({\"seed\",\n"
            "\"dtype\", \"causal\", \"shapes\": [{\"shape\": \"1x32x1x4096x128:kv8\", \"weight\": 5}, ...]}).\n"
            "Shapes of one kind (heads, head dim, causality, dtype; prefill, chunk or decode) within a\n"

@@ -36,6 +36,7 @@ struct SubmitOptions {
   int64_t budget_ms = 0;            // --budget; 0: none
   int32_t max_evals = 0;            // --max-evals; 0: none
   int32_t patience = 0;             // --patience; 0: none
+  double target_us = 0;             // --target-us; 0: none
   std::string workload;             // --workload FILE: one run per bucket of the file's shapes (workload.h)
 };
 

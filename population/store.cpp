@@ -228,6 +228,11 @@ ALTER TABLE candidates ADD COLUMN awaits_ranking INTEGER NOT NULL DEFAULT 0;
     // across heads). Every stored genome text and hash is rewritten to today's canonical text,
     // which names it (LONGEST_FIRST=0: what every earlier genome did).
     {"", rewrite_genome_texts},
+    // 12 -> 13: a target time. A run may end once an elite is confirmed at or under a fitness
+    // its submit named (0: none, as every earlier run).
+    {R"sql(
+ALTER TABLE runs ADD COLUMN target_us REAL NOT NULL DEFAULT 0;
+)sql"},
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion, "one migration per schema version");
@@ -315,7 +320,7 @@ EnrolmentRecord read_enrolment(const SqliteStatement& s) {
 constexpr const char* kRunColumns =
     "id, seed, shapes, generations, population, top_k, strategy, rng_seed, device_class, state, "
     "created_ms, message, current_generation, smem_limit, start_genomes, fitness_inputs, request_id, "
-    "budget_ms, max_evals, patience, started_ms, stop_reason, ended_ms, gpu_ms";
+    "budget_ms, max_evals, patience, started_ms, stop_reason, ended_ms, gpu_ms, target_us";
 
 RunRecord read_run(const SqliteStatement& s) {
   RunRecord r;
@@ -344,6 +349,7 @@ RunRecord read_run(const SqliteStatement& s) {
   r.stop_reason = parse_label<v1::StopReason>(s.column_text(21)).value_or(v1::STOP_REASON_UNSPECIFIED);
   r.ended_ms = s.column_int(22);
   r.gpu_ms = s.column_double(23);
+  r.target_us = s.column_double(24);
   return r;
 }
 
@@ -647,15 +653,15 @@ void Store::insert_run(const RunRecord& r) {
   auto s = db_->prepare(
       "INSERT INTO runs (id, seed, shapes, generations, population, top_k, strategy, rng_seed, "
       "device_class, state, created_ms, message, current_generation, smem_limit, start_genomes, "
-      "fitness_inputs, request_id, budget_ms, max_evals, patience, started_ms, stop_reason) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      "fitness_inputs, request_id, budget_ms, max_evals, patience, started_ms, stop_reason, target_us) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   s.bind(1, r.id).bind(2, r.seed).bind(3, join(r.shapes, ',')).bind(4, r.generations)
       .bind(5, r.population).bind(6, r.top_k).bind(7, label(r.strategy))
       .bind(8, static_cast<int64_t>(r.rng_seed)).bind(9, r.device_class).bind(10, r.state)
       .bind(11, r.created_ms).bind(12, r.message).bind(13, r.current_generation)
       .bind(14, r.smem_limit).bind(15, join(r.start_genomes, ';')).bind(16, label(r.fitness_inputs))
       .bind(17, r.request_id).bind(18, r.budget_ms).bind(19, r.max_evals).bind(20, r.patience)
-      .bind(21, r.started_ms).bind(22, label(r.stop_reason));
+      .bind(21, r.started_ms).bind(22, label(r.stop_reason)).bind(23, r.target_us);
   s.run();
 }
 

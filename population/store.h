@@ -48,6 +48,7 @@ struct RunRecord {
   int64_t budget_ms = 0;
   int max_evals = 0;
   int patience = 0;
+  double target_us = 0;    // ends once an elite is confirmed at or under it; 0: none
   int64_t started_ms = 0;  // its first lease; 0 while QUEUED
   int64_t ended_ms = 0;    // when it ended; 0 while it runs
   double gpu_ms = 0;       // its evaluations' GPU gates (correctness, sanitizer, timing), summed
@@ -165,7 +166,7 @@ struct StoreOptions {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 12;
+  static constexpr int kSchemaVersion = 13;
 
   // Opens or creates the database file, checks it (PRAGMA quick_check) and migrates it to
   // kSchemaVersion. Throws StoreError with one line for people when the directory does not exist,

@@ -1,6 +1,7 @@
 #include "run_lifecycle.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <memory>
@@ -188,9 +189,12 @@ RunRecord run_of_request(const v1::SubmitRunRequest& req, const SearchSpace& spa
   if (req.budget_ms() < 0) throw InputError("budget must be positive (0: none), got " + std::to_string(req.budget_ms()) + " ms");
   if (req.max_evals() < 0) throw InputError("max_evals must be positive (0: none), got " + std::to_string(req.max_evals()));
   if (req.patience() < 0) throw InputError("patience must be positive (0: none), got " + std::to_string(req.patience()));
+  if (!(std::isfinite(req.target_us()) && req.target_us() >= 0))
+    throw InputError("target_us must be a positive time in µs (0: none), got " + fmt::format("{}", req.target_us()));
   run.budget_ms = req.budget_ms();
   run.max_evals = req.max_evals();
   run.patience = req.patience();
+  run.target_us = req.target_us();
   run.strategy = submitted_choice(req.search_strategy(), req.strategy(), server::kDefaultStrategy, "strategy");
   run.rng_seed = req.rng_seed() == 0 ? server::kDefaultRngSeed : req.rng_seed();
   run.device_class = req.device_class();
@@ -275,11 +279,11 @@ RunRecord RunLifecycle::submit(const v1::SubmitRunRequest& req) {
   if (repeated) return *repeated;
   spdlog::info("event=run_submitted run_id={} seed={} shapes={} generations={} population={} top_k={} "
                "strategy={} rng_seed={} device_class=\"{}\" start_genomes={} fitness_inputs={} candidates={} "
-               "request_id=\"{}\" budget_ms={} max_evals={} patience={}{}",
+               "request_id=\"{}\" budget_ms={} max_evals={} patience={} target_us={}{}",
                run.id, run.seed, run.shapes.size(), run.generations, run.population, run.top_k,
                label(run.strategy), run.rng_seed, run.device_class, run.start_genomes.size(),
                label(run.fitness_inputs), generation0.size(), run.request_id, run.budget_ms, run.max_evals,
-               run.patience,
+               run.patience, run.target_us,
                waits_for_list ? " generation0=pending" : "");
   return run;
 }
@@ -358,9 +362,20 @@ int RunLifecycle::end_spent_budgets() {
   return ended;
 }
 
+std::optional<std::string> RunLifecycle::target_reached(const RunRecord& run) {
+  if (run.target_us <= 0) return std::nullopt;
+  const auto best = store_.elite_candidates(run.id, 1);
+  if (best.empty() || *best.front().fitness_us > run.target_us) return std::nullopt;
+  return fmt::format("target of {:.3f} µs reached: candidate {} confirmed at {:.3f} µs", run.target_us,
+                     best.front().id, *best.front().fitness_us);
+}
+
 void RunLifecycle::advance_if_generation_complete(const std::string& run_id) {
   RunRecord run = require_run(store_, run_id);
   if (is_terminal(run.state)) return;
+  // Checked at every report, not only at a generation's end: the GPU time after it buys nothing
+  // the submit asked for.
+  if (auto reached = target_reached(run)) return end(run, v1::DONE, v1::STOP_REASON_TARGET_REACHED, *reached);
   const int g = run.current_generation;
   const int proposed = store_.count_candidates(run_id, g, false);
   // A generation with no candidate waits to be bred (its strategy was not ready).

@@ -2,10 +2,10 @@
 // The run lifecycle: a run is submitted (checked whole, then stored with its generation 0 in one
 // transaction), fixes its device class and starts running at its first lease, breeds each next
 // generation once the current one is complete, and ends DONE (its last generation complete, or
-// the search space exhausted, or a budget of the submit's spent: wall time, evaluations, patience),
-// FAILED (the strategy threw) or CANCELLED. Run.stop_reason says which. Over the runs and
-// candidates tables of the Store; which candidate is leased, and when one is complete, is the
-// lease scheduler's business (lease_scheduler.h).
+// the search space exhausted, or a budget of the submit's spent: wall time, evaluations, patience;
+// or an elite confirmed at its target time), FAILED (the strategy threw) or CANCELLED.
+// Run.stop_reason says which. Over the runs and candidates tables of the Store; which candidate
+// is leased, and when one is complete, is the lease scheduler's business (lease_scheduler.h).
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,7 +39,8 @@ class RunLifecycle {
   void fix_device_class(RunRecord& run, const std::string& device_class);
   // QUEUED -> RUNNING when the run's first lease is granted.
   void mark_running(RunRecord& run);
-  // When every candidate of the run's current generation is done: breeds the next generation, or
+  // Ends the run DONE once an elite is confirmed at or under its target (at any report). When
+  // every candidate of the run's current generation is done: breeds the next generation, or
   // ends the run after its last one (or when the strategy proposes nothing more, or throws).
   // A generation whose strategy is not ready (GenerationNotReady: the exhaustive strategy's list
   // of valid genomes is being built off the store lock) is left with no candidate, as the run's
@@ -60,6 +61,9 @@ class RunLifecycle {
   // Why the run stops after its generation `completed` (its last one, max_evals, patience or the
   // wall-time budget); nullopt when it goes on.
   std::optional<std::pair<v1::StopReason, std::string>> spent_budget(const RunRecord& run, int completed);
+  // Why the run stops now that an elite was confirmed at or under its target; nullopt when none
+  // is, or it has no target.
+  std::optional<std::string> target_reached(const RunRecord& run);
   // Ends the run with why, in the store and in `run`, and logs it.
   void end(RunRecord& run, v1::RunState state, v1::StopReason why, const std::string& message);
 

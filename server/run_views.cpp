@@ -79,6 +79,7 @@ v1::Run to_proto(const RunRecord& r) {
   run.set_budget_ms(r.budget_ms);
   run.set_max_evals(r.max_evals);
   run.set_patience(r.patience);
+  run.set_target_us(r.target_us);
   run.set_stop_reason(r.stop_reason);
   run.set_started_unix_ms(r.started_ms);
   run.set_ended_unix_ms(r.ended_ms);

@@ -94,6 +94,9 @@ TEST_F(Evoctl, SubmitSendsTheBudgets) {
   EXPECT_EQ(req.patience(), 3);
   ASSERT_EQ(run({"submit", "--seed", "fa_s512_v3"}).exit_status, 0);
   EXPECT_EQ(server_.service.last_submit.budget_ms(), 0) << "no budget unless asked";
+  EXPECT_EQ(server_.service.last_submit.target_us(), 0) << "no target unless asked";
+  ASSERT_EQ(run({"submit", "--seed", "fa_s512_v3", "--target-us", "5.25"}).exit_status, 0);
+  EXPECT_EQ(server_.service.last_submit.target_us(), 5.25);
 }
 
 // A workload file: one run per bucket, heaviest first, each on its own shapes with its share of
@@ -138,6 +141,12 @@ TEST_F(Evoctl, ABadWorkloadIsOneLineAndStartsNoRun) {
   EXPECT_EQ(with_shape.exit_status, 2);
   EXPECT_EQ(with_shape.err,
             "evoctl: submit --workload does not take --shape (the workload file names its shapes and their defaults)\n");
+  const auto with_target = run({"submit", "--workload", file.str(), "--target-us", "5"});
+  EXPECT_EQ(with_target.exit_status, 2);
+  EXPECT_EQ(with_target.err,
+            "evoctl: submit --workload does not take --target-us (each bucket's run ranks its own shapes: submit a "
+            "bucket's shapes with their own target)\n");
+  EXPECT_TRUE(server_.service.submits.empty());
 }
 
 // One start list serves buckets of different dtypes: a start a bucket's constraints refuse (FP8
@@ -436,6 +445,9 @@ TEST_F(Evoctl, UsageErrorsExitTwoWithOneLine) {
            {"submit", "--seed", "x", "--generations", "10001"}, {"submit", "--seed", "x", "--population", "4097"},
            {"submit", "--seed", "x", "--budget", "soon"}, {"submit", "--seed", "x", "--max-evals", "0"},
            {"submit", "--seed", "x", "--patience", "-1"}, {"status", "r1", "--budget", "1m"},
+           {"submit", "--seed", "x", "--target-us", "0"}, {"submit", "--seed", "x", "--target-us", "-3"},
+           {"submit", "--seed", "x", "--target-us", "nan"}, {"submit", "--seed", "x", "--target-us", "inf"},
+           {"submit", "--seed", "x", "--target-us", "5us"}, {"status", "r1", "--target-us", "5"},
            // report wants a run and a file, and nothing else
            {"report", "r1"}, {"report", "--html", "r1.html"}, {"report", "r1", "--html"},
            {"report", "r1", "--html", "a.html", "--out", "b.cu"}, {"report", "r1", "r2", "--html", "a.html"}}) {

@@ -60,6 +60,10 @@ TEST(Format, StatusSummaryNamesTheBudgetsAndWhichEndedTheRun) {
   EXPECT_EQ(out.rfind("run r1: DONE (budget of 1h30m spent)\n", 0), 0u) << out;
   EXPECT_NE(out.find("\n  budgets: 1h30m of wall time, 200 evaluations, patience 3\n"), std::string::npos) << out;
   EXPECT_EQ(out.find("throughput"), std::string::npos) << "no figures from an evod that sends none";
+  s.mutable_run()->set_target_us(5.2);
+  EXPECT_NE(status_summary(s).find("\n  budgets: 1h30m of wall time, 200 evaluations, patience 3, target 5.20 µs\n"),
+            std::string::npos)
+      << status_summary(s);
   s.set_evaluations_per_minute(11.04);
   s.set_gpu_share(0.627);
   EXPECT_NE(status_summary(s).find("\n  throughput: 11.0 evaluations a minute, the GPU measuring 63% of the wall "

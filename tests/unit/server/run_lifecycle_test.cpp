@@ -2,8 +2,11 @@
 // one is done, the last one ends the run, the first lease starts it and cancelling leaves an
 // ended run as it ended.
 #include <gtest/gtest.h>
+#include <spdlog/fmt/fmt.h>
 
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -101,7 +104,8 @@ TEST_F(RunLifecycleTest, CancellingAnEndedRunLeavesItAsItEnded) {
 
 class BudgetTest : public RunLifecycleTest {
  protected:
-  RunRecord submit_with(int generations, int population, int64_t budget_ms, int max_evals, int patience) {
+  RunRecord submit_with(int generations, int population, int64_t budget_ms, int max_evals, int patience,
+                        double target_us = 0) {
     v1::SubmitRunRequest req;
     req.set_seed("fa_s512_v3");
     req.set_generations(generations);
@@ -111,6 +115,7 @@ class BudgetTest : public RunLifecycleTest {
     req.set_budget_ms(budget_ms);
     req.set_max_evals(max_evals);
     req.set_patience(patience);
+    req.set_target_us(target_us);
     return runs_.submit(req);
   }
   // Finishes every candidate of the run's current generation at `fitness_us`, then advances.
@@ -185,6 +190,50 @@ TEST_F(BudgetTest, TheWallTimeBudgetCountsFromTheFirstLeaseAndEndsTheRunMidGener
   finish_generation(late.id, 50);
   EXPECT_EQ(store_.get_run(late.id)->stop_reason, v1::STOP_REASON_BUDGET_SPENT);
   EXPECT_TRUE(of_generation(late.id, 1).empty());
+}
+
+TEST_F(BudgetTest, ATargetEndsTheRunOnceAnEliteIsConfirmedAtOrUnderItMidGeneration) {
+  const RunRecord run = submit_with(20, 4, 0, 0, 0, 45);
+  const auto gen0 = of_generation(run.id, 0);
+  ASSERT_EQ(gen0.size(), 4u);
+  finish(gen0[0], 50);
+  advance(run.id);
+  EXPECT_EQ(store_.get_run(run.id)->state, v1::QUEUED) << "50 µs is over the target";
+  // Faster, but on one measurement, outside the elites: not a time the run believes.
+  store_.transaction([&] {
+    EvaluationRecord e;
+    e.candidate_id = gen0[1].id;
+    e.worker_id = "w-test";
+    e.evaluation.set_status(v1::OK);
+    e.evaluation.set_fitness_us(30);
+    store_.finish_candidate(gen0[1].id, store_.insert_evaluation(e), v1::OK, 30.0, 0, false,
+                            v1::RESULT_SOURCE_MEASURED);
+  });
+  advance(run.id);
+  EXPECT_EQ(store_.get_run(run.id)->state, v1::QUEUED) << "an unconfirmed time reaches no target";
+  finish(gen0[2], 45);
+  advance(run.id);
+  const RunRecord after = *store_.get_run(run.id);
+  EXPECT_EQ(after.state, v1::DONE) << "at the target, with a candidate of the generation still queued";
+  EXPECT_EQ(after.stop_reason, v1::STOP_REASON_TARGET_REACHED);
+  EXPECT_EQ(after.message, "target of 45.000 µs reached: candidate " + gen0[2].id + " confirmed at 45.000 µs");
+  EXPECT_EQ(after.target_us, 45);
+  EXPECT_EQ(RunViews(store_, workers_, clock()).status(run.id).run().target_us(), 45);
+  EXPECT_TRUE(of_generation(run.id, 1).empty());
+}
+
+TEST_F(BudgetTest, ATargetThatIsNotAPositiveTimeIsRefusedAndStoresNothing) {
+  const std::string before = store_.dump();
+  for (double target : {-1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    try {
+      submit_with(3, 4, 0, 0, 0, target);
+      ADD_FAILURE() << target;
+    } catch (const CoordinatorError& e) {
+      EXPECT_EQ(e.code(), CoordinatorError::Code::kInvalidArgument);
+      EXPECT_EQ(std::string(e.what()), fmt::format("target_us must be a positive time in µs (0: none), got {}", target));
+    }
+  }
+  EXPECT_EQ(store_.dump(), before);
 }
 
 // Throughput counts from the first lease: candidates done per minute, and the GPU gates' time

@@ -12,9 +12,15 @@
 namespace evo {
 namespace {
 
-// Version 11 taken back: the schema of version 10.
+// Version 13 taken back: the schema of version 12.
+constexpr const char* kBeforeVersion13 =
+    "DELETE FROM schema_version WHERE version >= 13;"
+    "ALTER TABLE runs DROP COLUMN target_us;";
+
+// Versions 11 and on taken back: the schema of version 10 (12 changed no table).
 constexpr const char* kBeforeVersion11 =
     "DELETE FROM schema_version WHERE version >= 11;"
+    "ALTER TABLE runs DROP COLUMN target_us;"
     "ALTER TABLE candidates DROP COLUMN awaits_ranking;";
 
 TEST(Store, MigratesAnEmptyDatabaseToTheCurrentSchema) {
@@ -29,7 +35,7 @@ TEST(Store, MigratesAnEmptyDatabaseToTheCurrentSchema) {
   EXPECT_EQ(again.schema_version(), Store::kSchemaVersion);
   std::string dump = again.dump();
   std::string versions = dump.substr(0, dump.find("SELECT * FROM runs"));
-  EXPECT_EQ(versions, "SELECT * FROM schema_version ORDER BY version\n1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n");
+  EXPECT_EQ(versions, "SELECT * FROM schema_version ORDER BY version\n1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n13\n");
 }
 
 // A database of today's schema taken back by the SQL `undo`, holding one run of `shapes` started
@@ -83,9 +89,25 @@ TEST(Store, MigrationToVersionTwelveNamesLongestFirstInEveryStoredGenome) {
       "fa_s512_v3:BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=3,SCHEDULE=pingpong,SWIZZLE=1,SPLIT_KV=1,WGMMA=1,"
       "TMA_BOX_ROWS=256,LAZY_RESCALE=1,CAUSAL_FOLD=0,PACK_GQA=0";
   test::TempDir dir;
-  write_queued_start(dir.file("evo.db"), "DELETE FROM schema_version WHERE version >= 12;", "2x16x4096x128:causal",
-                     before);
+  write_queued_start(dir.file("evo.db"), std::string(kBeforeVersion13) + "DELETE FROM schema_version WHERE version >= 12;",
+                     "2x16x4096x128:causal", before);
   expect_start_rewritten(dir.file("evo.db"), before + ",LONGEST_FIRST=0");
+}
+
+// A version-12 run, ended or still queued, migrates with no target: it runs on (or stays ended)
+// as before.
+TEST(Store, MigrationToVersionThirteenGivesOlderRunsNoTarget) {
+  test::TempDir dir;
+  write_queued_start(dir.file("evo.db"), kBeforeVersion13, "1x8x512x64", "fa_s512_v3:BLOCK_M=64");
+  Store migrated(dir.file("evo.db"));
+  EXPECT_EQ(migrated.schema_version(), Store::kSchemaVersion);
+  migrated.transaction([&] {
+    const auto run = migrated.get_run("run-0001");
+    ASSERT_TRUE(run);
+    EXPECT_EQ(run->state, v1::DONE);
+    EXPECT_EQ(run->target_us, 0);
+    EXPECT_EQ(migrated.candidates_of_run("run-0001").size(), 1u);
+  });
 }
 
 // A version-10 would-be elite queued for its confirmation keeps it: it does not wait for a
