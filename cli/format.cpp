@@ -226,6 +226,7 @@ std::string progress_line(const v1::RunStatus& s, bool bar) {
   out += "gen " + std::to_string(shown_generation(s)) + "/" + std::to_string(s.run().generations());
   out += "  evals " + std::to_string(done) + "/" + std::to_string(total);
   out += "  best " + (s.best_us() > 0 ? fixed(s.best_us(), 2) + " µs" : std::string("-"));
+  if (s.run().target_us() > 0) out += " (target " + fixed(s.run().target_us(), 2) + ")";
   out += "  elapsed " + format_duration(s.elapsed_ms());
   out += "  ETA " + (is_final(s.run().state()) ? std::string("0:00") : format_duration(s.eta_ms() > 0 ? s.eta_ms() : -1));
   if (s.failed() > 0) out += "  failed " + std::to_string(s.failed());

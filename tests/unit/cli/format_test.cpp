@@ -24,6 +24,10 @@ TEST(Format, ProgressBarFillsWithEvaluations) {
   EXPECT_EQ(line.substr(0, 26), "[######..................]");
   EXPECT_NE(line.find("gen 2/4  evals 12/48  best -"), std::string::npos) << line;
   EXPECT_NE(line.find("ETA --:--"), std::string::npos) << line;  // no estimate yet
+  s.mutable_run()->set_target_us(5.126);
+  s.set_best_us(5.5);
+  EXPECT_NE(progress_line(s, true).find("  best 5.50 µs (target 5.13)  elapsed"), std::string::npos)
+      << progress_line(s, true);
   s.set_generation(3);  // the last generation's index
   s.mutable_run()->set_state(v1::DONE);
   EXPECT_NE(progress_line(s, false).find("gen 4/4"), std::string::npos);
