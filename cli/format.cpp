@@ -235,10 +235,6 @@ std::string progress_line(const v1::RunStatus& s, bool bar) {
   return out;
 }
 
-namespace {
-
-// "10m of wall time, 200 evaluations, patience 3, target 5.20 µs": the submit's budgets; empty
-// for none.
 std::string budgets_text(const v1::Run& r) {
   std::vector<std::string> parts;
   if (r.budget_ms() > 0) parts.push_back(duration_text(r.budget_ms()) + " of wall time");
@@ -249,8 +245,6 @@ std::string budgets_text(const v1::Run& r) {
   for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
   return out;
 }
-
-}  // namespace
 
 std::string status_summary(const v1::RunStatus& s) {
   const v1::Run& r = s.run();

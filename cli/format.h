@@ -39,6 +39,9 @@ std::string workers_table(const v1::ListWorkersResponse& r, bool all);
 
 // The run's shapes as people type them, comma-separated: "1x8x512x64,2x8x512x64:causal".
 std::string shapes_text(const v1::Run& run);
+// "10m of wall time, 200 evaluations, patience 3, target 5.20 µs": the submit's budgets; empty
+// for none.
+std::string budgets_text(const v1::Run& r);
 // The genes of a genome whose values differ from the default genome's (which reads back as the
 // same genome: genes not named take their defaults), "BLOCK_N=256,WARPS=8"; "(the default
 // genome)" for the default itself. Every gene where evod named no default genome (an older evod).

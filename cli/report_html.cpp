@@ -103,9 +103,11 @@ struct Frame {
   double py(double us) const { return kBottom - (us - y_lo) / (y_hi - y_lo) * (kBottom - kTop); }
 };
 
-Frame frame_of(const std::vector<Dot>& dots) {
+// The frame of the dots, and of the run's target time where it has one (0: none).
+Frame frame_of(const std::vector<Dot>& dots, double target_us) {
   double x_lo = dots.front().x, x_hi = dots.front().x;
   std::optional<double> y_lo, y_hi;
+  if (target_us > 0) y_lo = y_hi = target_us;
   for (const auto& d : dots) {
     x_lo = std::min(x_lo, d.x);
     x_hi = std::max(x_hi, d.x);
@@ -162,6 +164,13 @@ std::string best_line_svg(const Frame& f, const std::vector<Dot>& dots) {
   return "<path d=\"" + path + "\" class=\"best\"/>\n";
 }
 
+// The run's target time (--target-us) as a dashed line across the plot.
+std::string target_line_svg(const Frame& f, double target_us) {
+  const std::string y = fixed(f.py(target_us), 1);
+  return "<line x1=\"" + fixed(kLeft, 0) + "\" y1=\"" + y + "\" x2=\"" + fixed(kRight, 0) + "\" y2=\"" + y +
+         "\" class=\"target\"><title>target " + fixed(target_us, 2) + " µs</title></line>\n";
+}
+
 // A dot with its tooltip: the candidate, its generation, and its time or what stopped it.
 std::string dot_svg(const Frame& f, const Dot& d) {
   const v1::CandidateSummary& c = *d.candidate;
@@ -175,13 +184,15 @@ std::string dot_svg(const Frame& f, const Dot& d) {
   return o.str();
 }
 
-// One plot: `dots` in x order, at least one.
-std::string plot_svg(const std::string& id, const std::vector<Dot>& dots, bool x_is_time, const std::string& x_title) {
-  const Frame f = frame_of(dots);
+// One plot: `dots` in x order, at least one; the run's target time as a line where it has one.
+std::string plot_svg(const std::string& id, const std::vector<Dot>& dots, bool x_is_time, const std::string& x_title,
+                     double target_us) {
+  const Frame f = frame_of(dots, target_us);
   std::ostringstream o;
   o << "<svg id=\"" << id << "\" width=\"" << kWidth << "\" height=\"" << kHeight
     << "\" viewBox=\"0 0 " << kWidth << " " << kHeight << "\">\n"
-    << axes_svg(f, x_is_time, x_title) << best_line_svg(f, dots);
+    << axes_svg(f, x_is_time, x_title) << (target_us > 0 ? target_line_svg(f, target_us) : "")
+    << best_line_svg(f, dots);
   for (const auto& d : dots) o << dot_svg(f, d);
   o << "</svg>\n";
   return o.str();
@@ -223,9 +234,12 @@ std::string swatch(const std::string& colour) {
   return "<span class=\"swatch\" style=\"background:" + colour + "\"></span>";
 }
 
-std::string legend_html(const std::vector<Dot>& dots) {
+std::string legend_html(const std::vector<Dot>& dots, double target_us) {
   std::ostringstream o;
   o << "<ul class=\"legend\">\n<li><span class=\"line\"></span>best confirmed µs so far</li>\n";
+  if (target_us > 0)
+    o << "<li><span class=\"line target\"></span>target " << fixed(target_us, 2) << " µs (the run ends once an "
+      << "elite is confirmed at it)</li>\n";
   for (const auto& [outcome, count] : outcome_counts(dots))
     o << "<li>" << swatch(outcome.colour)
       << html_escape(outcome.failed ? "failed " + outcome.label : outcome.label) << " (" << count << ")</li>\n";
@@ -258,6 +272,7 @@ std::string run_section(const v1::RunStatus& s) {
     << fact_row("evaluations", std::to_string(s.evaluations_done()) + " done of " +
                                    std::to_string(s.evaluations_total()) + ", " + std::to_string(s.failed()) +
                                    " refused by a gate");
+  if (const std::string budgets = budgets_text(r); !budgets.empty()) o << fact_row("budgets", budgets);
   const std::string best = genome_text(s.typed_best_genome(), s.best_genome());
   o << fact_row("best", s.best_us() > 0 ? fixed(s.best_us(), 2) + " µs  " + best : "none yet") << "</table>\n";
   return o.str();
@@ -292,9 +307,10 @@ std::string convergence_section(const v1::ListCandidatesResponse& r) {
     o << "<p class=\"note\">The run has " << matched << " candidates, of which evod listed the latest " << listed
       << ": the plots and the counts below show candidates " << matched - listed + 1 << " to " << matched
       << ", and the best-so-far line starts at the first of them.</p>\n";
+  const double target_us = r.run().target_us();
   const std::vector<Dot> by_evaluation = dots_by_evaluation(r, matched - listed + 1);
-  o << legend_html(by_evaluation) << "<figure>\n"
-    << plot_svg("by-evaluation", by_evaluation, false, "candidate, in the order proposed")
+  o << legend_html(by_evaluation, target_us) << "<figure>\n"
+    << plot_svg("by-evaluation", by_evaluation, false, "candidate, in the order proposed", target_us)
     << "<figcaption>Best confirmed µs so far against candidates proposed; every candidate a dot at its "
        "µs, or in the top band when it has none.</figcaption>\n</figure>\n";
   const std::vector<Dot> by_time = dots_by_time(r);
@@ -302,7 +318,7 @@ std::string convergence_section(const v1::ListCandidatesResponse& r) {
     return o.str() + "<p>No wall-time plot: evod sent no finish times (an evod from before them, or no candidate "
                      "is done).</p>\n";
   const int untimed = listed - static_cast<int>(by_time.size());
-  o << "<figure>\n" << plot_svg("by-time", by_time, true, "wall time since the first candidate done")
+  o << "<figure>\n" << plot_svg("by-time", by_time, true, "wall time since the first candidate done", target_us)
     << "<figcaption>The same against wall time since the first listed candidate was done";
   if (untimed > 0)
     o << "; " << (untimed == 1 ? "the one listed candidate" : "the " + std::to_string(untimed) + " listed candidates")
@@ -357,6 +373,7 @@ const char* const kStyle =
     ".legend{list-style:none;padding:0}.legend li{display:inline-block;margin-right:1.2em}"
     ".swatch{display:inline-block;width:0.8em;height:0.8em;border-radius:50%;margin-right:0.3em}"
     ".line{display:inline-block;width:1.5em;border-top:2px solid #000;margin-right:0.3em;vertical-align:middle}"
+    ".line.target{border-top:2px dashed #c00}.target{stroke:#c00;stroke-width:1.5;stroke-dasharray:6 4}"
     "svg text{font-size:11px;fill:#444}.frame{fill:none;stroke:#888}.grid{stroke:#eee}"
     ".best{fill:none;stroke:#000;stroke-width:1.5}circle{fill-opacity:0.8}";
 

@@ -189,6 +189,33 @@ TEST_F(ReportHtml, TheElitesShowTheGenesUnlikeTheDefault) {
   EXPECT_NE(page().find("No elites yet."), std::string::npos);
 }
 
+// A run with a target time (--target-us) draws it as a dashed line at its height in both plots,
+// names it in the legend and lists it with the budgets; a run without one has none of these.
+TEST_F(ReportHtml, ATargetTimeIsALineInEachPlotAndABudget) {
+  EXPECT_EQ(page().find("class=\"target\""), std::string::npos);
+  EXPECT_EQ(page().find("<th>budgets</th>"), std::string::npos);
+  status.mutable_run()->set_target_us(7.0);
+  status.mutable_run()->set_budget_ms(600'000);
+  candidates.mutable_run()->set_target_us(7.0);
+  const std::string p = page();
+  EXPECT_NE(p.find("<th>budgets</th><td>10m of wall time, target 7.00 µs</td>"), std::string::npos) << p;
+  EXPECT_NE(p.find("target 7.00 µs (the run ends once an elite is confirmed at it)"), std::string::npos) << p;
+  for (const char* id : {"by-evaluation", "by-time"}) {
+    const std::string plot = svg(p, id);
+    const size_t at = plot.find("class=\"target\"");
+    ASSERT_NE(at, std::string::npos) << id;
+    // Below the 8 µs dot, above the 6 µs one: the frame takes the target in.
+    auto number_after = [&](size_t v) { return std::stod(plot.substr(v, plot.find('"', v) - v)); };
+    auto dot_y = [&](const std::string& id) {
+      return number_after(plot.rfind("cy=\"", plot.find("data-candidate=\"" + id + "\"")) + 4);
+    };
+    const double target_y = number_after(plot.find("y1=\"", plot.rfind("<line", at)) + 4);
+    const double y8 = dot_y("r1-c0005"), y6 = dot_y("r1-c0004");
+    EXPECT_GT(target_y, y8) << id;
+    EXPECT_LT(target_y, y6) << id;
+  }
+}
+
 TEST_F(ReportHtml, TheHeaderAndTheDevice) {
   status.mutable_run()->set_message("budget of 10m spent");
   const std::string p = page();
