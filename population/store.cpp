@@ -547,6 +547,12 @@ int Store::count_candidates(const std::string& run_id, int generation, bool only
   return count_of(s);
 }
 
+int Store::count_open_candidates(const std::string& run_id) {
+  auto s = db_->prepare("SELECT COUNT(*) FROM candidates WHERE run_id = ? AND state IN ('queued', 'leased')");
+  s.bind(1, run_id);
+  return count_of(s);
+}
+
 CandidateCounts Store::count_candidates_of_run(const std::string& run_id) {
   auto s = db_->prepare(
       "SELECT COUNT(*), COALESCE(SUM(state = 'done'), 0), COALESCE(SUM(state = 'done' AND fitness_us IS NULL), 0) "

@@ -219,6 +219,8 @@ class Store {
   // genome text (an index read, not a scan of the run).
   std::vector<CandidateRecord> elite_candidates(const std::string& run_id, int k);
   int count_candidates(const std::string& run_id, int generation, bool only_done);
+  // The run's candidates queued or leased: the work it has out or waiting.
+  int count_open_candidates(const std::string& run_id);
   CandidateCounts count_candidates_of_run(const std::string& run_id);
   void set_candidate_leased(const std::string& id, const std::string& lease_id,
                             const std::string& worker_id, int64_t deadline_ms);

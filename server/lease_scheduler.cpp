@@ -82,6 +82,7 @@ v1::LeaseResponse LeaseScheduler::lease(const v1::LeaseRequest& req, const std::
     r.now = clock_();
     workers_.touch(r.worker.id, r.now);
     if (req.names_held_leases()) return_unreceived(r, req);
+    r.want = std::min(r.want, fair_share_left(r));
     for (const auto& run : turns_.in_turn(store_.active_runs())) {
       if (r.full()) break;
       if (!run.device_class.empty() && run.device_class != r.device_class()) continue;
@@ -111,6 +112,15 @@ void LeaseScheduler::return_unreceived(Request& r, const v1::LeaseRequest& req) 
                                  "returned=uncharged",
                                  c ? c->run_id : "", l.candidate_id, l.id, r.worker.id));
   }
+}
+
+int LeaseScheduler::fair_share_left(const Request& r) {
+  int open = 0;
+  for (const auto& run : store_.active_runs())
+    if (run.device_class.empty() || run.device_class == r.device_class()) open += store_.count_open_candidates(run.id);
+  const int live = std::max(1, workers_.live_workers_of_class(r.device_class(), r.now));
+  const int held = static_cast<int>(store_.active_leases_of(r.worker.id).size());
+  return std::max(0, (open + live - 1) / live - held);
 }
 
 // Cache hits can complete a generation and breed the next one mid-request: the run's queue is

@@ -244,6 +244,10 @@ int WorkerRegistry::live_workers_for(const RunRecord& run, int64_t now_ms) {
                                   : store_.count_live_workers(run.device_class, since, {});
 }
 
+int WorkerRegistry::live_workers_of_class(const std::string& device_class, int64_t now_ms) {
+  return store_.count_live_workers(device_class, live_since(now_ms), {});
+}
+
 int WorkerRegistry::heartbeat_interval_ms() const { return std::max(50, lease_ttl_ms_ / 3); }
 
 int64_t WorkerRegistry::live_since(int64_t now_ms) const {

@@ -66,6 +66,8 @@ class WorkerRegistry {
   // The live workers that could lease the run: of its device class, or of any class before its
   // first lease fixes one (RunStatus.live_workers).
   int live_workers_for(const RunRecord& run, int64_t now_ms);
+  // The live, trusted workers of a device class.
+  int live_workers_of_class(const std::string& device_class, int64_t now_ms);
 
   // A measurement of the worker's that a peer agreed with (agreed), or that two agreeing peers
   // outvoted (why says how). Quarantines the worker once its disagreements reach

@@ -1,6 +1,6 @@
 // The lease scheduler's own contract: runs take turns, a request takes what a run's queue holds
-// (read again after cache answers bred a generation), confirmations go to another live worker,
-// and a heartbeat renews only the leases its worker holds.
+// (read again after cache answers bred a generation) up to the worker's fair share, confirmations
+// go to another live worker, and a heartbeat renews only the leases its worker holds.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -57,14 +57,34 @@ TEST_F(LeaseSchedulerTest, ARequestTakesWhatARunHoldsThenGoesOnToTheNext) {
     EXPECT_EQ(store_.get_run(id)->state, v1::RUNNING) << id << ": its first lease started it";
 }
 
+// Workers that lease ahead (--max-inflight) share a generation by the live workers of their
+// class, rounded up, rather than the first to ask holding it while the others idle; a worker of
+// another class counts for nothing, and a worker alone takes all it asks.
+TEST_F(LeaseSchedulerTest, LiveWorkersOfAClassShareTheOpenWork) {
+  const std::string w = add_worker("sm_90a/Fake"), v = add_worker("sm_90a/Fake"), u = add_worker("sm_90a/Fake");
+  add_worker("sm_80/Other");
+  submit(1, 8, 1, 7);
+  EXPECT_EQ(lease(w, 8).leases_size(), 3) << "8 open over 3 live workers: 3 each at most";
+  EXPECT_EQ(lease(w, 8).leases_size(), 0) << "w holds its share";
+  EXPECT_EQ(lease(v, 8).leases_size(), 3);
+  EXPECT_EQ(lease(u, 8).leases_size(), 2) << "what is left";
+  const RunRecord second = submit(1, 4, 1, 8);
+  now_ += 1'000;  // v and u go quiet: w, alone live, may take the rest of the open work
+  const auto alone = lease(w, 8);
+  EXPECT_EQ(alone.leases_size(), 4);
+  for (const auto& l : alone.leases()) EXPECT_EQ(l.run_id(), second.id);
+}
+
 TEST_F(LeaseSchedulerTest, CacheAnswersThatBreedTheNextGenerationAreFollowedByItsLeases) {
   const std::string w = add_worker("sm_90a/model/estimated", true), v = add_worker("sm_90a/model/estimated", true);
   submit(1, 4, 4, 42);
+  now_ += 1'000;  // v goes quiet: w, the one live worker, may take all four (fair_share_left)
   const auto measured = lease(w, 4);
   ASSERT_EQ(measured.leases_size(), 4);
   for (int i = 0; i < 4; ++i)
     report(w, measured.leases(i), "sm_90a/model/estimated", 50.0 + i, true);
   // A top k of four ranks all four in it: v confirms them, so the cache has them.
+  now_ += 1'000;
   const auto confirmations = lease(v, 4);
   ASSERT_EQ(confirmations.leases_size(), 4);
   for (int i = 0; i < 4; ++i) {
@@ -74,6 +94,7 @@ TEST_F(LeaseSchedulerTest, CacheAnswersThatBreedTheNextGenerationAreFollowedByIt
   // The same seed proposes the same generation 0, which the cache answers whole: that completes
   // it, breeds generation 1, and the one request goes on to lease from it.
   const RunRecord again = submit(2, 4, 2, 42);
+  now_ += 1'000;
   const auto granted = lease(w, 4);
   ASSERT_EQ(granted.leases_size(), 4);
   for (const auto& l : granted.leases()) {
