@@ -30,12 +30,21 @@
 #                    of the runs in turn; a run's figures are its GPU's alone, as with one GPU
 #                    (with the model backend: that many runs side by side on the CPU). Default: one
 #                    run at a time on the GPUs the environment shows the worker
+#   EVO_RESUME       1: a run whose folder in OUT_DIR already holds an ended run (an earlier
+#                    invocation's) is kept, not run again; a run cut off mid-way is run again.
+#                    Default 0: every run starts afresh
+#   EVO_DEADLINE_S   seconds from this script's start: a run that could not end by then (its budget
+#                    and a minute for its daemons and its last evaluation) is not started but left
+#                    for a later invocation with EVO_RESUME=1, so that a call with a time limit ends
+#                    on whole runs (exit 3 when any was left; strategy runs wait for their
+#                    bucket's reference run)
 #   EVO_SHAPE_SUITE  the script each run calls with BUNDLE_DIR and its folder (default
 #                    bench/shape_suite.sh; bench/test_search_quality_runs.sh puts a stand-in here)
 # Writes OUT_DIR/quality.txt: per run, its best, and the seconds and evaluations it took to come
 # within 1 % of the best known (and whether it stopped there); then per strategy the median over
 # its runs.
-# Bad arguments: one line, exit 2. A run that fails says so, the others go on, exit 1.
+# Bad arguments: one line, exit 2. A run that fails says so, the others go on, exit 1. Runs left
+# for a later invocation (EVO_DEADLINE_S): exit 3.
 set -uo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -59,6 +68,24 @@ positive EVO_POPULATION "$population"
 [[ $budget =~ ^[0-9]+[smh]?$|^[0-9]+m[0-9]+s$ ]] || die "EVO_BUDGET must be a duration (90s, 2m), got '$budget'"
 shape_suite="${EVO_SHAPE_SUITE:-$root/bench/shape_suite.sh}"
 [[ -x $shape_suite ]] || die "EVO_SHAPE_SUITE '$shape_suite' is not an executable file"
+resume="${EVO_RESUME:-0}"
+[[ $resume == 0 || $resume == 1 ]] || die "EVO_RESUME must be 0 or 1, got '$resume'"
+deadline="${EVO_DEADLINE_S-}"
+[[ -z $deadline ]] || positive EVO_DEADLINE_S "$deadline"
+started_s=$(date +%s)
+# A run's wall time beyond its budget: its daemons' start and stop, and the evaluation under way
+# when the budget ends (a confirmation's sanitizer pass among them).
+run_overhead_s=60
+# The budget in seconds (its syntax was checked above).
+budget_s() {
+  if [[ $budget =~ ^([0-9]+)m([0-9]+)s$ ]]; then echo $((BASH_REMATCH[1] * 60 + BASH_REMATCH[2])); return; fi
+  [[ $budget =~ ^([0-9]+)([smh]?)$ ]]
+  case ${BASH_REMATCH[2]} in
+    h) echo $((BASH_REMATCH[1] * 3600)) ;;
+    m) echo $((BASH_REMATCH[1] * 60)) ;;
+    *) echo "${BASH_REMATCH[1]}" ;;
+  esac
+}
 stop_at_target="${EVO_STOP_AT_TARGET:-1}"
 [[ $stop_at_target == 0 || $stop_at_target == 1 ]] || die "EVO_STOP_AT_TARGET must be 0 or 1, got '$stop_at_target'"
 declare -A best_known=()
@@ -150,6 +177,16 @@ one_run() {
   local dir="$out/${settings[0]}" device=() what="$s seed $seed"
   [[ $s == reference ]] && what="reference run"
   ((${#gpus[@]})) && device=(CUDA_VISIBLE_DEVICES="${gpus[$2]}")
+  if ((resume)) && python3 "$report" --ended "$dir"; then
+    echo "== $shape $what: kept from an earlier invocation ($dir)"
+    return 0
+  fi
+  if [[ -n $deadline ]] && (($(date +%s) + $(budget_s) + run_overhead_s > started_s + deadline)); then
+    echo "== $shape $what: left for a later invocation (EVO_DEADLINE_S=$deadline; then EVO_RESUME=1)"
+    rm -rf "$dir"  # nothing of an earlier invocation's stands in for it
+    echo "${settings[0]}" >> "$out/.left"
+    return 0
+  fi
   rm -rf "$dir"
   echo "== $shape $what$(placement "$2"), budget $budget (log: $dir.log)"
   local status=0
@@ -209,7 +246,18 @@ run_all() {
 }
 
 failed=0
+rm -f "$out/.left"
 run_all reference_runs || failed=1
+if [[ -s $out/.left ]]; then
+  # A strategy's run stops at its bucket's mark: none starts before every mark is measured.
+  printf '%s\n' "${strategy_runs[@]}" >> "$out/.left"
+  if ((!resume)); then  # nothing of an earlier invocation's stands in for them
+    for run in "${strategy_runs[@]}"; do rm -rf "$out/$(run_settings "$run" | head -1)"; done
+  fi
+  echo "== the strategies' runs wait for the reference runs left: run again with EVO_RESUME=1"
+  strategy_runs=()
+  reference_runs=()
+fi
 for run in "${reference_runs[@]}"; do
   read -r shape _ <<< "$run"
   best_known[$shape]=$(python3 "$report" --best "$out/$shape-reference")
@@ -222,5 +270,13 @@ done
 run_all strategy_runs || failed=1
 label=()
 [[ $backend == model ]] && label=(--label MODEL)
-python3 "$report" "${label[@]}" "$out" | tee "$out/quality.txt" || failed=1
+if [[ -s $out/.left ]] && ! compgen -G "$out/*-*-[0-9]*/" > /dev/null; then
+  echo "== no strategy's run here yet: no report"
+else
+  python3 "$report" "${label[@]}" "$out" | tee "$out/quality.txt" || failed=1
+fi
+if [[ -s $out/.left ]]; then
+  echo "search_quality: $(wc -l < "$out/.left") run(s) left for a later invocation: run again with EVO_RESUME=1"
+  ((failed)) || failed=3
+fi
 exit "$failed"

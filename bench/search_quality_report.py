@@ -4,6 +4,8 @@
   search_quality_report.py [--label MODEL] OUT_DIR
   search_quality_report.py --best RUN_DIR     its run's best confirmed µs (nothing if none)
   search_quality_report.py --target US        the time within 1 % of US that a run may stop at
+  search_quality_report.py --ended RUN_DIR    exit 0 when its run has ended (DONE, CANCELLED or
+                                              FAILED), 1 when it has not or there is none
 
 OUT_DIR holds one folder per run, SHAPE-STRATEGY-SEED, each with the evo.db of its
 bench/shape_suite.sh invocation, and may hold a SHAPE-reference folder: a run of the genomes known
@@ -46,6 +48,22 @@ def run_figures(db_path):
     return len(times), out, stop_reason == "target_reached"
 
 
+ENDED_STATES = (3, 4, 5)  # evo.proto's RunState: DONE, CANCELLED, FAILED
+
+
+def has_ended(run_dir):
+    """Whether run_dir's evo.db holds a run that has ended (a run cut off mid-way has not)."""
+    db_path = os.path.join(run_dir, "evo.db")
+    if not os.path.isfile(db_path):
+        return False
+    try:
+        db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+        row = db.execute("SELECT state FROM runs ORDER BY created_ms LIMIT 1").fetchone()
+    except sqlite3.Error:
+        return False
+    return row is not None and row[0] in ENDED_STATES
+
+
 def best_of(run_dir):
     """The best confirmed µs of the run in run_dir's evo.db; None when it has none."""
     db = os.path.join(run_dir, "evo.db")
@@ -68,6 +86,7 @@ def main(argv):
     parser.add_argument("--label", default="")
     parser.add_argument("--best", metavar="RUN_DIR")
     parser.add_argument("--target", metavar="US", type=float)
+    parser.add_argument("--ended", metavar="RUN_DIR")
     parser.add_argument("out_dir", nargs="?")
     args = parser.parse_args(argv[1:])
     if args.best:
@@ -78,6 +97,8 @@ def main(argv):
     if args.target:
         print(f"{args.target * WITHIN:.4f}")
         return 0
+    if args.ended:
+        return 0 if has_ended(args.ended) else 1
     if not args.out_dir:
         parser.error("OUT_DIR is needed")
     runs = {}

@@ -14,18 +14,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import search_quality_report  # noqa: E402
 
 
-def make_run(folder, elites, evaluations_ms, stop_reason=""):
+def make_run(folder, elites, evaluations_ms, stop_reason="", state=3):
     """A database with one run started at 1000 ms: `elites` (ms, µs) confirmed at those times, and
-    evaluations at `evaluations_ms`; the run ended for `stop_reason`."""
+    evaluations at `evaluations_ms`; the run in `state` (3: DONE), ended for `stop_reason`."""
     os.makedirs(folder)
     db = sqlite3.connect(os.path.join(folder, "evo.db"))
     db.executescript("""
-        CREATE TABLE runs (id TEXT, created_ms INTEGER, started_ms INTEGER, stop_reason TEXT);
+        CREATE TABLE runs (id TEXT, created_ms INTEGER, started_ms INTEGER, stop_reason TEXT, state INTEGER);
         CREATE TABLE candidates (id TEXT, run_id TEXT, state TEXT, elite_eligible INTEGER, fitness_us REAL,
                                  final_evaluation_id INTEGER);
         CREATE TABLE evaluations (id INTEGER PRIMARY KEY, candidate_id TEXT, created_ms INTEGER);
     """)
-    db.execute("INSERT INTO runs VALUES ('run-0001', 500, 1000, ?)", (stop_reason,))
+    db.execute("INSERT INTO runs VALUES ('run-0001', 500, 1000, ?, ?)", (stop_reason, state))
     for i, ms in enumerate(evaluations_ms):
         db.execute("INSERT INTO evaluations VALUES (?, ?, ?)", (i + 1, f"c{i}", ms))
         db.execute("INSERT INTO candidates VALUES (?, 'run-0001', 'done', 0, NULL, ?)", (f"c{i}", i + 1))
@@ -97,6 +97,13 @@ class SearchQualityReport(unittest.TestCase):
             rc += search_quality_report.main(["r", "--target", "8.2"])
         self.assertEqual(rc, 0)
         self.assertEqual(out.getvalue(), "8.0500\n8.2820\n")
+
+    def test_a_run_has_ended_when_its_database_says_so(self):
+        make_run(os.path.join(self.tmp.name, "1x8x512x64-evolve-2"), [], [2000], state=2)  # RUNNING: cut off
+        ended = lambda name: search_quality_report.main(["r", "--ended", os.path.join(self.tmp.name, name)])
+        self.assertEqual(ended("1x8x512x64-evolve-1"), 0)
+        self.assertEqual(ended("1x8x512x64-evolve-2"), 1)
+        self.assertEqual(ended("none"), 1)
 
     def test_a_folder_without_a_database_fails(self):
         os.makedirs(os.path.join(self.tmp.name, "1x8x512x64-evolve-2"))

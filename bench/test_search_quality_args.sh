@@ -22,6 +22,10 @@ check "a best known that is no time" 2 "EVO_BEST_KNOWN: '1x8x512x64=fast' is not
   EVO_BEST_KNOWN="1x8x512x64=fast" "$script" --dry-run "$bundle" "$scratch/out"
 check "a stop that is neither 0 nor 1" 2 "EVO_STOP_AT_TARGET must be 0 or 1, got 'yes'" \
   EVO_STOP_AT_TARGET=yes "$script" --dry-run "$bundle" "$scratch/out"
+check "a resume that is neither 0 nor 1" 2 "EVO_RESUME must be 0 or 1, got 'yes'" \
+  EVO_RESUME=yes "$script" --dry-run "$bundle" "$scratch/out"
+check "a deadline of no time" 2 "EVO_DEADLINE_S must be a positive integer, got '0'" \
+  EVO_DEADLINE_S=0 "$script" --dry-run "$bundle" "$scratch/out"
 check "a reference that is no file" 2 "EVO_REFERENCE '$scratch/none' is not a readable file" \
   EVO_REFERENCE="$scratch/none" "$script" --dry-run "$bundle" "$scratch/out"
 printf '# a comment\n1x8x512x64 BLOCK_M=64\n1x8x512x64 --start-from run-0001\n1x8x512x64 BLOCK_M=32 # two\n' > "$scratch/ref.txt"

@@ -2,8 +2,9 @@
 # search_quality.sh's runs, with a stand-in for shape_suite.sh (EVO_SHAPE_SUITE) that logs what it
 # was given and does what each case needs: a failed run still waits for its worker before the next
 # run starts, and a run that never started its evod waits for none; a reference run's best becomes
-# each run's target; with EVO_GPUS the slots run side by side, each on its own GPU; an interrupt
-# stops every slot's run. Needs no GPU and no build.
+# each run's target; EVO_RESUME keeps what an earlier invocation ended and EVO_DEADLINE_S leaves
+# what could not end in time; with EVO_GPUS the slots run side by side, each on its own GPU; an
+# interrupt stops every slot's run. Needs no GPU and no build.
 set -uo pipefail
 script="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/search_quality.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/test_lib.sh"
@@ -65,6 +66,21 @@ PY
       echo "target seed=$seed ${EVO_TARGETS-none}" >> "$STANDIN_LOG"
     fi
     exit 0 ;;
+  ended)  # every run ends DONE, and says it started
+    mkdir -p "$2"
+    python3 - "$2/evo.db" << 'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.executescript("""
+CREATE TABLE runs (id TEXT, created_ms INTEGER, started_ms INTEGER, stop_reason TEXT, state INTEGER);
+CREATE TABLE candidates (id TEXT, run_id TEXT, state TEXT, elite_eligible INTEGER, fitness_us REAL,
+                         final_evaluation_id INTEGER);
+CREATE TABLE evaluations (id INTEGER PRIMARY KEY, candidate_id TEXT, created_ms INTEGER);
+INSERT INTO runs VALUES ('run-0001', 1, 1, 'budget_spent', 3);
+""")
+db.commit()
+PY
+    exit 0 ;;
   long)  # runs until stopped, and says so
     echo $$ > "$STANDIN_MARKS/pid-$seed"
     sleep 60 &
@@ -99,6 +115,28 @@ check "the reference run's best is the best known" 0 "== 1x8x512x64: best known 
   cat "$scratch/ref.out"
 check "each run stops within 1 % of it" 2 "target seed=2 1x8x512x64=8.2820" \
   bash -c "cat '$log'; exit \$(grep -c '1x8x512x64=8.2820' '$log')"
+
+# EVO_RESUME keeps the runs an earlier invocation ended; a run cut off mid-way starts again.
+: > "$log"
+STANDIN_MODE=ended "$script" "$bundle" "$scratch/out-resume" > /dev/null 2>&1
+python3 -c "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); db.execute('UPDATE runs SET state = 2'); db.commit()" \
+  "$scratch/out-resume/1x8x512x64-evolve-2/evo.db"
+: > "$log"
+EVO_RESUME=1 STANDIN_MODE=ended "$script" "$bundle" "$scratch/out-resume" > "$scratch/resume.out" 2>&1
+check "a run an earlier invocation ended is kept" 0 "== 1x8x512x64 evolve seed 1: kept from an earlier invocation" \
+  cat "$scratch/resume.out"
+check "and only the run cut off mid-way starts again" 0 "start seed=2" \
+  bash -c "cat '$log'; ! grep -q 'start seed=1' '$log'"
+
+# EVO_DEADLINE_S: a run that could not end in time is left, with exit 3, and none starts.
+: > "$log"
+EVO_DEADLINE_S=100 EVO_BUDGET=90s STANDIN_MODE=ended "$script" "$bundle" "$scratch/out-deadline" > "$scratch/deadline.out" 2>&1
+rc=$?
+check "a run that cannot end before the deadline is left (exit 3)" 3 "2 run(s) left for a later invocation: run again with EVO_RESUME=1" \
+  bash -c "cat '$scratch/deadline.out'; exit $rc"
+check "none started" 0 "none" bash -c "grep -q start '$log' && echo started || echo none"
+check "one that can is run" 0 "start seed=2" \
+  bash -c "EVO_DEADLINE_S=100 EVO_BUDGET=30s STANDIN_MODE=ended '$script' '$bundle' '$scratch/out-deadline2' > /dev/null 2>&1; cat '$log'"
 
 # Two GPUs: the two runs at once, seed 1 on the first GPU, seed 2 on the second.
 : > "$log"
