@@ -17,9 +17,10 @@
 #                    figure); default: EVO_REFERENCE's run, else the best any run here reached
 #   EVO_REFERENCE    a start file as shape_suite.sh reads it ("BxHxSxD GENOME" lines, such as
 #                    bench/suite_starts.txt) naming the genomes known best: before the strategies,
-#                    a run per bucket measures the default genome and the file's, on the same GPU
-#                    kind, and its best confirmed elite is the bucket's best known (so that the mark
-#                    is measured in this invocation, not carried from another day's card)
+#                    a run per bucket (with EVO_GPUS, per bucket and GPU) measures the default
+#                    genome and the file's, and its best confirmed elite is the bucket's best known
+#                    for the runs on that GPU (so that a run is judged against a mark measured on
+#                    its own card in this invocation, not on another card or day)
 #   EVO_STOP_AT_TARGET  1 (default): a run whose bucket has a best known (given or from the
 #                    reference) stops once it has an elite within 1 % of it (`--target-us`): it has
 #                    its answer, and the rest of its budget would measure nothing the table reports
@@ -113,38 +114,51 @@ for g in "${gpus[@]}"; do
 done
 
 # The runs of the strategies in order, and the GPU slot each takes (run i on slot i % slots); a
-# bucket's reference run ("SHAPE reference 0") comes before them, in a round of its own.
+# bucket's reference runs ("SHAPE reference K", one on each slot K) come before them, in a round
+# of their own.
+slots=$((${#gpus[@]} > 0 ? ${#gpus[@]} : 1))
 strategy_runs=()
 reference_runs=()
 for shape in "${suite[@]}"; do
-  [[ -z $reference || -n ${best_known[$shape]-} ]] || reference_runs+=("$shape reference 0")
+  if [[ -n $reference && -z ${best_known[$shape]-} ]]; then
+    for ((k = 0; k < slots; k++)); do reference_runs+=("$shape reference $k"); done
+  fi
   for s in "${strategies[@]}"; do
     for seed in "${seeds[@]}"; do strategy_runs+=("$shape $s $seed"); done
   done
 done
-slots=$((${#gpus[@]} > 0 ? ${#gpus[@]} : 1))
 report="$root/bench/search_quality_report.py"
 
 # `on GPU g` where runs are placed, else nothing.
 placement() { ((${#gpus[@]})) && echo " on GPU ${gpus[$1]}"; }
 
-# The folder and the shape_suite.sh settings of a run ("shape strategy seed"): name, then the
-# settings one a line. A reference run is one generation of the default genome and the
-# reference file's genomes of its bucket; a strategy's run stops at its bucket's target, if any.
+# The folder of the reference run of bucket $1 on slot $2: one per GPU with EVO_GPUS.
+reference_dir() { ((${#gpus[@]})) && echo "$1-reference-gpu${gpus[$2]}" || echo "$1-reference"; }
+
+# The best time known for the runs of bucket $1 on slot $2: EVO_BEST_KNOWN's, else the reference
+# run's on that slot; empty when neither is known (yet).
+mark_of() { echo "${best_known[$1]-${best_known[$1/$2]-}}"; }
+
+# The folder and the shape_suite.sh settings of a run ("shape strategy seed") on slot $2: name,
+# then the settings one a line. A reference run is one generation of the default genome and the
+# reference file's genomes of its bucket; a strategy's run stops at its mark's target, if any.
 run_settings() {
   local shape s seed
   read -r shape s seed <<< "$1"
   if [[ $s == reference ]]; then
     local size=$((reference_count[$shape] + 1))
-    printf '%s\n' "$shape-reference" EVO_SUITE="$shape" EVO_BUDGET="$budget" EVO_START_FILE="$reference" \
-      EVO_STRATEGY=random EVO_RNG_SEED=1 EVO_GENERATIONS=1 EVO_POPULATION=$size EVO_TOP_K=$((size < 3 ? size : 3))
+    printf '%s\n' "$(reference_dir "$shape" "$2")" EVO_SUITE="$shape" EVO_BUDGET="$budget" \
+      EVO_START_FILE="$reference" EVO_STRATEGY=random EVO_RNG_SEED=1 EVO_GENERATIONS=1 EVO_POPULATION=$size \
+      EVO_TOP_K=$((size < 3 ? size : 3))
   else
     printf '%s\n' "$shape-$s-$seed" EVO_SUITE="$shape" EVO_BUDGET="$budget" EVO_STRATEGY="$s" \
       EVO_RNG_SEED="$seed" EVO_GENERATIONS=200 EVO_POPULATION="$population"
-    if ((stop_at_target)) && [[ -n ${best_known[$shape]-} ]]; then
-      echo "EVO_TARGETS=$shape=$(python3 "$report" --target "${best_known[$shape]}")"
+    local mark
+    mark=$(mark_of "$shape" "$2")
+    if ((stop_at_target)) && [[ -n $mark ]]; then
+      echo "EVO_TARGETS=$shape=$(python3 "$report" --target "$mark")"
     elif ((stop_at_target && dry_run)) && [[ -n $reference ]]; then
-      echo "EVO_TARGETS=$shape=<its-reference-run's-best+1%>"
+      echo "EVO_TARGETS=$shape=<its-GPU's-reference-best+1%>"
     fi
   fi
 }
@@ -153,7 +167,7 @@ if ((dry_run)); then
   for phase in reference strategy; do
     declare -n phase_runs="${phase}_runs"
     for i in "${!phase_runs[@]}"; do
-      mapfile -t settings < <(run_settings "${phase_runs[$i]}")
+      mapfile -t settings < <(run_settings "${phase_runs[$i]}" $((i % slots)))
       read -r shape s seed <<< "${phase_runs[$i]}"
       [[ $s == reference ]] && what="reference run" || what="$s seed $seed"
       echo "== $shape $what$(placement $((i % slots))): ${settings[*]:1} EVO_BENCH=0" \
@@ -161,7 +175,7 @@ if ((dry_run)); then
     done
     unset -n phase_runs
     [[ $phase == reference ]] && ((${#reference_runs[@]})) &&
-      echo "== each bucket's best known: its reference run's best confirmed elite"
+      echo "== each bucket's best known, per GPU: its reference run's best confirmed elite there"
   done
   echo "== bench/search_quality_report.py $out_arg"
   exit 0
@@ -173,7 +187,7 @@ out="$(cd "$out_arg" && pwd)"
 one_run() {
   local shape s seed settings
   read -r shape s seed <<< "$1"
-  mapfile -t settings < <(run_settings "$1")
+  mapfile -t settings < <(run_settings "$1" "$2")
   local dir="$out/${settings[0]}" device=() what="$s seed $seed"
   [[ $s == reference ]] && what="reference run"
   ((${#gpus[@]})) && device=(CUDA_VISIBLE_DEVICES="${gpus[$2]}")
@@ -193,6 +207,10 @@ one_run() {
   env -u EVO_DB -u EVO_START_FILE -u EVO_EXPORT -u EVO_WORKLOAD -u EVO_TARGETS -u EVO_TOP_K "${device[@]}" \
     EVO_WORKER_BACKEND="$backend" EVO_BENCH=0 "${settings[@]:1}" "$shape_suite" "$bundle" "$dir" > "$dir.log" 2>&1 ||
     { echo "!! $shape $what: shape_suite failed (see $dir.log)"; status=1; }
+  # The mark the report judges this run by: the one on its own GPU.
+  local mark
+  mark=$(mark_of "$shape" "$2")
+  if [[ $s != reference && -n $mark ]]; then mkdir -p "$dir" && echo "$mark" > "$dir/mark_us"; fi
   # A worker stopped mid-evaluation finishes it first: the next run starts on an idle GPU. (Its
   # coordinator's address, in the run's log, tells this run's worker from the other slots'; a run
   # whose log names none never started its daemons, and has no worker to wait for.)
@@ -252,19 +270,20 @@ if [[ -s $out/.left ]]; then
   # A strategy's run stops at its bucket's mark: none starts before every mark is measured.
   printf '%s\n' "${strategy_runs[@]}" >> "$out/.left"
   if ((!resume)); then  # nothing of an earlier invocation's stands in for them
-    for run in "${strategy_runs[@]}"; do rm -rf "$out/$(run_settings "$run" | head -1)"; done
+    for run in "${strategy_runs[@]}"; do rm -rf "$out/$(run_settings "$run" 0 | head -1)"; done
   fi
   echo "== the strategies' runs wait for the reference runs left: run again with EVO_RESUME=1"
   strategy_runs=()
   reference_runs=()
 fi
 for run in "${reference_runs[@]}"; do
-  read -r shape _ <<< "$run"
-  best_known[$shape]=$(python3 "$report" --best "$out/$shape-reference")
-  if [[ -n ${best_known[$shape]} ]]; then
-    echo "== $shape: best known ${best_known[$shape]} us (its reference run)"
+  read -r shape _ k <<< "$run"
+  best_known[$shape/$k]=$(python3 "$report" --best "$out/$(reference_dir "$shape" "$k")")
+  if [[ -n ${best_known[$shape/$k]} ]]; then
+    echo "== $shape$(placement "$k"): best known ${best_known[$shape/$k]} us (its reference run)"
   else
-    echo "!! $shape: the reference run confirmed no elite: its runs have no target, the report marks them by their own best"
+    unset "best_known[$shape/$k]"
+    echo "!! $shape$(placement "$k"): the reference run confirmed no elite: its runs there have no target"
   fi
 done
 run_all strategy_runs || failed=1

@@ -64,6 +64,16 @@ def has_ended(run_dir):
     return row is not None and row[0] in ENDED_STATES
 
 
+def mark_of(run_dir):
+    """The best known time search_quality.sh judged the run by (its GPU's reference run's best, or
+    EVO_BEST_KNOWN's), as it wrote it beside the run; None when it wrote none."""
+    try:
+        with open(os.path.join(run_dir, "mark_us")) as f:
+            return float(f.read())
+    except (OSError, ValueError):
+        return None
+
+
 def best_of(run_dir):
     """The best confirmed µs of the run in run_dir's evo.db; None when it has none."""
     db = os.path.join(run_dir, "evo.db")
@@ -79,6 +89,49 @@ def parse_best_known(text):
             sys.exit(f"search_quality_report: EVO_BEST_KNOWN: '{item}' is not BxHxSxD=US")
         best[m.group(1)] = float(m.group(2))
     return best
+
+
+def shape_mark(out_dir, shape, runs, best_known):
+    """(µs, where it came from) for the shape's runs: EVO_BEST_KNOWN's, else the marks written
+    beside its runs (each its GPU's reference run), else its reference run's best, else the best
+    of its runs; (None, ...) when there is none."""
+    if best_known.get(shape):
+        return best_known[shape], "given"
+    marks = [mark for k, (_, _, _, mark) in runs.items() if k[0] == shape and mark]
+    if marks and min(marks) == max(marks):
+        return marks[0], "reference run"
+    if marks:
+        return None, f"each run's GPU's reference run, {min(marks):.3f}-{max(marks):.3f} us"
+    known = best_of(os.path.join(out_dir, f"{shape}-reference"))
+    if known:
+        return known, "reference run"
+    return min((us for k, (_, elites, _, _) in runs.items() if k[0] == shape for _, us, _ in elites),
+               default=None), "best of these runs"
+
+
+def report_shape(label, shape, runs, shape_known, summary):
+    """The shape's lines: its best known, then each run's best and when it came within 1 % of its
+    mark (the run's own where it has one); each run's hit into summary."""
+    known, source = shape_known
+    if known:
+        print(f"{label}{shape}: best known {known:.3f} us ({source})")
+    elif source.startswith("each run"):
+        print(f"{label}{shape}: best known per GPU ({source})")
+    else:
+        print(f"{label}{shape}: no confirmed elite")
+    for (_, strategy, seed), (evaluations, elites, stopped, mark) in sorted(runs.items()):
+        run_known = known or mark
+        best = min((us for _, us, _ in elites), default=None)
+        hit = next(((ms, n) for ms, us, n in elites if run_known and us <= run_known * WITHIN), None)
+        reached = f"{hit[0] / 1000:.1f} s {hit[1]} evals" if hit else "not reached"
+        if stopped:
+            reached += ", stopped at its target"
+        if best and run_known and best * WITHIN < run_known:
+            reached += f", {100 * (1 - best / run_known):.1f} % faster than the best known"
+        best_text = f"{best:.3f}" if best else "-"
+        mark_text = f" (mark {mark:.3f})" if mark and not known else ""
+        print(f"{label}{shape} {strategy} {seed}: {best_text} us {evaluations} evals{mark_text} | {reached}")
+        summary.setdefault((shape, strategy), []).append(hit)
 
 
 def main(argv):
@@ -111,7 +164,7 @@ def main(argv):
         if figures is None:
             print(f"!! {name}: no database or no run")
             return 1
-        runs[(m.group(1), m.group(2), int(m.group(3)))] = figures
+        runs[(m.group(1), m.group(2), int(m.group(3)))] = (*figures, mark_of(os.path.join(args.out_dir, name)))
     if not runs:
         print(f"!! no run folder in {args.out_dir}")
         return 1
@@ -120,27 +173,8 @@ def main(argv):
     summary = {}
     print(f"{label}shape strategy seed: best_us evaluations | to within 1% of best known: seconds evaluations")
     for shape in sorted({k[0] for k in runs}):
-        known, source = best_known.get(shape), "given"
-        if not known:
-            known, source = best_of(os.path.join(args.out_dir, f"{shape}-reference")), "reference run"
-        if not known:
-            known, source = min((us for k, (_, elites, _) in runs.items() if k[0] == shape for _, us, _ in elites),
-                                default=None), "best of these runs"
-        print(f"{label}{shape}: best known {known:.3f} us ({source})" if known
-              else f"{label}{shape}: no confirmed elite")
-        for (s, strategy, seed), (evaluations, elites, stopped) in sorted(runs.items()):
-            if s != shape:
-                continue
-            best = min((us for _, us, _ in elites), default=None)
-            hit = next(((ms, n) for ms, us, n in elites if known and us <= known * WITHIN), None)
-            reached = f"{hit[0] / 1000:.1f} s {hit[1]} evals" if hit else "not reached"
-            if stopped:
-                reached += ", stopped at its target"
-            if best and known and best * WITHIN < known:
-                reached += f", {100 * (1 - best / known):.1f} % faster than the best known"
-            best_text = f"{best:.3f}" if best else "-"
-            print(f"{label}{shape} {strategy} {seed}: {best_text} us {evaluations} evals | {reached}")
-            summary.setdefault((shape, strategy), []).append(hit)
+        report_shape(label, shape, {k: v for k, v in runs.items() if k[0] == shape},
+                     shape_mark(args.out_dir, shape, runs, best_known), summary)
     print(f"{label}median over seeds (runs that got there / runs):")
     for (shape, strategy), hits in sorted(summary.items()):
         got = [h for h in hits if h]

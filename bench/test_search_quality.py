@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """search_quality_report.py on made-up databases: the seconds and evaluations to within 1 % of the
 best known come from the first confirmed elite that close, a run that never gets there says so,
-and EVO_BEST_KNOWN, else a reference run, overrides the runs' own best. No GPU, no evod."""
+and EVO_BEST_KNOWN, else the marks beside the runs (their GPUs' reference runs), else a reference
+run, overrides the runs' own best. No GPU, no evod."""
 import contextlib
 import io
 import os
@@ -81,6 +82,19 @@ class SearchQualityReport(unittest.TestCase):
         self.assertIn("1x8x512x64 evolve 1: 8.050 us 6 evals | 61.0 s 6 evals, 1.8 % faster than the best known", text)
         self.assertIn("1x8x512x64 random 1: 9.000 us 2 evals | not reached\n", text)
         self.assertNotIn("reference", text.replace("(reference run)", ""), "the reference is no strategy's run")
+
+    def test_each_run_is_judged_against_the_mark_of_its_own_gpu(self):
+        d = self.tmp.name
+        for name, mark in (("1x8x512x64-evolve-1", 8.2), ("1x8x512x64-surrogate-1", 7.95),
+                           ("1x8x512x64-random-1", 8.95)):
+            with open(os.path.join(d, name, "mark_us"), "w") as f:
+                f.write(f"{mark}\n")
+        rc, text = report(d)
+        self.assertEqual(rc, 0)
+        self.assertIn("1x8x512x64: best known per GPU (each run's GPU's reference run, 7.950-8.950 us)", text)
+        self.assertIn("1x8x512x64 evolve 1: 8.050 us 6 evals (mark 8.200) | 61.0 s 6 evals, 1.8 % faster", text)
+        self.assertIn("1x8x512x64 surrogate 1: 8.000 us 3 evals (mark 7.950) | 31.0 s 3 evals\n", text)
+        self.assertIn("1x8x512x64 random 1: 9.000 us 2 evals (mark 8.950) | 11.0 s 2 evals\n", text)
 
     def test_a_run_that_stopped_at_its_target_says_so(self):
         make_run(os.path.join(self.tmp.name, "1x8x512x64-surrogate-2"), [(12000, 8.04)], [2000, 12000],

@@ -49,9 +49,11 @@ check "a run stops within 1 % of the best known" 0 "EVO_POPULATION=16 EVO_TARGET
   EVO_BEST_KNOWN="1x8x512x64=5.1" "$script" --dry-run "$bundle" "$scratch/out"
 check "EVO_STOP_AT_TARGET=0 spends the budget" 0 "none" \
   bash -c "EVO_STOP_AT_TARGET=0 EVO_BEST_KNOWN=1x8x512x64=5.1 '$script' --dry-run '$bundle' '$scratch/out' | grep -q EVO_TARGETS && echo found || echo none"
-check "the reference run first, of the file's two genomes and the default" 0 "== 1x8x512x64 reference run on GPU 4: EVO_SUITE=1x8x512x64 EVO_BUDGET=90s EVO_START_FILE=$scratch/ref.txt EVO_STRATEGY=random EVO_RNG_SEED=1 EVO_GENERATIONS=1 EVO_POPULATION=3 EVO_TOP_K=3 EVO_BENCH=0 bench/shape_suite.sh BUNDLE $scratch/out/1x8x512x64-reference" \
-  bash -c "EVO_GPUS='4 5' EVO_REFERENCE='$scratch/ref.txt' '$script' --dry-run '$bundle' '$scratch/out' | head -1"
-check "then the runs, each stopping at its reference's best + 1 %" 0 "== 1x8x512x64 evolve seed 1 on GPU 4: EVO_SUITE=1x8x512x64 EVO_BUDGET=90s EVO_STRATEGY=evolve EVO_RNG_SEED=1 EVO_GENERATIONS=200 EVO_POPULATION=16 EVO_TARGETS=1x8x512x64=<its-reference-run's-best+1%>" \
+check "the reference run first, of the file's two genomes and the default" 0 "== 1x8x512x64 reference run: EVO_SUITE=1x8x512x64 EVO_BUDGET=90s EVO_START_FILE=$scratch/ref.txt EVO_STRATEGY=random EVO_RNG_SEED=1 EVO_GENERATIONS=1 EVO_POPULATION=3 EVO_TOP_K=3 EVO_BENCH=0 bench/shape_suite.sh BUNDLE $scratch/out/1x8x512x64-reference" \
+  bash -c "EVO_REFERENCE='$scratch/ref.txt' '$script' --dry-run '$bundle' '$scratch/out' | head -1"
+check "with GPUs, a reference run on each" 0 "== 1x8x512x64 reference run on GPU 5: EVO_SUITE=1x8x512x64 EVO_BUDGET=90s EVO_START_FILE=$scratch/ref.txt EVO_STRATEGY=random EVO_RNG_SEED=1 EVO_GENERATIONS=1 EVO_POPULATION=3 EVO_TOP_K=3 EVO_BENCH=0 bench/shape_suite.sh BUNDLE $scratch/out/1x8x512x64-reference-gpu5" \
+  bash -c "EVO_GPUS='4 5' EVO_REFERENCE='$scratch/ref.txt' '$script' --dry-run '$bundle' '$scratch/out' | head -2"
+check "then the runs, each stopping at its GPU's reference's best + 1 %" 0 "== 1x8x512x64 evolve seed 1 on GPU 4: EVO_SUITE=1x8x512x64 EVO_BUDGET=90s EVO_STRATEGY=evolve EVO_RNG_SEED=1 EVO_GENERATIONS=200 EVO_POPULATION=16 EVO_TARGETS=1x8x512x64=<its-GPU's-reference-best+1%>" \
   EVO_GPUS="4 5" EVO_REFERENCE="$scratch/ref.txt" "$script" --dry-run "$bundle" "$scratch/out"
 check "no reference run for a bucket whose best is given" 0 "none" \
   bash -c "EVO_BEST_KNOWN=1x8x512x64=5.1 EVO_REFERENCE='$scratch/ref.txt' '$script' --dry-run '$bundle' '$scratch/out' | grep -q 'reference' && echo found || echo none"

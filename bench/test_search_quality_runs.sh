@@ -45,10 +45,10 @@ case $STANDIN_MODE in
     done
     echo "alone seed=$seed" >> "$STANDIN_LOG"
     exit 0 ;;
-  reference)  # the reference run confirms an elite at 8.2 µs; the others log their target
+  reference)  # a reference run confirms an elite at 8.2 µs (8.4 on GPU 7); the others log their target
     if [[ $EVO_GENERATIONS == 1 ]]; then
       mkdir -p "$2"
-      python3 - "$2/evo.db" << 'PY'
+      python3 - "$2/evo.db" "$([[ ${CUDA_VISIBLE_DEVICES-} == 7 ]] && echo 8.4 || echo 8.2)" << 'PY'
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
 db.executescript("""
@@ -58,8 +58,8 @@ CREATE TABLE candidates (id TEXT, run_id TEXT, state TEXT, elite_eligible INTEGE
 CREATE TABLE evaluations (id INTEGER PRIMARY KEY, candidate_id TEXT, created_ms INTEGER);
 INSERT INTO runs VALUES ('run-0001', 1, 1, 'generations_done');
 INSERT INTO evaluations VALUES (1, 'c0', 5);
-INSERT INTO candidates VALUES ('c0', 'run-0001', 'done', 1, 8.2, 1);
-""")
+INSERT INTO candidates VALUES ('c0', 'run-0001', 'done', 1, ?, 1);
+""".replace("?", sys.argv[2]))
 db.commit()
 PY
     else
@@ -115,6 +115,14 @@ check "the reference run's best is the best known" 0 "== 1x8x512x64: best known 
   cat "$scratch/ref.out"
 check "each run stops within 1 % of it" 2 "target seed=2 1x8x512x64=8.2820" \
   bash -c "cat '$log'; exit \$(grep -c '1x8x512x64=8.2820' '$log')"
+# With GPUs, a reference run on each, and each run stops within 1 % of its own GPU's mark.
+: > "$log"
+EVO_GPUS="3 7" EVO_REFERENCE="$scratch/ref.txt" STANDIN_MODE=reference "$script" "$bundle" "$scratch/out-ref2" \
+  > "$scratch/ref2.out" 2>&1
+check "a mark per GPU" 0 "== 1x8x512x64 on GPU 7: best known 8.4000 us (its reference run)" cat "$scratch/ref2.out"
+check "the run on GPU 3 stops at GPU 3's mark" 0 "target seed=1 1x8x512x64=8.2820" cat "$log"
+check "the run on GPU 7 at GPU 7's" 0 "target seed=2 1x8x512x64=8.4840" cat "$log"
+check "and the report is told which" 0 "8.4" cat "$scratch/out-ref2/1x8x512x64-evolve-2/mark_us"
 
 # EVO_RESUME keeps the runs an earlier invocation ended; a run cut off mid-way starts again.
 : > "$log"
