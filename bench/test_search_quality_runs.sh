@@ -19,6 +19,25 @@ standin="$scratch/shape_suite.sh"
 cat > "$standin" << 'EOF'
 #!/usr/bin/env bash
 seed=$EVO_RNG_SEED
+# write_db DIR [US]: DIR/evo.db with one run ended DONE and, given US, an elite confirmed at it.
+write_db() {
+  mkdir -p "$1"
+  python3 - "$1/evo.db" "${2-}" << 'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.executescript("""
+CREATE TABLE runs (id TEXT, created_ms INTEGER, started_ms INTEGER, stop_reason TEXT, state INTEGER);
+CREATE TABLE candidates (id TEXT, run_id TEXT, state TEXT, elite_eligible INTEGER, fitness_us REAL,
+                         final_evaluation_id INTEGER);
+CREATE TABLE evaluations (id INTEGER PRIMARY KEY, candidate_id TEXT, created_ms INTEGER);
+INSERT INTO runs VALUES ('run-0001', 1, 1, 'generations_done', 3);
+""")
+if sys.argv[2]:
+    db.execute("INSERT INTO evaluations VALUES (1, 'c0', 5)")
+    db.execute("INSERT INTO candidates VALUES ('c0', 'run-0001', 'done', 1, ?, 1)", (float(sys.argv[2]),))
+db.commit()
+PY
+}
 echo "start seed=$seed gpu=${CUDA_VISIBLE_DEVICES-none}" >> "$STANDIN_LOG"
 case $STANDIN_MODE in
   worker)  # the first run leaves its worker busy and fails; the next notes whether it is still busy
@@ -48,38 +67,13 @@ case $STANDIN_MODE in
   reference)  # a reference run confirms an elite at 8.2 µs (8.4 on GPU 7); the others log their target
     if [[ $EVO_GENERATIONS == 1 ]]; then
       mkdir -p "$2"
-      python3 - "$2/evo.db" "$([[ ${CUDA_VISIBLE_DEVICES-} == 7 ]] && echo 8.4 || echo 8.2)" << 'PY'
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-db.executescript("""
-CREATE TABLE runs (id TEXT, created_ms INTEGER, started_ms INTEGER, stop_reason TEXT);
-CREATE TABLE candidates (id TEXT, run_id TEXT, state TEXT, elite_eligible INTEGER, fitness_us REAL,
-                         final_evaluation_id INTEGER);
-CREATE TABLE evaluations (id INTEGER PRIMARY KEY, candidate_id TEXT, created_ms INTEGER);
-INSERT INTO runs VALUES ('run-0001', 1, 1, 'generations_done');
-INSERT INTO evaluations VALUES (1, 'c0', 5);
-INSERT INTO candidates VALUES ('c0', 'run-0001', 'done', 1, ?, 1);
-""".replace("?", sys.argv[2]))
-db.commit()
-PY
+      write_db "$2" "$([[ ${CUDA_VISIBLE_DEVICES-} == 7 ]] && echo 8.4 || echo 8.2)"
     else
       echo "target seed=$seed ${EVO_TARGETS-none}" >> "$STANDIN_LOG"
     fi
     exit 0 ;;
   ended)  # every run ends DONE, and says it started
-    mkdir -p "$2"
-    python3 - "$2/evo.db" << 'PY'
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-db.executescript("""
-CREATE TABLE runs (id TEXT, created_ms INTEGER, started_ms INTEGER, stop_reason TEXT, state INTEGER);
-CREATE TABLE candidates (id TEXT, run_id TEXT, state TEXT, elite_eligible INTEGER, fitness_us REAL,
-                         final_evaluation_id INTEGER);
-CREATE TABLE evaluations (id INTEGER PRIMARY KEY, candidate_id TEXT, created_ms INTEGER);
-INSERT INTO runs VALUES ('run-0001', 1, 1, 'budget_spent', 3);
-""")
-db.commit()
-PY
+    write_db "$2"
     exit 0 ;;
   long)  # runs until stopped, and says so
     echo $$ > "$STANDIN_MARKS/pid-$seed"
