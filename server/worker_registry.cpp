@@ -239,9 +239,8 @@ std::vector<std::string> WorkerRegistry::count_verdict(const std::string& worker
 }
 
 int WorkerRegistry::live_workers_for(const RunRecord& run, int64_t now_ms) {
-  const int64_t since = live_since(now_ms);
-  return run.device_class.empty() ? store_.count_live_workers_of_any_class(since)
-                                  : store_.count_live_workers(run.device_class, since, {});
+  return run.device_class.empty() ? store_.count_live_workers_of_any_class(live_since(now_ms))
+                                  : live_workers_of_class(run.device_class, now_ms);
 }
 
 int WorkerRegistry::live_workers_of_class(const std::string& device_class, int64_t now_ms) {
