@@ -53,6 +53,7 @@ struct SearchSpace::Impl {
   std::optional<Expression> tensor_map_box_rows;  // optional: TMA box rows, 0 without TMA
   std::optional<Expression> tensor_map_q_box_rows;  // optional: Q/O box rows, else K/V's
   std::optional<Expression> min_registers;  // optional: registers a thread must hold at launch
+  std::optional<Expression> persistent;     // optional: nonzero for a persistent kernel
   std::optional<Expression> flops;
   // The derived values and the constraints again, their identifiers bound to slots of one array:
   // the problem's variables (in the family's order), the genes (in the space's), SMEM_LIMIT,
@@ -333,6 +334,7 @@ void SearchSpace::Impl::read_launch(const json& launch, const std::set<std::stri
   if (tensor_map_q_box_rows && !tensor_map_box_rows)
     bad_space("launch.tensor_map_q_box_rows needs launch.tensor_map_box_rows (the K/V boxes)");
   min_registers = optional_expr("min_registers");
+  persistent = optional_expr("persistent");
 }
 
 SearchSpace SearchSpace::from_json(std::string_view text, const KernelFamily& family) {
@@ -679,6 +681,7 @@ std::vector<Formula> SearchSpace::launch_formulas() const {
   if (impl_->tensor_map_box_rows) out.push_back({"tensor_map_box_rows", *impl_->tensor_map_box_rows});
   if (impl_->tensor_map_q_box_rows) out.push_back({"tensor_map_q_box_rows", *impl_->tensor_map_q_box_rows});
   if (impl_->min_registers) out.push_back({"min_registers", *impl_->min_registers});
+  if (impl_->persistent) out.push_back({"persistent", *impl_->persistent});
   return out;
 }
 
@@ -700,6 +703,7 @@ LaunchConfig SearchSpace::launch(const Genome& g, const Problem& p) const {
   l.tensor_map_q_box_rows = impl_->tensor_map_q_box_rows ? impl_->tensor_map_q_box_rows->eval(vars)
                                                          : l.tensor_map_box_rows;
   l.min_registers = impl_->min_registers ? impl_->min_registers->eval(vars) : 0;
+  l.persistent = impl_->persistent ? impl_->persistent->eval(vars) : 0;
   return l;
 }
 

@@ -61,6 +61,10 @@ struct LaunchConfig {
   // that trade registers (setmaxnreg) draw on what the launch gave the block: a kernel compiled to
   // fewer would wait forever for registers that are not there, so the compile gate refuses it.
   int64_t min_registers = 0;
+  // Nonzero: the kernel is persistent. Its blocks share the grid_x * grid_y work tiles between
+  // them, so the caller launches (min(grid_x * grid_y, what the device runs at once), 1, grid_z)
+  // blocks (CUTLASS's persistent tile schedulers size their grid from the device alike).
+  int64_t persistent = 0;
 };
 
 // A named formula of a space: a derived value, a constraint or a launch formula.

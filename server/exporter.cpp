@@ -294,6 +294,32 @@ void emit_workspace_bytes(std::ostringstream& o, const SpaceForExport& s) {
     << "  }\n\n";
 }
 
+// The blocks a launch takes: the grid's, or for a persistent kernel (the space's `persistent`
+// launch formula) as many as the device runs at once, which share the grid's work tiles. The count
+// is taken once per variant, on the device of its first launch (a process drives one kind of GPU).
+std::string persistent_grid(const SpaceForExport& s) {
+  std::ostringstream o;
+  o << "      long long blocks_x = grid_x, blocks_y = grid_y;\n";
+  const auto it = s.launch.find("persistent");
+  if (it == s.launch.end()) return o.str();
+  o << "      if (" << it->second.code << ") {\n"
+    << "        static std::atomic<long long> resident{0};\n"
+    << "        if (resident.load() == 0) {\n"
+    << "          int device = 0, sms = 0, per_sm = 0;\n"
+    << "          cudaError_t e = cudaGetDevice(&device);\n"
+    << "          if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);\n"
+    << "          if (e == cudaSuccess)\n"
+    << "            e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, static_cast<int>(threads),\n"
+    << "                                                              static_cast<size_t>(smem));\n"
+    << "          if (e != cudaSuccess) return e;\n"
+    << "          resident.store(std::max(1LL, static_cast<long long>(sms) * per_sm));\n"
+    << "        }\n"
+    << "        blocks_x = std::min(grid_x * grid_y, resident.load());\n"
+    << "        blocks_y = 1;\n"
+    << "      }\n";
+  return o.str();
+}
+
 // Everything a (genome, compile-time problem variables) instantiation knows at compile time.
 void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& g, size_t index,
                   int64_t smem_limit, int sm_arch) {
@@ -360,13 +386,14 @@ void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& 
     << "          raised.store(smem);\n"
     << "        }\n"
     << "      }\n"
+    << persistent_grid(s)
     << "      // Programmatic: this launch may begin while the stream's previous kernel finishes; the\n"
     << "      // kernel waits for that kernel's end (griddepcontrol.wait) before it touches memory.\n"
     << "      cudaLaunchAttribute overlap{};\n"
     << "      overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;\n"
     << "      overlap.val.programmaticStreamSerializationAllowed = 1;\n"
     << "      cudaLaunchConfig_t config{};\n"
-    << "      config.gridDim = dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y),\n"
+    << "      config.gridDim = dim3(static_cast<unsigned>(blocks_x), static_cast<unsigned>(blocks_y),\n"
     << "                            static_cast<unsigned>(grid_z));\n"
     << "      config.blockDim = dim3(static_cast<unsigned>(threads));\n"
     << "      config.dynamicSmemBytes = static_cast<size_t>(smem);\n"
@@ -440,7 +467,7 @@ v1::ExportResponse export_dispatch_table(const KernelTemplate& tmpl, const std::
   for (const auto& v : variants)
     o << "//   " << (v.run_id.empty() ? "" : "run " + v.run_id + ": ") << v.genome.text() << (v.evidence.estimated() ? "  (ESTIMATED: chosen by the model evaluator, not measured)" : "")
       << "\n";
-  o << "#include <atomic>\n#include <cmath>\n#include <mutex>\n#include <vector>\n\n"
+  o << "#include <algorithm>\n#include <atomic>\n#include <cmath>\n#include <mutex>\n#include <vector>\n\n"
     << "#include <cuda_fp16.h>\n#include <cuda_runtime.h>\n\n"
     << "// ---------------------------------------------------------------- kernel template: "
     << space.id << "\n"

@@ -221,6 +221,7 @@ TEST(EvalRequestJson, RoundTrips) {
   j.workspace_bytes = 4096;
   j.tensor_map_box_rows = 256;
   j.tensor_map_q_box_rows = 32;
+  j.persistent = true;
   r.shapes.push_back(j);
   const EvalRequest back = request_from_json(to_json(r));
   EXPECT_EQ(back.seed, 42u);
@@ -233,6 +234,7 @@ TEST(EvalRequestJson, RoundTrips) {
   EXPECT_EQ(back.shapes[0].workspace_bytes, 4096);
   EXPECT_EQ(back.shapes[0].tensor_map_box_rows, 256);
   EXPECT_EQ(back.shapes[0].tensor_map_q_box_rows, 32);
+  EXPECT_TRUE(back.shapes[0].persistent);
   EXPECT_EQ(back.shapes[0].kernel, "_Z3foo");
   EXPECT_EQ(attention::shape_of(back.shapes[0].shape).dtype, evo::DType::kBF16);
   EXPECT_EQ(back.reference_cubin, "/tmp/reference.cubin");

@@ -81,7 +81,8 @@ cuda::ShapeJob job_for(const Problem& shape, const CompiledKernel& k, const Laun
   job.flops = shape.flops();
   job.cubin_path = k.cubin_path;
   job.kernel = k.lowered_name;
-  job.grid = {l.grid_x, l.grid_y, l.grid_z};
+  job.grid = {l.persistent ? l.grid_x * l.grid_y : l.grid_x, l.persistent ? 1 : l.grid_y, l.grid_z};
+  job.persistent = l.persistent != 0;
   job.threads = l.threads;
   job.smem_bytes = l.smem_bytes;
   job.workspace_bytes = l.workspace_bytes;

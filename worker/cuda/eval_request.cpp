@@ -47,7 +47,8 @@ std::string to_json(const EvalRequest& r) {
                       {"smem_bytes", s.smem_bytes},
                       {"workspace_bytes", s.workspace_bytes},
                       {"tensor_map_box_rows", s.tensor_map_box_rows},
-                      {"tensor_map_q_box_rows", s.tensor_map_q_box_rows}});
+                      {"tensor_map_q_box_rows", s.tensor_map_q_box_rows},
+                      {"persistent", s.persistent}});
   }
   json j = {{"device", r.device},
             {"seed", r.seed},
@@ -102,6 +103,7 @@ EvalRequest request_from_json(const std::string& text) {
       job.workspace_bytes = field(s, "workspace_bytes").get<int64_t>();
       job.tensor_map_box_rows = field(s, "tensor_map_box_rows").get<int>();
       job.tensor_map_q_box_rows = field(s, "tensor_map_q_box_rows").get<int>();
+      job.persistent = field(s, "persistent").get<bool>();
       r.shapes.push_back(std::move(job));
     }
     return r;

@@ -26,6 +26,9 @@ struct ShapeJob {
   // (LaunchValues); 0: no tensor maps.
   int tensor_map_box_rows = 0;
   int tensor_map_q_box_rows = 0;
+  // A persistent kernel: grid[0] counts work tiles, and the launch holds only as many blocks as
+  // the device runs at once (LaunchConfig::persistent).
+  bool persistent = false;
 };
 
 struct EvalRequest {

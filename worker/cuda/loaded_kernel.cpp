@@ -1,5 +1,6 @@
 #include "loaded_kernel.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "cuda_error.h"
@@ -42,6 +43,15 @@ void LoadedKernel::prepare(const LaunchDims& dims) {
                                                    static_cast<int>(dims.smem_bytes), device));
     smem_raised_to_ = dims.smem_bytes;
   }
+  if (dims.persistent) {
+    int device = 0, sms = 0, per_sm = 0;
+    EVO_CUDA_CHECK(cudaGetDevice(&device));
+    EVO_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    EVO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, reinterpret_cast<const void*>(kernel_), static_cast<int>(dims.threads),
+        static_cast<size_t>(dims.smem_bytes)));
+    resident_blocks_ = std::max<int64_t>(1, int64_t{sms} * per_sm);
+  }
 }
 
 void LoadedKernel::launch(const KernelParams& params, const LaunchDims& dims, cudaStream_t stream) const {
@@ -51,7 +61,8 @@ void LoadedKernel::launch(const KernelParams& params, const LaunchDims& dims, cu
   std::memcpy(copy, params.data, params.size);
   void* args[] = {copy};
   // A cudaKernel_t from cudaLibraryGetKernel stands in for the function symbol here.
-  const dim3 grid(static_cast<unsigned>(dims.grid[0]), static_cast<unsigned>(dims.grid[1]),
+  const int64_t blocks_x = dims.persistent ? std::min(dims.grid[0], resident_blocks_) : dims.grid[0];
+  const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(dims.grid[1]),
                   static_cast<unsigned>(dims.grid[2]));
   // Programmatic, as the exported kernel launches: back-to-back launches then overlap one's
   // start with the previous one's tail, so the gates see the kernel as users will run it.

@@ -19,6 +19,9 @@ struct LaunchDims {
   std::array<int64_t, 3> grid{1, 1, 1};
   int64_t threads = 0;
   int64_t smem_bytes = 0;
+  // grid[0] counts a persistent kernel's work tiles: the launch takes at most as many blocks as
+  // the device holds at once.
+  bool persistent = false;
 };
 
 // The largest parameter block a launch takes: the classic limit of a kernel's parameters.
@@ -35,7 +38,8 @@ class LoadedKernel {
   LoadedKernel& operator=(const LoadedKernel&) = delete;
 
   // Raises the dynamic shared memory limit when the launch needs more than kSmemPerBlockDefault,
-  // and, before the first launch, allows a compiled cluster beyond kPortableClusterSize.
+  // and, before the first launch, allows a compiled cluster beyond kPortableClusterSize; for a
+  // persistent launch, counts the blocks the device runs at once.
   void prepare(const LaunchDims& dims);
   // Asynchronous; throws CudaFailure if the launch itself is refused (or the block is larger
   // than kMaxKernelParamBytes).
@@ -48,6 +52,7 @@ class LoadedKernel {
   cudaKernel_t kernel_ = nullptr;
   int64_t smem_raised_to_ = kSmemPerBlockDefault;
   bool cluster_checked_ = false;
+  int64_t resident_blocks_ = 0;  // a persistent launch's blocks: SMs x blocks an SM holds
   std::string name_;
 };
 

@@ -43,6 +43,7 @@ LaunchValues launch_values(const ShapeJob& job, void* workspace) {
 LaunchDims dims_of(const ShapeJob& job) {
   LaunchDims d;
   d.grid = job.grid;
+  d.persistent = job.persistent;
   d.threads = job.threads;
   d.smem_bytes = job.smem_bytes;
   return d;

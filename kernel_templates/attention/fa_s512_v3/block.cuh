@@ -35,6 +35,8 @@ struct SharedLayout {
     empty = full + T::kFullBarriers;
     left = reinterpret_cast<unsigned*>(empty + T::kEmptyBarriers);
   }
+  // A persistent block's Q tile is free for the next work tile's Q: the last of its empty barriers.
+  __device__ __forceinline__ unsigned long long* q_empty() const { return empty + T::kEmptyBarriers - 1; }
 };
 
 // A launch with less dynamic shared memory than this instantiation needs would corrupt memory
@@ -79,6 +81,28 @@ struct TileCoord {
   int m_block;
   unsigned row_group;  // as blockIdx.y: never negative, which the address arithmetic relies on
 };
+// Work tile (x, y) of a tiles x groups grid: the block's own (blockIdx), or a persistent block's
+// current one (persistent_coord).
+template <class T>
+__device__ __forceinline__ TileCoord tile_coord(const FaParams& p, int x, unsigned y, int tiles, int groups) {
+  if constexpr (!T::kCausal) {
+    return {x, y};
+  } else if constexpr (!T::kLongestFirst) {
+    return {tiles - 1 - x, y};
+  } else {
+    // A row group's share of K/V: grouped query heads share their K/V head (PACK_GQA's row
+    // group is the K/V head itself). 32-bit arithmetic: one division here, two below.
+    const unsigned sharing = T::kPackGqa ? 1u : (unsigned)(p.heads / kv_heads(p));
+    const unsigned head_bytes = (unsigned)max(p.seq_k, 1) * (2u * T::kHeadDim * T::kInBytes);
+    const int section = (int)min((unsigned)groups, max(1u, kL2SectionBytes / head_bytes * sharing));
+    const int linear = (int)y * tiles + x;
+    const int first = linear / (section * tiles) * section;
+    const int heads = min(section, groups - first);
+    const int in_section = linear - first * tiles;
+    const int rank = in_section / heads;
+    return {tiles - 1 - rank, (unsigned)(first + (in_section - rank * heads))};
+  }
+}
 template <class T>
 __device__ __forceinline__ TileCoord tile_coord(const FaParams& p) {
   const int tiles = (int)gridDim.x;
@@ -87,20 +111,27 @@ __device__ __forceinline__ TileCoord tile_coord(const FaParams& p) {
   } else if constexpr (!T::kLongestFirst) {
     return {tiles - 1 - (int)blockIdx.x, blockIdx.y};
   } else {
-    const int groups = (int)gridDim.y;
-    // A row group's share of K/V: grouped query heads share their K/V head (PACK_GQA's row
-    // group is the K/V head itself). 32-bit arithmetic: one division here, two below.
-    const unsigned sharing = T::kPackGqa ? 1u : (unsigned)(p.heads / kv_heads(p));
-    const unsigned head_bytes = (unsigned)max(p.seq_k, 1) * (2u * T::kHeadDim * T::kInBytes);
-    const int section = (int)min((unsigned)groups, max(1u, kL2SectionBytes / head_bytes * sharing));
-    const int linear = (int)blockIdx.y * tiles + (int)blockIdx.x;
-    const int first = linear / (section * tiles) * section;
-    const int heads = min(section, groups - first);
-    const int in_section = linear - first * tiles;
-    const int rank = in_section / heads;
-    return {tiles - 1 - rank, (unsigned)(first + (in_section - rank * heads))};
+    return tile_coord<T>(p, (int)blockIdx.x, blockIdx.y, tiles, (int)gridDim.y);
   }
 }
+
+// PERSISTENT (the plan's): the grid holds as many blocks as the device runs at once, and block b
+// takes work tiles b, b + gridDim.x, ... of the row tiles x row groups that one block per tile
+// would have had, in the order (tile_coord) those blocks would have started in.
+struct PersistentWork {
+  int tiles, groups, total;
+  template <class T>
+  __device__ __forceinline__ static PersistentWork of(const FaParams& p) {
+    const int tiles = (p.seq_q + T::kBlockM - 1) / T::kBlockM;
+    const int groups = p.batch * p.heads;  // (no PACK_GQA, no VARLEN: the plan's rule)
+    return {tiles, groups, tiles * groups};
+  }
+  template <class T>
+  __device__ __forceinline__ TileCoord coord(const FaParams& p, int w) const {
+    const int y = w / tiles;
+    return tile_coord<T>(p, w - y * tiles, (unsigned)y, tiles, groups);
+  }
+};
 
 template <class T>
 struct Block {
@@ -145,9 +176,16 @@ struct Block {
   int n_tiles;     // the K/V tiles this block reads
   float scale_log2;  // the softmax scale in base 2, times (e4m3) Q's and K's scales
   float v_scale;     // e4m3: V's scale, which the output takes once; 1 otherwise
+  // PERSISTENT: the K/V tiles the block's earlier work tiles took through the stages (tile t of
+  // this one is the block's (iter0 + t)-th: its stage and barrier phase), and how many work tiles
+  // came before this one (Q's phase). Both 0 otherwise.
+  int iter0, work;
 
-  __device__ __forceinline__ Block(const FaParams& params, const SharedLayout<T>& layout)
-      : p(params), smem(layout) {
+  // A block's own tile, or (PERSISTENT) work tile w of `work_tiles`.
+  __device__ __forceinline__ Block(const FaParams& params, const SharedLayout<T>& layout,
+                                   const PersistentWork* work_tiles = nullptr, int w = 0, int iter0_ = 0,
+                                   int work_ = 0)
+      : p(params), smem(layout), iter0(iter0_), work(work_) {
     q_tile = reinterpret_cast<E*>(smem.base);
     k_tiles = q_tile + T::kQBuffers * T::kQElems;
     v_tiles = k_tiles + T::kStages * T::kKVElems;
@@ -161,7 +199,7 @@ struct Block {
     key_w = warp_kv * T::kKeysPerWarp;
     row_wg = row_w & ~63;
     warpgroup = warp >> 2;
-    const TileCoord coord = tile_coord<T>(p);
+    const TileCoord coord = coord_of(work_tiles, w);
     const int m_block = coord.m_block;
     m0 = m_block * T::kBlockM;
     // CAUSAL_FOLD: the block's front rows are half-block m_block of the sequence, its back rows
@@ -240,12 +278,24 @@ struct Block {
     return T::kVarlen ? kv_heads(p) * T::kHeadDim : T::kHeadDim;
   }
 
-  __device__ __forceinline__ const E* k_stage(int t) const {
-    return k_tiles + (t % T::kStages) * T::kKVElems;
+  __device__ __forceinline__ TileCoord coord_of(const PersistentWork* work_tiles, int w) const {
+    if constexpr (T::kPersistent) {
+      return work_tiles->coord<T>(p, w);
+    } else {
+      return tile_coord<T>(p);
+    }
   }
-  __device__ __forceinline__ const E* v_stage(int t) const {
-    return v_tiles + (t % T::kStages) * T::kKVElems;
+  // Tile t's place in the block's stream of K/V tiles, from which its stage and phase follow.
+  __device__ __forceinline__ int slot(int t) const {
+    if constexpr (T::kPersistent) {
+      return iter0 + t;
+    } else {
+      return t;
+    }
   }
+  __device__ __forceinline__ int stage(int t) const { return slot(t) % T::kStages; }
+  __device__ __forceinline__ const E* k_stage(int t) const { return k_tiles + stage(t) * T::kKVElems; }
+  __device__ __forceinline__ const E* v_stage(int t) const { return v_tiles + stage(t) * T::kKVElems; }
   // The Q tile this warp's rows are in (CAUSAL_FOLD's back half has its own).
   __device__ __forceinline__ const E* q_own() const {
     return back_half ? q_tile + T::kQElems : q_tile;

@@ -107,8 +107,12 @@ __device__ __forceinline__ void epilogue(const Block<T>& b, float (&acc)[T::kMTi
     merge_key_groups<T>(b.smem.base, acc, softmax.row_max, softmax.row_sum, b.warp_m, b.warp_kv,
                         b.lane);
   // The output tile overlays Q (kTmaStore's: the merge buffer's end), which the last step's
-  // barrier has released.
+  // barrier has released, or lies past the stages (the plan's epilogue_apart).
   if constexpr (T::kTmaStore) {
+    // PERSISTENT: the tile stays the output's until the previous work tile's store has read it,
+    // which thread 0 waited for before it went on.
+    if constexpr (T::kPersistent)
+      if (b.work > 0) named_barrier_sync(kOutputBarrier, T::kWarpsM * 32);
     store_output_tma<T>(b.smem.base, b.p, b.m0, (int)b.bh, acc, softmax.row_sum, b.row_w,
                         b.warp_kv, b.lane);
   } else if constexpr (T::kSplitKV == 1) {
@@ -124,6 +128,61 @@ __device__ __forceinline__ void epilogue(const Block<T>& b, float (&acc)[T::kMTi
   }
 }
 
+// One work tile's mainloop and epilogue, by the computing warps, once its pipeline is under way.
+template <class T, class Pipe>
+__device__ __forceinline__ void compute_tile(const Pipe& pipe, const Block<T>& b) {
+  float acc[T::kMTiles][T::kOTiles][4];
+#pragma unroll
+  for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < T::kOTiles; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.f;
+  Softmax<T> softmax;
+  run_mainloop<T>(pipe, b, acc, softmax);
+  // The next kernel's blocks are let in once every block of this grid has read its last keys (or
+  // left), and they then wait for this grid's end before they touch memory: their start-up runs
+  // under this grid's epilogue, and they take no place on an SM while this grid still loads.
+  if constexpr (!T::kPersistent) allow_dependent_launch();
+
+  // No barrier ended the last tile: every warp must be done with Q and the stages before the
+  // epilogue's buffers overlay them (unless the plan put those apart).
+  if constexpr (!T::kEpilogueApart) block_sync<T>();
+  if (b.n_tiles == 0) pipe.drain();  // a split without keys: nothing waited for its copies yet
+  softmax.finish();
+  if constexpr (T::kDType == DType::kE4M3) softmax.scale_output(b.v_scale);
+  epilogue<T>(b, acc, softmax);
+}
+
+// PERSISTENT: the producer's first thread issues the copies of every work tile of the block in
+// turn, into stages and a Q tile that run on from one work tile to the next, while the computing
+// warps work through the same tiles; a work tile's epilogue thus runs beside the next one's first
+// copies. (FlashAttention-3's persistent kernel, with its static tile order.)
+template <class T>
+__device__ __forceinline__ void forward_persistent(const FaParams& p, const SharedLayout<T>& smem) {
+  using Pipe = PipelineProducer<T>;
+  static_assert(T::kProducer && !T::kPackGqa && !T::kVarlen && T::kSplitKV == 1, "the plan's rule");
+  const PersistentWork work = PersistentWork::of<T>(p);
+  __syncthreads();  // the mbarriers, initialised before the grid wait, are visible to every warp
+  // Two loops over the same work tiles, one a role: ptxas gives each its own register count.
+  int iter = 0, n = 0;
+  if (!Pipe::take_role()) {
+    if (threadIdx.x != T::kThreads) return;
+    for (int w = (int)blockIdx.x; w < work.total; w += (int)gridDim.x, ++n) {
+      const Block<T> b(p, smem, &work, w, iter, n);
+      Pipe(b).produce();
+      iter += b.n_tiles;
+    }
+    return;
+  }
+  for (int w = (int)blockIdx.x; w < work.total; w += (int)gridDim.x, ++n) {
+    const Block<T> b(p, smem, &work, w, iter, n);
+    compute_tile<T>(Pipe(b), b);
+    iter += b.n_tiles;
+  }
+  allow_dependent_launch();
+}
+
 template <class T>
 __device__ __forceinline__ void forward(const FaParams& p) {
   using Pipe = typename PipelineFor<T>::type;
@@ -136,6 +195,10 @@ __device__ __forceinline__ void forward(const FaParams& p) {
   Pipe::before_grid_wait(p, smem);
   wait_for_prerequisite_grids();
   trap_if_short_of_shared_memory<T>();
+  if constexpr (T::kPersistent) {
+    forward_persistent<T>(p, smem);
+    return;
+  }
   const Block<T> b(p, smem);
   // VARLEN: the grid covers the longest sequence; a block past its own sequence's end has no rows
   // (every block of a split shares its rows, so the split leaves as one: no count waits for it).
@@ -149,27 +212,7 @@ __device__ __forceinline__ void forward(const FaParams& p) {
     pipe.prologue();
   }
 
-  float acc[T::kMTiles][T::kOTiles][4];
-#pragma unroll
-  for (int mt = 0; mt < T::kMTiles; ++mt)
-#pragma unroll
-    for (int nt = 0; nt < T::kOTiles; ++nt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.f;
-  Softmax<T> softmax;
-  run_mainloop<T>(pipe, b, acc, softmax);
-  // The next kernel's blocks are let in once every block of this grid has read its last keys (or
-  // left), and they then wait for this grid's end before they touch memory: their start-up runs
-  // under this grid's epilogue, and they take no place on an SM while this grid still loads.
-  allow_dependent_launch();
-
-  // No barrier ended the last tile: every warp must be done with Q and the stages before the
-  // epilogue's buffers overlay them (unless kMergeApart moved them).
-  if constexpr (!T::kMergeApart) block_sync<T>();
-  if (b.n_tiles == 0) pipe.drain();  // a split without keys: nothing waited for its copies yet
-  softmax.finish();
-  if constexpr (T::kDType == DType::kE4M3) softmax.scale_output(b.v_scale);
-  epilogue<T>(b, acc, softmax);
+  compute_tile<T>(pipe, b);
 }
 
 }  // namespace fa

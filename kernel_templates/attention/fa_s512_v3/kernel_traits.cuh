@@ -92,7 +92,8 @@ struct Plan {
   // (bench/NOTES.md, "Longest-first block order"), so there a stage's K and V are freed together.
   bool kv_barriers;
   int full_barriers;   // TMA: one per stage (K and V, or K), Q's, then V's
-  int empty_barriers;  // producer: one per stage (K's, then V's where they are freed apart)
+  // producer: one per stage (K's, then V's where they are freed apart), then (persistent) Q's
+  int empty_barriers;
   // Shared memory: Q tile(s), then STAGES K tiles, then STAGES V tiles (16-bit units). After
   // the main loop the same bytes hold the output tile or the key groups' merge buffer (fp32),
   // unless merge_apart gives those their own bytes past the tiles.
@@ -105,6 +106,13 @@ struct Plan {
   // TMA blocks whose key groups merge put the merge buffer past the tiles where the block still
   // fits: no block-wide barrier then ends the loop, and key group 0 alone waits for the others.
   bool merge_apart;
+  // The warp-specialized schedules on a dense batch without SPLIT_KV, where the output tile fits
+  // past the stages: the grid holds as many blocks as run at once, and each block takes work
+  // tile after work tile (block.cuh, PersistentWork), its producer copying the next one's K, V
+  // and Q while the computing warps still finish the last; the output tile then needs bytes of
+  // its own (epilogue_apart), and Q an empty barrier (the last of empty_barriers).
+  bool persistent;
+  bool epilogue_apart;  // the merge buffer and output tile past the tiles: merge_apart or persistent
   int smem_epilogue_at, smem_tiles;
   // SPLIT_KV up to a portable cluster (8): every other block of the cluster writes its partial
   // for this block's columns into an inbox past the barriers, while this block may still be in
@@ -192,7 +200,6 @@ EVO_HOST_DEVICE constexpr Plan plan(const KernelConfig& c) {
   p.prologue_tiles = p.stage_release || p.split_refill ? c.stages : p.prefetch;
   p.kv_barriers = p.tma && (!c.wgmma || (p.producer && c.stages == 2));
   p.full_barriers = c.stages + 1 + (p.split_refill ? 1 : 0) + (p.kv_barriers ? c.stages : 0);
-  p.empty_barriers = p.producer ? (p.kv_barriers ? 2 : 1) * c.stages : 0;
   p.q_elems = c.block_m * p.qk_cols;
   p.kv_elems = c.block_n * p.qk_cols;
   p.smem_main = 2 * (p.q_buffers * p.q_elems + 2 * c.stages * p.kv_elems);
@@ -200,10 +207,14 @@ EVO_HOST_DEVICE constexpr Plan plan(const KernelConfig& c) {
   p.smem_epilogue = p.smem_merge + (p.tma_store ? 2 * c.block_m * c.head_dim : 0);  // O: 16-bit
   p.smem_align = p.panels ? 1024 : 0;
   p.smem_barriers = p.tma ? 128 : 0;
-  p.merge_apart = c.split_kv == 1 && p.warps_kv > 1 && p.tma &&
-                  p.smem_main + p.smem_epilogue + p.smem_align + p.smem_barriers <= kSmemOptInSm90;
-  p.smem_epilogue_at = p.merge_apart ? p.smem_main : 0;
-  p.smem_tiles = p.merge_apart ? p.smem_main + p.smem_epilogue : max_of(p.smem_main, p.smem_epilogue);
+  const bool epilogue_fits_apart =
+      p.smem_main + p.smem_epilogue + p.smem_align + p.smem_barriers <= kSmemOptInSm90;
+  p.persistent = p.producer && c.split_kv == 1 && !p.pack && !p.varlen && epilogue_fits_apart;
+  p.empty_barriers = p.producer ? (p.kv_barriers ? 2 : 1) * c.stages + (p.persistent ? 1 : 0) : 0;
+  p.merge_apart = c.split_kv == 1 && p.warps_kv > 1 && p.tma && epilogue_fits_apart;
+  p.epilogue_apart = p.merge_apart || p.persistent;
+  p.smem_epilogue_at = p.epilogue_apart ? p.smem_main : 0;
+  p.smem_tiles = p.epilogue_apart ? p.smem_main + p.smem_epilogue : max_of(p.smem_main, p.smem_epilogue);
   p.split_in_memory = c.split_kv > 1 && cluster_size(c.split_kv) == 1;
   p.cols_per_rank = (c.head_dim / 8 + c.split_kv - 1) / c.split_kv;
   p.smem_inbox = p.split_in_memory ? 0 : (c.split_kv - 1) * c.block_m * 32 * (p.cols_per_rank + 1);
@@ -396,6 +407,8 @@ struct KernelTraits {
   static constexpr int kSmemAlign = kPlan.smem_align;
   static constexpr int kSmemBarriers = kPlan.smem_barriers;
   static constexpr bool kMergeApart = kPlan.merge_apart;
+  static constexpr bool kPersistent = kPlan.persistent;
+  static constexpr bool kEpilogueApart = kPlan.epilogue_apart;
   static constexpr int kSmemEpilogueAt = kPlan.smem_epilogue_at;
   static constexpr int kSmemTiles = kPlan.smem_tiles;
   static constexpr bool kSplitInMemory = kPlan.split_in_memory;

@@ -73,6 +73,8 @@ struct MainloopPvAsync {
     }
     if (b.n_tiles > 0) pipe.wait_v(b.n_tiles - 1);
     finish_last_pv(b, acc, p_a);
+    // A persistent block's next work tile takes the last tile's stage: free it too.
+    if constexpr (T::kPersistent) pipe.stage_read(b.n_tiles - 1);
   }
 
  private:

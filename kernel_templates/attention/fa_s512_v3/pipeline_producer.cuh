@@ -49,9 +49,18 @@ struct PipelineProducer : PipelineTma<T> {
       }
     }
     __syncthreads();
-    if (!computes) {
-      if constexpr (T::kProducerRegs > 0) warpgroup_lower_registers<T::kProducerRegs>();
+    if (!take_role()) {
       if (threadIdx.x == T::kThreads) produce();
+      return false;
+    }
+    return true;
+  }
+
+  // After the barrier that shows every thread the mbarriers: the producer warpgroup lowers its
+  // registers (false), the computing warps raise theirs (true).
+  __device__ __forceinline__ static bool take_role() {
+    if (threadIdx.x >= T::kThreads) {
+      if constexpr (T::kProducerRegs > 0) warpgroup_lower_registers<T::kProducerRegs>();
       return false;
     }
     if constexpr (T::kConsumerRegs > 0) warpgroup_raise_registers<T::kConsumerRegs>();
@@ -61,24 +70,33 @@ struct PipelineProducer : PipelineTma<T> {
   // Tile t reuses the stage of tile t - STAGES once every computing warp has freed it: the
   // (t / STAGES)-th phase of that stage's empty barrier (K's, or the stage's where K and V are
   // freed together; V's own where they are freed apart).
-  __device__ __forceinline__ unsigned long long* k_empty(int t) const { return &b.smem.empty[t % T::kStages]; }
+  __device__ __forceinline__ unsigned long long* k_empty(int t) const { return &b.smem.empty[b.stage(t)]; }
   __device__ __forceinline__ unsigned long long* v_empty(int t) const {
-    return kApart ? &b.smem.empty[T::kStages + t % T::kStages] : k_empty(t);
+    return kApart ? &b.smem.empty[T::kStages + b.stage(t)] : k_empty(t);
   }
-  __device__ __forceinline__ static void wait_free(unsigned long long* empty, int t) {
-    if (t >= T::kStages) mbarrier_wait(empty, (t / T::kStages - 1) & 1);
+  __device__ __forceinline__ void wait_free(unsigned long long* empty, int t) const {
+    const int slot = b.slot(t);
+    if (slot >= T::kStages) mbarrier_wait(empty, (slot / T::kStages - 1) & 1);
   }
-  __device__ __forceinline__ void produce() const {
+  // Q into its tile, once the previous work tile's last QK^T has read it (PERSISTENT).
+  __device__ __forceinline__ void load_q() const {
     if constexpr (!T::kPackGqa) {
+      if (T::kPersistent && b.work > 0) mbarrier_wait(b.smem.q_empty(), (b.work - 1) & 1);
       mbarrier_expect_bytes(b.smem.full_q, T::kQElems * 2);
       tma_load_tile<T, T::kBlockM>(b.q_tile, b.p.q_map, b.q_map_row(b.q0_front), b.q_slice, b.smem.full_q);
     }
+  }
+  // The block's copies, in the order the computing warps need them. A persistent block's first
+  // K waits only for its stage, which the previous work tile frees before it frees Q.
+  __device__ __forceinline__ void produce() const {
+    if constexpr (!T::kPersistent) load_q();
     if constexpr (kApart) {
       for (int t = 0; t <= b.n_tiles; ++t) {
         if (t < b.n_tiles) {
           wait_free(k_empty(t), t);
           this->load_k(t);
         }
+        if (T::kPersistent && t == 0) load_q();
         if (t > 0) {
           wait_free(v_empty(t - 1), t - 1);
           this->load_v(t - 1);
@@ -86,8 +104,9 @@ struct PipelineProducer : PipelineTma<T> {
       }
     } else {
       for (int t = 0; t < b.n_tiles; ++t) {
-        if (t >= T::kStages) mbarrier_wait(k_empty(t), (t / T::kStages - 1) & 1);
+        wait_free(k_empty(t), t);
         this->load_kv(t);
+        if (T::kPersistent && t == 0) load_q();
       }
     }
   }
@@ -100,12 +119,18 @@ struct PipelineProducer : PipelineTma<T> {
   // The warp has read K(t) (QK^T(t) is done) or V(t) (P*V(t) is; the stage's last reader where
   // K and V are freed together) for the last time: it frees the stage where the producer still
   // has a tile to put there (it waits for exactly those phases).
+  // A persistent block's producer goes on into the next work tile's K/V and Q: every stage is freed,
+  // and Q after the last QK^T (arrivals past the block's last work tile complete phases nobody
+  // waits for).
   __device__ __forceinline__ void free_stage(unsigned long long* empty, int t) const {
     __syncwarp();
-    if (b.lane == 0 && t + T::kStages < b.n_tiles) mbarrier_arrive(empty);
+    if (b.lane == 0 && (T::kPersistent || t + T::kStages < b.n_tiles)) mbarrier_arrive(empty);
   }
   __device__ __forceinline__ void k_consumed(int t) const {
     if constexpr (kApart) free_stage(k_empty(t), t);
+    if constexpr (T::kPersistent) {
+      if (t == b.n_tiles - 1) free_stage(b.smem.q_empty(), t);
+    }
   }
   __device__ __forceinline__ void stage_read(int t) const { free_stage(v_empty(t), t); }
   __device__ __forceinline__ void end_step(int) const {}

@@ -48,12 +48,12 @@ struct PipelineTma {
     for (int i = 0; i < T::kFullBarriers; ++i) mbarrier_init(&smem.full[i], 1);
   }
 
-  __device__ __forceinline__ unsigned long long* k_bar(int t) const {
-    return &b.smem.full[t % T::kStages];
-  }
+  __device__ __forceinline__ unsigned long long* k_bar(int t) const { return &b.smem.full[b.stage(t)]; }
   __device__ __forceinline__ unsigned long long* v_bar(int t) const {
-    return kOwnVBarrier ? b.smem.full_v + t % T::kStages : &b.smem.full[t % T::kStages];
+    return kOwnVBarrier ? b.smem.full_v + b.stage(t) : &b.smem.full[b.stage(t)];
   }
+  // The phase tile t's barriers complete in: the stage's (slot / STAGES)-th filling.
+  __device__ __forceinline__ unsigned phase(int t) const { return (b.slot(t) / T::kStages) & 1; }
   __device__ __forceinline__ void expect_kv(int t) const {  // one thread
     if constexpr (kOwnVBarrier) {
       mbarrier_expect_bytes(k_bar(t), kTileBytes);
@@ -63,15 +63,15 @@ struct PipelineTma {
     }
   }
   __device__ __forceinline__ void copy_k(int t) const {  // tile t's K into its stage
-    tma_load_tile<T, T::kBlockN>(b.k_tiles + (t % T::kStages) * T::kKVElems, b.p.k_map,
+    tma_load_tile<T, T::kBlockN>(b.k_tiles + b.stage(t) * T::kKVElems, b.p.k_map,
                                  b.kv_map_row((b.first_tile + t) * T::kBlockN), b.kv_slice, k_bar(t));
   }
   __device__ __forceinline__ void copy_v(int t) const {
     if constexpr (T::kVTransposed) {
-      tma_load_vt_tile<T>(b.v_tiles + (t % T::kStages) * T::kKVElems, b.p.v_map,
+      tma_load_vt_tile<T>(b.v_tiles + b.stage(t) * T::kKVElems, b.p.v_map,
                           (b.first_tile + t) * T::kBlockN, b.kv_slice, v_bar(t));
     } else {
-      tma_load_tile<T, T::kBlockN>(b.v_tiles + (t % T::kStages) * T::kKVElems, b.p.v_map,
+      tma_load_tile<T, T::kBlockN>(b.v_tiles + b.stage(t) * T::kKVElems, b.p.v_map,
                                    b.kv_map_row((b.first_tile + t) * T::kBlockN), b.kv_slice, v_bar(t));
     }
   }
@@ -130,12 +130,16 @@ struct PipelineTma {
       load_kv(t + T::kPrefetch);
     }
   }
-  __device__ __forceinline__ void wait_q() const {  // (PACK_GQA: Q was loaded before the prologue's barrier)
-    if constexpr (!T::kPackGqa) mbarrier_wait(b.smem.full_q, 0);
+  // (PACK_GQA: Q was loaded before the prologue's barrier.) A persistent block's Q tile is
+  // loaded once per work tile.
+  __device__ __forceinline__ void wait_q() const {
+    if constexpr (T::kPersistent) {
+      mbarrier_wait(b.smem.full_q, b.work & 1);
+    } else if constexpr (!T::kPackGqa) {
+      mbarrier_wait(b.smem.full_q, 0);
+    }
   }
-  __device__ __forceinline__ void wait_tile(int t) const {
-    mbarrier_wait(&b.smem.full[t % T::kStages], (t / T::kStages) & 1);
-  }
+  __device__ __forceinline__ void wait_tile(int t) const { mbarrier_wait(k_bar(t), phase(t)); }
 
   // CAUSAL_FOLD: a warp whose keys are not visible does not wait for the tile (key group 0 of
   // the back rows needs every tile up to the block's end, so each copy is still waited for
@@ -157,7 +161,7 @@ struct PipelineTma {
     }
   }
   __device__ __forceinline__ void wait_v(int t) const {
-    if constexpr (kOwnVBarrier) mbarrier_wait(v_bar(t), (t / T::kStages) & 1);
+    if constexpr (kOwnVBarrier) mbarrier_wait(v_bar(t), phase(t));
   }
 
   // STAGE_RELEASE: the last of the block's warps to leave a stage refills it with tile

@@ -84,6 +84,16 @@ TEST(Exporter, LaunchUsesTheSpaceFormulas) {
   EXPECT_NE(r.source().find("if (e == cudaSuccess && attrs.numRegs < (PRODUCER * (WARPS == 8LL) * (HEAD_DIM == 128LL) * 168LL))"),
             std::string::npos)
       << r.source().substr(r.source().find("cudaFuncGetAttributes"), 600);
+  // The space's persistent: such a kernel's blocks share the grid's work tiles, as many of them
+  // as the device runs at once, counted after the shared-memory limit is raised.
+  const std::string& src = r.source();
+  const size_t persistent = src.find("      if (PERSISTENT) {");
+  ASSERT_NE(persistent, std::string::npos) << src.substr(src.find("cudaFuncAttributeMaxDynamicSharedMemorySize"), 900);
+  EXPECT_GT(persistent, src.find("cudaFuncAttributeMaxDynamicSharedMemorySize"));
+  EXPECT_NE(src.find("cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel,", persistent), std::string::npos);
+  EXPECT_NE(src.find("blocks_x = std::min(grid_x * grid_y, resident.load());", persistent), std::string::npos);
+  EXPECT_NE(src.find("config.gridDim = dim3(static_cast<unsigned>(blocks_x), static_cast<unsigned>(blocks_y),"),
+            std::string::npos);
 }
 
 // Constraints over the genes and head dim are compile-time (an invalid pair is never

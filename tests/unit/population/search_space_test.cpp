@@ -124,6 +124,22 @@ TEST(SearchSpaceTest, TmaGenomesAskForTensorMapsOfTheirBoxAndRoomForTheirBarrier
   EXPECT_EQ(space().launch(small_boxes, p).tensor_map_q_box_rows, 32);
 }
 
+// A producer block on a dense batch is persistent where its output tile fits apart (the plan's
+// rule; kernel_plan_test holds the two against each other): its grid_x * grid_y are work tiles.
+TEST(SearchSpaceTest, APersistentLaunchCountsWorkTiles) {
+  const Problem p = problem("2x16x4096x128");
+  const Genome two = space().parse(
+      "BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized_pingpong,TMA_BOX_ROWS=256");
+  ASSERT_EQ(space().violated_constraint(two, p, kDefaultSmemLimit, 90), std::nullopt);
+  const LaunchConfig l = space().launch(two, p);
+  EXPECT_EQ(l.persistent, 1);
+  EXPECT_EQ(l.grid_x * l.grid_y, 32 * 32);
+  Genome three = two;
+  three.set("STAGES", 3);
+  EXPECT_EQ(space().launch(three, p).persistent, 0);
+  EXPECT_EQ(space().launch(space().default_genome(), p).persistent, 0);
+}
+
 TEST(SearchSpaceTest, BoxesTallerThanATileAreCutToItsRows) {
   const Problem p = problem("1x4x1000x64");
   // 256: every tile one box per 64 columns, K and V (BLOCK_N rows) taller than Q and O.

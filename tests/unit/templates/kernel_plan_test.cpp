@@ -74,6 +74,7 @@ void hold(const Problem& p, int sm_arch, uint64_t stride, Tally& tally) {
       ASSERT_EQ(launch.smem_bytes, plan.smem_bytes) << g.text() << " at " << p.text();
       ASSERT_EQ(launch.threads, plan.block_threads) << g.text() << " at " << p.text();
       ASSERT_EQ(launch.min_registers, plan.min_registers) << g.text() << " at " << p.text();
+      ASSERT_EQ(launch.persistent != 0, plan.persistent) << g.text() << " at " << p.text();
       // ... and tensor maps in boxes the host's encoder takes.
       if (launch.tensor_map_box_rows != 0) {
         ASSERT_TRUE(valid_tensor_map_box_rows(static_cast<int>(launch.tensor_map_box_rows)) &&
@@ -244,12 +245,42 @@ TEST(KernelPlan, AProducerOnTwoStagesFreesKAndVApart) {
     const bool apart = stages == 2;
     EXPECT_EQ(p.kv_barriers, apart) << stages << " stages";
     EXPECT_EQ(p.full_barriers, stages + 1 + (apart ? stages : 0)) << stages << " stages";
-    EXPECT_EQ(p.empty_barriers, (apart ? 2 : 1) * stages) << stages << " stages";
+    // (and Q's, where the block is persistent)
+    EXPECT_EQ(p.empty_barriers, (apart ? 2 : 1) * stages + (p.persistent ? 1 : 0)) << stages << " stages";
   }
   const fa::KernelConfig wide16{0, 0, 128, 128, 192, 8, 2, 11, 1, 1, 1, 256, 1, 0, 0, 0};
   ASSERT_EQ(fa::check(wide16), fa::Unsupported::kOk);
   EXPECT_LE(fa::plan(wide16).smem_bytes, fa::kSmemOptInSm90);
   EXPECT_FALSE(fa::plan(fa::KernelConfig{0, 0, 128, 128, 128, 8, 2, 7, 1, 1, 1, 256, 1, 0, 0, 0}).kv_barriers);
+}
+
+// A producer block on a dense batch is persistent where its output tile fits past the stages,
+// which then hold the next work tile's K and V while the epilogue runs; Q gets an empty barrier.
+TEST(KernelPlan, AProducerBlockIsPersistentWhereItsOutputTileFitsApart) {
+  const fa::KernelConfig two{0, 0, 128, 128, 128, 8, 2, 11, 1, 1, 1, 256, 1, 0, 0, 0};
+  ASSERT_EQ(fa::check(two), fa::Unsupported::kOk);
+  const fa::Plan p = fa::plan(two);
+  EXPECT_TRUE(p.persistent);
+  EXPECT_TRUE(p.epilogue_apart);
+  EXPECT_EQ(p.smem_epilogue_at, p.smem_main);
+  EXPECT_EQ(p.smem_tiles, p.smem_main + 2 * 128 * 128) << "the fp16 output tile past Q and the stages";
+  EXPECT_EQ(p.empty_barriers, 2 * 2 + 1);
+  // Three 16-bit stages of 128 keys at head dim 128 leave no room for the output tile.
+  fa::KernelConfig three = two;
+  three.stages = 3;
+  EXPECT_FALSE(fa::plan(three).persistent);
+  EXPECT_EQ(fa::plan(three).smem_epilogue_at, 0);
+  // Neither a packed batch nor PACK_GQA (their outputs leave by plain stores), nor a block that
+  // issues its own copies.
+  fa::KernelConfig varlen = two;
+  varlen.varlen = 1;
+  EXPECT_FALSE(fa::plan(varlen).persistent);
+  fa::KernelConfig packed = two;
+  packed.pack_gqa = 1;
+  EXPECT_FALSE(fa::plan(packed).persistent);
+  fa::KernelConfig pingpong = two;
+  pingpong.schedule = static_cast<int>(fa::Schedule::kPingpong);
+  EXPECT_FALSE(fa::plan(pingpong).persistent);
 }
 
 // A packed batch's output leaves by plain stores: a TMA store's box would run into the next
