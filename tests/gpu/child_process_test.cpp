@@ -222,6 +222,7 @@ TEST(EvalRequestJson, RoundTrips) {
   j.tensor_map_box_rows = 256;
   j.tensor_map_q_box_rows = 32;
   j.persistent = true;
+  j.persistent_blocks = 3;
   r.shapes.push_back(j);
   const EvalRequest back = request_from_json(to_json(r));
   EXPECT_EQ(back.seed, 42u);
@@ -235,6 +236,7 @@ TEST(EvalRequestJson, RoundTrips) {
   EXPECT_EQ(back.shapes[0].tensor_map_box_rows, 256);
   EXPECT_EQ(back.shapes[0].tensor_map_q_box_rows, 32);
   EXPECT_TRUE(back.shapes[0].persistent);
+  EXPECT_EQ(back.shapes[0].persistent_blocks, 3);
   EXPECT_EQ(back.shapes[0].kernel, "_Z3foo");
   EXPECT_EQ(attention::shape_of(back.shapes[0].shape).dtype, evo::DType::kBF16);
   EXPECT_EQ(back.reference_cubin, "/tmp/reference.cubin");

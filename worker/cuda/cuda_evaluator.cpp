@@ -68,6 +68,11 @@ int watchdog_ms_for(int base_ms, const std::vector<Problem>& shapes) {
 
 namespace {
 
+// A persistent kernel's blocks under the sanitizer: few, so that each takes several of the small
+// problem's work tiles and the tools see the stages, barriers and output tile carried from one
+// work tile to the next.
+constexpr int64_t kSanitizerPersistentBlocks = 3;
+
 // Sanitizer passes a worker keeps (a request's JSON is a few KB): plenty for one run's elites.
 constexpr size_t kSanitizerPassesKept = 4096;
 
@@ -102,7 +107,10 @@ std::vector<cuda::ShapeJob> sanitizer_jobs(const std::vector<CompiledKernel>& ke
     const std::vector<Problem> small = runtime_for(shapes[i]).sanitizer_problems(shapes[i]);
     if (std::find(seen.begin(), seen.end(), small) != seen.end()) continue;  // a kernel already seen
     seen.push_back(small);
-    for (const auto& p : small) jobs.push_back(job_for(p, kernels[i], launch_for(p)));
+    for (const auto& p : small) {
+      jobs.push_back(job_for(p, kernels[i], launch_for(p)));
+      jobs.back().persistent_blocks = kSanitizerPersistentBlocks;
+    }
   }
   return jobs;
 }

@@ -48,7 +48,8 @@ std::string to_json(const EvalRequest& r) {
                       {"workspace_bytes", s.workspace_bytes},
                       {"tensor_map_box_rows", s.tensor_map_box_rows},
                       {"tensor_map_q_box_rows", s.tensor_map_q_box_rows},
-                      {"persistent", s.persistent}});
+                      {"persistent", s.persistent},
+                      {"persistent_blocks", s.persistent_blocks}});
   }
   json j = {{"device", r.device},
             {"seed", r.seed},
@@ -104,6 +105,7 @@ EvalRequest request_from_json(const std::string& text) {
       job.tensor_map_box_rows = field(s, "tensor_map_box_rows").get<int>();
       job.tensor_map_q_box_rows = field(s, "tensor_map_q_box_rows").get<int>();
       job.persistent = field(s, "persistent").get<bool>();
+      job.persistent_blocks = field(s, "persistent_blocks").get<int64_t>();
       r.shapes.push_back(std::move(job));
     }
     return r;

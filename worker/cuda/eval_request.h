@@ -27,8 +27,11 @@ struct ShapeJob {
   int tensor_map_box_rows = 0;
   int tensor_map_q_box_rows = 0;
   // A persistent kernel: grid[0] counts work tiles, and the launch holds only as many blocks as
-  // the device runs at once (LaunchConfig::persistent).
+  // the device runs at once (LaunchConfig::persistent), and at most persistent_blocks where that
+  // is nonzero: the sanitizer's launches take few, so that every block goes on to further work
+  // tiles under racecheck and synccheck, as on a long sequence.
   bool persistent = false;
+  int64_t persistent_blocks = 0;
 };
 
 struct EvalRequest {

@@ -51,6 +51,7 @@ void LoadedKernel::prepare(const LaunchDims& dims) {
         &per_sm, reinterpret_cast<const void*>(kernel_), static_cast<int>(dims.threads),
         static_cast<size_t>(dims.smem_bytes)));
     resident_blocks_ = std::max<int64_t>(1, int64_t{sms} * per_sm);
+    if (dims.persistent_blocks > 0) resident_blocks_ = std::min(resident_blocks_, dims.persistent_blocks);
   }
 }
 

@@ -20,8 +20,9 @@ struct LaunchDims {
   int64_t threads = 0;
   int64_t smem_bytes = 0;
   // grid[0] counts a persistent kernel's work tiles: the launch takes at most as many blocks as
-  // the device holds at once.
+  // the device holds at once, and at most persistent_blocks where that is nonzero.
   bool persistent = false;
+  int64_t persistent_blocks = 0;
 };
 
 // The largest parameter block a launch takes: the classic limit of a kernel's parameters.

@@ -44,6 +44,7 @@ LaunchDims dims_of(const ShapeJob& job) {
   LaunchDims d;
   d.grid = job.grid;
   d.persistent = job.persistent;
+  d.persistent_blocks = job.persistent_blocks;
   d.threads = job.threads;
   d.smem_bytes = job.smem_bytes;
   return d;
