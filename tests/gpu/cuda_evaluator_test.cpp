@@ -313,6 +313,41 @@ TEST(CudaEvaluator, WarpSpecializedSchedulesPassEveryGate) {
   expect_every_gate_passes(ev, cases);
 }
 
+// Persistent producer blocks (dense batches, the output tile past the stages): shapes of more
+// work tiles than the device holds blocks, so every block goes on through several, causal ones
+// in both block orders (work tiles of different lengths), fp16, bf16 and e4m3, one and two
+// computing warpgroups, two and three stages; a persistent grid, the repeated launches, and the
+// sanitizer's four tools, whose launches take three blocks.
+TEST(CudaEvaluator, PersistentProducerBlocksPassEveryGate) {
+  EVO_REQUIRE_GPU();
+  CudaEvaluator& ev = *shared_evaluator();
+  if (ev.device().arch() != "sm_90a") GTEST_SKIP() << "the warp-specialized schedules need TMA and wgmma, on sm_90a";
+  const std::vector<Problem> wide = {problem("4x16x1000x128"), problem("2x8x4097x128:causal"),
+                                     problem("1x32x1100x128:kv8:causal:bf16")};
+  const std::vector<Problem> e4m3 = {problem("4x16x1000x128:e4m3"), problem("2x8x4097x128:causal:e4m3")};
+  const std::vector<Problem> narrow = {problem("4x16x1000x64"), problem("2x16x2049x64:causal")};
+  const GateCases cases = {
+      {"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized_pingpong,TMA_BOX_ROWS=256,"
+       "LAZY_RESCALE=1",
+       &wide},
+      {"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized_pingpong,TMA_BOX_ROWS=256,"
+       "LAZY_RESCALE=1,LONGEST_FIRST=1",
+       &wide},
+      {"BLOCK_M=128,BLOCK_N=64,WARPS=8,STAGES=3,WGMMA=1,SCHEDULE=warp_specialized", &wide},
+      {"BLOCK_M=128,BLOCK_N=192,WARPS=8,STAGES=3,WGMMA=1,SCHEDULE=warp_specialized_pingpong,TMA_BOX_ROWS=256,"
+       "LAZY_RESCALE=1",
+       &e4m3},
+      {"BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized", &narrow}};
+  const auto& space = SearchSpace::for_template("fa_s512_v3");
+  for (const auto& [genes, shapes] : cases)
+    for (const Problem& p : *shapes) {
+      const LaunchConfig l = space.launch(space.parse(genes), p);
+      EXPECT_EQ(l.persistent, 1) << genes << " at " << p.text();
+      EXPECT_GT(l.grid_x * l.grid_y, ev.device().sm_count()) << genes << " at " << p.text() << ": no block loops";
+    }
+  expect_every_gate_passes(ev, cases);
+}
+
 // Packed batches (varlen): sequences of ragged lengths, some shorter than a block and some whose
 // last block runs into the next sequence's rows, against chunks of a cache and whole prompts,
 // through every pipeline that can serve them (the sanitizer's run included).
