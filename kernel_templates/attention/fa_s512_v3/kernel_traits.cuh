@@ -107,7 +107,7 @@ struct Plan {
   // fits: no block-wide barrier then ends the loop, and key group 0 alone waits for the others.
   bool merge_apart;
   // The warp-specialized schedules on a dense batch without SPLIT_KV, where the output tile fits
-  // past the stages: the grid holds as many blocks as run at once, and each block takes work
+  // past the stages and an SM still holds as many blocks: the grid holds as many blocks as run at once, and each block takes work
   // tile after work tile (block.cuh, PersistentWork), its producer copying the next one's K, V
   // and Q while the computing warps still finish the last; the output tile then needs bytes of
   // its own (epilogue_apart), and Q an empty barrier (the last of empty_barriers).
@@ -127,6 +127,10 @@ struct Plan {
 // The most shared memory a block may take on sm_90, the only target TMA compiles for: the host's
 // device_limits.h holds it; tests/unit/templates/device_limits_test.cpp fails when this drifts.
 constexpr int kSmemOptInSm90 = 227 * 1024;
+
+// The blocks an sm_90 SM holds by their shared memory: the SM's is the opt-in limit and the 1 KB
+// the driver keeps for each block.
+EVO_HOST_DEVICE constexpr int blocks_by_smem_sm90(int bytes) { return (kSmemOptInSm90 + 1024) / (bytes + 1024); }
 
 // The largest SPLIT_KV whose blocks form a cluster (the portable cluster size).
 constexpr int kMaxClusterSplit = 8;
@@ -207,9 +211,12 @@ EVO_HOST_DEVICE constexpr Plan plan(const KernelConfig& c) {
   p.smem_epilogue = p.smem_merge + (p.tma_store ? 2 * c.block_m * c.head_dim : 0);  // O: 16-bit
   p.smem_align = p.panels ? 1024 : 0;
   p.smem_barriers = p.tma ? 128 : 0;
-  const bool epilogue_fits_apart =
-      p.smem_main + p.smem_epilogue + p.smem_align + p.smem_barriers <= kSmemOptInSm90;
-  p.persistent = p.producer && c.split_kv == 1 && !p.pack && !p.varlen && epilogue_fits_apart;
+  const int smem_apart = p.smem_main + p.smem_epilogue + p.smem_align + p.smem_barriers;
+  const bool epilogue_fits_apart = smem_apart <= kSmemOptInSm90;
+  // ... and never at the price of a block an SM (persistent or not, a block's work is the same).
+  const int smem_overlaid = max_of(p.smem_main, p.smem_epilogue) + p.smem_align + p.smem_barriers;
+  p.persistent = p.producer && c.split_kv == 1 && !p.pack && !p.varlen && epilogue_fits_apart &&
+                 blocks_by_smem_sm90(smem_apart) == blocks_by_smem_sm90(smem_overlaid);
   p.empty_barriers = p.producer ? (p.kv_barriers ? 2 : 1) * c.stages + (p.persistent ? 1 : 0) : 0;
   p.merge_apart = c.split_kv == 1 && p.warps_kv > 1 && p.tma && epilogue_fits_apart;
   p.epilogue_apart = p.merge_apart || p.persistent;

@@ -281,6 +281,18 @@ TEST(KernelPlan, AProducerBlockIsPersistentWhereItsOutputTileFitsApart) {
   fa::KernelConfig pingpong = two;
   pingpong.schedule = static_cast<int>(fa::Schedule::kPingpong);
   EXPECT_FALSE(fa::plan(pingpong).persistent);
+  // Nor where the output tile's bytes would cost a block an SM: these head-dim-64 blocks fit two
+  // (three stages) and three (two) an SM with the output over Q, one and two with it apart.
+  const fa::KernelConfig narrow{0, 0, 64, 64, 128, 4, 3, 10, 1, 1, 1, 256, 0, 0, 0, 0};
+  ASSERT_EQ(fa::check(narrow), fa::Unsupported::kOk);
+  EXPECT_EQ(fa::blocks_by_smem_sm90(fa::plan(narrow).smem_bytes), 2);
+  EXPECT_FALSE(fa::plan(narrow).persistent);
+  fa::KernelConfig narrow_two = narrow;
+  narrow_two.stages = 2;
+  EXPECT_EQ(fa::blocks_by_smem_sm90(fa::plan(narrow_two).smem_bytes), 3);
+  EXPECT_FALSE(fa::plan(narrow_two).persistent);
+  // Two computing warpgroups at head dim 128 fit one block an SM either way.
+  EXPECT_EQ(fa::blocks_by_smem_sm90(p.smem_bytes), 1);
 }
 
 // A packed batch's output leaves by plain stores: a TMA store's box would run into the next
