@@ -1,0 +1,53 @@
+#!/bin/bash
+# Persistent producer blocks (this build, bin/evo-worker) against main's one block per tile
+# (bin/evo-worker-base, copied into the same bundle), alternating binaries, run on the GPU host
+# from the checkout with the bundle in .bundle: `OUT=dir bash lab/persistent/ab.sh`. Writes OUT/log.txt
+# and OUT/gtests.tgz.
+# The 3-stage 16-bit producer, the 4-stage e4m3 producer, the head-dim-64 producer and the
+# packed-batch pingpong are controls (one block per tile in both builds).
+set -u
+T0=$(date +%s)
+B=$PWD/.bundle
+L=$OUT/log.txt
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader > $L
+ev() {  # label binary genome shapes...
+  local label=$1 bin=$2 g=$3; shift 3
+  local args=(); for s in "$@"; do args+=(--shape "$s"); done
+  EVO_CACHE_DIR=/tmp/cache-$bin timeout 150 $B/bin/$bin eval --seed fa_s512_v3 --genome "$g" "${args[@]}" > /tmp/ev.txt 2>&1
+  echo "$label $bin $g | $(grep -E '^resources' /tmp/ev.txt | cut -c11-70) | $(grep -E '^status' /tmp/ev.txt)" >> $L
+  grep -E "^shape|error|rror" /tmp/ev.txt | head -12 | sed "s/^/$label $bin   /" >> $L
+}
+W=WGMMA=1,TMA_BOX_ROWS=256
+# A persistent block first, alone and short: a hang here ends the call early with its log.
+EVO_CACHE_DIR=/tmp/cache-evo-worker timeout 90 $B/bin/evo-worker eval --seed fa_s512_v3 --shape 2x4x1000x128 --shape 1x2x300x128:causal \
+  --genome "BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,$W,SCHEDULE=warp_specialized_pingpong,LAZY_RESCALE=1" > /tmp/probe.txt 2>&1
+echo "probe rc=$?" >> $L; grep -E "^shape|status|rror|gates|  [a-z]+ +(passed|failed)" /tmp/probe.txt | head -20 >> $L
+grep -q "status    OK" /tmp/probe.txt || { echo "## probe failed, stopping" >> $L; exit 0; }
+P=SCHEDULE=warp_specialized_pingpong,LAZY_RESCALE=1
+cases=(
+"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,$W,$P|2x16x4096x128 2x16x4096x128:bf16"
+"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,$W,$P,LONGEST_FIRST=1|2x16x4096x128:causal 4x32x4096x128:kv8:causal:bf16 1x32x2048x128:kv8:causal:bf16"
+"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=3,$W,$P|2x16x4096x128 4x32x4096x128:kv8:causal:bf16"
+"BLOCK_M=128,BLOCK_N=192,WARPS=8,STAGES=3,$W,$P|2x16x4096x128:e4m3 2x16x4096x128:causal:e4m3"
+"BLOCK_M=128,BLOCK_N=192,WARPS=8,STAGES=4,$W,$P|2x16x4096x128:e4m3"
+"BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,$W,SCHEDULE=warp_specialized|4x16x2048x64 4x16x2048x64:e4m3"
+"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=3,$W,SCHEDULE=pingpong,LAZY_RESCALE=1|17+250+600+1100+1500+2000+2500+3000x32x128:kv8:causal:bf16"
+)
+for r in 1 2; do
+  if [ $r = 2 ]; then order="evo-worker evo-worker-base"; else order="evo-worker-base evo-worker"; fi
+  for c in "${cases[@]}"; do
+    g=${c%%|*}; shapes=${c#*|}
+    for bin in $order; do ev "r$r" $bin "$g" $shapes; done
+  done
+  echo "## round $r done at $(( $(date +%s) - T0 )) s" >> $L
+done
+left=$(( 580 - ($(date +%s) - T0) ))
+echo "## gate tests, 2 shards, ${left}s" >> $L
+F='CudaEvaluator.PersistentProducerBlocksPassEveryGate:CudaEvaluator.WarpSpecializedSchedulesPassEveryGate:CudaEvaluator.WideKeyTilesPassEveryGate:CudaEvaluator.LongestFirstBlockOrderPassesEveryGate'
+for i in 0 1; do
+  GTEST_TOTAL_SHARDS=2 GTEST_SHARD_INDEX=$i EVO_CACHE_DIR=/tmp/gcache$i timeout $left $B/bin/gpu_tests --gtest_filter="$F" > /tmp/gt$i.txt 2>&1 &
+done
+wait
+for i in 0 1; do grep -E "^\[ +(OK|FAILED|PASSED|SKIPPED) |Failure|tests ran|Which is|: valid=" /tmp/gt$i.txt | cut -c1-400 | head -40 >> $L; done
+tar czf $OUT/gtests.tgz -C /tmp gt0.txt gt1.txt
+echo "## end at $(( $(date +%s) - T0 )) s" >> $L
