@@ -18,8 +18,9 @@ ev() {  # label binary genome shapes...
   grep -E "^shape|error|rror" /tmp/ev.txt | head -12 | sed "s/^/$label $bin   /" >> $L
 }
 W=WGMMA=1,TMA_BOX_ROWS=256
-# A persistent block first, alone and short: a hang here ends the call early with its log.
-EVO_CACHE_DIR=/tmp/cache-evo-worker timeout 90 $B/bin/evo-worker eval --seed fa_s512_v3 --shape 2x4x1000x128 --shape 1x2x300x128:causal \
+# A persistent block first, alone and short, on shapes of more work tiles than blocks (each block
+# goes on to further tiles): a hang or a wrong output here ends the call early with its log.
+EVO_CACHE_DIR=/tmp/cache-evo-worker timeout 90 $B/bin/evo-worker eval --seed fa_s512_v3 --shape 4x16x1000x128 --shape 2x8x4097x128:causal \
   --genome "BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,$W,SCHEDULE=warp_specialized_pingpong,LAZY_RESCALE=1" > /tmp/probe.txt 2>&1
 echo "probe rc=$?" >> $L; grep -E "^shape|status|rror|gates|  [a-z]+ +(passed|failed)" /tmp/probe.txt | head -20 >> $L
 grep -q "status    OK" /tmp/probe.txt || { echo "## probe failed, stopping" >> $L; exit 0; }
