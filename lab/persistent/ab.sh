@@ -3,8 +3,9 @@
 # (bin/evo-worker-base, copied into the same bundle), alternating binaries, run on the GPU host
 # from the checkout with the bundle in .bundle: `OUT=dir bash lab/persistent/ab.sh`. Writes OUT/log.txt
 # and OUT/gtests.tgz.
-# The 3-stage 16-bit producer, the 4-stage e4m3 producer, the head-dim-64 producer and the
-# packed-batch pingpong are controls (one block per tile in both builds).
+# The 4-stage e4m3 producer and the packed-batch pingpong are controls (one block per tile in
+# both builds); the 3-stage 16-bit and the head-dim-64 producers are persistent with their output
+# tile over Q.
 set -u
 T0=$(date +%s)
 B=$PWD/.bundle

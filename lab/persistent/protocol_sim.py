@@ -3,7 +3,8 @@
 # computing warps (as one) as coroutines over modelled mbarriers (a count, a phase; a wait on a
 # parity passes once that phase has completed), taking the barriers, stages and phases that
 # pipeline_producer.cuh, pipeline_tma.cuh, mainloop_pv_async.cuh and kernel.cuh's
-# forward_persistent take, over random sequences of work tiles at 2, 3 and 4 stages. It checks
+# forward_persistent take, over random sequences of work tiles at 2, 3 and 4 stages, with Q freed
+# after the last QK^T (output tile apart) and after the output's store (output over Q). It checks
 # that no one waits forever and that every tile a warp reads is the one it waits for. It mirrors
 # the kernel's protocol (a change there must be made here too); it does not run the kernel.
 #   python3 lab/persistent/protocol_sim.py    (prints "bad 0")
@@ -16,7 +17,7 @@ class Bar:
         assert s.pending>=0
         if s.pending==0: s.done+=1; s.pending=s.count
     def ready(s, parity): return (s.done % 2) != parity
-def run(S, tiles_per_work, seed):
+def run(S, tiles_per_work, seed, q_after_store):
     rnd=random.Random(seed)
     apart = (S==2)
     # The computing warps as one: each arrive() stands for all of theirs (the barriers' count 1).
@@ -68,7 +69,7 @@ def run(S, tiles_per_work, seed):
             def free(bar): bar.arrive()
             def k_consumed(t):
                 if apart: free(kempty[stage(t)])
-                if t==nt-1: free(q_empty)
+                if t==nt-1 and not q_after_store: free(q_empty)
             def stage_read(t):
                 free(vempty[stage(t)] if apart else kempty[stage(t)])
             for t in range(nt):
@@ -85,7 +86,10 @@ def run(S, tiles_per_work, seed):
             if apart: yield from wait(vbar(nt-1), phase(nt-1))
             assert vstage[stage(nt-1)]==slot(nt-1)
             stage_read(nt-1)   # the last tile's stage, which the next work tile takes
-            yield  # epilogue
+            yield  # epilogue: the output tile written (over Q where q_after_store) and stored
+            if q_after_store:
+                assert qtile[0]==('q',n), 'Q overwritten under the output tile'
+                free(q_empty)
             it+=nt
     actors=[producer(), consumer()]
     alive=list(actors); steps=0
@@ -97,10 +101,11 @@ def run(S, tiles_per_work, seed):
         except StopIteration: alive.remove(a)
     return 'ok'
 bad=0
-for S in (2,3,4):
-    for seed in range(300):
-        r=random.Random(seed)
-        works=[r.randint(1,7) for _ in range(r.randint(1,6))]
-        res=run(S,works,seed)
-        if res!='ok': bad+=1; print(S,works,res); break
+for q_after_store in (False, True):
+    for S in (2,3,4):
+        for seed in range(300):
+            r=random.Random(seed)
+            works=[r.randint(1,7) for _ in range(r.randint(1,6))]
+            res=run(S,works,seed,q_after_store)
+            if res!='ok': bad+=1; print(S,works,'Q freed after the store' if q_after_store else '',res); break
 print('bad',bad)

@@ -313,12 +313,11 @@ TEST(CudaEvaluator, WarpSpecializedSchedulesPassEveryGate) {
   expect_every_gate_passes(ev, cases);
 }
 
-// Persistent producer blocks (dense batches, the output tile past the stages): shapes of more
-// work tiles than the device holds blocks, so every block goes on through several, causal ones
-// in both block orders (work tiles of different lengths), fp16, bf16 and e4m3, one and two
-// computing warpgroups (head dim 128: at 64 the output tile apart would cost a block an SM),
-// two and three stages; a persistent grid, the repeated launches, and the
-// sanitizer's four tools, whose launches take three blocks.
+// Persistent producer blocks (dense batches; the output tile past the stages, or over Q): shapes
+// of more work tiles than the device holds blocks, so every block goes on through several, causal
+// ones in both block orders (work tiles of different lengths), fp16, bf16 and e4m3, one and two
+// computing warpgroups, head dims 64 and 128, two and three stages; a persistent grid, the
+// repeated launches, and the sanitizer's four tools, whose launches take three blocks.
 TEST(CudaEvaluator, PersistentProducerBlocksPassEveryGate) {
   EVO_REQUIRE_GPU();
   CudaEvaluator& ev = *shared_evaluator();
@@ -327,6 +326,7 @@ TEST(CudaEvaluator, PersistentProducerBlocksPassEveryGate) {
                                      problem("1x32x1100x128:kv8:causal:bf16")};
   const std::vector<Problem> e4m3 = {problem("4x16x1000x128:e4m3"), problem("2x8x4097x128:causal:e4m3")};
   const std::vector<Problem> one_warpgroup = {problem("4x16x1000x128:bf16"), problem("2x16x2049x128:causal")};
+  const std::vector<Problem> narrow = {problem("4x16x1000x64"), problem("2x16x2049x64:causal")};
   const GateCases cases = {
       {"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized_pingpong,TMA_BOX_ROWS=256,"
        "LAZY_RESCALE=1",
@@ -338,7 +338,12 @@ TEST(CudaEvaluator, PersistentProducerBlocksPassEveryGate) {
       {"BLOCK_M=128,BLOCK_N=192,WARPS=8,STAGES=3,WGMMA=1,SCHEDULE=warp_specialized_pingpong,TMA_BOX_ROWS=256,"
        "LAZY_RESCALE=1",
        &e4m3},
-      {"BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized", &one_warpgroup}};
+      {"BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized", &one_warpgroup},
+      // The output tile over Q, which the next work tile's Q waits for the store to free.
+      {"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=3,WGMMA=1,SCHEDULE=warp_specialized_pingpong,TMA_BOX_ROWS=256,"
+       "LAZY_RESCALE=1,LONGEST_FIRST=1",
+       &wide},
+      {"BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=3,WGMMA=1,SCHEDULE=warp_specialized", &narrow}};
   const auto& space = SearchSpace::for_template("fa_s512_v3");
   for (const auto& [genes, shapes] : cases)
     for (const Problem& p : *shapes) {

@@ -109,12 +109,18 @@ __device__ __forceinline__ void epilogue(const Block<T>& b, float (&acc)[T::kMTi
   // The output tile overlays Q (kTmaStore's: the merge buffer's end), which the last step's
   // barrier has released, or lies past the stages (the plan's epilogue_apart).
   if constexpr (T::kTmaStore) {
-    // PERSISTENT: the tile stays the output's until the previous work tile's store has read it,
-    // which thread 0 waited for before it went on.
-    if constexpr (T::kPersistent)
+    // PERSISTENT with the tile apart: it stays the output's until the previous work tile's store
+    // has read it, which thread 0 waited for before it went on.
+    if constexpr (T::kPersistent && T::kEpilogueApart)
       if (b.work > 0) named_barrier_sync(kOutputBarrier, T::kWarpsM * 32);
     store_output_tma<T>(b.smem.base, b.p, b.m0, (int)b.bh, acc, softmax.row_sum, b.row_w,
                         b.warp_kv, b.lane);
+    // PERSISTENT with the tile over Q: Q's bytes are free for the next work tile's once thread 0
+    // has seen the store read them.
+    if constexpr (T::kQFreedAfterStore) {
+      named_barrier_sync(kOutputBarrier, T::kWarpsM * 32);
+      if (b.lane == 0) mbarrier_arrive(b.smem.q_empty());
+    }
   } else if constexpr (T::kSplitKV == 1) {
     // (Under mma.sync, the only path CAUSAL_FOLD takes, each warp stores its own rows.)
     store_output<T>(b.smem.base, b.o, b.q_stride(), b.q0_own, b.rows, acc, softmax.row_sum, b.row_w,

@@ -106,13 +106,16 @@ struct Plan {
   // TMA blocks whose key groups merge put the merge buffer past the tiles where the block still
   // fits: no block-wide barrier then ends the loop, and key group 0 alone waits for the others.
   bool merge_apart;
-  // The warp-specialized schedules on a dense batch without SPLIT_KV, where the output tile fits
-  // past the stages and an SM still holds as many blocks: the grid holds as many blocks as run at once, and each block takes work
-  // tile after work tile (block.cuh, PersistentWork), its producer copying the next one's K, V
-  // and Q while the computing warps still finish the last; the output tile then needs bytes of
-  // its own (epilogue_apart), and Q an empty barrier (the last of empty_barriers).
+  // The warp-specialized schedules on a dense batch without SPLIT_KV: the grid holds as many
+  // blocks as run at once, and each block takes work tile after work tile (block.cuh,
+  // PersistentWork), its producer copying the next one's K, V and Q while the computing warps
+  // still finish the last; Q gets an empty barrier (the last of empty_barriers). The output tile
+  // lies past the stages where it fits there and an SM still holds as many blocks (Q is then
+  // freed after the last QK^T), else over Q (16-bit inputs, whose Q tile it fills exactly; Q is
+  // then freed once the output's store has read it, and only K and V run ahead).
   bool persistent;
-  bool epilogue_apart;  // the merge buffer and output tile past the tiles: merge_apart or persistent
+  bool q_freed_after_store;  // persistent with the output tile over Q
+  bool epilogue_apart;  // the merge buffer and output tile past the tiles (merge_apart, or persistent)
   int smem_epilogue_at, smem_tiles;
   // SPLIT_KV up to a portable cluster (8): every other block of the cluster writes its partial
   // for this block's columns into an inbox past the barriers, while this block may still be in
@@ -213,13 +216,18 @@ EVO_HOST_DEVICE constexpr Plan plan(const KernelConfig& c) {
   p.smem_barriers = p.tma ? 128 : 0;
   const int smem_apart = p.smem_main + p.smem_epilogue + p.smem_align + p.smem_barriers;
   const bool epilogue_fits_apart = smem_apart <= kSmemOptInSm90;
-  // ... and never at the price of a block an SM (persistent or not, a block's work is the same).
+  // ... never at the price of a block an SM (persistent or not, a block's work is the same);
   const int smem_overlaid = max_of(p.smem_main, p.smem_epilogue) + p.smem_align + p.smem_barriers;
-  p.persistent = p.producer && c.split_kv == 1 && !p.pack && !p.varlen && epilogue_fits_apart &&
-                 blocks_by_smem_sm90(smem_apart) == blocks_by_smem_sm90(smem_overlaid);
+  const bool persistent_block = p.producer && c.split_kv == 1 && !p.pack && !p.varlen;
+  const bool output_apart = persistent_block && epilogue_fits_apart &&
+                            blocks_by_smem_sm90(smem_apart) == blocks_by_smem_sm90(smem_overlaid);
+  // ... or else over Q, which it fills exactly with 16-bit inputs: Q is then freed once the
+  // output's store has read it, not after the last QK^T.
+  p.persistent = output_apart || (persistent_block && p.in_bytes == 2);
+  p.q_freed_after_store = p.persistent && !output_apart;
   p.empty_barriers = p.producer ? (p.kv_barriers ? 2 : 1) * c.stages + (p.persistent ? 1 : 0) : 0;
   p.merge_apart = c.split_kv == 1 && p.warps_kv > 1 && p.tma && epilogue_fits_apart;
-  p.epilogue_apart = p.merge_apart || p.persistent;
+  p.epilogue_apart = p.merge_apart || output_apart;
   p.smem_epilogue_at = p.epilogue_apart ? p.smem_main : 0;
   p.smem_tiles = p.epilogue_apart ? p.smem_main + p.smem_epilogue : max_of(p.smem_main, p.smem_epilogue);
   p.split_in_memory = c.split_kv > 1 && cluster_size(c.split_kv) == 1;
@@ -415,6 +423,7 @@ struct KernelTraits {
   static constexpr int kSmemBarriers = kPlan.smem_barriers;
   static constexpr bool kMergeApart = kPlan.merge_apart;
   static constexpr bool kPersistent = kPlan.persistent;
+  static constexpr bool kQFreedAfterStore = kPlan.q_freed_after_store;
   static constexpr bool kEpilogueApart = kPlan.epilogue_apart;
   static constexpr int kSmemEpilogueAt = kPlan.smem_epilogue_at;
   static constexpr int kSmemTiles = kPlan.smem_tiles;

@@ -120,15 +120,15 @@ struct PipelineProducer : PipelineTma<T> {
   // K and V are freed together) for the last time: it frees the stage where the producer still
   // has a tile to put there (it waits for exactly those phases).
   // A persistent block's producer goes on into the next work tile's K/V and Q: every stage is freed,
-  // and Q after the last QK^T (arrivals past the block's last work tile complete phases nobody
-  // waits for).
+  // and Q after the last QK^T, or (kQFreedAfterStore) by the epilogue once the output tile over it
+  // has been stored (arrivals past the block's last work tile complete phases nobody waits for).
   __device__ __forceinline__ void free_stage(unsigned long long* empty, int t) const {
     __syncwarp();
     if (b.lane == 0 && (T::kPersistent || t + T::kStages < b.n_tiles)) mbarrier_arrive(empty);
   }
   __device__ __forceinline__ void k_consumed(int t) const {
     if constexpr (kApart) free_stage(k_empty(t), t);
-    if constexpr (T::kPersistent) {
+    if constexpr (T::kPersistent && !T::kQFreedAfterStore) {
       if (t == b.n_tiles - 1) free_stage(b.smem.q_empty(), t);
     }
   }

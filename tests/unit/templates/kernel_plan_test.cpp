@@ -254,22 +254,46 @@ TEST(KernelPlan, AProducerOnTwoStagesFreesKAndVApart) {
   EXPECT_FALSE(fa::plan(fa::KernelConfig{0, 0, 128, 128, 128, 8, 2, 7, 1, 1, 1, 256, 1, 0, 0, 0}).kv_barriers);
 }
 
-// A producer block on a dense batch is persistent where its output tile fits past the stages,
-// which then hold the next work tile's K and V while the epilogue runs; Q gets an empty barrier.
-TEST(KernelPlan, AProducerBlockIsPersistentWhereItsOutputTileFitsApart) {
+// A producer block on a dense batch is persistent. Its output tile lies past the stages where it
+// fits there and an SM still holds as many blocks: the stages then hold the next work tile's K and
+// V, and Q its Q, while the epilogue runs. Else, with 16-bit inputs, the tile lies over Q, which
+// is freed once the store has read it. Q gets an empty barrier either way.
+TEST(KernelPlan, AProducerBlockIsPersistentWithItsOutputTileApartOrOverQ) {
   const fa::KernelConfig two{0, 0, 128, 128, 128, 8, 2, 11, 1, 1, 1, 256, 1, 0, 0, 0};
   ASSERT_EQ(fa::check(two), fa::Unsupported::kOk);
   const fa::Plan p = fa::plan(two);
   EXPECT_TRUE(p.persistent);
+  EXPECT_FALSE(p.q_freed_after_store);
   EXPECT_TRUE(p.epilogue_apart);
   EXPECT_EQ(p.smem_epilogue_at, p.smem_main);
   EXPECT_EQ(p.smem_tiles, p.smem_main + 2 * 128 * 128) << "the fp16 output tile past Q and the stages";
   EXPECT_EQ(p.empty_barriers, 2 * 2 + 1);
-  // Three 16-bit stages of 128 keys at head dim 128 leave no room for the output tile.
+  // Two computing warpgroups at head dim 128 fit one block an SM either way.
+  EXPECT_EQ(fa::blocks_by_smem_sm90(p.smem_bytes), 1);
+  // Three 16-bit stages of 128 keys at head dim 128 leave no room past them: the tile over Q.
   fa::KernelConfig three = two;
   three.stages = 3;
-  EXPECT_FALSE(fa::plan(three).persistent);
-  EXPECT_EQ(fa::plan(three).smem_epilogue_at, 0);
+  const fa::Plan over_q = fa::plan(three);
+  EXPECT_TRUE(over_q.persistent);
+  EXPECT_TRUE(over_q.q_freed_after_store);
+  EXPECT_FALSE(over_q.epilogue_apart);
+  EXPECT_EQ(over_q.smem_epilogue_at, 0);
+  EXPECT_EQ(over_q.smem_epilogue, 2 * over_q.q_elems) << "the 16-bit output tile fills Q's bytes exactly";
+  EXPECT_EQ(over_q.empty_barriers, 3 + 1);
+  // Where the tile apart would cost a block an SM (this head-dim-64 block fits two an SM with it
+  // over Q, one with it apart), over Q.
+  const fa::KernelConfig narrow{0, 0, 64, 64, 128, 4, 3, 10, 1, 1, 1, 256, 0, 0, 0, 0};
+  ASSERT_EQ(fa::check(narrow), fa::Unsupported::kOk);
+  EXPECT_EQ(fa::blocks_by_smem_sm90(fa::plan(narrow).smem_bytes), 2);
+  EXPECT_TRUE(fa::plan(narrow).q_freed_after_store);
+  // e4m3's output tile is twice its Q tile: apart or not persistent.
+  const fa::KernelConfig e4m3_four{2, 0, 128, 128, 192, 8, 4, 11, 1, 1, 1, 256, 1, 0, 0, 0};
+  ASSERT_EQ(fa::check(e4m3_four), fa::Unsupported::kOk);
+  EXPECT_FALSE(fa::plan(e4m3_four).persistent);
+  fa::KernelConfig e4m3_three = e4m3_four;
+  e4m3_three.stages = 3;
+  EXPECT_TRUE(fa::plan(e4m3_three).persistent);
+  EXPECT_TRUE(fa::plan(e4m3_three).epilogue_apart);
   // Neither a packed batch nor PACK_GQA (their outputs leave by plain stores), nor a block that
   // issues its own copies.
   fa::KernelConfig varlen = two;
@@ -281,18 +305,6 @@ TEST(KernelPlan, AProducerBlockIsPersistentWhereItsOutputTileFitsApart) {
   fa::KernelConfig pingpong = two;
   pingpong.schedule = static_cast<int>(fa::Schedule::kPingpong);
   EXPECT_FALSE(fa::plan(pingpong).persistent);
-  // Nor where the output tile's bytes would cost a block an SM: these head-dim-64 blocks fit two
-  // (three stages) and three (two) an SM with the output over Q, one and two with it apart.
-  const fa::KernelConfig narrow{0, 0, 64, 64, 128, 4, 3, 10, 1, 1, 1, 256, 0, 0, 0, 0};
-  ASSERT_EQ(fa::check(narrow), fa::Unsupported::kOk);
-  EXPECT_EQ(fa::blocks_by_smem_sm90(fa::plan(narrow).smem_bytes), 2);
-  EXPECT_FALSE(fa::plan(narrow).persistent);
-  fa::KernelConfig narrow_two = narrow;
-  narrow_two.stages = 2;
-  EXPECT_EQ(fa::blocks_by_smem_sm90(fa::plan(narrow_two).smem_bytes), 3);
-  EXPECT_FALSE(fa::plan(narrow_two).persistent);
-  // Two computing warpgroups at head dim 128 fit one block an SM either way.
-  EXPECT_EQ(fa::blocks_by_smem_sm90(p.smem_bytes), 1);
 }
 
 // A packed batch's output leaves by plain stores: a TMA store's box would run into the next
