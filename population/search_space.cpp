@@ -185,10 +185,11 @@ std::string join(const std::vector<std::string>& items, const char* separator = 
 }
 
 // "{16, 32, 64}", or an enumerated gene's labels: "{sync, cp_async, ...}".
-std::string domain_text(const Gene& g) {
-  if (!g.labels.empty()) return "{" + join(g.labels) + "}";
+// The gene's first `count` values (all of them by default), as labels where it has them.
+std::string domain_text(const Gene& g, size_t count = std::numeric_limits<size_t>::max()) {
   std::vector<std::string> values;
-  for (int64_t v : g.values) values.push_back(std::to_string(v));
+  for (size_t i = 0; i < g.values.size() && i < count; ++i)
+    values.push_back(g.labels.empty() ? std::to_string(g.values[i]) : g.labels[i]);
   return "{" + join(values) + "}";
 }
 
@@ -532,7 +533,7 @@ void SearchSpace::translate_retired(Genome& genome, const std::map<std::string, 
       std::vector<std::string> old;
       for (size_t i = 0; i < group.names.size(); ++i) old.push_back(group.names[i] + "=" + std::to_string(values[i]));
       throw InputError("no " + into.name + " matches the retired genes " + join(old, ",") + " of genome '" +
-                       whole + "' (" + into.name + " " + domain_text(into) + " replaced them)");
+                       whole + "' (" + into.name + " " + domain_text(into, group.was.size()) + " replaced them)");
     }
     genome.set(into.name, into.values[static_cast<size_t>(match - group.was.begin())]);
   }

@@ -313,11 +313,12 @@ TEST(CudaEvaluator, WarpSpecializedSchedulesPassEveryGate) {
   expect_every_gate_passes(ev, cases);
 }
 
-// Persistent producer blocks (dense batches; the output tile past the stages, or over Q): shapes
-// of more work tiles than the device holds blocks, so every block goes on through several, causal
-// ones in both block orders (work tiles of different lengths), fp16, bf16 and e4m3, one and two
-// computing warpgroups, head dims 64 and 128, two and three stages; a persistent grid, the
-// repeated launches, and the sanitizer's four tools, whose launches take three blocks.
+// Persistent producer blocks (the _persistent schedules on dense batches; the output tile past the
+// stages, or over Q): shapes of more work tiles than the device holds blocks, so every block goes
+// on through several, causal ones in both block orders (work tiles of different lengths), fp16,
+// bf16 and e4m3, one and two computing warpgroups, head dims 64 and 128, two and three stages; a
+// persistent grid, the repeated launches, and the sanitizer's four tools, whose launches take
+// three blocks.
 TEST(CudaEvaluator, PersistentProducerBlocksPassEveryGate) {
   EVO_REQUIRE_GPU();
   CudaEvaluator& ev = *shared_evaluator();
@@ -328,22 +329,22 @@ TEST(CudaEvaluator, PersistentProducerBlocksPassEveryGate) {
   const std::vector<Problem> one_warpgroup = {problem("4x16x1000x128:bf16"), problem("2x16x2049x128:causal")};
   const std::vector<Problem> narrow = {problem("4x16x1000x64"), problem("2x16x2049x64:causal")};
   const GateCases cases = {
-      {"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized_pingpong,TMA_BOX_ROWS=256,"
-       "LAZY_RESCALE=1",
+      {"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized_pingpong_persistent,"
+       "TMA_BOX_ROWS=256,LAZY_RESCALE=1",
        &wide},
-      {"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized_pingpong,TMA_BOX_ROWS=256,"
-       "LAZY_RESCALE=1,LONGEST_FIRST=1",
+      {"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized_pingpong_persistent,"
+       "TMA_BOX_ROWS=256,LAZY_RESCALE=1,LONGEST_FIRST=1",
        &wide},
-      {"BLOCK_M=128,BLOCK_N=64,WARPS=8,STAGES=3,WGMMA=1,SCHEDULE=warp_specialized", &wide},
-      {"BLOCK_M=128,BLOCK_N=192,WARPS=8,STAGES=3,WGMMA=1,SCHEDULE=warp_specialized_pingpong,TMA_BOX_ROWS=256,"
-       "LAZY_RESCALE=1",
+      {"BLOCK_M=128,BLOCK_N=64,WARPS=8,STAGES=3,WGMMA=1,SCHEDULE=warp_specialized_persistent", &wide},
+      {"BLOCK_M=128,BLOCK_N=192,WARPS=8,STAGES=3,WGMMA=1,SCHEDULE=warp_specialized_pingpong_persistent,"
+       "TMA_BOX_ROWS=256,LAZY_RESCALE=1",
        &e4m3},
-      {"BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized", &one_warpgroup},
+      {"BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized_persistent", &one_warpgroup},
       // The output tile over Q, which the next work tile's Q waits for the store to free.
-      {"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=3,WGMMA=1,SCHEDULE=warp_specialized_pingpong,TMA_BOX_ROWS=256,"
-       "LAZY_RESCALE=1,LONGEST_FIRST=1",
+      {"BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=3,WGMMA=1,SCHEDULE=warp_specialized_pingpong_persistent,"
+       "TMA_BOX_ROWS=256,LAZY_RESCALE=1,LONGEST_FIRST=1",
        &wide},
-      {"BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=3,WGMMA=1,SCHEDULE=warp_specialized", &narrow}};
+      {"BLOCK_M=64,BLOCK_N=128,WARPS=4,STAGES=3,WGMMA=1,SCHEDULE=warp_specialized_persistent", &narrow}};
   const auto& space = SearchSpace::for_template("fa_s512_v3");
   for (const auto& [genes, shapes] : cases)
     for (const Problem& p : *shapes) {

@@ -106,8 +106,8 @@ struct Plan {
   // TMA blocks whose key groups merge put the merge buffer past the tiles where the block still
   // fits: no block-wide barrier then ends the loop, and key group 0 alone waits for the others.
   bool merge_apart;
-  // The warp-specialized schedules on a dense batch without SPLIT_KV: the grid holds as many
-  // blocks as run at once, and each block takes work tile after work tile (block.cuh,
+  // The persistent warp-specialized schedules (on a dense batch without SPLIT_KV): the grid holds
+  // as many blocks as run at once, and each block takes work tile after work tile (block.cuh,
   // PersistentWork), its producer copying the next one's K, V and Q while the computing warps
   // still finish the last; Q gets an empty barrier (the last of empty_barriers). The output tile
   // lies past the stages where it fits there and an SM still holds as many blocks (Q is then
@@ -218,12 +218,11 @@ EVO_HOST_DEVICE constexpr Plan plan(const KernelConfig& c) {
   const bool epilogue_fits_apart = smem_apart <= kSmemOptInSm90;
   // ... never at the price of a block an SM (persistent or not, a block's work is the same);
   const int smem_overlaid = max_of(p.smem_main, p.smem_epilogue) + p.smem_align + p.smem_barriers;
-  const bool persistent_block = p.producer && c.split_kv == 1 && !p.pack && !p.varlen;
-  const bool output_apart = persistent_block && epilogue_fits_apart &&
+  p.persistent = info.persistent;
+  const bool output_apart = p.persistent && epilogue_fits_apart &&
                             blocks_by_smem_sm90(smem_apart) == blocks_by_smem_sm90(smem_overlaid);
-  // ... or else over Q, which it fills exactly with 16-bit inputs: Q is then freed once the
-  // output's store has read it, not after the last QK^T.
-  p.persistent = output_apart || (persistent_block && p.in_bytes == 2);
+  // ... or else over Q, which it fills exactly with 16-bit inputs (check()): Q is then freed
+  // once the output's store has read it, not after the last QK^T.
   p.q_freed_after_store = p.persistent && !output_apart;
   p.empty_barriers = p.producer ? (p.kv_barriers ? 2 : 1) * c.stages + (p.persistent ? 1 : 0) : 0;
   p.merge_apart = c.split_kv == 1 && p.warps_kv > 1 && p.tma && epilogue_fits_apart;
@@ -274,6 +273,9 @@ enum class Unsupported : int {
                         // on a packed batch's staged store; kept out until a GPU run passes one),
                         // no SPLIT_KV (a cluster's barriers would wait for the producer, which has left)
   kLongestFirst,        // LONGEST_FIRST: 0 or 1, and not with CAUSAL_FOLD (whose blocks' work is even)
+  kPersistent,          // the persistent schedules: a dense batch (no SPLIT_KV, PACK_GQA or VARLEN:
+                        // one work tile is one (row tile, head)) and an output tile that lies
+                        // apart or fills Q (16-bit inputs; e4m3's is twice Q's bytes)
   kStagedKeySplit,      // key groups that merge apart from the tiles (TMA, wgmma) do not stage the
                         // output (PACK_GQA, VARLEN): every such genome failed compute-sanitizer on
                         // the H200 (racecheck, and synccheck once key groups 1.. waited at the merge
@@ -326,6 +328,8 @@ EVO_HOST_DEVICE constexpr Unsupported check(const KernelConfig& c) {
     return U::kWarpSpecialized;
   if ((c.longest_first != 0 && c.longest_first != 1) || (c.longest_first && c.causal_fold))
     return U::kLongestFirst;
+  if (p.persistent && (c.split_kv != 1 || c.pack_gqa || c.varlen || (p.q_freed_after_store && p.in_bytes != 2)))
+    return U::kPersistent;
   if (p.merge_apart && c.wgmma && (c.pack_gqa || c.varlen)) return U::kStagedKeySplit;
   return U::kOk;
 }

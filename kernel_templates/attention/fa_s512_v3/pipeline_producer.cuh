@@ -74,8 +74,16 @@ struct PipelineProducer : PipelineTma<T> {
   __device__ __forceinline__ unsigned long long* v_empty(int t) const {
     return kApart ? &b.smem.empty[T::kStages + b.stage(t)] : k_empty(t);
   }
+  // (One block per work tile: the tile's own index, spelled so, keeps the SASS of the kernels
+  // from before persistent blocks byte for byte; reading it through Block::slot did not.)
   __device__ __forceinline__ void wait_free(unsigned long long* empty, int t) const {
-    const int slot = b.slot(t);
+    if constexpr (T::kPersistent) {
+      wait_free_slot(empty, b.slot(t));
+    } else {
+      wait_free_slot(empty, t);
+    }
+  }
+  __device__ __forceinline__ static void wait_free_slot(unsigned long long* empty, int slot) {
     if (slot >= T::kStages) mbarrier_wait(empty, (slot / T::kStages - 1) & 1);
   }
   // Q into its tile, once the previous work tile's last QK^T has read it (PERSISTENT).
@@ -104,7 +112,9 @@ struct PipelineProducer : PipelineTma<T> {
       }
     } else {
       for (int t = 0; t < b.n_tiles; ++t) {
-        wait_free(k_empty(t), t);
+        // (The empty barrier named only where it is waited for, as before persistent blocks:
+        // wait_free(k_empty(t), t) here changes the three- and four-stage blocks' SASS.)
+        if (b.slot(t) >= T::kStages) mbarrier_wait(k_empty(t), (b.slot(t) / T::kStages - 1) & 1);
         this->load_kv(t);
         if (T::kPersistent && t == 0) load_q();
       }

@@ -31,6 +31,11 @@ enum class Schedule : int {
   // registers to them (setmaxnreg).
   kWarpSpecialized = 10,         // producer, P*V in flight
   kWarpSpecializedPingpong = 11, // producer, P*V in flight, two warpgroups taking turns
+  // ... persistent (FlashAttention-3's and CUTLASS's persistent kernels): as many blocks as the
+  // device runs at once, each taking work tile after work tile, its producer running ahead into
+  // the next one's K, V and Q under the last one's epilogue (kernel_traits.cuh, Plan::persistent).
+  kWarpSpecializedPersistent = 12,
+  kWarpSpecializedPingpongPersistent = 13,
 };
 
 // How tiles arrive.
@@ -52,6 +57,7 @@ enum class Mainloop : int {
 struct ScheduleInfo {
   Pipeline pipeline;
   Mainloop mainloop;
+  bool persistent = false;  // a block takes work tile after work tile
 };
 
 EVO_HOST_DEVICE constexpr ScheduleInfo schedule_info(Schedule s) {
@@ -68,11 +74,13 @@ EVO_HOST_DEVICE constexpr ScheduleInfo schedule_info(Schedule s) {
     case Schedule::kQkAheadRelease: return {Pipeline::kTmaRelease, Mainloop::kQkAhead};
     case Schedule::kWarpSpecialized: return {Pipeline::kTmaProducer, Mainloop::kPvAsync};
     case Schedule::kWarpSpecializedPingpong: return {Pipeline::kTmaProducer, Mainloop::kPingpong};
+    case Schedule::kWarpSpecializedPersistent: return {Pipeline::kTmaProducer, Mainloop::kPvAsync, true};
+    case Schedule::kWarpSpecializedPingpongPersistent: return {Pipeline::kTmaProducer, Mainloop::kPingpong, true};
   }
   return {Pipeline::kSync, Mainloop::kSerial};
 }
 
-EVO_HOST_DEVICE constexpr bool schedule_is_valid(int code) { return code >= 0 && code <= 11; }
+EVO_HOST_DEVICE constexpr bool schedule_is_valid(int code) { return code >= 0 && code <= 13; }
 
 }  // namespace fa
 }  // namespace evo

@@ -55,8 +55,9 @@ TEST(ScheduleGeneTest, GenesAndDefault) {
   EXPECT_EQ(schedule.labels,
             (std::vector<std::string>{"sync", "cp_async", "cp_async_pv", "tma", "tma_pv", "tma_release",
                                       "tma_release_pv", "pingpong", "qk_ahead", "qk_ahead_release",
-                                      "warp_specialized", "warp_specialized_pingpong"}));
-  EXPECT_EQ(schedule.values, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+                                      "warp_specialized", "warp_specialized_pingpong",
+                                      "warp_specialized_persistent", "warp_specialized_pingpong_persistent"}));
+  EXPECT_EQ(schedule.values, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}));
   EXPECT_EQ(schedule.default_value, 1);
   EXPECT_EQ(space().default_genome().text(),
             "fa_s512_v3:BLOCK_M=32,BLOCK_N=64,WARPS=4,STAGES=2,SCHEDULE=cp_async,SWIZZLE=1,SPLIT_KV=1,WGMMA=0,"
@@ -80,14 +81,23 @@ TEST(ScheduleGeneTest, LabelInTextCodeInExpressions) {
 }
 
 // The warp-specialized schedules run older mainloops (tma_pv's, pingpong's) behind a producer
-// warpgroup: the block has 128 threads more, and old texts never mean them.
+// warpgroup: the block has 128 threads more, and old texts never mean them. The persistent ones
+// are the same blocks taking work tile after work tile.
 TEST(ScheduleGeneTest, WarpSpecializedSchedulesAddAProducerWarpgroup) {
   const Problem p = problem("2x16x4096x128");
-  for (const auto& [schedule, pingpong] : {std::pair{"warp_specialized", 0}, {"warp_specialized_pingpong", 1}}) {
+  struct Case {
+    const char* schedule;
+    int pingpong, persistent;
+  };
+  for (const auto& [schedule, pingpong, persistent] :
+       {Case{"warp_specialized", 0, 0}, Case{"warp_specialized_pingpong", 1, 0},
+        Case{"warp_specialized_persistent", 0, 1}, Case{"warp_specialized_pingpong_persistent", 1, 1}}) {
     const Genome g = space().parse(std::string("BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=") + schedule);
     const auto vars = space().variables(g, p, kDefaultSmemLimit, 90);
     for (const char* flag : {"CP_ASYNC", "TMA", "PV_ASYNC", "PRODUCER"}) EXPECT_EQ(vars.at(flag), 1) << schedule << " " << flag;
     EXPECT_EQ(vars.at("PINGPONG"), pingpong) << schedule;
+    EXPECT_EQ(vars.at("PERSISTENT"), persistent) << schedule;
+    EXPECT_EQ(space().launch(g, p).persistent, persistent) << schedule;
     EXPECT_EQ(vars.at("STAGE_RELEASE"), 0) << schedule;
     EXPECT_EQ(vars.at("QK_AHEAD"), 0) << schedule;
     EXPECT_EQ(space().launch(g, p).threads, 8 * 32 + 128) << schedule;
@@ -95,6 +105,7 @@ TEST(ScheduleGeneTest, WarpSpecializedSchedulesAddAProducerWarpgroup) {
   }
   const Genome plain = space().parse("BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=pingpong");
   EXPECT_EQ(space().launch(plain, p).threads, 8 * 32);
+  EXPECT_EQ(space().variables(plain, p, kDefaultSmemLimit, 90).at("PERSISTENT"), 0);
   EXPECT_EQ(space().violated_constraint(
                 space().parse("BLOCK_M=64,BLOCK_N=64,WARPS=4,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized,SPLIT_KV=2"), p,
                 kDefaultSmemLimit, 90),
@@ -106,7 +117,8 @@ TEST(ScheduleGeneTest, WarpSpecializedSchedulesAddAProducerWarpgroup) {
 TEST(ScheduleGeneTest, BadLabelListsTheLabels) {
   const std::string domain =
       "{sync, cp_async, cp_async_pv, tma, tma_pv, tma_release, tma_release_pv, pingpong, qk_ahead, qk_ahead_release, "
-      "warp_specialized, warp_specialized_pingpong}";
+      "warp_specialized, warp_specialized_pingpong, warp_specialized_persistent, "
+      "warp_specialized_pingpong_persistent}";
   EXPECT_EQ(error_of("SCHEDULE=ping_pong"), "SCHEDULE=ping_pong is outside its domain " + domain);
   EXPECT_EQ(error_of("SCHEDULE=7"), "SCHEDULE=7 is outside its domain " + domain);  // labels only
   EXPECT_EQ(error_of("SCHEDULE=Pingpong"), "SCHEDULE=Pingpong is outside its domain " + domain);
@@ -147,8 +159,7 @@ TEST(ScheduleGeneTest, OldCombinationsWithoutAScheduleAreOneError) {
   EXPECT_EQ(error_of("fa_s512_v3:BLOCK_M=64,CP_ASYNC=0,TMA=1"),
             "no SCHEDULE matches the retired genes CP_ASYNC=0,PV_ASYNC=0,TMA=1,STAGE_RELEASE=0,PINGPONG=0,QK_AHEAD=0 "
             "of genome 'fa_s512_v3:BLOCK_M=64,CP_ASYNC=0,TMA=1' (SCHEDULE {sync, cp_async, cp_async_pv, tma, tma_pv, "
-            "tma_release, tma_release_pv, pingpong, qk_ahead, qk_ahead_release, warp_specialized, "
-            "warp_specialized_pingpong} replaced them)");
+            "tma_release, tma_release_pv, pingpong, qk_ahead, qk_ahead_release} replaced them)");
   for (const char* bad : {"STAGE_RELEASE=1", "PINGPONG=1", "QK_AHEAD=1", "TMA=1,QK_AHEAD=1",
                           "TMA=1,PINGPONG=1,PV_ASYNC=1", "TMA=1,STAGE_RELEASE=1,PV_ASYNC=1,PINGPONG=1,QK_AHEAD=1",
                           "CP_ASYNC=0,PV_ASYNC=1", "TMA=2", "CP_ASYNC=x"})

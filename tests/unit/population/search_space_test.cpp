@@ -54,6 +54,7 @@ TEST(SearchSpaceTest, LoadsTheRealSpace) {
                                       "box_rows_need_tma", "pingpong_two_warpgroups", "warp_specialized_one_or_two_warpgroups",
                                       "staged_store_one_key_group", "qk_ahead_three_stages", "lazy_rescale_not_with_qk_ahead",
                                       "causal_fold_pairs_row_warps", "pack_gqa_not_folded", "longest_first_not_folded",
+                                      "persistent_warp_specialized",
                                       "varlen_rows_are_one_sequence", "e4m3_reads_through_tensor_maps",
                                       "shared_memory_fits_device",
                                       "supported_head_dim"}));
@@ -124,21 +125,45 @@ TEST(SearchSpaceTest, TmaGenomesAskForTensorMapsOfTheirBoxAndRoomForTheirBarrier
   EXPECT_EQ(space().launch(small_boxes, p).tensor_map_q_box_rows, 32);
 }
 
-// A producer block on a dense batch is persistent where its output tile fits apart (the plan's
-// rule; kernel_plan_test holds the two against each other): its grid_x * grid_y are work tiles.
+// A persistent warp-specialized schedule on a dense batch: its launch is persistent (the plan's
+// too; kernel_plan_test holds the two against each other) and its grid_x * grid_y are work tiles.
 TEST(SearchSpaceTest, APersistentLaunchCountsWorkTiles) {
   const Problem p = problem("2x16x4096x128");
   const Genome two = space().parse(
-      "BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized_pingpong,TMA_BOX_ROWS=256");
+      "BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized_pingpong_persistent,"
+      "TMA_BOX_ROWS=256");
   ASSERT_EQ(space().violated_constraint(two, p, kDefaultSmemLimit, 90), std::nullopt);
   const LaunchConfig l = space().launch(two, p);
   EXPECT_EQ(l.persistent, 1);
   EXPECT_EQ(l.grid_x * l.grid_y, 32 * 32);
-  Genome e4m3 = two;  // four 192-key e4m3 stages: no room for the output tile, which Q cannot hold
-  e4m3.set("BLOCK_N", 192);
-  e4m3.set("STAGES", 4);
-  EXPECT_EQ(space().launch(e4m3, problem("2x16x4096x128:e4m3")).persistent, 0);
+  Genome one_per_tile = two;
+  one_per_tile.set("SCHEDULE", 11);
+  EXPECT_EQ(space().launch(one_per_tile, p).persistent, 0);
   EXPECT_EQ(space().launch(space().default_genome(), p).persistent, 0);
+}
+
+// The persistent schedules are refused by name where a block cannot take work tile after work
+// tile: a packed batch, PACK_GQA, and four 192-key e4m3 stages (no room for the output tile past
+// them, which Q cannot hold).
+TEST(SearchSpaceTest, PersistentSchedulesNeedADenseBatch) {
+  const std::string rule = "persistent_warp_specialized";
+  const Genome two = space().parse(
+      "BLOCK_M=128,BLOCK_N=128,WARPS=8,STAGES=2,WGMMA=1,SCHEDULE=warp_specialized_pingpong_persistent,"
+      "TMA_BOX_ROWS=256");
+  EXPECT_EQ(space().violated_constraint(two, problem("300+4096x16x128"), kDefaultSmemLimit, 90), rule);
+  Genome grouped = two;
+  grouped.set("PACK_GQA", 1);
+  EXPECT_EQ(space().violated_constraint(grouped, problem("2x16x4096x128:kv4"), kDefaultSmemLimit, 90), rule);
+  Genome e4m3 = two;
+  e4m3.set("BLOCK_N", 192);
+  e4m3.set("STAGES", 3);
+  EXPECT_EQ(space().violated_constraint(e4m3, problem("2x16x4096x128:e4m3"), kDefaultSmemLimit, 90), std::nullopt)
+      << "three e4m3 stages: the output tile apart";
+  e4m3.set("STAGES", 4);
+  EXPECT_EQ(space().violated_constraint(e4m3, problem("2x16x4096x128:e4m3"), kDefaultSmemLimit, 90), rule);
+  e4m3.set("SCHEDULE", 11);
+  EXPECT_EQ(space().violated_constraint(e4m3, problem("2x16x4096x128:e4m3"), kDefaultSmemLimit, 90), std::nullopt)
+      << "one block per work tile";
 }
 
 TEST(SearchSpaceTest, BoxesTallerThanATileAreCutToItsRows) {
@@ -602,7 +627,8 @@ std::string labelled_with(const std::string& from, const std::string& to) {
 
 // A value added after its genes retired may repeat an older value's retired genes (SCHEDULE's
 // warp-specialized values run the mainloops of older ones): "into_values" keeps old texts on the
-// older value, and bad counts are refused.
+// older value, an old text that matches none is told only the values it could have meant, and bad
+// counts are refused.
 TEST(SearchSpaceJsonTest, ValuesAddedAfterTheRetiredGenesAreNotNamedByThem) {
   const std::string grown = labelled_with(
       R"("labels": ["slow", "fast", "faster"])", R"("labels": ["slow", "fast", "faster", "fastest"])");
@@ -625,6 +651,10 @@ TEST(SearchSpaceJsonTest, ValuesAddedAfterTheRetiredGenesAreNotNamedByThem) {
   const SearchSpace s = SearchSpace::from_json(repeated);
   EXPECT_EQ(s.parse("OLD_B=2,OLD_C=1").text(), "tiny:A=1,MODE=faster");
   EXPECT_EQ(s.parse("MODE=fastest").text(), "tiny:A=1,MODE=fastest");
+  // An old text that names no value lists those the retired genes could name, not the later ones.
+  EXPECT_EQ(error_of([&] { s.parse("OLD_B=3"); }),
+            "no MODE matches the retired genes OLD_B=3,OLD_C=0 of genome 'OLD_B=3' (MODE {slow, fast, faster} "
+            "replaced them)");
   std::string all_values = repeated;
   for (std::string::size_type pos; (pos = all_values.find(", \"into_values\": 3")) != std::string::npos;)
     all_values.erase(pos, std::string(", \"into_values\": 3").size());

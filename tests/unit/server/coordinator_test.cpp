@@ -555,8 +555,8 @@ TEST_F(CoordinatorTest, BadTypedStartGenomeIsOneClearRefusalAndChangesNothing) {
   EXPECT_EQ(refusal([](v1::Genome& g) { (*g.mutable_genes())["BLOCK_Q"] = 64; })
                 .rfind("typed_start_genomes[0]: genome of fa_s512_v3: unknown gene 'BLOCK_Q' (genes: BLOCK_M,", 0),
             0u);
-  EXPECT_EQ(refusal([](v1::Genome& g) { (*g.mutable_genes())["SCHEDULE"] = 12; }).rfind(
-                "typed_start_genomes[0]: genome of fa_s512_v3: SCHEDULE=12 is outside its domain {sync, cp_async,", 0),
+  EXPECT_EQ(refusal([](v1::Genome& g) { (*g.mutable_genes())["SCHEDULE"] = 14; }).rfind(
+                "typed_start_genomes[0]: genome of fa_s512_v3: SCHEDULE=14 is outside its domain {sync, cp_async,", 0),
             0u);
   EXPECT_EQ(refusal([](v1::Genome& g) { g.set_kernel("fa_other"); }),
             "typed_start_genomes[0] is a genome of 'fa_other', not of the seed 'fa_s512_v3'");

@@ -169,7 +169,7 @@ TEST(KernelPlan, CheckNamesTheRuleABadConfigBreaks) {
   EXPECT_EQ(with([](auto& c) { c.dtype = 2, c.wgmma = 1, c.schedule = 3, c.block_n = 32, c.warps = 4; }),
             fa::Unsupported::kE4m3);
   EXPECT_EQ(with([](auto& c) { c.dtype = 2, c.wgmma = 1, c.schedule = 3, c.pack_gqa = 1; }), fa::Unsupported::kE4m3);
-  EXPECT_EQ(with([](auto& c) { c.schedule = 12; }), fa::Unsupported::kSchedule);
+  EXPECT_EQ(with([](auto& c) { c.schedule = 14; }), fa::Unsupported::kSchedule);
   // 192-key tiles: one m64n192 wgmma a warpgroup, never mma.sync's, nor 96 keys a key group.
   EXPECT_EQ(with([](auto& c) { c.block_n = 192; }), fa::Unsupported::kWideKeysWgmma);
   EXPECT_EQ(with([](auto& c) { c.block_n = 192, c.wgmma = 1, c.schedule = 3; }), fa::Unsupported::kOk);
@@ -245,8 +245,7 @@ TEST(KernelPlan, AProducerOnTwoStagesFreesKAndVApart) {
     const bool apart = stages == 2;
     EXPECT_EQ(p.kv_barriers, apart) << stages << " stages";
     EXPECT_EQ(p.full_barriers, stages + 1 + (apart ? stages : 0)) << stages << " stages";
-    // (and Q's, where the block is persistent)
-    EXPECT_EQ(p.empty_barriers, (apart ? 2 : 1) * stages + (p.persistent ? 1 : 0)) << stages << " stages";
+    EXPECT_EQ(p.empty_barriers, (apart ? 2 : 1) * stages) << stages << " stages";
   }
   const fa::KernelConfig wide16{0, 0, 128, 128, 192, 8, 2, 11, 1, 1, 1, 256, 1, 0, 0, 0};
   ASSERT_EQ(fa::check(wide16), fa::Unsupported::kOk);
@@ -254,12 +253,19 @@ TEST(KernelPlan, AProducerOnTwoStagesFreesKAndVApart) {
   EXPECT_FALSE(fa::plan(fa::KernelConfig{0, 0, 128, 128, 128, 8, 2, 7, 1, 1, 1, 256, 1, 0, 0, 0}).kv_barriers);
 }
 
-// A producer block on a dense batch is persistent. Its output tile lies past the stages where it
-// fits there and an SM still holds as many blocks: the stages then hold the next work tile's K and
-// V, and Q its Q, while the epilogue runs. Else, with 16-bit inputs, the tile lies over Q, which
-// is freed once the store has read it. Q gets an empty barrier either way.
-TEST(KernelPlan, AProducerBlockIsPersistentWithItsOutputTileApartOrOverQ) {
-  const fa::KernelConfig two{0, 0, 128, 128, 128, 8, 2, 11, 1, 1, 1, 256, 1, 0, 0, 0};
+// The persistent warp-specialized schedules (12, 13) make a producer block on a dense batch
+// persistent. Its output tile lies past the stages where it fits there and an SM still holds as
+// many blocks: the stages then hold the next work tile's K and V, and Q its Q, while the epilogue
+// runs. Else, with 16-bit inputs, the tile lies over Q, which is freed once the store has read it.
+// Q gets an empty barrier either way. Schedules 10 and 11 keep one block per work tile.
+TEST(KernelPlan, APersistentProducerBlockPutsItsOutputTileApartOrOverQ) {
+  const fa::KernelConfig one_per_tile{0, 0, 128, 128, 128, 8, 2, 11, 1, 1, 1, 256, 1, 0, 0, 0};
+  ASSERT_EQ(fa::check(one_per_tile), fa::Unsupported::kOk);
+  EXPECT_FALSE(fa::plan(one_per_tile).persistent);
+  EXPECT_FALSE(fa::plan(one_per_tile).epilogue_apart);
+  EXPECT_EQ(fa::plan(one_per_tile).empty_barriers, 2 * 2);
+  fa::KernelConfig two = one_per_tile;
+  two.schedule = static_cast<int>(fa::Schedule::kWarpSpecializedPingpongPersistent);
   ASSERT_EQ(fa::check(two), fa::Unsupported::kOk);
   const fa::Plan p = fa::plan(two);
   EXPECT_TRUE(p.persistent);
@@ -273,6 +279,7 @@ TEST(KernelPlan, AProducerBlockIsPersistentWithItsOutputTileApartOrOverQ) {
   // Three 16-bit stages of 128 keys at head dim 128 leave no room past them: the tile over Q.
   fa::KernelConfig three = two;
   three.stages = 3;
+  ASSERT_EQ(fa::check(three), fa::Unsupported::kOk);
   const fa::Plan over_q = fa::plan(three);
   EXPECT_TRUE(over_q.persistent);
   EXPECT_TRUE(over_q.q_freed_after_store);
@@ -282,29 +289,29 @@ TEST(KernelPlan, AProducerBlockIsPersistentWithItsOutputTileApartOrOverQ) {
   EXPECT_EQ(over_q.empty_barriers, 3 + 1);
   // Where the tile apart would cost a block an SM (this head-dim-64 block fits two an SM with it
   // over Q, one with it apart), over Q.
-  const fa::KernelConfig narrow{0, 0, 64, 64, 128, 4, 3, 10, 1, 1, 1, 256, 0, 0, 0, 0};
+  const fa::KernelConfig narrow{0, 0, 64, 64, 128, 4, 3, 12, 1, 1, 1, 256, 0, 0, 0, 0};
   ASSERT_EQ(fa::check(narrow), fa::Unsupported::kOk);
   EXPECT_EQ(fa::blocks_by_smem_sm90(fa::plan(narrow).smem_bytes), 2);
   EXPECT_TRUE(fa::plan(narrow).q_freed_after_store);
-  // e4m3's output tile is twice its Q tile: apart or not persistent.
-  const fa::KernelConfig e4m3_four{2, 0, 128, 128, 192, 8, 4, 11, 1, 1, 1, 256, 1, 0, 0, 0};
-  ASSERT_EQ(fa::check(e4m3_four), fa::Unsupported::kOk);
-  EXPECT_FALSE(fa::plan(e4m3_four).persistent);
+  // e4m3's output tile is twice its Q tile: apart, or the kernel refuses the genome.
+  const fa::KernelConfig e4m3_four{2, 0, 128, 128, 192, 8, 4, 13, 1, 1, 1, 256, 1, 0, 0, 0};
+  EXPECT_EQ(fa::check(e4m3_four), fa::Unsupported::kPersistent);
   fa::KernelConfig e4m3_three = e4m3_four;
   e4m3_three.stages = 3;
+  ASSERT_EQ(fa::check(e4m3_three), fa::Unsupported::kOk);
   EXPECT_TRUE(fa::plan(e4m3_three).persistent);
   EXPECT_TRUE(fa::plan(e4m3_three).epilogue_apart);
-  // Neither a packed batch nor PACK_GQA (their outputs leave by plain stores), nor a block that
-  // issues its own copies.
-  fa::KernelConfig varlen = two;
-  varlen.varlen = 1;
-  EXPECT_FALSE(fa::plan(varlen).persistent);
-  fa::KernelConfig packed = two;
-  packed.pack_gqa = 1;
-  EXPECT_FALSE(fa::plan(packed).persistent);
-  fa::KernelConfig pingpong = two;
-  pingpong.schedule = static_cast<int>(fa::Schedule::kPingpong);
-  EXPECT_FALSE(fa::plan(pingpong).persistent);
+  // Neither a packed batch nor PACK_GQA (their outputs leave by plain stores).
+  auto refused = [&](auto change) {
+    fa::KernelConfig c = two;
+    change(c);
+    return fa::check(c) == fa::Unsupported::kPersistent;
+  };
+  EXPECT_TRUE(refused([](auto& c) { c.varlen = 1; }));
+  EXPECT_TRUE(refused([](auto& c) { c.pack_gqa = 1; }));
+  EXPECT_EQ(fa::check(fa::KernelConfig{0, 0, 128, 128, 128, 8, 2, 13, 1, 2, 1, 256, 1, 0, 0, 0}),
+            fa::Unsupported::kWarpSpecialized) << "SPLIT_KV is refused for every producer block first";
+  EXPECT_FALSE(fa::schedule_is_valid(14));
 }
 
 // A packed batch's output leaves by plain stores: a TMA store's box would run into the next
