@@ -172,7 +172,7 @@ __device__ __forceinline__ void forward_persistent(const FaParams& p, const Shar
   __syncthreads();  // the mbarriers, initialised before the grid wait, are visible to every warp
   // Two loops over the same work tiles, one a role: ptxas gives each its own register count.
   int iter = 0, n = 0;
-  if (!Pipe::take_role()) {
+  if (!Pipe::take_role(threadIdx.x < T::kThreads)) {
     if (threadIdx.x != T::kThreads) return;
     for (int w = (int)blockIdx.x; w < work.total; w += (int)gridDim.x, ++n) {
       const Block<T> b(p, smem, &work, w, iter, n);

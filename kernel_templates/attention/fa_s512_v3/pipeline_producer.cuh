@@ -49,7 +49,7 @@ struct PipelineProducer : PipelineTma<T> {
       }
     }
     __syncthreads();
-    if (!take_role()) {
+    if (!take_role(computes)) {
       if (threadIdx.x == T::kThreads) produce();
       return false;
     }
@@ -57,9 +57,10 @@ struct PipelineProducer : PipelineTma<T> {
   }
 
   // After the barrier that shows every thread the mbarriers: the producer warpgroup lowers its
-  // registers (false), the computing warps raise theirs (true).
-  __device__ __forceinline__ static bool take_role() {
-    if (threadIdx.x >= T::kThreads) {
+  // registers (false), the computing warps raise theirs (true). (`computes` as the prologue
+  // reads it once: reading threadIdx.x again here changed PACK_GQA's SASS.)
+  __device__ __forceinline__ static bool take_role(bool computes) {
+    if (!computes) {
       if constexpr (T::kProducerRegs > 0) warpgroup_lower_registers<T::kProducerRegs>();
       return false;
     }
