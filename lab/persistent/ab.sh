@@ -1,16 +1,25 @@
 #!/bin/bash
 # Persistent producer blocks (the _persistent schedules) against the same genomes one block per
 # tile (warp_specialized, warp_specialized_pingpong), both in this build (bin/evo-worker),
-# alternating; and, as controls of the code
-# one block per tile shares with main, the packed-batch pingpong and the 4-stage e4m3 producer in
-# this build against main's (bin/evo-worker-base, copied into the same bundle). Run on the GPU
-# host from the checkout with the bundle in .bundle: `OUT=dir bash lab/persistent/ab.sh`. Writes
-# OUT/log.txt and OUT/gtests.tgz. The 3-stage 16-bit and the head-dim-64 producers are persistent
-# with their output tile over Q.
+# alternating; and, as controls of the code one block per tile shares with main, the packed-batch
+# pingpong and the 4-stage e4m3 producer in this build against main's (bin/evo-worker-base, copied
+# into the same bundle). The 3-stage 16-bit and the head-dim-64 producers are persistent with their
+# output tile over Q. Run on the GPU host from the checkout with the bundle in .bundle:
+# `OUT=dir bash lab/persistent/ab.sh`; writes OUT/log.txt and OUT/gtests.tgz. `AB_CACHE_FROM=dir`
+# (below) skips the compiles.
 set -u
 T0=$(date +%s)
 B=$PWD/.bundle
 L=$OUT/log.txt
+# AB_CACHE_FROM=dir: compile caches made beforehand on a host with the same NVRTC (dir/cache-evo-worker,
+# dir/cache-evo-worker-base: `evo-worker eval --backend model --arch sm_90a --cache-dir ...` on the
+# same genomes and shapes), so that the call's time goes to the GPU; a key that does not match
+# (another NVRTC) is compiled here as before.
+if [ -n "${AB_CACHE_FROM:-}" ]; then
+  for bin in evo-worker evo-worker-base; do
+    mkdir -p /tmp/cache-$bin && cp -r "$AB_CACHE_FROM/cache-$bin/." /tmp/cache-$bin/ 2>/dev/null
+  done
+fi
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader > $L
 ev() {  # label binary genome shapes...
   local label=$1 bin=$2 g=$3; shift 3
