@@ -103,6 +103,8 @@ __device__ __forceinline__ TileCoord tile_coord(const FaParams& p, int x, unsign
     return {tiles - 1 - rank, (unsigned)(first + (in_section - rank * heads))};
   }
 }
+// A block's own tile. (Spelled out, not one call of the form above: that one call compiled the
+// longest-first kernels to other SASS, and these are the kernels the stored times measured.)
 template <class T>
 __device__ __forceinline__ TileCoord tile_coord(const FaParams& p) {
   const int tiles = (int)gridDim.x;
