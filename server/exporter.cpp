@@ -294,27 +294,63 @@ void emit_workspace_bytes(std::ostringstream& o, const SpaceForExport& s) {
     << "  }\n\n";
 }
 
+// What a kernel needs before its first launch on a device, done once per (kernel, device): the
+// function attributes live in each device's context, and the blocks a device runs at once depend
+// on its SMs, so a process that launches on several GPUs sets each up on its own. A build whose
+// registers fall short of what its warpgroups hand over is refused; a compiled cluster beyond the
+// portable 8 blocks is allowed; dynamic shared memory above the default is opted into. Emitted once
+// per file; each variant keeps its own table of devices.
+void emit_launch_setup(std::ostringstream& o) {
+  o << "// One kernel's setup on one device (set_up_launch).\n"
+    << "struct LaunchSetup {\n"
+    << "  std::atomic<bool> done{false};\n"
+    << "  std::atomic<long long> resident{0};  // the blocks the device runs at once\n"
+    << "};\n"
+    << "constexpr int kSetUpDevices = 64;  // devices past these are set up at every launch\n\n"
+    << "template <typename Kernel>\n"
+    << "static cudaError_t set_up_launch(Kernel kernel, LaunchSetup (&devices)[kSetUpDevices], long long threads,\n"
+    << "                                 long long smem, long long min_registers, long long* resident) {\n"
+    << "  int device = 0;\n"
+    << "  cudaError_t e = cudaGetDevice(&device);\n"
+    << "  if (e != cudaSuccess) return e;\n"
+    << "  LaunchSetup uncached;\n"
+    << "  LaunchSetup& setup = device >= 0 && device < kSetUpDevices ? devices[device] : uncached;\n"
+    << "  if (setup.done.load()) {\n"
+    << "    *resident = setup.resident.load();\n"
+    << "    return cudaSuccess;\n"
+    << "  }\n"
+    << "  cudaFuncAttributes attrs{};\n"
+    << "  e = cudaFuncGetAttributes(&attrs, kernel);\n"
+    << "  // Its warpgroups trade registers within what the launch gives the block: a build that\n"
+    << "  // compiled it to fewer would wait forever, so it is refused instead.\n"
+    << "  if (e == cudaSuccess && attrs.numRegs < min_registers) e = cudaErrorLaunchOutOfResources;\n"
+    << "  if (e == cudaSuccess && attrs.requiredClusterWidth * attrs.requiredClusterHeight * attrs.requiredClusterDepth > 8)\n"
+    << "    e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);\n"
+    << "  if (e == cudaSuccess && smem > " << kSmemPerBlockDefault << "LL)\n"
+    << "    e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));\n"
+    << "  // Counted after the limit is raised: the occupancy query reads it.\n"
+    << "  int sms = 0, per_sm = 0;\n"
+    << "  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);\n"
+    << "  if (e == cudaSuccess)\n"
+    << "    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, static_cast<int>(threads),\n"
+    << "                                                      static_cast<size_t>(smem));\n"
+    << "  if (e != cudaSuccess) return e;\n"
+    << "  setup.resident.store(std::max(1LL, static_cast<long long>(sms) * per_sm));\n"
+    << "  setup.done.store(true);\n"
+    << "  *resident = setup.resident.load();\n"
+    << "  return cudaSuccess;\n"
+    << "}\n\n";
+}
+
 // The blocks a launch takes: the grid's, or for a persistent kernel (the space's `persistent`
-// launch formula) as many as the device runs at once, which share the grid's work tiles. The count
-// is taken once per variant, on the device of its first launch (a process drives one kind of GPU).
+// launch formula) as many as the device runs at once, which share the grid's work tiles.
 std::string persistent_grid(const SpaceForExport& s) {
   std::ostringstream o;
   o << "      long long blocks_x = grid_x, blocks_y = grid_y;\n";
   const auto it = s.launch.find("persistent");
   if (it == s.launch.end()) return o.str();
   o << "      if (" << it->second.code << ") {\n"
-    << "        static std::atomic<long long> resident{0};\n"
-    << "        if (resident.load() == 0) {\n"
-    << "          int device = 0, sms = 0, per_sm = 0;\n"
-    << "          cudaError_t e = cudaGetDevice(&device);\n"
-    << "          if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);\n"
-    << "          if (e == cudaSuccess)\n"
-    << "            e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, static_cast<int>(threads),\n"
-    << "                                                              static_cast<size_t>(smem));\n"
-    << "          if (e != cudaSuccess) return e;\n"
-    << "          resident.store(std::max(1LL, static_cast<long long>(sms) * per_sm));\n"
-    << "        }\n"
-    << "        blocks_x = std::min(grid_x * grid_y, resident.load());\n"
+    << "        blocks_x = std::min(grid_x * grid_y, resident);\n"
     << "        blocks_y = 1;\n"
     << "      }\n";
   return o.str();
@@ -357,34 +393,14 @@ void emit_variant(std::ostringstream& o, const SpaceForExport& s, const Genome& 
     << "      const auto kernel = " << kernel_name(s, g) << ";\n";
   std::map<std::string, std::string> launch_code;
   for (const auto& [name, formula] : s.launch) launch_code.emplace(name, formula.code);
+  const auto registers = s.launch.find("min_registers");
+  const std::string min_registers = registers != s.launch.end() ? "(" + registers->second.code + ")" : "0LL";
   o << f.launch_arguments(launch_code)
+    << "      static LaunchSetup devices[kSetUpDevices];\n"
+    << "      long long resident = 0;\n"
     << "      {\n"
-    << "        // A compiled cluster beyond the portable 8 blocks must be allowed before the first launch.\n"
-    << "        static std::atomic<bool> cluster_checked{false};\n"
-    << "        if (!cluster_checked.load()) {\n"
-    << "          cudaFuncAttributes attrs{};\n"
-    << "          cudaError_t e = cudaFuncGetAttributes(&attrs, kernel);\n";
-  if (auto it = s.launch.find("min_registers"); it != s.launch.end())
-    o << "          // Its warpgroups trade registers within what the launch gives the block: a build that\n"
-      << "          // compiled it to fewer would wait forever, so it is refused instead.\n"
-      << "          if (e == cudaSuccess && attrs.numRegs < (" << it->second.code << "))\n"
-      << "            e = cudaErrorLaunchOutOfResources;\n";
-  o << "          if (e == cudaSuccess &&\n"
-    << "              attrs.requiredClusterWidth * attrs.requiredClusterHeight * attrs.requiredClusterDepth > 8)\n"
-    << "            e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);\n"
-    << "          if (e != cudaSuccess) return e;\n"
-    << "          cluster_checked.store(true);\n"
-    << "        }\n"
-    << "      }\n"
-    << "      if (smem > " << kSmemPerBlockDefault << ") {\n"
-    << "        // Above this a kernel must opt in to dynamic shared memory; once per size suffices.\n"
-    << "        static std::atomic<long long> raised{0};\n"
-    << "        if (raised.load() < smem) {\n"
-    << "          const cudaError_t e = cudaFuncSetAttribute(\n"
-    << "              kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));\n"
-    << "          if (e != cudaSuccess) return e;\n"
-    << "          raised.store(smem);\n"
-    << "        }\n"
+    << "        const cudaError_t e = set_up_launch(kernel, devices, threads, smem, " << min_registers << ", &resident);\n"
+    << "        if (e != cudaSuccess) return e;\n"
     << "      }\n"
     << persistent_grid(s)
     << "      // Programmatic: this launch may begin while the stream's previous kernel finishes; the\n"
@@ -479,6 +495,7 @@ v1::ExportResponse export_dispatch_table(const KernelTemplate& tmpl, const std::
     << "namespace evo_export {\n\n"
     << "constexpr long long evo_min(long long a, long long b) { return a < b ? a : b; }\n"
     << "constexpr long long evo_max(long long a, long long b) { return a > b ? a : b; }\n\n";
+  emit_launch_setup(o);
   if (space.has_workspace) emit_workspace(o);
   const int sm_arch = sm_arch_number(arch);
   for (size_t i = 0; i < variants.size(); ++i)

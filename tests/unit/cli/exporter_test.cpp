@@ -78,22 +78,53 @@ TEST(Exporter, LaunchUsesTheSpaceFormulas) {
             std::string::npos);
   EXPECT_NE(r.source().find("static constexpr long long WARPS_M = evo_min(WARPS, BLOCK_M / 16LL);"),
             std::string::npos);
-  EXPECT_NE(r.source().find("cudaFuncAttributeMaxDynamicSharedMemorySize"), std::string::npos);
+  const std::string& src = r.source();
   // The space's min_registers: a build compiled to fewer registers than a register hand-over
   // draws on is refused before its first launch instead of waiting forever.
-  EXPECT_NE(r.source().find("if (e == cudaSuccess && attrs.numRegs < (PRODUCER * (WARPS == 8LL) * (HEAD_DIM == 128LL) * 168LL))"),
+  EXPECT_NE(src.find("set_up_launch(kernel, devices, threads, smem, (PRODUCER * (WARPS == 8LL) * (HEAD_DIM == 128LL) * "
+                     "168LL), &resident);"),
             std::string::npos)
-      << r.source().substr(r.source().find("cudaFuncGetAttributes"), 600);
+      << src.substr(src.find("static LaunchSetup devices"), 600);
+  EXPECT_NE(src.find("if (e == cudaSuccess && attrs.numRegs < min_registers) e = cudaErrorLaunchOutOfResources;"),
+            std::string::npos);
   // The space's persistent: such a kernel's blocks share the grid's work tiles, as many of them
   // as the device runs at once, counted after the shared-memory limit is raised.
-  const std::string& src = r.source();
+  const size_t raised = src.find("cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize");
+  ASSERT_NE(raised, std::string::npos);
+  EXPECT_NE(src.find("cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel,", raised), std::string::npos);
   const size_t persistent = src.find("      if (PERSISTENT) {");
-  ASSERT_NE(persistent, std::string::npos) << src.substr(src.find("cudaFuncAttributeMaxDynamicSharedMemorySize"), 900);
-  EXPECT_GT(persistent, src.find("cudaFuncAttributeMaxDynamicSharedMemorySize"));
-  EXPECT_NE(src.find("cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel,", persistent), std::string::npos);
-  EXPECT_NE(src.find("blocks_x = std::min(grid_x * grid_y, resident.load());", persistent), std::string::npos);
+  ASSERT_NE(persistent, std::string::npos) << src.substr(src.find("static LaunchSetup devices"), 900);
+  EXPECT_NE(src.find("blocks_x = std::min(grid_x * grid_y, resident);", persistent), std::string::npos);
   EXPECT_NE(src.find("config.gridDim = dim3(static_cast<unsigned>(blocks_x), static_cast<unsigned>(blocks_y),"),
             std::string::npos);
+}
+
+// Function attributes live in each device's context, and the blocks a device runs at once depend
+// on its SMs: a process launching on several GPUs sets each kernel up once per device, never once
+// per process (a second GPU would then launch without its shared-memory opt-in and fail).
+TEST(Exporter, EachVariantIsSetUpOncePerDevice) {
+  const Genome a = default_genome();
+  auto genes = a.genes();
+  for (auto& [name, value] : genes)
+    if (name == "BLOCK_M") value = 64;
+  attention::Shape other;
+  other.batch = 2;
+  const auto r = export_dispatch_table({{a, {shape_1x8x512x64()}, measured_evaluation(false)},
+                                        {Genome(a.template_id(), genes), {attention::to_problem(other)},
+                                         measured_evaluation(false)}});
+  const std::string& src = r.source();
+  size_t setups = 0;
+  for (size_t at = src.find("static LaunchSetup devices[kSetUpDevices];"); at != std::string::npos;
+       at = src.find("static LaunchSetup devices[kSetUpDevices];", at + 1))
+    ++setups;
+  EXPECT_EQ(setups, 2u) << "each variant keeps its own table of devices";
+  EXPECT_NE(src.find("LaunchSetup& setup = device >= 0 && device < kSetUpDevices ? devices[device] : uncached;"),
+            std::string::npos);
+  const size_t helper = src.find("static cudaError_t set_up_launch(");
+  ASSERT_NE(helper, std::string::npos);
+  EXPECT_LT(src.find("cudaGetDevice(&device);", helper), src.find("if (setup.done.load())", helper));
+  // No setup is kept for the whole process.
+  EXPECT_EQ(src.find("static std::atomic"), std::string::npos) << src.substr(src.find("static std::atomic"), 300);
 }
 
 // Constraints over the genes and head dim are compile-time (an invalid pair is never
