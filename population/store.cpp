@@ -547,9 +547,11 @@ int Store::count_candidates(const std::string& run_id, int generation, bool only
   return count_of(s);
 }
 
-int Store::count_open_candidates(const std::string& run_id) {
-  auto s = db_->prepare("SELECT COUNT(*) FROM candidates WHERE run_id = ? AND state IN ('queued', 'leased')");
-  s.bind(1, run_id);
+int Store::count_open_candidates_for_class(const std::string& device_class) {
+  auto s = db_->prepare(
+      "SELECT COUNT(*) FROM runs r JOIN candidates c ON c.run_id = r.id "
+      "WHERE r.state IN (?, ?) AND (r.device_class = '' OR r.device_class = ?) AND c.state IN ('queued', 'leased')");
+  s.bind(1, static_cast<int>(v1::QUEUED)).bind(2, static_cast<int>(v1::RUNNING)).bind(3, device_class);
   return count_of(s);
 }
 

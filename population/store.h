@@ -219,8 +219,10 @@ class Store {
   // genome text (an index read, not a scan of the run).
   std::vector<CandidateRecord> elite_candidates(const std::string& run_id, int k);
   int count_candidates(const std::string& run_id, int generation, bool only_done);
-  // The run's candidates queued or leased: the work it has out or waiting.
-  int count_open_candidates(const std::string& run_id);
+  // The candidates queued or leased (the work out or waiting) of the active runs a worker of the
+  // class may lease: those of that class and those not yet fixed to one. One query, however many
+  // runs are active.
+  int count_open_candidates_for_class(const std::string& device_class);
   CandidateCounts count_candidates_of_run(const std::string& run_id);
   void set_candidate_leased(const std::string& id, const std::string& lease_id,
                             const std::string& worker_id, int64_t deadline_ms);

@@ -83,7 +83,7 @@ v1::LeaseResponse LeaseScheduler::lease(const v1::LeaseRequest& req, const std::
     workers_.touch(r.worker.id, r.now);
     if (req.names_held_leases()) return_unreceived(r, req);
     const std::vector<RunRecord> active = store_.active_runs();
-    r.want = std::min(r.want, fair_share_left(r, active));
+    r.want = std::min(r.want, fair_share_left(r));
     for (const auto& run : turns_.in_turn(active)) {
       if (r.full()) break;
       if (!run.device_class.empty() && run.device_class != r.device_class()) continue;
@@ -115,10 +115,8 @@ void LeaseScheduler::return_unreceived(Request& r, const v1::LeaseRequest& req) 
   }
 }
 
-int LeaseScheduler::fair_share_left(const Request& r, const std::vector<RunRecord>& active) {
-  int open = 0;
-  for (const auto& run : active)
-    if (run.device_class.empty() || run.device_class == r.device_class()) open += store_.count_open_candidates(run.id);
+int LeaseScheduler::fair_share_left(const Request& r) {
+  const int open = store_.count_open_candidates_for_class(r.device_class());
   const int live = std::max(1, workers_.live_workers_of_class(r.device_class(), r.now));
   const int held = static_cast<int>(store_.active_leases_of(r.worker.id).size());
   return std::max(0, (open + live - 1) / live - held);

@@ -89,11 +89,11 @@ class LeaseScheduler {
   // Leases of the worker that its request does not name as held: returned to the queue, uncharged.
   void return_unreceived(Request& request, const v1::LeaseRequest& req);
   // How many more leases the worker may hold: its share of the open work (queued and leased
-  // candidates) of the `active` runs its class may lease, over the class's live workers and
+  // candidates) of the active runs its class may lease, over the class's live workers and
   // rounded up, less the leases it holds. A worker alone takes all it asks; several share a generation, so
   // that a worker holding leases ahead (--max-inflight) does not keep one from another that
   // would measure it now.
-  int fair_share_left(const Request& request, const std::vector<RunRecord>& active);
+  int fair_share_left(const Request& request);
   // The sweeper's liveness record; a gap beyond the period moves every open lease on.
   void observe_liveness(int64_t now);
 

@@ -3,6 +3,9 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "store.h"
 #include "store_sqlite.h"
@@ -628,6 +631,40 @@ TEST(Store, ResultCacheKeyIsGenomeProblemClassAndToolkit) {
     // The same genome timed on another problem is not a hit: its time says nothing here.
     EXPECT_FALSE(store.cache_get("h", "16x16x512x64", "sm_90a/H100", "nvrtc 12.8 / cuda 12.8"));
     EXPECT_FALSE(store.cache_get("h", "1x8x512x64,1x8x512x64:causal", "sm_90a/H100", "nvrtc 12.8 / cuda 12.8"));
+  });
+}
+
+// A worker's fair share counts the open work (queued and leased) of the active runs its class may
+// lease, its own class's and those no worker has fixed yet, in one query.
+TEST(Store, OpenCandidatesForAClassCountActiveRunsOfThatClassOrNone) {
+  test::TempDir dir;
+  Store store(dir.file("evo.db"));
+  store.transaction([&] {
+    // run id, device class, queued, leased, done
+    const std::vector<std::tuple<std::string, std::string, int, int, int>> runs = {
+        {"run-0001", "sm_90a/H200", 3, 1, 2}, {"run-0002", "", 2, 0, 0}, {"run-0003", "sm_89/L40S", 5, 1, 0},
+        {"run-0004", "sm_90a/H200", 4, 0, 0}};
+    for (const auto& [id, device_class, queued, leased, done] : runs) {
+      store.insert_run(sample_run(id));
+      if (!device_class.empty()) store.set_run_device_class(id, device_class);
+      for (int i = 0; i < queued + leased + done; ++i) {
+        CandidateRecord c;
+        c.id = id + "-c" + std::to_string(i);
+        c.run_id = id;
+        c.genome = c.genome_hash = c.id;
+        c.seq = i;
+        c.op = "seed";
+        store.insert_candidate(c);
+        if (i >= queued) store.set_candidate_leased(c.id, "l-" + c.id, "w", 0);
+        if (i >= queued + leased) store.finish_candidate(c.id, 0, v1::OK, 1.0, 0, true, v1::RESULT_SOURCE_MEASURED);
+      }
+    }
+    store.end_run("run-0004", v1::CANCELLED, v1::STOP_REASON_CANCELLED, "", 0);  // ended: its queue counts no more
+  });
+  store.transaction([&] {
+    EXPECT_EQ(store.count_open_candidates_for_class("sm_90a/H200"), 3 + 1 + 2);
+    EXPECT_EQ(store.count_open_candidates_for_class("sm_89/L40S"), 5 + 1 + 2);
+    EXPECT_EQ(store.count_open_candidates_for_class("sm_80/A100"), 2);
   });
 }
 
